@@ -1,0 +1,52 @@
+package pilot
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// RunnerCommand is the name of the command runner.
+const RunnerCommand = "command"
+
+// CommandRunner runs any command line from the provider's Argv. Each
+// argument may contain these placeholders, replaced for every attempt:
+//
+//	{task_file}     a file holding the task text
+//	{prompt}        the task text itself
+//	{workdir}       the absolute working directory
+//	{model}         Provider.Model
+//	{mode}          Task.Mode
+//	{run_dir}       the attempt's run directory
+//	{run_id}        the attempt's run id
+//	{session_path}  a path under the run directory for a native session
+//
+// Its outcome comes from the exit status alone ([ExitCodeWatcher]): exit 0
+// with output on stdout is completed, exit 0 with no stdout is empty, and
+// anything else is an error.
+type CommandRunner struct{}
+
+// Name implements Runner.
+func (CommandRunner) Name() string { return RunnerCommand }
+
+// Command implements Runner.
+func (CommandRunner) Command(_ context.Context, a Attempt) (*Command, error) {
+	if len(a.Provider.Argv) == 0 {
+		return nil, fmt.Errorf("pilot: provider %q has no argv for the command runner", a.Provider.Name)
+	}
+	r := strings.NewReplacer(
+		"{task_file}", a.TaskFile,
+		"{prompt}", a.Prompt,
+		"{workdir}", a.Workdir,
+		"{model}", a.Provider.Model,
+		"{mode}", string(a.Task.Mode),
+		"{run_dir}", a.RunDir,
+		"{run_id}", a.RunID,
+		"{session_path}", a.SessionPath,
+	)
+	argv := make([]string, len(a.Provider.Argv))
+	for i, arg := range a.Provider.Argv {
+		argv[i] = r.Replace(arg)
+	}
+	return &Command{Argv: argv, Watcher: ExitCodeWatcher{}}, nil
+}

@@ -1,0 +1,912 @@
+package pilot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/pilotworkers/pilot/internal/lines"
+	"github.com/pilotworkers/pilot/internal/supervise"
+)
+
+// Defaults for the Dispatcher's zero-valued fields.
+const (
+	DefaultTimeout      = 3600 * time.Second
+	DefaultIdleTimeout  = 900 * time.Second
+	DefaultGrace        = 5 * time.Second
+	DefaultWaitDelay    = 2 * time.Second
+	DefaultMaxLineBytes = 8 << 20
+)
+
+// DefaultEnvAllow is the environment a worker inherits from pilot's own when
+// Dispatcher.EnvAllow is nil. Everything else is dropped.
+var DefaultEnvAllow = []string{
+	"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE",
+	"TERM", "TMPDIR", "TZ", "NO_COLOR",
+}
+
+// EnvRunID is set in every worker's environment to its run id. pilot also
+// uses it to recognise the worker's descendants.
+const EnvRunID = "PILOT_RUN_ID"
+
+// A Task is one bounded piece of work for one provider.
+type Task struct {
+	// Provider is the provider's name in the Dispatcher's registry.
+	Provider string
+	// Mode is the kind of work; required.
+	Mode Mode
+	// TaskFile is a file holding the task text, and Prompt is the text
+	// itself; set one (if both are set, TaskFile wins for {task_file} and
+	// Prompt for {prompt}).
+	TaskFile string
+	Prompt   string
+	// Workdir is the directory the worker runs in; empty means the
+	// current directory.
+	Workdir string
+	// Timeout bounds the whole run and IdleTimeout the time without any
+	// output; zero means the Dispatcher's defaults. Negative disables.
+	Timeout     time.Duration
+	IdleTimeout time.Duration
+	// Label is a free-form name carried into events and the verdict.
+	Label string
+}
+
+// A Dispatcher runs one task at a time per Dispatch call, each in a worker
+// process of its own. Its exported fields are configuration; the zero value
+// is ready to use for providers built with the command runner once
+// Providers is set. A Dispatcher is safe for concurrent use and is never
+// changed by Dispatch.
+type Dispatcher struct {
+	// Providers resolves Task.Provider.
+	Providers *Registry
+	// Runners adds runners (or replaces built-in ones) by Name. The
+	// command runner is built in.
+	Runners []Runner
+	// Credentials supplies provider secrets; nil means EnvCredentials{}.
+	Credentials CredentialSource
+
+	// RunDir is where run directories are made; empty means
+	// DefaultRunDir().
+	RunDir string
+
+	// Timeout and IdleTimeout are the defaults for tasks that set none:
+	// DefaultTimeout and DefaultIdleTimeout when zero.
+	Timeout     time.Duration
+	IdleTimeout time.Duration
+	// Grace is the time between SIGTERM and SIGKILL when pilot ends a
+	// worker, and the time leftover descendants get after the worker
+	// exits; DefaultGrace when zero.
+	Grace time.Duration
+	// WaitDelay bounds how long pilot keeps reading output once the whole
+	// process tree is gone; DefaultWaitDelay when zero.
+	WaitDelay time.Duration
+	// MaxLineBytes is the most of one output line held in memory (longer
+	// lines still reach stream.log whole); DefaultMaxLineBytes when zero.
+	MaxLineBytes int
+
+	// EnvAllow names the variables a worker inherits from pilot's
+	// environment; nil means DefaultEnvAllow. LookupEnv reads them; nil
+	// means os.LookupEnv.
+	EnvAllow  []string
+	LookupEnv func(string) (string, bool)
+
+	// Observer, when set, receives every event of every dispatch. Events
+	// of one dispatch arrive in order and never concurrently.
+	Observer func(Event)
+	// OnLine, when set, receives every output line of every worker
+	// (secrets redacted), for streaming display. It is called from the
+	// goroutines reading the worker's output, never concurrently within
+	// one dispatch.
+	OnLine func(runID string, l Line)
+}
+
+// Dispatch runs t in a worker process and returns its Verdict.
+//
+// It returns only after the worker and every process it started are gone
+// and every goroutine it started has ended. The worker gets a scrubbed
+// environment, runs in its own process group under pilot's supervisor, and
+// is ended with SIGTERM, then SIGKILL after the grace period, when ctx is
+// done or a timeout runs out.
+//
+// A non-nil error means pilot could not do its job: the task or
+// configuration is invalid (nothing was started), a credential is missing
+// (*CredentialError; nothing was started), ctx was already done, or the run
+// directory could not be written. What the worker did, including failing
+// to start, is always the Verdict.
+func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
+	if err := ctx.Err(); err != nil {
+		return Verdict{}, fmt.Errorf("pilot: dispatch not started: %w", err)
+	}
+	cfg := d.withDefaults()
+	prov, runner, err := cfg.resolve(t)
+	if err != nil {
+		return Verdict{}, err
+	}
+	if err := validateTask(&t); err != nil {
+		return Verdict{}, err
+	}
+	creds := cfg.Credentials
+	info, err := creds.Info(ctx, prov)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("pilot: credential check for %s: %w", prov.Name, err)
+	}
+	if !info.Configured {
+		return Verdict{}, &CredentialError{Provider: prov.Name, Env: prov.CredentialEnv}
+	}
+	var secret Secret
+	if prov.CredentialEnv != "" {
+		if secret, err = creds.Secret(ctx, prov); err != nil {
+			return Verdict{}, err
+		}
+		if secret.Reveal() == "" {
+			return Verdict{}, &CredentialError{Provider: prov.Name, Env: prov.CredentialEnv}
+		}
+	}
+	r := &run{d: cfg, task: t, prov: prov, runner: runner, secret: secret}
+	// Enough bytes for 500 characters of any width, plus room to redact a
+	// secret cut by the window's start.
+	r.stderrTail.N = 4*stderrTailRunes + 2*len(secret.Reveal()) + 64
+	return r.execute(ctx)
+}
+
+func (d *Dispatcher) withDefaults() *Dispatcher {
+	c := *d
+	if c.Credentials == nil {
+		c.Credentials = EnvCredentials{}
+	}
+	if c.RunDir == "" {
+		c.RunDir = DefaultRunDir()
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.Grace <= 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.WaitDelay <= 0 {
+		c.WaitDelay = DefaultWaitDelay
+	}
+	if c.MaxLineBytes <= 0 {
+		c.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if c.EnvAllow == nil {
+		c.EnvAllow = DefaultEnvAllow
+	}
+	if c.LookupEnv == nil {
+		c.LookupEnv = os.LookupEnv
+	}
+	return &c
+}
+
+func (d *Dispatcher) resolve(t Task) (Provider, Runner, error) {
+	if t.Provider == "" {
+		return Provider{}, nil, errors.New("pilot: task has no provider: set Task.Provider")
+	}
+	p, ok := d.Providers.Lookup(t.Provider)
+	if !ok {
+		return Provider{}, nil, fmt.Errorf("pilot: unknown provider: %s (known: %s)", t.Provider, strings.Join(d.Providers.Names(), ", "))
+	}
+	r := d.runner(p.Runner)
+	if r == nil {
+		return Provider{}, nil, fmt.Errorf("pilot: provider %s uses runner %q, which this Dispatcher does not have", p.Name, p.Runner)
+	}
+	return p, r, nil
+}
+
+func (d *Dispatcher) runner(name string) Runner {
+	for i := len(d.Runners) - 1; i >= 0; i-- {
+		if d.Runners[i].Name() == name {
+			return d.Runners[i]
+		}
+	}
+	if name == RunnerCommand {
+		return CommandRunner{}
+	}
+	return nil
+}
+
+func validateTask(t *Task) error {
+	if !t.Mode.Valid() {
+		return fmt.Errorf("pilot: unknown mode: %q (want one of code, explore, test, review, resume)", t.Mode)
+	}
+	if t.TaskFile == "" && t.Prompt == "" {
+		return errors.New("pilot: task has neither a task file nor a prompt: set Task.TaskFile or Task.Prompt")
+	}
+	if t.TaskFile != "" {
+		abs, err := filepath.Abs(t.TaskFile)
+		if err != nil {
+			return fmt.Errorf("pilot: task file: %w", err)
+		}
+		st, err := os.Stat(abs)
+		if err != nil || !st.Mode().IsRegular() {
+			return fmt.Errorf("pilot: task file not found: %s", t.TaskFile)
+		}
+		t.TaskFile = abs
+	}
+	if t.Workdir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("pilot: no workdir given and the current directory is unknown: %w", err)
+		}
+		t.Workdir = wd
+	}
+	abs, err := filepath.Abs(t.Workdir)
+	if err != nil {
+		return fmt.Errorf("pilot: workdir: %w", err)
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return fmt.Errorf("pilot: workdir is not an existing directory: %s", t.Workdir)
+	}
+	t.Workdir = abs
+	return nil
+}
+
+// run is the state of one dispatch.
+type run struct {
+	d      *Dispatcher
+	task   Task
+	prov   Provider
+	runner Runner
+	secret Secret
+
+	id      string
+	dir     string
+	rec     Record
+	recPath string
+	events  *os.File
+	stream  *os.File
+	watcher Watcher
+
+	emitMu sync.Mutex // serializes Observer calls and events.log writes
+	lineMu sync.Mutex // serializes watcher, OnLine and stream.log writes
+
+	lastOutput  atomic.Int64 // unix nanos of the last byte read
+	stdoutBytes atomic.Int64
+	stderrBytes atomic.Int64
+	stderrTail  lines.Tail
+}
+
+func (r *run) execute(ctx context.Context) (v Verdict, err error) {
+	start := time.Now()
+	r.id = newRunID(start, r.prov.Name)
+	r.dir = filepath.Join(r.d.RunDir, r.id)
+	if err := os.MkdirAll(r.dir, 0o700); err != nil {
+		return Verdict{}, fmt.Errorf("pilot: creating run directory: %w", err)
+	}
+	r.recPath = filepath.Join(r.dir, "record.json")
+	r.rec = Record{
+		RunID:       r.id,
+		Provider:    r.prov.Name,
+		Mode:        r.task.Mode,
+		Label:       r.task.Label,
+		Runner:      r.runner.Name(),
+		Model:       r.prov.Model,
+		Status:      StatusRunning,
+		Workdir:     r.task.Workdir,
+		PilotPid:    os.Getpid(),
+		StartedAt:   start.UTC(),
+		Timeout:     r.timeout().Seconds(),
+		IdleTimeout: r.idleTimeout().Seconds(),
+		StreamLog:   filepath.Join(r.dir, "stream.log"),
+		EventsLog:   filepath.Join(r.dir, "events.log"),
+	}
+	if r.events, err = os.OpenFile(r.rec.EventsLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+		return Verdict{}, fmt.Errorf("pilot: %w", err)
+	}
+	defer r.events.Close()
+	if r.stream, err = os.OpenFile(r.rec.StreamLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+		return Verdict{}, fmt.Errorf("pilot: %w", err)
+	}
+	defer r.stream.Close()
+
+	// From here on the record exists and must be closed out on every path.
+	defer func() {
+		if err != nil {
+			now := time.Now().UTC()
+			r.rec.Status = string(Failed)
+			r.rec.EndedAt = &now
+			r.rec.PilotError = r.redact(err.Error())
+			if werr := writeRecord(r.recPath, &r.rec); werr != nil {
+				err = errors.Join(err, fmt.Errorf("pilot: closing out %s: %w", r.recPath, werr))
+			}
+		}
+	}()
+
+	a, err := r.attempt(ctx)
+	if err != nil {
+		return Verdict{}, err
+	}
+	r.rec.TaskFile = a.TaskFile
+	cmd, err := r.runner.Command(ctx, a)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("pilot: runner %s: %w", r.runner.Name(), err)
+	}
+	if len(cmd.Argv) == 0 {
+		return Verdict{}, fmt.Errorf("pilot: runner %s built an empty command", r.runner.Name())
+	}
+	r.watcher = cmd.Watcher
+	if r.watcher == nil {
+		r.watcher = ExitCodeWatcher{}
+	}
+	env := r.environ(cmd.Env)
+	r.rec.Argv = make([]string, len(cmd.Argv))
+	for i, s := range cmd.Argv {
+		r.rec.Argv[i] = r.redact(s)
+	}
+	for _, kv := range env {
+		r.rec.EnvKeys = append(r.rec.EnvKeys, kv[:strings.IndexByte(kv, '=')])
+	}
+	sort.Strings(r.rec.EnvKeys)
+	if err := writeRecord(r.recPath, &r.rec); err != nil {
+		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
+	}
+
+	exit, job, err := r.supervise(ctx, cmd, env, start)
+	if err != nil {
+		return Verdict{}, err
+	}
+	res := r.judge(exit)
+
+	v = Verdict{
+		Type:             VerdictType,
+		Provider:         r.prov.Name,
+		Mode:             r.task.Mode,
+		RunID:            r.id,
+		Label:            r.task.Label,
+		Verdict:          res.Outcome,
+		FailureClass:     res.FailureClass,
+		Evidence:         res.Evidence,
+		StderrTail:       r.tail(),
+		DurationMS:       exit.Duration.Milliseconds(),
+		Record:           r.recPath,
+		OutputIncomplete: job.incomplete,
+		Leftovers:        job.leftovers,
+	}
+	if res.Outcome == "" {
+		v.Verdict = Failed
+		v.FailureClass = FailGeneric
+	}
+	if v.Evidence != nil {
+		v.Evidence.Line = r.redact(v.Evidence.Line)
+	}
+	if exit.Started {
+		if exit.Signal != 0 {
+			v.Signal = signalName(syscall.Signal(exit.Signal))
+		} else {
+			code := exit.Code
+			v.ExitCode = &code
+		}
+	}
+	end := start.Add(exit.Duration).UTC()
+	r.rec.EndedAt = &end
+	r.rec.Status = string(v.Verdict)
+	r.rec.ExitCode = v.ExitCode
+	r.rec.Signal = v.Signal
+	r.rec.Verdict = v.Verdict
+	r.rec.FailureClass = v.FailureClass
+	r.rec.Evidence = v.Evidence
+	r.rec.OutputIncomplete = v.OutputIncomplete
+	r.rec.Leftovers = v.Leftovers
+	r.rec.StdoutBytes = exit.StdoutBytes
+	r.rec.StderrBytes = exit.StderrBytes
+	if err := writeRecord(r.recPath, &r.rec); err != nil {
+		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
+	}
+	r.emit(Event{Type: VerdictType, Verdict: &v})
+	return v, nil
+}
+
+func (r *run) timeout() time.Duration {
+	if r.task.Timeout != 0 {
+		return r.task.Timeout
+	}
+	return r.d.Timeout
+}
+
+func (r *run) idleTimeout() time.Duration {
+	if r.task.IdleTimeout != 0 {
+		return r.task.IdleTimeout
+	}
+	return r.d.IdleTimeout
+}
+
+// attempt fills in the task file and prompt so both are always available.
+func (r *run) attempt(ctx context.Context) (Attempt, error) {
+	a := Attempt{
+		Task:        r.task,
+		Provider:    r.prov,
+		RunID:       r.id,
+		RunDir:      r.dir,
+		TaskFile:    r.task.TaskFile,
+		Prompt:      r.task.Prompt,
+		Workdir:     r.task.Workdir,
+		SessionPath: filepath.Join(r.dir, "session.jsonl"),
+	}
+	if a.TaskFile == "" {
+		a.TaskFile = filepath.Join(r.dir, "task.md")
+		if err := os.WriteFile(a.TaskFile, []byte(a.Prompt), 0o600); err != nil {
+			return a, fmt.Errorf("pilot: writing task file: %w", err)
+		}
+	}
+	if a.Prompt == "" {
+		data, err := os.ReadFile(a.TaskFile)
+		if err != nil {
+			return a, fmt.Errorf("pilot: reading task file: %w", err)
+		}
+		a.Prompt = string(data)
+	}
+	return a, nil
+}
+
+// environ builds the worker's whole environment: the allowlist from pilot's
+// environment, the provider's env, the runner's env, EnvRunID, and last the
+// provider's own credential. Other providers' credential variables never
+// pass.
+func (r *run) environ(runnerEnv map[string]string) []string {
+	others := r.d.Providers.credentialEnvs(r.prov.CredentialEnv)
+	vals := map[string]string{}
+	var order []string
+	set := func(k, v string) {
+		if others[k] {
+			return
+		}
+		if _, ok := vals[k]; !ok {
+			order = append(order, k)
+		}
+		vals[k] = v
+	}
+	for _, k := range r.d.EnvAllow {
+		if v, ok := r.d.LookupEnv(k); ok {
+			set(k, v)
+		}
+	}
+	for _, m := range []map[string]string{r.prov.Env, runnerEnv} {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			set(k, m[k])
+		}
+	}
+	set(EnvRunID, r.id)
+	if r.prov.CredentialEnv != "" {
+		set(r.prov.CredentialEnv, r.secret.Reveal())
+	}
+	env := make([]string, 0, len(order))
+	for _, k := range order {
+		env = append(env, k+"="+vals[k])
+	}
+	return env
+}
+
+// jobInfo is what the supervision of a started worker found beyond its exit.
+type jobInfo struct {
+	leftovers  int
+	incomplete bool
+}
+
+// supervise starts the worker and follows it until its tree is gone and
+// its output is read. A worker that cannot be started is an Exit with
+// Started false; the error is for pilot's own failures.
+func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start time.Time) (Exit, jobInfo, error) {
+	var info jobInfo
+	exit := Exit{}
+	path, err := lookPath(cmd.Argv[0], env)
+	if err != nil {
+		exit.Err = err
+		exit.Duration = time.Since(start)
+		return exit, info, nil
+	}
+
+	outR, outW, err := pipe()
+	if err != nil {
+		return exit, info, err
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return exit, info, err
+	}
+	stdin, stdinDone, err := stdinFile(cmd.Stdin)
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return exit, info, err
+	}
+
+	job, err := supervise.Start(supervise.Spec{
+		Path:   path,
+		Argv:   cmd.Argv,
+		Env:    env,
+		Dir:    r.task.Workdir,
+		Cookie: EnvRunID + "=" + r.id,
+		Grace:  r.d.Grace,
+	}, stdin, outW, errW)
+	outW.Close()
+	errW.Close()
+	stdin.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		stdinDone()
+		if !errors.As(err, new(*supervise.StartError)) {
+			return exit, info, fmt.Errorf("pilot: %w", err)
+		}
+		exit.Err = err
+		exit.Duration = time.Since(start)
+		return exit, info, nil
+	}
+	defer job.Close()
+	exit.Started = true
+	r.rec.Pid, r.rec.Pgid = job.Pid, job.Pid
+	r.lastOutput.Store(time.Now().UnixNano())
+	r.emit(Event{Type: StartedType, Started: &Started{
+		Type:      StartedType,
+		Provider:  r.prov.Name,
+		Mode:      r.task.Mode,
+		RunID:     r.id,
+		Label:     r.task.Label,
+		Pid:       job.Pid,
+		Runner:    r.runner.Name(),
+		Model:     r.prov.Model,
+		Workdir:   r.task.Workdir,
+		RunDir:    r.dir,
+		Record:    r.recPath,
+		StartedAt: start.UTC(),
+	}})
+
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go r.read(&readers, outR, Stdout, &r.stdoutBytes)
+	go r.read(&readers, errR, Stderr, &r.stderrBytes)
+	readersDone := make(chan struct{})
+	go func() { readers.Wait(); close(readersDone) }()
+
+	var timeoutC, idleC, graceC <-chan time.Time
+	if d := r.timeout(); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeoutC = t.C
+	}
+	idle := r.idleTimeout()
+	var idleTimer *time.Timer
+	if idle > 0 {
+		idleTimer = time.NewTimer(idle)
+		defer idleTimer.Stop()
+		idleC = idleTimer.C
+	}
+	exited := job.Exited()
+	done := job.Done()
+	ctxDone := ctx.Done()
+	terminate := func(reason FailureClass, why string) {
+		if exit.Terminated {
+			return
+		}
+		exit.Terminated, exit.Reason = true, reason
+		r.emit(Event{Type: EventTerminate, Message: why + ": sending SIGTERM to the worker's process tree"})
+		_ = job.Signal(syscall.SIGTERM)
+		g := time.NewTimer(r.d.Grace)
+		graceC = g.C
+		ctxDone, timeoutC, idleC = nil, nil, nil
+	}
+	for done != nil {
+		select {
+		case <-ctxDone:
+			terminate(FailCancelled, "context done ("+context.Cause(ctx).Error()+")")
+		case <-timeoutC:
+			terminate(FailTimeout, "timeout of "+r.timeout().String()+" reached")
+		case <-idleC:
+			since := time.Since(time.Unix(0, r.lastOutput.Load()))
+			if since >= idle {
+				terminate(FailIdleTimeout, "no output for "+idle.String())
+			} else {
+				idleTimer.Reset(idle - since)
+			}
+		case <-graceC:
+			graceC = nil
+			r.emit(Event{Type: EventTerminate, Message: "grace period of " + r.d.Grace.String() + " over: sending SIGKILL to the worker's process tree"})
+			_ = job.Signal(syscall.SIGKILL)
+		case <-exited:
+			exited = nil
+			// The worker is gone; its leftovers are the supervisor's
+			// to clean up. Timeouts no longer apply.
+			ctxDone, timeoutC, idleC = nil, nil, nil
+		case <-done:
+			done = nil
+		}
+	}
+	if err := job.Err(); err != nil {
+		outR.Close()
+		errR.Close()
+		<-readersDone
+		stdinDone()
+		return exit, info, fmt.Errorf("pilot: worker %d: %w", job.Pid, err)
+	}
+	info.leftovers = job.Leftovers()
+	if info.leftovers > 0 {
+		r.emit(Event{Type: EventLeftovers, Message: fmt.Sprintf("the worker exited leaving %d process(es) running; pilot killed them", info.leftovers)})
+	}
+	select {
+	case <-readersDone:
+	case <-time.After(r.d.WaitDelay):
+		info.incomplete = true
+		outR.Close()
+		errR.Close()
+		<-readersDone
+	}
+	outR.Close()
+	errR.Close()
+	stdinDone()
+
+	st := job.Status()
+	switch {
+	case st.Signaled():
+		exit.Code, exit.Signal = -1, int(st.Signal())
+	default:
+		exit.Code = st.ExitStatus()
+	}
+	exit.StdoutBytes = r.stdoutBytes.Load()
+	exit.StderrBytes = r.stderrBytes.Load()
+	exit.Duration = time.Since(start)
+	return exit, info, nil
+}
+
+func (r *run) judge(e Exit) Result {
+	r.lineMu.Lock()
+	defer r.lineMu.Unlock()
+	return r.watcher.Finish(e)
+}
+
+// read drains one output pipe into stream.log, the watcher and OnLine.
+func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64) {
+	defer wg.Done()
+	tag := []byte("out ")
+	if s == Stderr {
+		tag = []byte("err ")
+	}
+	sp := &lines.Splitter{
+		Max:      r.d.MaxLineBytes,
+		SpillDir: r.dir,
+		OnLine:   func(l lines.Line) { r.line(s, tag, l) },
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			r.lastOutput.Store(time.Now().UnixNano())
+			count.Add(int64(n))
+			if s == Stderr {
+				r.lineMu.Lock()
+				r.stderrTail.Write(buf[:n])
+				r.lineMu.Unlock()
+			}
+			sp.Write(buf[:n])
+		}
+		if err != nil {
+			break
+		}
+	}
+	sp.Close()
+}
+
+// line handles one complete output line: stream.log gets all of it, the
+// watcher and OnLine get at most MaxLineBytes.
+func (r *run) line(s Stream, tag []byte, l lines.Line) {
+	data := bytes.TrimSuffix(l.Data, []byte("\r"))
+	sec := r.secretBytes()
+	r.lineMu.Lock()
+	defer r.lineMu.Unlock()
+	if l.Spill != nil {
+		r.stream.Write(tag)
+		redactCopy(r.stream, l.Spill, sec)
+		r.stream.Write([]byte("\n"))
+	} else {
+		out := make([]byte, 0, len(tag)+len(l.Data)+1)
+		out = append(out, tag...)
+		out = append(out, redactBytes(l.Data, sec)...)
+		out = append(out, '\n')
+		r.stream.Write(out)
+	}
+	line := Line{Stream: s, Data: data, Size: l.Size, Truncated: l.Truncated}
+	r.watcher.Line(line)
+	if r.d.OnLine != nil {
+		line.Data = redactBytes(data, sec)
+		r.d.OnLine(r.id, line)
+	}
+}
+
+func (r *run) emit(e Event) {
+	e.RunID = r.id
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	r.emitMu.Lock()
+	defer r.emitMu.Unlock()
+	if data, err := json.Marshal(e); err == nil {
+		r.events.Write(append(data, '\n'))
+	}
+	if r.d.Observer != nil {
+		r.d.Observer(e)
+	}
+}
+
+// minSecretLen is the shortest secret pilot redacts from logs; shorter
+// values would mangle ordinary text and protect nothing.
+const minSecretLen = 6
+
+func (r *run) secretBytes() []byte {
+	if len(r.secret.Reveal()) < minSecretLen {
+		return nil
+	}
+	return []byte(r.secret.Reveal())
+}
+
+func (r *run) redact(s string) string {
+	if sec := r.secretBytes(); sec != nil {
+		return strings.ReplaceAll(s, string(sec), redacted)
+	}
+	return s
+}
+
+const redacted = "[REDACTED]"
+
+func redactBytes(b, secret []byte) []byte {
+	if secret == nil || !bytes.Contains(b, secret) {
+		return b
+	}
+	return bytes.ReplaceAll(b, secret, []byte(redacted))
+}
+
+// redactCopy copies src to dst with every occurrence of secret replaced,
+// including occurrences that span read boundaries. Without a secret it is a
+// plain copy (copy_file_range between files).
+func redactCopy(dst io.Writer, src io.Reader, secret []byte) {
+	if secret == nil {
+		io.Copy(dst, src)
+		return
+	}
+	keep := len(secret) - 1
+	buf := make([]byte, 256<<10)
+	pend := 0 // bytes carried over at the start of buf
+	for {
+		n, err := src.Read(buf[pend:])
+		chunk := redactBytes(buf[:pend+n], secret)
+		if err != nil {
+			dst.Write(chunk)
+			return
+		}
+		if len(chunk) <= keep {
+			pend = copy(buf, chunk)
+			continue
+		}
+		dst.Write(chunk[:len(chunk)-keep])
+		pend = copy(buf, chunk[len(chunk)-keep:])
+	}
+}
+
+// stderrTailRunes is the most characters a verdict's stderr_tail holds.
+const stderrTailRunes = 500
+
+func (r *run) tail() string {
+	r.lineMu.Lock()
+	raw := append([]byte(nil), r.stderrTail.Bytes()...)
+	r.lineMu.Unlock()
+	s := strings.ToValidUTF8(string(redactBytes(raw, r.secretBytes())), "\uFFFD")
+	if n := utf8.RuneCountInString(s); n > stderrTailRunes {
+		for i := range s {
+			if n <= stderrTailRunes {
+				return s[i:]
+			}
+			n--
+		}
+	}
+	return s
+}
+
+// pipe returns a pipe whose read end pilot reads through the runtime
+// poller (so Close unblocks a Read) and whose write end is blocking, as
+// ordinary programs expect their stdout to be.
+func pipe() (r, w *os.File, err error) {
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("pilot: pipe: %w", err)
+	}
+	if err := syscall.SetNonblock(p[0], true); err != nil {
+		syscall.Close(p[0])
+		syscall.Close(p[1])
+		return nil, nil, fmt.Errorf("pilot: pipe: %w", err)
+	}
+	return os.NewFile(uintptr(p[0]), "worker-output"), os.NewFile(uintptr(p[1]), "worker-output"), nil
+}
+
+// stdinFile returns the worker's stdin: /dev/null, or a pipe fed with data
+// by a goroutine that wait (the second result) waits for.
+func stdinFile(data []byte) (*os.File, func(), error) {
+	if data == nil {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pilot: %w", err)
+		}
+		return f, func() {}, nil
+	}
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("pilot: pipe: %w", err)
+	}
+	if err := syscall.SetNonblock(p[1], true); err != nil {
+		syscall.Close(p[0])
+		syscall.Close(p[1])
+		return nil, nil, fmt.Errorf("pilot: pipe: %w", err)
+	}
+	rd := os.NewFile(uintptr(p[0]), "worker-stdin")
+	wr := os.NewFile(uintptr(p[1]), "worker-stdin")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wr.Write(data)
+		wr.Close()
+	}()
+	return rd, func() {
+		wr.Close() // unblocks a write the worker never read
+		<-done
+	}, nil
+}
+
+// lookPath finds prog in the PATH of env, the worker's environment.
+func lookPath(prog string, env []string) (string, error) {
+	if strings.Contains(prog, "/") {
+		return prog, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "PATH=") {
+			path = kv[len("PATH="):]
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue // never the current directory
+		}
+		p := filepath.Join(dir, prog)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("executable %q not found in the worker's PATH (%s)", prog, path)
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+	syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT",
+	syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL",
+	syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
+	syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS",
+}
+
+func signalName(s syscall.Signal) string {
+	if n, ok := signalNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("SIG%d", int(s))
+}

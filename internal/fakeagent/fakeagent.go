@@ -1,0 +1,229 @@
+// Package fakeagent is a scripted stand-in for an agent CLI, used by tests
+// and the demo. A program becomes the fake agent when EnvFakeAgent is set:
+// it calls Main with its arguments, which are the script.
+//
+// Steps, one per argument:
+//
+//	out=TEXT        print TEXT and a newline on stdout
+//	err=TEXT        print TEXT and a newline on stderr
+//	raw=TEXT        print TEXT on stdout with no newline
+//	bigline=N       print one line of N bytes (a repeating pattern) on stdout
+//	flood=N         write at least N bytes of text lines to stderr
+//	printenv=NAME   print "NAME=value" or "NAME unset" on stdout
+//	env             print the whole environment on stdout, one per line
+//	stdin           copy stdin to stdout
+//	sleep=DURATION  sleep (a Go duration)
+//	block           wait forever
+//	ignore-term     ignore SIGTERM from now on
+//	ready           tell the parent fake agent this child is ready (see spawn)
+//	signal=N        die from signal N (the process execs a shell that kills itself)
+//	exit=N          exit with status N
+//	spawn[:OPTS] STEPS... end
+//	                start a child fake agent running STEPS, wait until it has
+//	                run "ready" (or exited), then print "spawned PID" on
+//	                stdout. OPTS is a comma list: setsid (own session), hold
+//	                (the child keeps this agent's stdout and stderr; else
+//	                its output goes to /dev/null).
+//
+// After the last step the agent exits 0.
+package fakeagent
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// EnvFakeAgent, when set in a program's environment, makes it the fake agent.
+const EnvFakeAgent = "PILOT_FAKE_AGENT"
+
+// envReadyFD is set in a spawned child to the descriptor of its ready pipe.
+const envReadyFD = "PILOT_FAKE_AGENT_READY_FD"
+
+// Main runs the script and returns the exit status.
+func Main(args []string) int {
+	var ready *os.File
+	if fd, err := strconv.Atoi(os.Getenv(envReadyFD)); err == nil {
+		syscall.CloseOnExec(fd)
+		ready = os.NewFile(uintptr(fd), "ready")
+		os.Unsetenv(envReadyFD)
+	}
+	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	defer out.Flush()
+	for i := 0; i < len(args); i++ {
+		step := args[i]
+		name, val, _ := strings.Cut(step, "=")
+		if strings.HasPrefix(step, "spawn") {
+			end := matchEnd(args, i)
+			if end < 0 {
+				fmt.Fprintf(os.Stderr, "fakeagent: %q has no matching end\n", step)
+				return 2
+			}
+			opts := strings.TrimPrefix(strings.TrimPrefix(step, "spawn"), ":")
+			out.Flush()
+			pid, err := spawn(opts, args[i+1:end])
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: spawn: %v\n", err)
+				return 2
+			}
+			fmt.Fprintf(out, "spawned %d\n", pid)
+			out.Flush()
+			i = end
+			continue
+		}
+		switch name {
+		case "out":
+			fmt.Fprintln(out, val)
+			out.Flush()
+		case "err":
+			out.Flush()
+			fmt.Fprintln(os.Stderr, val)
+		case "raw":
+			fmt.Fprint(out, val)
+			out.Flush()
+		case "bigline":
+			n, _ := strconv.Atoi(val)
+			writePattern(out, n)
+			out.WriteByte('\n')
+			out.Flush()
+		case "flood":
+			n, _ := strconv.Atoi(val)
+			w := bufio.NewWriterSize(os.Stderr, 64<<10)
+			for n > 0 { // whole lines, at least n bytes
+				line := "flooding stderr with a line of text that repeats\n"
+				w.WriteString(line)
+				n -= len(line)
+			}
+			w.Flush()
+		case "printenv":
+			if v, ok := os.LookupEnv(val); ok {
+				fmt.Fprintf(out, "%s=%s\n", val, v)
+			} else {
+				fmt.Fprintf(out, "%s unset\n", val)
+			}
+			out.Flush()
+		case "env":
+			for _, kv := range os.Environ() {
+				fmt.Fprintln(out, kv)
+			}
+			out.Flush()
+		case "stdin":
+			io.Copy(out, os.Stdin)
+			out.Flush()
+		case "sleep":
+			d, _ := time.ParseDuration(val)
+			time.Sleep(d)
+		case "block":
+			out.Flush()
+			for {
+				time.Sleep(time.Hour)
+			}
+		case "ignore-term":
+			signal.Ignore(syscall.SIGTERM)
+		case "ready":
+			if ready != nil {
+				ready.Write([]byte("ready\n"))
+				ready.Close()
+				ready = nil
+			}
+		case "signal":
+			// The Go runtime handles synchronous signals itself; a shell
+			// that replaces this process dies from the signal for real.
+			out.Flush()
+			err := syscall.Exec("/bin/sh", []string{"sh", "-c", "kill -" + val + " $$"}, os.Environ())
+			fmt.Fprintf(os.Stderr, "fakeagent: exec sh: %v\n", err)
+			return 2
+		case "exit":
+			n, _ := strconv.Atoi(val)
+			out.Flush()
+			return n
+		default:
+			fmt.Fprintf(os.Stderr, "fakeagent: unknown step %q\n", step)
+			return 2
+		}
+	}
+	return 0
+}
+
+// matchEnd returns the index of the "end" that closes the spawn at i.
+func matchEnd(args []string, i int) int {
+	depth := 0
+	for j := i; j < len(args); j++ {
+		switch {
+		case strings.HasPrefix(args[j], "spawn"):
+			depth++
+		case args[j] == "end":
+			depth--
+			if depth == 0 {
+				return j
+			}
+		}
+	}
+	return -1
+}
+
+func writePattern(w *bufio.Writer, n int) {
+	const pat = "0123456789abcdefghijklmnopqrstuvwxyz"
+	for n > 0 {
+		k := len(pat)
+		if k > n {
+			k = n
+		}
+		w.WriteString(pat[:k])
+		n -= k
+	}
+}
+
+// Pattern returns the content bigline=n prints, for tests to compare.
+func Pattern(n int) []byte {
+	const pat = "0123456789abcdefghijklmnopqrstuvwxyz"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = pat[i%len(pat)]
+	}
+	return b
+}
+
+func spawn(opts string, steps []string) (int, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer rd.Close()
+	cmd := exec.Command(exe, steps...)
+	cmd.Env = append(os.Environ(), envReadyFD+"=3")
+	cmd.ExtraFiles = []*os.File{wr}
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	for _, o := range strings.Split(opts, ",") {
+		switch o {
+		case "":
+		case "setsid":
+			cmd.SysProcAttr.Setsid = true
+		case "hold":
+			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		default:
+			wr.Close()
+			return 0, fmt.Errorf("unknown spawn option %q", o)
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		wr.Close()
+		return 0, err
+	}
+	wr.Close()
+	io.Copy(io.Discard, rd) // until "ready" and close, or the child's exit
+	pid := cmd.Process.Pid
+	cmd.Process.Release() // the child is left to run; its reaper is not us
+	return pid, nil
+}

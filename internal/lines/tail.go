@@ -1,0 +1,24 @@
+package lines
+
+// Tail keeps the last N bytes written to it.
+type Tail struct {
+	N   int
+	buf []byte
+}
+
+// Write implements io.Writer; it never fails.
+func (t *Tail) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) >= t.N {
+		t.buf = append(t.buf[:0], p[len(p)-t.N:]...)
+		return n, nil
+	}
+	if over := len(t.buf) + len(p) - t.N; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+// Bytes returns the kept bytes. The slice is valid until the next Write.
+func (t *Tail) Bytes() []byte { return t.buf }

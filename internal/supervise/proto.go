@@ -1,0 +1,96 @@
+// Package supervise runs worker processes under a helper process, the
+// supervisor, that keeps every descendant of every worker reachable and kills
+// them all when a job ends or when the program that started it dies.
+//
+// The supervisor is the program's own executable started again with
+// EnvSupervisor set: this package's init function notices and runs the
+// supervisor instead of the program. It is a Linux child subreaper, so
+// descendants that double-fork or call setsid are re-parented to it instead
+// of to init, and it reaps them; the program that embeds pilot keeps reaping
+// its own children exactly as before. One supervisor serves every job of the
+// process. When the program exits or is killed, the supervisor's control
+// socket reaches end of file and it terminates every job's process tree.
+package supervise
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// EnvSupervisor is set (to the control socket's descriptor number) in the
+// environment of a supervisor process.
+const EnvSupervisor = "PILOT_SUPERVISOR_FD"
+
+// msg is one frame of the control protocol, in either direction.
+type msg struct {
+	Op string `json:"op"`
+	ID uint64 `json:"id"`
+
+	// start
+	Path    string   `json:"path,omitempty"`
+	Argv    []string `json:"argv,omitempty"`
+	Env     []string `json:"env,omitempty"`
+	Dir     string   `json:"dir,omitempty"`
+	Cookie  string   `json:"cookie,omitempty"`
+	GraceMS int64    `json:"grace_ms,omitempty"`
+
+	// signal
+	Sig int `json:"sig,omitempty"`
+
+	// replies
+	Pid       int    `json:"pid,omitempty"`
+	Err       string `json:"err,omitempty"`
+	Status    uint32 `json:"status,omitempty"`
+	Leftovers int    `json:"leftovers,omitempty"`
+}
+
+// Ops.
+const (
+	opStart   = "start"   // client → supervisor, with 3 descriptors
+	opSignal  = "signal"  // client → supervisor
+	opStarted = "started" // supervisor → client
+	opExited  = "exited"  // supervisor → client: the leader was reaped
+	opDone    = "done"    // supervisor → client: the whole tree is gone
+)
+
+const maxFrame = 64 << 20
+
+func encodeFrame(m *msg) ([]byte, error) {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > maxFrame {
+		return nil, fmt.Errorf("supervise: request of %d bytes is over the %d-byte limit", len(body), maxFrame)
+	}
+	frame := make([]byte, 4+len(body))
+	binary.BigEndian.PutUint32(frame, uint32(len(body)))
+	copy(frame[4:], body)
+	return frame, nil
+}
+
+func readFrame(r io.Reader) (*msg, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxFrame {
+		return nil, errors.New("supervise: frame too large")
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	m := new(msg)
+	if err := json.Unmarshal(body, m); err != nil {
+		return nil, fmt.Errorf("supervise: bad frame: %w", err)
+	}
+	return m, nil
+}

@@ -1,0 +1,356 @@
+package pilot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Mode says what kind of work a task is. The mode does not change how pilot
+// supervises the worker; runners use it to pick flags (a read-only sandbox for
+// review, say) and fanout uses it for its workdir guards.
+type Mode string
+
+// The modes a Task may have.
+const (
+	ModeCode    Mode = "code"
+	ModeExplore Mode = "explore"
+	ModeTest    Mode = "test"
+	ModeReview  Mode = "review"
+	ModeResume  Mode = "resume"
+)
+
+// Modes lists every valid mode, in the order the CLI documents them.
+var Modes = []Mode{ModeCode, ModeExplore, ModeTest, ModeReview, ModeResume}
+
+// Valid reports whether m is one of [Modes].
+func (m Mode) Valid() bool {
+	for _, v := range Modes {
+		if m == v {
+			return true
+		}
+	}
+	return false
+}
+
+// A Provider is one named worker configuration: which [Runner] starts it,
+// which model it uses and which environment variable holds its credential.
+//
+// A Provider is a plain value; the zero value is not useful. Providers come
+// from a providers file ([LoadProviders]) or are built in code and passed to
+// [NewRegistry].
+type Provider struct {
+	// Name is the key the provider is known by ("glm", "kimi-k3").
+	Name string `json:"-"`
+
+	// Runner names the adapter that builds the worker command
+	// ("command" for RunnerCommand).
+	Runner string `json:"runner"`
+
+	// Argv is the command line for the command runner, with placeholders
+	// (see [CommandRunner]). Other runners ignore it.
+	Argv []string `json:"argv,omitempty"`
+
+	// Model is passed to the runner (and to the {model} placeholder).
+	Model string `json:"model,omitempty"`
+
+	// CredentialEnv names the environment variable that holds this
+	// provider's secret, such as "GLM_API_KEY". Empty means the provider
+	// needs no credential.
+	CredentialEnv string `json:"credential_env,omitempty"`
+
+	// Env is extra environment for the worker. It is added after pilot's
+	// allowlist and before the credential.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// A Registry holds providers by name. Build one with [NewRegistry] or
+// [LoadProviders]; a nil *Registry holds nothing. A Registry is not changed
+// after it is built and is safe for concurrent use.
+type Registry struct {
+	byName map[string]Provider
+}
+
+var providerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// NewRegistry returns a registry holding ps. It reports an error for a
+// provider without a name or runner, a name used twice, or a command-runner
+// provider without argv.
+func NewRegistry(ps ...Provider) (*Registry, error) {
+	r := &Registry{byName: make(map[string]Provider, len(ps))}
+	for _, p := range ps {
+		if err := p.validate(); err != nil {
+			return nil, err
+		}
+		if _, dup := r.byName[p.Name]; dup {
+			return nil, fmt.Errorf("pilot: provider %q is defined twice", p.Name)
+		}
+		r.byName[p.Name] = p.clone()
+	}
+	return r, nil
+}
+
+func (p Provider) validate() error {
+	if !providerName.MatchString(p.Name) {
+		return fmt.Errorf("pilot: provider name %q is not valid: use letters, digits, '.', '_' and '-'", p.Name)
+	}
+	if p.Runner == "" {
+		return fmt.Errorf("pilot: provider %q has no runner: set \"runner\" (for example \"command\")", p.Name)
+	}
+	if p.Runner == RunnerCommand && len(p.Argv) == 0 {
+		return fmt.Errorf("pilot: provider %q uses the command runner but has no argv: set \"argv\" to the worker's command line", p.Name)
+	}
+	if p.Runner != RunnerCommand && len(p.Argv) > 0 {
+		return fmt.Errorf("pilot: provider %q sets argv, which only the command runner uses (its runner is %q)", p.Name, p.Runner)
+	}
+	if p.CredentialEnv != "" && !envName.MatchString(p.CredentialEnv) {
+		return fmt.Errorf("pilot: provider %q: credential_env %q is not an environment variable name", p.Name, p.CredentialEnv)
+	}
+	for k := range p.Env {
+		if !envName.MatchString(k) {
+			return fmt.Errorf("pilot: provider %q: env key %q is not an environment variable name", p.Name, k)
+		}
+		if k == p.CredentialEnv {
+			return fmt.Errorf("pilot: provider %q: env sets %s, its own credential variable: keep secrets out of the providers file", p.Name, k)
+		}
+	}
+	return nil
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (p Provider) clone() Provider {
+	p.Argv = append([]string(nil), p.Argv...)
+	if p.Env != nil {
+		env := make(map[string]string, len(p.Env))
+		for k, v := range p.Env {
+			env[k] = v
+		}
+		p.Env = env
+	}
+	return p
+}
+
+// Lookup returns the provider called name.
+func (r *Registry) Lookup(name string) (Provider, bool) {
+	if r == nil {
+		return Provider{}, false
+	}
+	p, ok := r.byName[name]
+	if !ok {
+		return Provider{}, false
+	}
+	return p.clone(), true
+}
+
+// Names returns the provider names in sorted order.
+func (r *Registry) Names() []string {
+	if r == nil {
+		return nil
+	}
+	names := make([]string, 0, len(r.byName))
+	for n := range r.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// credentialEnvs returns the credential variable of every provider but
+// except.
+func (r *Registry) credentialEnvs(except string) map[string]bool {
+	out := map[string]bool{}
+	if r == nil {
+		return out
+	}
+	for _, p := range r.byName {
+		if p.CredentialEnv != "" && p.CredentialEnv != except {
+			out[p.CredentialEnv] = true
+		}
+	}
+	return out
+}
+
+// LoadProviders reads a providers file:
+//
+//	{"providers": {"NAME": {"runner": "command", "argv": ["prog", "{task_file}"],
+//	  "model": "m", "credential_env": "NAME_API_KEY", "env": {"K": "V"}}}}
+//
+// Unknown fields are an error that names the field and the file.
+func LoadProviders(path string) (*Registry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("pilot: reading providers file: %w", err)
+	}
+	return ParseProviders(bytes.NewReader(data), path)
+}
+
+// ParseProviders is [LoadProviders] over a reader; name is used in errors.
+func ParseProviders(r io.Reader, name string) (*Registry, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("pilot: reading providers file %s: %w", name, err)
+	}
+	var file struct {
+		Providers map[string]json.RawMessage `json:"providers"`
+	}
+	if err := strictDecode(data, &file); err != nil {
+		return nil, fmt.Errorf("pilot: providers file %s: %w", name, err)
+	}
+	if file.Providers == nil {
+		return nil, fmt.Errorf("pilot: providers file %s: no \"providers\" object: the file must look like {\"providers\": {\"NAME\": {...}}}", name)
+	}
+	ps := make([]Provider, 0, len(file.Providers))
+	for key, raw := range file.Providers {
+		var p Provider
+		if err := strictDecode(raw, &p); err != nil {
+			return nil, fmt.Errorf("pilot: providers file %s: provider %q: %w", name, key, err)
+		}
+		p.Name = key
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
+	reg, err := NewRegistry(ps...)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, name)
+	}
+	return reg, nil
+}
+
+// strictDecode decodes one JSON value into v, rejecting unknown fields and
+// trailing data, with an error that names the problem.
+func strictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return fmt.Errorf("invalid JSON at byte %d: %v", syn.Offset, err)
+		case errors.As(err, &typ):
+			return fmt.Errorf("field %q has the wrong type: got JSON %s, want %s", typ.Field, typ.Value, typ.Type)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			// encoding/json has no typed error for this case.
+			field := strings.TrimPrefix(err.Error(), "json: unknown field ")
+			return fmt.Errorf("unknown field %s: remove it or check its spelling", field)
+		case errors.Is(err, io.EOF):
+			return errors.New("empty input: expected a JSON object")
+		}
+		return err
+	}
+	if dec.More() {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// A CredentialSource tells whether a provider's credential is configured and
+// hands its secret to the Dispatcher for that provider's worker only.
+// Implementations must be safe for concurrent use.
+type CredentialSource interface {
+	// Info describes the credential without revealing it.
+	Info(ctx context.Context, p Provider) (CredentialInfo, error)
+	// Secret returns the credential value. It is called only for a
+	// provider whose Info reported Configured.
+	Secret(ctx context.Context, p Provider) (Secret, error)
+}
+
+// CredentialInfo is what may be said about a credential: never its value.
+type CredentialInfo struct {
+	// Configured reports whether a non-empty credential is available (or
+	// none is needed).
+	Configured bool `json:"configured"`
+	// SecureMode reports whether the secret comes from a store meant for
+	// secrets (a keychain, a secrets manager) rather than plain
+	// environment variables.
+	SecureMode bool `json:"secure_mode"`
+	// Source says where the credential comes from ("env:GLM_API_KEY"), or
+	// "none" when the provider needs no credential.
+	Source string `json:"source"`
+}
+
+// A Secret holds a credential value. Its String, GoString and JSON forms are
+// redacted so it cannot leak through logging by accident; Reveal returns the
+// value.
+type Secret struct{ value string }
+
+// NewSecret wraps v.
+func NewSecret(v string) Secret { return Secret{value: v} }
+
+// Reveal returns the secret value.
+func (s Secret) Reveal() string { return s.value }
+
+// String returns "[REDACTED]".
+func (s Secret) String() string { return "[REDACTED]" }
+
+// GoString returns "[REDACTED]".
+func (s Secret) GoString() string { return "[REDACTED]" }
+
+// MarshalJSON encodes the secret as "[REDACTED]".
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"[REDACTED]"`), nil }
+
+// EnvCredentials reads each provider's credential from an environment
+// variable named by Provider.CredentialEnv. The zero value reads the process
+// environment.
+type EnvCredentials struct {
+	// LookupEnv replaces os.LookupEnv when set (tests, or an environment
+	// captured at start-up).
+	LookupEnv func(key string) (string, bool)
+}
+
+func (e EnvCredentials) lookup(key string) (string, bool) {
+	if e.LookupEnv != nil {
+		return e.LookupEnv(key)
+	}
+	return os.LookupEnv(key)
+}
+
+// Info implements CredentialSource.
+func (e EnvCredentials) Info(_ context.Context, p Provider) (CredentialInfo, error) {
+	if p.CredentialEnv == "" {
+		return CredentialInfo{Configured: true, Source: "none"}, nil
+	}
+	v, _ := e.lookup(p.CredentialEnv)
+	return CredentialInfo{Configured: v != "", Source: "env:" + p.CredentialEnv}, nil
+}
+
+// Secret implements CredentialSource.
+func (e EnvCredentials) Secret(_ context.Context, p Provider) (Secret, error) {
+	if p.CredentialEnv == "" {
+		return Secret{}, nil
+	}
+	v, _ := e.lookup(p.CredentialEnv)
+	if v == "" {
+		return Secret{}, &CredentialError{Provider: p.Name, Env: p.CredentialEnv}
+	}
+	return NewSecret(v), nil
+}
+
+// ErrCredentialMissing is matched (with errors.Is) by every *CredentialError.
+var ErrCredentialMissing = errors.New("pilot: credential missing")
+
+// CredentialError reports a provider whose credential is not configured.
+// Nothing was spawned.
+type CredentialError struct {
+	Provider string
+	Env      string // the variable that should hold it, if known
+}
+
+func (e *CredentialError) Error() string {
+	fix := "configure its credential source"
+	if e.Env != "" {
+		fix = "set " + e.Env + " in the environment"
+	}
+	return fmt.Sprintf("credential missing for %s; %s (run: pilot credentials %s)", e.Provider, fix, e.Provider)
+}
+
+// Is reports whether target is ErrCredentialMissing.
+func (e *CredentialError) Is(target error) bool { return target == ErrCredentialMissing }

@@ -1,0 +1,113 @@
+package pilot
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pilotworkers/pilot/internal/atomicfile"
+)
+
+// Record is the content of a run's record.json. It is written when the
+// worker starts, with Status "running", and replaced when the dispatch ends
+// with the final status; Dispatch never returns while it still says
+// "running".
+type Record struct {
+	RunID    string `json:"run_id"`
+	Provider string `json:"provider"`
+	Mode     Mode   `json:"mode"`
+	Label    string `json:"label,omitempty"`
+	Runner   string `json:"runner"`
+	Model    string `json:"model,omitempty"`
+
+	// Status is "running" until the dispatch ends, then the verdict
+	// ("completed", "step_capped_partial", "empty" or "error").
+	Status string `json:"status"`
+
+	// Argv is the worker's command line with secret values replaced by
+	// "[REDACTED]".
+	Argv     []string `json:"argv"`
+	Workdir  string   `json:"workdir"`
+	TaskFile string   `json:"task_file"`
+	// EnvKeys lists the names (never the values) of the worker's
+	// environment.
+	EnvKeys []string `json:"env_keys"`
+
+	PilotPid  int `json:"pilot_pid"`
+	Pid       int `json:"pid,omitempty"`
+	Pgid      int `json:"pgid,omitempty"`
+	Leftovers int `json:"leftovers,omitempty"`
+
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+
+	Timeout     float64 `json:"timeout_s"`
+	IdleTimeout float64 `json:"idle_timeout_s"`
+
+	ExitCode         *int         `json:"exit_code"`
+	Signal           string       `json:"signal,omitempty"`
+	Verdict          Outcome      `json:"verdict,omitempty"`
+	FailureClass     FailureClass `json:"failure_class,omitempty"`
+	Evidence         *Evidence    `json:"evidence,omitempty"`
+	OutputIncomplete bool         `json:"output_incomplete,omitempty"`
+	// PilotError is set when pilot itself failed during the dispatch.
+	PilotError string `json:"pilot_error,omitempty"`
+
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
+
+	StreamLog string `json:"stream_log"`
+	EventsLog string `json:"events_log"`
+}
+
+// StatusRunning is Record.Status while a worker runs.
+const StatusRunning = "running"
+
+// ReadRecord reads a record.json.
+func ReadRecord(path string) (Record, error) {
+	var r Record
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return r, err
+	}
+	err = json.Unmarshal(data, &r)
+	return r, err
+}
+
+func writeRecord(path string, r *Record) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, append(data, '\n'), 0o600)
+}
+
+// DefaultRunDir is where run directories go when Dispatcher.RunDir is empty:
+// $XDG_STATE_HOME/pilot/runs, or ~/.local/state/pilot/runs.
+func DefaultRunDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "pilot", "runs")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "pilot", "runs")
+	}
+	return filepath.Join(os.TempDir(), "pilot", "runs")
+}
+
+// newRunID returns "<UTC time>-<provider>-<random>", which sorts by start
+// time and is unique.
+func newRunID(now time.Time, provider string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	safe := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, provider)
+	return now.UTC().Format("20060102T150405.000000Z") + "-" + safe + "-" + hex.EncodeToString(b[:])
+}

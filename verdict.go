@@ -1,0 +1,172 @@
+package pilot
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Outcome says whether a worker's run did its job. It is the "verdict" field
+// of the JSON contract.
+type Outcome string
+
+// The outcomes. Completed and StepCappedPartial count as success.
+const (
+	// Completed: the worker finished and produced a result.
+	Completed Outcome = "completed"
+	// StepCappedPartial: the worker stopped at its own step or turn limit
+	// with partial work done.
+	StepCappedPartial Outcome = "step_capped_partial"
+	// Empty: the worker exited cleanly but produced nothing.
+	Empty Outcome = "empty"
+	// Failed: the run failed; FailureClass says why. Its JSON form is "error".
+	Failed Outcome = "error"
+)
+
+// Success reports whether o counts as success (completed or
+// step_capped_partial), the rule behind the CLI's exit code 0.
+func (o Outcome) Success() bool { return o == Completed || o == StepCappedPartial }
+
+// FailureClass says why a run failed. The names are part of the JSON contract.
+type FailureClass string
+
+// The failure classes pilot reports.
+const (
+	// FailTimeout: the wall-clock limit (Task.Timeout) ran out and pilot
+	// terminated the worker.
+	FailTimeout FailureClass = "timeout"
+	// FailIdleTimeout: the worker wrote nothing for Task.IdleTimeout and
+	// pilot terminated it.
+	FailIdleTimeout FailureClass = "idle-timeout"
+	// FailCancelled: the caller's context was cancelled and pilot
+	// terminated the worker.
+	FailCancelled FailureClass = "cancelled"
+	// FailSpawn: the worker could not be started (no such program, not
+	// executable, bad workdir).
+	FailSpawn FailureClass = "spawn-failed"
+	// FailProcessTerminated: the worker died from a signal pilot did not
+	// send.
+	FailProcessTerminated FailureClass = "process-terminated"
+	// FailGeneric: the worker failed and nothing more specific is known.
+	FailGeneric FailureClass = "generic-error"
+)
+
+// Evidence is the line that proves a failure class, untouched, and where it
+// came from ("command:stderr", "pilot").
+type Evidence struct {
+	Source string `json:"source"`
+	Line   string `json:"line"`
+}
+
+// Verdict is what one dispatch of one worker came to. Read it in this order:
+//
+//  1. Verdict: did it work (Completed, StepCappedPartial) or not (Empty,
+//     Failed)?
+//  2. FailureClass and Evidence: why not.
+//  3. ExitCode and Signal: how the worker process ended. Both are unset when
+//     it never started. A worker pilot had to kill has Signal set.
+//  4. Record: the run directory's record.json, with stream.log and
+//     events.log beside it, for everything else.
+//
+// The JSON form is the pilot-workers verdict contract
+// ({"type":"worker_runner.verdict", ...}).
+type Verdict struct {
+	Type     string  `json:"type"` // always "worker_runner.verdict"
+	Job      string  `json:"job,omitempty"`
+	Provider string  `json:"provider"`
+	Mode     Mode    `json:"mode"`
+	RunID    string  `json:"run_id,omitempty"`
+	Label    string  `json:"label,omitempty"`
+	Verdict  Outcome `json:"verdict"`
+
+	// ExitCode is the worker's exit status; nil when it was killed by a
+	// signal or never started.
+	ExitCode *int `json:"exit_code"`
+	// Signal names the signal that ended the worker ("SIGKILL"), if any.
+	Signal string `json:"signal,omitempty"`
+
+	FailureClass FailureClass `json:"failure_class,omitempty"`
+	Evidence     *Evidence    `json:"evidence,omitempty"`
+
+	// StderrTail is the last 500 characters (at most) of the worker's
+	// stderr, secrets redacted.
+	StderrTail string `json:"stderr_tail"`
+	DurationMS int64  `json:"duration_ms"`
+
+	// Record is the path of the run's record.json.
+	Record string `json:"record,omitempty"`
+
+	// Leftovers counts processes of the worker's tree that were still
+	// alive after the worker exited and that pilot killed.
+	Leftovers int `json:"leftovers,omitempty"`
+	// OutputIncomplete is set when the worker's output pipes stayed open
+	// past the wait delay and pilot stopped reading them.
+	OutputIncomplete bool `json:"output_incomplete,omitempty"`
+
+	// Synthesized marks a verdict pilot made up for a job that produced
+	// none of its own (fanout); Interrupted marks one cut short.
+	Synthesized bool `json:"synthesized,omitempty"`
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// VerdictType is the "type" of every Verdict.
+const VerdictType = "worker_runner.verdict"
+
+// StartedType is the "type" of every Started event.
+const StartedType = "worker_runner.started"
+
+// Started is the event that announces a running worker. Its JSON form is the
+// pilot-workers started contract.
+type Started struct {
+	Type      string    `json:"type"` // always "worker_runner.started"
+	Job       string    `json:"job,omitempty"`
+	Provider  string    `json:"provider"`
+	Mode      Mode      `json:"mode"`
+	RunID     string    `json:"run_id"`
+	Label     string    `json:"label,omitempty"`
+	Pid       int       `json:"pid"`
+	Runner    string    `json:"runner"`
+	Model     string    `json:"model,omitempty"`
+	Workdir   string    `json:"workdir"`
+	RunDir    string    `json:"run_dir"`
+	Record    string    `json:"record"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Event kinds other than started and verdict.
+const (
+	// EventTerminate: pilot is ending the worker (Message says why and
+	// with which signal).
+	EventTerminate = "worker_runner.terminate"
+	// EventLeftovers: the worker exited with descendants still running;
+	// pilot killed them.
+	EventLeftovers = "worker_runner.leftovers"
+)
+
+// An Event is one thing that happened during a dispatch. Exactly one of
+// Started and Verdict is set for those two kinds; other kinds carry Message.
+// Events reach Dispatcher.Observer and the run's events.log.
+type Event struct {
+	Type    string
+	RunID   string
+	Time    time.Time
+	Started *Started
+	Verdict *Verdict
+	Message string
+}
+
+// MarshalJSON writes started and verdict events as their contract objects
+// and other events as {"type","run_id","time","message"}.
+func (e Event) MarshalJSON() ([]byte, error) {
+	switch {
+	case e.Started != nil:
+		return json.Marshal(e.Started)
+	case e.Verdict != nil:
+		return json.Marshal(e.Verdict)
+	}
+	return json.Marshal(struct {
+		Type    string    `json:"type"`
+		RunID   string    `json:"run_id"`
+		Time    time.Time `json:"time"`
+		Message string    `json:"message,omitempty"`
+	}{e.Type, e.RunID, e.Time, e.Message})
+}
