@@ -1,0 +1,57 @@
+// Package pilot dispatches bounded tasks to isolated LLM coding-agent CLI
+// workers (pi, codex, Claude Code, opencode, gemini-cli, or any command) and
+// reports each outcome truthfully: a [Verdict] with its failure class and the
+// evidence for it.
+//
+// # One dispatch
+//
+// [Dispatcher.Dispatch] resolves the task's [Provider] to a [Runner], checks
+// the provider's credential before anything is spawned, builds the worker's
+// command and a scrubbed environment (an allowlist, the provider's own env,
+// and only that provider's secret), and runs the worker in its own process
+// group. Its stdout and stderr are read line by line with no line-length
+// limit and bounded memory into the run directory's stream.log; events go to
+// events.log and to Dispatcher.Observer; record.json is written atomically
+// at the start ("running") and at the end (the verdict). The Runner's
+// [Watcher] reads every line and judges the attempt.
+//
+// A cancelled context, the wall-clock Timeout and the IdleTimeout (no output)
+// each end the worker the same way: SIGTERM to every process of its tree,
+// the Grace period, then SIGKILL. Their failure classes stay distinct.
+//
+// # Process trees
+//
+// Agent CLIs start their tools in process groups and sessions of their own,
+// and some leave them running when they exit. Killing the worker's process
+// group is not enough, so pilot runs workers under a supervisor: this
+// program's own executable, started again on the first dispatch (package
+// init code recognises it before main runs) and kept for a few seconds after
+// the last. The supervisor is a Linux child subreaper, so a worker's
+// descendants stay its descendants even when they double-fork or call
+// setsid; it reaps them itself, so the program embedding pilot reaps its own
+// children exactly as before. When a worker exits, whatever it left running
+// gets SIGTERM, the grace period, then SIGKILL, and Dispatch returns only
+// when nothing of the tree is left ([Verdict].Leftovers counts them). When
+// the dispatching program dies, even by SIGKILL, the supervisor sees its
+// control socket close and ends every tree.
+//
+// A descendant that clears its environment and detaches from the tree is
+// still killed, but only once every dispatch that was running when it was
+// found has ended. A process handed to an unrelated daemon (a container
+// engine, tmux's server, systemd-run) is outside the tree and out of reach.
+//
+// # What pilot does not do
+//
+// The library never prints and never installs signal handlers: the caller
+// cancels the context (the example command uses signal.NotifyContext). It
+// does not retry, schedule or sandbox beyond the environment and process
+// tree; those are the caller's, or later layers'. It runs on Linux only.
+//
+// # Errors and verdicts
+//
+// An error from Dispatch means pilot could not do its job: an invalid task
+// or configuration, a missing credential ([ErrCredentialMissing]; nothing is
+// spawned), a context already done, or a run directory that cannot be
+// written. What the worker did, including failing to start, is always a
+// Verdict. Read a Verdict in the order its documentation gives.
+package pilot

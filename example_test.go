@@ -1,0 +1,71 @@
+package pilot_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/pilotworkers/pilot"
+)
+
+// A command-runner provider, dispatched once.
+func ExampleDispatcher_Dispatch() {
+	reg, err := pilot.NewRegistry(pilot.Provider{
+		Name:   "echo",
+		Runner: pilot.RunnerCommand,
+		Argv:   []string{"/bin/sh", "-c", `echo "done: $(cat "$1")"`, "sh", "{task_file}"},
+	})
+	if err != nil {
+		panic(err)
+	}
+	runs, _ := os.MkdirTemp("", "pilot-example-")
+	defer os.RemoveAll(runs)
+	d := &pilot.Dispatcher{Providers: reg, RunDir: runs}
+	d.OnLine = func(_ string, l pilot.Line) { fmt.Printf("%s: %s\n", l.Stream, l.Data) }
+
+	v, err := d.Dispatch(context.Background(), pilot.Task{
+		Provider: "echo",
+		Mode:     pilot.ModeExplore,
+		Prompt:   "list the packages",
+		Workdir:  os.TempDir(),
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(v.Verdict, *v.ExitCode, v.Verdict.Success())
+	// Output:
+	// stdout: done: list the packages
+	// completed 0 true
+}
+
+// A provider whose credential is missing is refused before anything runs.
+func ExampleCredentialError() {
+	reg, _ := pilot.NewRegistry(pilot.Provider{
+		Name:          "glm",
+		Runner:        pilot.RunnerCommand,
+		Argv:          []string{"glm-agent", "{task_file}"},
+		CredentialEnv: "GLM_API_KEY",
+	})
+	d := &pilot.Dispatcher{
+		Providers:   reg,
+		Credentials: pilot.EnvCredentials{LookupEnv: func(string) (string, bool) { return "", false }},
+	}
+	_, err := d.Dispatch(context.Background(), pilot.Task{Provider: "glm", Mode: pilot.ModeCode, Prompt: "x"})
+	fmt.Println(errors.Is(err, pilot.ErrCredentialMissing))
+	fmt.Println(err)
+	// Output:
+	// true
+	// credential missing for glm; set GLM_API_KEY in the environment (run: pilot credentials glm)
+}
+
+// Providers come from a JSON file; unknown fields are rejected.
+func ExampleParseProviders() {
+	_, err := pilot.ParseProviders(strings.NewReader(
+		`{"providers": {"glm": {"runner": "command", "argv": ["glm", "{task_file}"], "modle": "x"}}}`),
+		"providers.json")
+	fmt.Println(err)
+	// Output:
+	// pilot: providers file providers.json: provider "glm": unknown field "modle": remove it or check its spelling
+}

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+)
+
+// Exit statuses.
+const (
+	exitOK       = 0
+	exitFailed   = 1
+	exitBadInput = 2
+)
+
+const usage = `usage: pilot <command> [flags]
+
+commands:
+  dispatch     Run one task; stdout is exactly two JSON lines: started, verdict.
+  run          Run one task, streaming the worker's output; ends with a summary line.
+  demo         Run scripted jobs on the built-in fake agent (no API key, no network).
+  credentials  Show whether a provider's credential is configured (never its value).
+
+Run 'pilot <command> --help' for a command's flags.
+`
+
+// run is the whole CLI; main only wires the process to it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitBadInput
+	}
+	switch args[0] {
+	case "dispatch":
+		return cmdDispatch(ctx, args[1:], stdout, stderr, false)
+	case "run":
+		return cmdDispatch(ctx, args[1:], stdout, stderr, true)
+	case "demo":
+		return cmdDemo(ctx, args[1:], stdout, stderr)
+	case "credentials":
+		return cmdCredentials(ctx, args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "pilot: unknown command %q\n\n%s", args[0], usage)
+	return exitBadInput
+}
+
+// badInput prints "pilot <cmd>: msg" and returns exitBadInput.
+func badInput(stderr io.Writer, cmd, format string, a ...any) int {
+	fmt.Fprintf(stderr, "pilot %s: %s\n", cmd, fmt.Sprintf(format, a...))
+	return exitBadInput
+}
+
+// newFlagSet returns a flag set whose errors and help go to stderr.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("pilot "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: pilot %s %s\n\nflags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args; it returns -1 to go on, or the exit status.
+func parse(fs *flag.FlagSet, args []string) int {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case err != nil:
+		return exitBadInput // flag has printed the problem and the usage
+	case fs.NArg() > 0:
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q (all inputs are flags)\n", fs.Name(), fs.Arg(0))
+		return exitBadInput
+	}
+	return -1
+}
+
+// seconds is a flag holding a positive number of seconds.
+type seconds struct{ d *time.Duration }
+
+func (s seconds) String() string {
+	if s.d == nil || *s.d == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(s.d.Seconds(), 'f', -1, 64)
+}
+
+func (s seconds) Set(v string) error {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 {
+		return fmt.Errorf("want a positive number of seconds, got %q", v)
+	}
+	*s.d = time.Duration(f * float64(time.Second))
+	return nil
+}
+
+func defaultProvidersFile() string {
+	if p := os.Getenv("PILOT_PROVIDERS_FILE"); p != "" {
+		return p
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "pilot", "providers.json")
+}
+
+func loadProviders(path string) (*pilot.Registry, error) {
+	if path == "" {
+		return nil, errors.New("no providers file: pass --providers-file FILE or set PILOT_PROVIDERS_FILE")
+	}
+	reg, err := pilot.LoadProviders(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("providers file %s does not exist: pass --providers-file FILE or create it (see README)", path)
+	}
+	return reg, err
+}
+
+func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, stream bool) int {
+	name := "dispatch"
+	if stream {
+		name = "run"
+	}
+	fs := newFlagSet(name, "--provider P --mode M --task-file F --workdir D [flags]", stderr)
+	var t pilot.Task
+	var mode, providersFile, runDir string
+	fs.StringVar(&t.Provider, "provider", "", "provider `name` from the providers file (required)")
+	fs.StringVar(&mode, "mode", "", "worker `mode`: code, explore, test, review or resume (required)")
+	fs.StringVar(&t.TaskFile, "task-file", "", "`file` holding the task (required)")
+	fs.StringVar(&t.Workdir, "workdir", "", "existing project `directory` the worker runs in (required)")
+	fs.StringVar(&t.Label, "label", "", "free-form `label` carried into events and the verdict")
+	fs.Var(seconds{&t.Timeout}, "timeout", "wall-clock limit in `seconds` (default 3600)")
+	fs.Var(seconds{&t.IdleTimeout}, "idle-timeout", "limit in `seconds` without any output (default 900)")
+	fs.StringVar(&providersFile, "providers-file", defaultProvidersFile(), "providers `JSON` file")
+	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	for _, req := range []struct{ flag, val string }{
+		{"--provider", t.Provider}, {"--mode", mode}, {"--task-file", t.TaskFile}, {"--workdir", t.Workdir},
+	} {
+		if req.val == "" {
+			return badInput(stderr, name, "%s is required (see pilot %s --help)", req.flag, name)
+		}
+	}
+	t.Mode = pilot.Mode(mode)
+	if !t.Mode.Valid() {
+		return badInput(stderr, name, "--mode: unknown mode %q: want code, explore, test, review or resume", mode)
+	}
+	if st, err := os.Stat(t.TaskFile); err != nil || !st.Mode().IsRegular() {
+		return badInput(stderr, name, "--task-file: task file not found: %s", t.TaskFile)
+	}
+	if st, err := os.Stat(t.Workdir); err != nil || !st.IsDir() {
+		return badInput(stderr, name, "--workdir: not an existing directory: %s", t.Workdir)
+	}
+	reg, err := loadProviders(providersFile)
+	if err != nil {
+		return badInput(stderr, name, "%v", err)
+	}
+	if _, ok := reg.Lookup(t.Provider); !ok {
+		return badInput(stderr, name, "--provider: unknown provider: %s (the providers file %s has: %s)",
+			t.Provider, providersFile, strings.Join(reg.Names(), ", "))
+	}
+
+	d := &pilot.Dispatcher{Providers: reg, RunDir: runDir}
+	var mu sync.Mutex
+	var started *pilot.Started
+	d.Observer = func(e pilot.Event) {
+		if e.Started != nil {
+			mu.Lock()
+			started = e.Started
+			mu.Unlock()
+			if !stream {
+				writeJSON(stdout, e.Started)
+			}
+		}
+	}
+	if stream {
+		d.OnLine = func(_ string, l pilot.Line) {
+			w := stdout
+			if l.Stream == pilot.Stderr {
+				w = stderr
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			w.Write(append(append([]byte(nil), l.Data...), '\n'))
+		}
+	}
+	v, err := d.Dispatch(ctx, t)
+	if err != nil {
+		return badInput(stderr, name, "%v", err)
+	}
+	if !stream {
+		if started == nil {
+			// The worker never started (spawn-failed); keep the two-line
+			// contract with a started line whose pid is 0.
+			writeJSON(stdout, &pilot.Started{Type: pilot.StartedType, Provider: v.Provider, Mode: v.Mode, RunID: v.RunID, Label: v.Label, Record: v.Record})
+		}
+		writeJSON(stdout, v)
+	} else {
+		fmt.Fprintln(stdout, summaryLine(v))
+	}
+	if v.Verdict.Success() {
+		return exitOK
+	}
+	return exitFailed
+}
+
+func writeJSON(w io.Writer, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data = []byte(fmt.Sprintf(`{"type":"pilot.error","error":%q}`, err.Error()))
+	}
+	w.Write(append(data, '\n'))
+}
+
+// summaryLine is the one-line human summary of a verdict.
+func summaryLine(v pilot.Verdict) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pilot: %s", v.Verdict)
+	if v.FailureClass != "" {
+		fmt.Fprintf(&b, " (%s)", v.FailureClass)
+	}
+	switch {
+	case v.Signal != "":
+		fmt.Fprintf(&b, ", killed by %s", v.Signal)
+	case v.ExitCode != nil:
+		fmt.Fprintf(&b, ", exit %d", *v.ExitCode)
+	}
+	fmt.Fprintf(&b, ", %.1fs", float64(v.DurationMS)/1000)
+	if v.Leftovers > 0 {
+		fmt.Fprintf(&b, ", %d leftover process(es) killed", v.Leftovers)
+	}
+	if v.Record != "" {
+		fmt.Fprintf(&b, ", record %s", v.Record)
+	}
+	return b.String()
+}
+
+func cmdCredentials(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("credentials", "PROVIDER [--providers-file J]", stderr)
+	providersFile := fs.String("providers-file", defaultProvidersFile(), "providers `JSON` file")
+	// The provider comes first, flags after it.
+	var name string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if name == "" {
+		return badInput(stderr, "credentials", "a provider name is required: pilot credentials PROVIDER")
+	}
+	reg, err := loadProviders(*providersFile)
+	if err != nil {
+		return badInput(stderr, "credentials", "%v", err)
+	}
+	p, ok := reg.Lookup(name)
+	if !ok {
+		return badInput(stderr, "credentials", "unknown provider: %s (known: %s)", name, strings.Join(reg.Names(), ", "))
+	}
+	info, err := pilot.EnvCredentials{}.Info(ctx, p)
+	if err != nil {
+		return badInput(stderr, "credentials", "%v", err)
+	}
+	writeJSON(stdout, struct {
+		Provider string `json:"provider"`
+		pilot.CredentialInfo
+	}{p.Name, info})
+	if !info.Configured {
+		fmt.Fprintf(stderr, "pilot credentials: %s is not set; export %s=... in the environment pilot runs in\n", p.CredentialEnv, p.CredentialEnv)
+		return exitFailed
+	}
+	return exitOK
+}

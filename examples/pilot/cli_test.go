@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pilotworkers/pilot/internal/fakeagent"
+	"github.com/pilotworkers/pilot/internal/supervise"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeagent.EnvFakeAgent) != "" {
+		os.Exit(fakeagent.Main(os.Args[1:]))
+	}
+	supervise.SetLinger(0)
+	os.Exit(m.Run())
+}
+
+// fixture is a workdir, a task file and a providers file whose providers
+// run this test binary as the fake agent.
+type fixture struct {
+	dir, workdir, taskFile, providers, runDir string
+}
+
+func newFixture(t *testing.T, scripts map[string][]string) fixture {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	f := fixture{
+		dir:       dir,
+		workdir:   filepath.Join(dir, "work"),
+		taskFile:  filepath.Join(dir, "task.md"),
+		providers: filepath.Join(dir, "providers.json"),
+		runDir:    filepath.Join(dir, "runs"),
+	}
+	os.Mkdir(f.workdir, 0o755)
+	os.WriteFile(f.taskFile, []byte("# task\nsay hello\n"), 0o644)
+	provs := map[string]any{}
+	for name, script := range scripts {
+		provs[name] = map[string]any{
+			"runner": "command",
+			"argv":   append([]string{exe}, script...),
+			"env":    map[string]string{fakeagent.EnvFakeAgent: "1"},
+		}
+	}
+	data, _ := json.Marshal(map[string]any{"providers": provs})
+	os.WriteFile(f.providers, data, 0o644)
+	return f
+}
+
+func (f fixture) args(cmd, provider string, extra ...string) []string {
+	return append([]string{cmd, "--provider", provider, "--mode", "review", "--task-file", f.taskFile,
+		"--workdir", f.workdir, "--providers-file", f.providers, "--run-dir", f.runDir}, extra...)
+}
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestDispatchPrintsStartedThenVerdict(t *testing.T) {
+	f := newFixture(t, map[string][]string{
+		"ok":     {"out=hello"},
+		"silent": {},
+		"broken": {"err=boom", "exit=3"},
+	})
+	for _, tt := range []struct {
+		provider string
+		code     int
+		verdict  string
+	}{
+		{"ok", 0, "completed"},
+		{"silent", 1, "empty"},
+		{"broken", 1, "error"},
+	} {
+		t.Run(tt.provider, func(t *testing.T) {
+			code, out, errOut := runCLI(f.args("dispatch", tt.provider)...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tt.code, errOut)
+			}
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("stdout has %d lines, want exactly 2:\n%s", len(lines), out)
+			}
+			var started, verdict map[string]any
+			if err := json.Unmarshal([]byte(lines[0]), &started); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(lines[1]), &verdict); err != nil {
+				t.Fatal(err)
+			}
+			got := []any{started["type"], started["provider"], verdict["type"], verdict["verdict"], started["run_id"] == verdict["run_id"]}
+			want := []any{"worker_runner.started", tt.provider, "worker_runner.verdict", tt.verdict, true}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("contract fields (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDispatchSpawnFailureKeepsTwoLines(t *testing.T) {
+	f := newFixture(t, nil)
+	os.WriteFile(f.providers, []byte(`{"providers":{"gone":{"runner":"command","argv":["/nonexistent/agent-cli"]}}}`), 0o644)
+	code, out, _ := runCLI(f.args("dispatch", "gone")...)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != 1 || len(lines) != 2 || !strings.Contains(lines[1], `"failure_class":"spawn-failed"`) {
+		t.Errorf("exit %d, stdout:\n%s\nwant exit 1 and a started line then a spawn-failed verdict", code, out)
+	}
+}
+
+func TestBadInputExits2WithAMessageThatNamesTheProblem(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=hi"}})
+	badProviders := filepath.Join(f.dir, "bad.json")
+	os.WriteFile(badProviders, []byte(`{"providers":{"ok":{"runner":"command","argv":["x"],"bogus":1}}}`), 0o644)
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"no command", nil, []string{"usage: pilot"}},
+		{"unknown command", []string{"frobnicate"}, []string{`unknown command "frobnicate"`}},
+		{"missing provider", []string{"dispatch", "--mode", "code"}, []string{"--provider is required"}},
+		{"unknown mode", f.args("dispatch", "ok", "--mode", "write"), []string{"--mode", `"write"`}},
+		{"unknown provider", f.args("dispatch", "nope"), []string{"unknown provider: nope"}},
+		{"task file missing", append(f.args("dispatch", "ok"), "--task-file", "/nonexistent/task.md"), []string{"--task-file", "not found"}},
+		{"workdir missing", append(f.args("dispatch", "ok"), "--workdir", "/nonexistent/dir"), []string{"--workdir"}},
+		{"bad timeout", f.args("dispatch", "ok", "--timeout", "soon"), []string{"-timeout", "positive number of seconds"}},
+		{"unknown field in providers file", append(f.args("run", "ok"), "--providers-file", badProviders), []string{`"bogus"`, badProviders}},
+		{"stray argument", append(f.args("dispatch", "ok"), "extra"), []string{`unexpected argument "extra"`}},
+		{"credentials without provider", []string{"credentials"}, []string{"provider name is required"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCLI(tt.args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if out != "" {
+				t.Errorf("stdout = %q, want nothing on bad input", out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q does not mention %q", errOut, w)
+				}
+			}
+		})
+	}
+}
+
+func TestHelpOnEveryCommand(t *testing.T) {
+	for _, cmd := range []string{"dispatch", "run", "demo", "credentials"} {
+		code, _, errOut := runCLI(cmd, "--help")
+		if code != 0 || !strings.Contains(errOut, "usage: pilot "+cmd) {
+			t.Errorf("pilot %s --help: exit %d, stderr %q", cmd, code, errOut)
+		}
+	}
+}
+
+func TestRunStreamsOutputAndEndsWithASummary(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=line one", "err=a warning", "out=line two"}})
+	code, out, errOut := runCLI(f.args("run", "ok")...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 3 || lines[0] != "line one" || lines[1] != "line two" || !strings.HasPrefix(lines[2], "pilot: completed, exit 0") {
+		t.Errorf("stdout:\n%s\nwant the two lines then a summary", out)
+	}
+	if errOut != "a warning\n" {
+		t.Errorf("stderr = %q, want the worker's stderr", errOut)
+	}
+}
+
+func TestDemoShowsEachOutcomeAndLeavesNothingRunning(t *testing.T) {
+	code, out, errOut := runCLI("demo")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	for _, want := range []string{"completed", "empty", "generic-error", "timeout", "SIGKILL", "still alive: 0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = runCLI("demo", "--json")
+	var vs []map[string]any
+	if err := json.Unmarshal([]byte(out), &vs); code != 0 || err != nil || len(vs) != len(demoJobs) {
+		t.Fatalf("demo --json: exit %d, %v, %d verdicts:\n%s", code, err, len(vs), out)
+	}
+	var got []string
+	for _, v := range vs {
+		fc, _ := v["failure_class"].(string)
+		got = append(got, v["verdict"].(string)+"/"+fc)
+	}
+	want := []string{"completed/", "empty/", "error/generic-error", "error/timeout", "error/timeout"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("demo verdicts in job order (-want +got):\n%s", diff)
+	}
+}
+
+func TestCredentials(t *testing.T) {
+	f := newFixture(t, nil)
+	os.WriteFile(f.providers, []byte(`{"providers":{"glm":{"runner":"command","argv":["x"],"credential_env":"PILOT_TEST_GLM_KEY"}}}`), 0o644)
+	t.Setenv("PILOT_TEST_GLM_KEY", "")
+	code, out, errOut := runCLI("credentials", "glm", "--providers-file", f.providers)
+	if code != 1 || !strings.Contains(out, `"configured":false`) || !strings.Contains(errOut, "PILOT_TEST_GLM_KEY") {
+		t.Errorf("missing key: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	t.Setenv("PILOT_TEST_GLM_KEY", "secret-value-123")
+	code, out, _ = runCLI("credentials", "glm", "--providers-file", f.providers)
+	if code != 0 || !strings.Contains(out, `"configured":true`) || strings.Contains(out, "secret-value-123") {
+		t.Errorf("set key: exit %d, stdout %q", code, out)
+	}
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/fakeagent"
+)
+
+// demoJob is one scripted job of the demo.
+type demoJob struct {
+	name    string
+	about   string
+	script  []string
+	timeout time.Duration
+}
+
+var demoJobs = []demoJob{
+	{
+		name:   "completes",
+		about:  "prints its result and exits 0",
+		script: []string{"out=reading the task", "sleep=200ms", "out=changed 2 files; tests pass"},
+	},
+	{
+		name:   "says-nothing",
+		about:  "exits 0 without writing to stdout",
+		script: []string{"err=warning: nothing to do"},
+	},
+	{
+		name:   "fails",
+		about:  "the model call fails; exit 1",
+		script: []string{"out=calling the model", "err=API error: 500 Internal Server Error", "exit=1"},
+	},
+	{
+		name:    "hangs",
+		about:   "never finishes; the 1 s timeout ends it with SIGTERM",
+		script:  []string{"out=thinking...", "block"},
+		timeout: time.Second,
+	},
+	{
+		name:  "resists",
+		about: "ignores SIGTERM and leaves a daemon in its own session; SIGKILL after the grace period",
+		script: []string{"ignore-term", "spawn:setsid", "ignore-term", "ready", "block", "end",
+			"out=started a daemon", "block"},
+		timeout: time.Second,
+	},
+}
+
+func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("demo", "[--json] [--run-dir DIR]", stderr)
+	asJSON := fs.Bool("json", false, "print the verdicts as one JSON array, in job order")
+	runDir := fs.String("run-dir", "", "keep the run records in `directory` (default: a temporary directory, removed afterwards)")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return badInput(stderr, "demo", "cannot find this program to run it as the fake agent: %v", err)
+	}
+	if *runDir == "" {
+		dir, err := os.MkdirTemp("", "pilot-demo-")
+		if err != nil {
+			return badInput(stderr, "demo", "%v", err)
+		}
+		defer os.RemoveAll(dir)
+		*runDir = dir
+	}
+	var ps []pilot.Provider
+	for _, j := range demoJobs {
+		ps = append(ps, pilot.Provider{
+			Name:   j.name,
+			Runner: pilot.RunnerCommand,
+			Argv:   append([]string{exe}, j.script...),
+			Env:    map[string]string{fakeagent.EnvFakeAgent: "1"},
+		})
+	}
+	reg, err := pilot.NewRegistry(ps...)
+	if err != nil {
+		return badInput(stderr, "demo", "%v", err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		wd = os.TempDir()
+	}
+	d := &pilot.Dispatcher{Providers: reg, RunDir: *runDir, Grace: 500 * time.Millisecond}
+
+	if !*asJSON {
+		fmt.Fprintf(stdout, "pilot demo: %d scripted workers (this program as a fake agent), run side by side\n\n", len(demoJobs))
+	}
+	start := time.Now()
+	verdicts := make([]pilot.Verdict, len(demoJobs))
+	var g errgroup.Group
+	for i, j := range demoJobs {
+		g.Go(func() error {
+			v, err := d.Dispatch(ctx, pilot.Task{
+				Provider: j.name,
+				Mode:     pilot.ModeCode,
+				Prompt:   "demo task: " + j.about,
+				Workdir:  wd,
+				Timeout:  j.timeout,
+				Label:    "demo",
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", j.name, err)
+			}
+			v.Job = j.name + ":" + string(pilot.ModeCode)
+			verdicts[i] = v
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return badInput(stderr, "demo", "%v", err)
+	}
+	if *asJSON {
+		data, _ := json.Marshal(verdicts)
+		stdout.Write(append(data, '\n'))
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tVERDICT\tFAILURE CLASS\tENDED BY\tLEFTOVERS\tTIME\tWHAT THE WORKER DID")
+	for i, v := range verdicts {
+		ended := "-"
+		switch {
+		case v.Signal != "":
+			ended = v.Signal
+		case v.ExitCode != nil:
+			ended = "exit " + strconv.Itoa(*v.ExitCode)
+		}
+		fc := string(v.FailureClass)
+		if fc == "" {
+			fc = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1fs\t%s\n", demoJobs[i].name, v.Verdict, fc, ended, v.Leftovers,
+			float64(v.DurationMS)/1000, demoJobs[i].about)
+	}
+	tw.Flush()
+	left := 0
+	for _, v := range verdicts {
+		left += len(processesOf(v.RunID))
+	}
+	fmt.Fprintf(stdout, "\n%d jobs in %.1fs; processes of these runs still alive: %d\n", len(verdicts), time.Since(start).Seconds(), left)
+	fmt.Fprintf(stdout, "each run has record.json, stream.log and events.log under its run directory; try 'pilot demo --json'\n")
+	return exitOK
+}
+
+// processesOf lists live processes whose environment carries the run id.
+func processesOf(runID string) []int {
+	entry := []byte(pilot.EnvRunID + "=" + runID)
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if bytes.Equal(kv, entry) && !zombie(pid) {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+func zombie(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z'
+}
