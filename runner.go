@@ -64,7 +64,8 @@ const (
 )
 
 // A Line is one line of worker output, without its "\n" (and without a
-// trailing "\r").
+// trailing "\r"). Data is valid only during the call that receives it;
+// copy it to keep it.
 type Line struct {
 	Stream Stream
 	// Data is the line. When the line is longer than the Dispatcher's

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -53,6 +54,10 @@ type request struct {
 // serve runs the supervisor on the control socket fd and returns its exit
 // status.
 func serve(fd int) int {
+	// Workers get Pdeathsig, which fires when the forking thread exits
+	// (golang/go#27505): fork only from this goroutine, locked to a thread
+	// that lives as long as the process.
+	runtime.LockOSThread()
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		return 98
 	}

@@ -1,0 +1,78 @@
+package pilot_test
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/supervise"
+)
+
+// The two benchmarks below run the same trivial worker, once through
+// Dispatch and once through plain os/exec, so that their ratio is pilot's
+// overhead per job. scripts/bench-dispatch.sh runs them side by side.
+
+// BenchmarkDispatchTrivial measures one Dispatch of /bin/echo in steady
+// state: the supervisor is started by a warm-up dispatch and reused.
+func BenchmarkDispatchTrivial(b *testing.B) {
+	// TestMain stops the supervisor after every job; keep it instead, as a
+	// long-running program would, and stop it when the benchmark ends.
+	supervise.SetLinger(time.Minute)
+	b.Cleanup(func() {
+		supervise.SetLinger(0)
+		supervise.Shutdown()
+	})
+	d := testDispatcher(b, pilot.Provider{
+		Name:   "echo",
+		Runner: pilot.RunnerCommand,
+		Argv:   []string{"/bin/echo", "ok"},
+	})
+	tk := pilot.Task{Provider: "echo", Mode: pilot.ModeCode, Prompt: "x", Workdir: b.TempDir()}
+	ctx := context.Background()
+	dispatchOK := func() {
+		v, err := d.Dispatch(ctx, tk)
+		if err != nil {
+			b.Fatalf("Dispatch: %v", err)
+		}
+		if v.Verdict != pilot.Completed {
+			b.Fatalf("verdict = %q (%s), want %q", v.Verdict, v.FailureClass, pilot.Completed)
+		}
+	}
+	dispatchOK() // warm-up: starts the supervisor; b.Loop does not time it
+	for b.Loop() {
+		dispatchOK()
+	}
+	reportMSPerJob(b)
+}
+
+// BenchmarkExecTrivial is the baseline: the same worker run with os/exec,
+// both output streams read.
+func BenchmarkExecTrivial(b *testing.B) {
+	var stdout, stderr bytes.Buffer
+	run := func() {
+		stdout.Reset()
+		stderr.Reset()
+		cmd := exec.Command("/bin/echo", "ok")
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("/bin/echo: %v", err)
+		}
+		if stdout.String() != "ok\n" {
+			b.Fatalf("stdout = %q, want %q", stdout.String(), "ok\n")
+		}
+	}
+	run() // warm-up, as for Dispatch
+	for b.Loop() {
+		run()
+	}
+	reportMSPerJob(b)
+}
+
+// reportMSPerJob reports the mean wall time of one iteration in
+// milliseconds, the unit a human compares jobs in.
+func reportMSPerJob(b *testing.B) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/job")
+}
