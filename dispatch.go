@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -285,7 +286,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	start := time.Now()
 	r.id = newRunID(start, r.prov.Name)
 	r.dir = filepath.Join(r.d.RunDir, r.id)
-	if err := os.MkdirAll(r.dir, 0o700); err != nil {
+	if err := mkdir(r.dir); err != nil {
 		return Verdict{}, fmt.Errorf("pilot: creating run directory: %w", err)
 	}
 	r.recPath = filepath.Join(r.dir, "record.json")
@@ -305,16 +306,10 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		StreamLog:   filepath.Join(r.dir, "stream.log"),
 		EventsLog:   filepath.Join(r.dir, "events.log"),
 	}
-	if r.events, err = os.OpenFile(r.rec.EventsLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
-		return Verdict{}, fmt.Errorf("pilot: %w", err)
-	}
-	defer r.events.Close()
-	if r.stream, err = os.OpenFile(r.rec.StreamLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
-		return Verdict{}, fmt.Errorf("pilot: %w", err)
-	}
-	defer r.stream.Close()
+	defer r.closeLogs()
 
-	// From here on the record exists and must be closed out on every path.
+	// From here on the run directory exists and its record must be closed
+	// out on every path.
 	defer func() {
 		if err != nil {
 			now := time.Now().UTC()
@@ -352,12 +347,12 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		r.rec.EnvKeys = append(r.rec.EnvKeys, kv[:strings.IndexByte(kv, '=')])
 	}
 	sort.Strings(r.rec.EnvKeys)
-	if err := writeRecord(r.recPath, &r.rec); err != nil {
-		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
-	}
 
 	exit, job, err := r.supervise(ctx, cmd, env, start)
 	if err != nil {
+		return Verdict{}, err
+	}
+	if err := r.openLogs(); err != nil { // the worker never started
 		return Verdict{}, err
 	}
 	res := r.judge(exit)
@@ -409,6 +404,44 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	}
 	r.emit(Event{Type: VerdictType, Verdict: &v})
 	return v, nil
+}
+
+// mkdir makes dir, and its parents only when they are missing (one system
+// call in the common case).
+func mkdir(dir string) error {
+	err := os.Mkdir(dir, 0o700)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(filepath.Dir(dir), 0o700); err == nil {
+			err = os.Mkdir(dir, 0o700)
+		}
+	}
+	return err
+}
+
+// openLogs opens events.log and stream.log, once. It runs after the worker
+// has started, so that creating the files overlaps the worker's start-up;
+// the worker's output waits in its pipes meanwhile.
+func (r *run) openLogs() (err error) {
+	if r.events == nil {
+		if r.events, err = os.OpenFile(r.rec.EventsLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+			return fmt.Errorf("pilot: %w", err)
+		}
+	}
+	if r.stream == nil {
+		if r.stream, err = os.OpenFile(r.rec.StreamLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+			return fmt.Errorf("pilot: %w", err)
+		}
+	}
+	return nil
+}
+
+func (r *run) closeLogs() {
+	if r.events != nil {
+		r.events.Close()
+	}
+	if r.stream != nil {
+		r.stream.Close()
+	}
 }
 
 func (r *run) timeout() time.Duration {
@@ -560,6 +593,22 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	exit.Started = true
 	r.rec.Pid, r.rec.Pgid = job.Pid, job.Pid
 	r.lastOutput.Store(time.Now().UnixNano())
+	err = r.openLogs()
+	if err == nil {
+		if err = writeRecord(r.recPath, &r.rec); err != nil {
+			err = fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
+		}
+	}
+	if err != nil {
+		// Pilot cannot keep its records: do not let the worker run
+		// unrecorded.
+		_ = job.Signal(syscall.SIGKILL)
+		<-job.Done()
+		outR.Close()
+		errR.Close()
+		stdinDone()
+		return exit, info, err
+	}
 	r.emit(Event{Type: StartedType, Started: &Started{
 		Type:      StartedType,
 		Provider:  r.prov.Name,

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 func init() {
@@ -321,6 +322,12 @@ func (s *server) finish(j *job) {
 // (and the leader while it lives), plus orphans re-parented to the
 // supervisor that carry j's cookie, with their descendants.
 func (s *server) tree(j *job) []int {
+	if j.exited && !hasChildren() {
+		// A subreaper without children has no descendants at all: the
+		// common case of a worker that left nothing behind, answered
+		// without reading /proc.
+		return nil
+	}
 	for {
 		pids, dead := s.treeOnce(j)
 		if len(pids) > 0 || !dead {
@@ -430,6 +437,21 @@ func (s *server) shutdown() {
 		if delay < 20*time.Millisecond {
 			delay *= 2
 		}
+	}
+}
+
+// hasChildren reports whether the supervisor has any child, live or
+// zombie, without reaping it.
+func hasChildren() bool {
+	const pAll, wNowait = 0, 0x1000000
+	var info [128]byte // siginfo_t
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pAll, 0, uintptr(unsafe.Pointer(&info[0])),
+			syscall.WEXITED|syscall.WNOHANG|wNowait, 0, 0)
+		if errno == syscall.EINTR {
+			continue
+		}
+		return errno != syscall.ECHILD
 	}
 }
 
