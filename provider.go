@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -198,20 +200,33 @@ func ParseProviders(r io.Reader, name string) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pilot: reading providers file %s: %w", name, err)
 	}
-	var file struct {
-		Providers map[string]json.RawMessage `json:"providers"`
+	fail := func(format string, a ...any) (*Registry, error) {
+		return nil, fmt.Errorf("pilot: providers file %s: %s", name, fmt.Sprintf(format, a...))
 	}
-	if err := strictDecode(data, &file); err != nil {
-		return nil, fmt.Errorf("pilot: providers file %s: %w", name, err)
+	top, err := jsonObject(data, "field", []string{"providers"}, `{"providers": {"NAME": {...}}}`)
+	if err != nil {
+		return fail("%v", err)
 	}
-	if file.Providers == nil {
-		return nil, fmt.Errorf("pilot: providers file %s: no \"providers\" object: the file must look like {\"providers\": {\"NAME\": {...}}}", name)
+	raw, ok := top.get("providers")
+	if !ok || string(raw) == "null" {
+		return fail("no \"providers\" object: the file must look like {\"providers\": {\"NAME\": {...}}}")
 	}
-	ps := make([]Provider, 0, len(file.Providers))
-	for key, raw := range file.Providers {
+	byName, err := jsonObject(raw, "provider", nil, `{"NAME": {"runner": ...}}`)
+	if err != nil {
+		return fail("\"providers\": %v", err)
+	}
+	ps := make([]Provider, 0, len(byName.keys))
+	for i, key := range byName.keys {
+		if _, err := jsonObject(byName.vals[i], "field", providerFields, `{"runner": "command", "argv": [...], ...}`); err != nil {
+			return fail("provider %q: %v", key, err)
+		}
 		var p Provider
-		if err := strictDecode(raw, &p); err != nil {
-			return nil, fmt.Errorf("pilot: providers file %s: provider %q: %w", name, key, err)
+		if err := json.Unmarshal(byName.vals[i], &p); err != nil {
+			var typ *json.UnmarshalTypeError
+			if errors.As(err, &typ) {
+				return fail("provider %q: field %q has the wrong type: got JSON %s, want %s", key, typ.Field, typ.Value, typ.Type)
+			}
+			return fail("provider %q: %v", key, err)
 		}
 		p.Name = key
 		ps = append(ps, p)
@@ -224,32 +239,114 @@ func ParseProviders(r io.Reader, name string) (*Registry, error) {
 	return reg, nil
 }
 
-// strictDecode decodes one JSON value into v, rejecting unknown fields and
-// trailing data, with an error that names the problem.
-func strictDecode(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var syn *json.SyntaxError
-		var typ *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &syn):
-			return fmt.Errorf("invalid JSON at byte %d: %v", syn.Offset, err)
-		case errors.As(err, &typ):
-			return fmt.Errorf("field %q has the wrong type: got JSON %s, want %s", typ.Field, typ.Value, typ.Type)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			// encoding/json has no typed error for this case.
-			field := strings.TrimPrefix(err.Error(), "json: unknown field ")
-			return fmt.Errorf("unknown field %s: remove it or check its spelling", field)
-		case errors.Is(err, io.EOF):
-			return errors.New("empty input: expected a JSON object")
+// providerFields are the JSON keys of Provider, from its struct tags.
+var providerFields = func() []string {
+	var out []string
+	t := reflect.TypeOf(Provider{})
+	for i := 0; i < t.NumField(); i++ {
+		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if tag != "" && tag != "-" {
+			out = append(out, tag)
 		}
-		return err
 	}
-	if dec.More() {
-		return errors.New("unexpected data after the JSON value")
+	return out
+}()
+
+// object is a JSON object's members in file order.
+type object struct {
+	keys []string
+	vals []json.RawMessage
+}
+
+func (o object) get(key string) (json.RawMessage, bool) {
+	for i, k := range o.keys {
+		if k == key {
+			return o.vals[i], true
+		}
 	}
-	return nil
+	return nil, false
+}
+
+// jsonObject reads data, which must be exactly one JSON object, and
+// returns its members. A key used twice is an error, and so is a key not
+// in allowed (exact case) unless allowed is nil; what names the keys in
+// errors ("field", "provider") and shape shows the expected form.
+func jsonObject(data []byte, what string, allowed []string, shape string) (object, error) {
+	var o object
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	switch {
+	case err == io.EOF:
+		return o, fmt.Errorf("empty input: expected a JSON object like %s", shape)
+	case err != nil:
+		return o, jsonError(err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return o, fmt.Errorf("expected a JSON object like %s, got %s", shape, jsonKind(tok))
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return o, jsonError(err)
+		}
+		key := tok.(string) // object keys are always strings
+		if seen[key] {
+			return o, fmt.Errorf("%s %q appears twice", what, key)
+		}
+		seen[key] = true
+		if allowed != nil && !slices.Contains(allowed, key) {
+			for _, a := range allowed {
+				if strings.EqualFold(a, key) {
+					return o, fmt.Errorf("unknown %s %q: did you mean %q?", what, key, a)
+				}
+			}
+			return o, fmt.Errorf("unknown %s %q: remove it or check its spelling (known: %s)", what, key, strings.Join(allowed, ", "))
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return o, jsonError(err)
+		}
+		o.keys = append(o.keys, key)
+		o.vals = append(o.vals, raw)
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return o, jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return o, errors.New("unexpected data after the JSON object")
+	}
+	return o, nil
+}
+
+func jsonError(err error) error {
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Errorf("invalid JSON at byte %d: %v", syn.Offset, err)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return errors.New("invalid JSON: the input ends too early")
+	}
+	return fmt.Errorf("invalid JSON: %v", err)
+}
+
+func jsonKind(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '[' {
+			return "an array"
+		}
+		return string(v)
+	case string:
+		return "a string"
+	case float64, json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%v", tok)
 }
 
 // A CredentialSource tells whether a provider's credential is configured and
@@ -279,14 +376,20 @@ type CredentialInfo struct {
 
 // A Secret holds a credential value. Its String, GoString and JSON forms are
 // redacted so it cannot leak through logging by accident; Reveal returns the
-// value.
-type Secret struct{ value string }
+// value. The value is held behind a pointer so that fmt paths that skip
+// String (%d, %p, a Secret in an unexported field) print an address, not it.
+type Secret struct{ value *string }
 
 // NewSecret wraps v.
-func NewSecret(v string) Secret { return Secret{value: v} }
+func NewSecret(v string) Secret { return Secret{value: &v} }
 
 // Reveal returns the secret value.
-func (s Secret) Reveal() string { return s.value }
+func (s Secret) Reveal() string {
+	if s.value == nil {
+		return ""
+	}
+	return *s.value
+}
 
 // String returns "[REDACTED]".
 func (s Secret) String() string { return "[REDACTED]" }

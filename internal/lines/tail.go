@@ -1,6 +1,6 @@
 package lines
 
-// Tail keeps the last N bytes written to it.
+// Tail keeps the last N bytes written to it; with N <= 0 it keeps nothing.
 type Tail struct {
 	N   int
 	buf []byte
@@ -9,6 +9,10 @@ type Tail struct {
 // Write implements io.Writer; it never fails.
 func (t *Tail) Write(p []byte) (int, error) {
 	n := len(p)
+	if t.N <= 0 {
+		t.buf = t.buf[:0]
+		return n, nil
+	}
 	if len(p) >= t.N {
 		t.buf = append(t.buf[:0], p[len(p)-t.N:]...)
 		return n, nil

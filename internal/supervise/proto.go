@@ -58,8 +58,43 @@ const (
 
 const maxFrame = 64 << 20
 
+// wire is msg as it travels: paths, arguments and environment are byte
+// strings (base64 in JSON), so bytes that are not UTF-8 arrive unchanged.
+type wire struct {
+	msg
+	Path   []byte   `json:"path,omitempty"`
+	Argv   [][]byte `json:"argv,omitempty"`
+	Env    [][]byte `json:"env,omitempty"`
+	Dir    []byte   `json:"dir,omitempty"`
+	Cookie []byte   `json:"cookie,omitempty"`
+}
+
+func toBytes(ss []string) [][]byte {
+	if ss == nil {
+		return nil
+	}
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+func toStrings(bs [][]byte) []string {
+	if bs == nil {
+		return nil
+	}
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b)
+	}
+	return out
+}
+
 func encodeFrame(m *msg) ([]byte, error) {
-	body, err := json.Marshal(m)
+	w := wire{msg: *m, Path: []byte(m.Path), Argv: toBytes(m.Argv), Env: toBytes(m.Env), Dir: []byte(m.Dir), Cookie: []byte(m.Cookie)}
+	w.msg.Path, w.msg.Argv, w.msg.Env, w.msg.Dir, w.msg.Cookie = "", nil, nil, "", ""
+	body, err := json.Marshal(&w)
 	if err != nil {
 		return nil, err
 	}
@@ -88,9 +123,11 @@ func readFrame(r io.Reader) (*msg, error) {
 		}
 		return nil, err
 	}
-	m := new(msg)
-	if err := json.Unmarshal(body, m); err != nil {
+	var w wire
+	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, fmt.Errorf("supervise: bad frame: %w", err)
 	}
-	return m, nil
+	m := w.msg
+	m.Path, m.Argv, m.Env, m.Dir, m.Cookie = string(w.Path), toStrings(w.Argv), toStrings(w.Env), string(w.Dir), string(w.Cookie)
+	return &m, nil
 }

@@ -1,0 +1,569 @@
+package pilot_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/pilotworkers/pilot"
+)
+
+// validProviders is a providers file using every field.
+const validProviders = `{
+  "providers": {
+    "glm": {
+      "runner": "command",
+      "argv": ["glm-agent", "--model", "{model}", "{task_file}"],
+      "model": "glm-5",
+      "credential_env": "GLM_API_KEY",
+      "env": {"GLM_REGION": "eu", "NO_COLOR": "1"}
+    },
+    "local": {"runner": "command", "argv": ["local-agent"]},
+    "kimi-k3": {"runner": "kimi", "model": "k3", "credential_env": "KIMI_API_KEY"}
+  }
+}
+`
+
+var validProvidersWant = []pilot.Provider{
+	{
+		Name:          "glm",
+		Runner:        pilot.RunnerCommand,
+		Argv:          []string{"glm-agent", "--model", "{model}", "{task_file}"},
+		Model:         "glm-5",
+		CredentialEnv: "GLM_API_KEY",
+		Env:           map[string]string{"GLM_REGION": "eu", "NO_COLOR": "1"},
+	},
+	{Name: "kimi-k3", Runner: "kimi", Model: "k3", CredentialEnv: "KIMI_API_KEY"},
+	{Name: "local", Runner: pilot.RunnerCommand, Argv: []string{"local-agent"}},
+}
+
+// writeProviders writes content to a providers file in a fresh directory
+// and returns its path.
+func writeProviders(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "providers.json")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// registryProviders returns every provider of reg, in Names order, as
+// Lookup reports them.
+func registryProviders(t testing.TB, reg *pilot.Registry) []pilot.Provider {
+	t.Helper()
+	var ps []pilot.Provider
+	for _, name := range reg.Names() {
+		p, ok := reg.Lookup(name)
+		if !ok {
+			t.Fatalf("Lookup(%q) = false for a name listed by Names", name)
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// marshalProviders renders ps as a providers file.
+func marshalProviders(t testing.TB, ps []pilot.Provider) []byte {
+	t.Helper()
+	m := map[string]pilot.Provider{}
+	for _, p := range ps {
+		m[p.Name] = p
+	}
+	data, err := json.Marshal(map[string]any{"providers": m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestLoadProviders(t *testing.T) {
+	reg, err := pilot.LoadProviders(writeProviders(t, validProviders))
+	if err != nil {
+		t.Fatalf("LoadProviders: %v", err)
+	}
+	if diff := cmp.Diff([]string{"glm", "kimi-k3", "local"}, reg.Names()); diff != "" {
+		t.Errorf("Names() mismatch (-want +got):\n%s", diff)
+	}
+	got := registryProviders(t, reg)
+	if diff := cmp.Diff(validProvidersWant, got); diff != "" {
+		t.Errorf("providers mismatch (-want +got):\n%s", diff)
+	}
+
+	// What Lookup reports, written back as a providers file, parses to
+	// the same registry.
+	again, err := pilot.ParseProviders(bytes.NewReader(marshalProviders(t, got)), "round-trip.json")
+	if err != nil {
+		t.Fatalf("ParseProviders(round trip): %v", err)
+	}
+	if diff := cmp.Diff(validProvidersWant, registryProviders(t, again)); diff != "" {
+		t.Errorf("round trip mismatch (-want +got):\n%s", diff)
+	}
+
+	if p, ok := reg.Lookup("nope"); ok {
+		t.Errorf("Lookup(%q) = %+v, true; want false", "nope", p)
+	}
+}
+
+func TestLoadProvidersMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "absent.json")
+	reg, err := pilot.LoadProviders(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("LoadProviders(%s) error = %v; want fs.ErrNotExist", path, err)
+	}
+	if reg != nil {
+		t.Errorf("LoadProviders(%s) registry = %v; want nil", path, reg)
+	}
+}
+
+// TestLoadProvidersErrors checks that every bad file is rejected and that
+// the message says which file and what to look at. The message is the
+// feature under test here, so the test reads it; callers never should.
+func TestLoadProvidersErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		input string
+		// mention lists what the error must name besides the file path.
+		mention []string
+	}{
+		{name: "empty file", input: ``},
+		{name: "only whitespace", input: " \n\t\n"},
+		{name: "not JSON", input: `providers: {}`},
+		{name: "truncated JSON", input: `{"providers": {"glm": {"runner": "command"`},
+		{name: "top-level null", input: `null`, mention: []string{`"providers"`}},
+		{name: "missing providers", input: `{}`, mention: []string{`"providers"`}},
+		{name: "null providers", input: `{"providers": null}`, mention: []string{`"providers"`}},
+		{name: "unknown top-level field", input: `{"providers": {}, "providerz": {}}`, mention: []string{`"providerz"`}},
+		{
+			name:    "unknown provider field",
+			input:   `{"providers": {"glm": {"runner": "command", "argv": ["a"], "modle": "m"}}}`,
+			mention: []string{`"glm"`, `"modle"`},
+		},
+		{
+			name:    "Name is not a file field",
+			input:   `{"providers": {"glm": {"runner": "command", "argv": ["a"], "Name": "x"}}}`,
+			mention: []string{`"glm"`, `"Name"`},
+		},
+		{name: "providers is an array", input: `{"providers": []}`, mention: []string{`"providers"`}},
+		{name: "providers is a string", input: `{"providers": "glm"}`, mention: []string{`"providers"`}},
+		{name: "runner is a number", input: `{"providers": {"glm": {"runner": 1}}}`, mention: []string{`"glm"`, `"runner"`}},
+		{name: "argv is a string", input: `{"providers": {"glm": {"runner": "command", "argv": "glm-agent"}}}`, mention: []string{`"glm"`, `"argv"`}},
+		{name: "argv holds a number", input: `{"providers": {"glm": {"runner": "command", "argv": [1]}}}`, mention: []string{`"glm"`, `"argv"`}},
+		{name: "env value is a number", input: `{"providers": {"glm": {"runner": "kimi", "env": {"K": 1}}}}`, mention: []string{`"glm"`, `"env"`}},
+		{name: "credential_env is a list", input: `{"providers": {"glm": {"runner": "kimi", "credential_env": ["K"]}}}`, mention: []string{`"glm"`, `"credential_env"`}},
+		{name: "trailing garbage", input: `{"providers": {}} x`},
+		{name: "trailing second object", input: `{"providers": {}} {"providers": {}}`},
+		{name: "trailing number", input: `{"providers": {}} 1`},
+		{name: "trailing close brace", input: `{"providers": {}}}`},
+		{name: "trailing close bracket", input: `{"providers": {}}]`},
+		{name: "trailing non-JSON space", input: "{\"providers\": {}}\u00a0"},
+		{name: "provider is null", input: `{"providers": {"glm": null}}`, mention: []string{`"glm"`, "runner"}},
+		{name: "no runner", input: `{"providers": {"glm": {"argv": ["a"]}}}`, mention: []string{`"glm"`, "runner"}},
+		{name: "command runner without argv", input: `{"providers": {"glm": {"runner": "command"}}}`, mention: []string{`"glm"`, "argv"}},
+		{name: "command runner with empty argv", input: `{"providers": {"glm": {"runner": "command", "argv": []}}}`, mention: []string{`"glm"`, "argv"}},
+		{name: "argv on another runner", input: `{"providers": {"glm": {"runner": "kimi", "argv": ["a"]}}}`, mention: []string{`"glm"`, "argv", `"kimi"`}},
+		{name: "credential_env with a dash", input: `{"providers": {"glm": {"runner": "kimi", "credential_env": "GLM-KEY"}}}`, mention: []string{`"glm"`, `"GLM-KEY"`}},
+		{name: "credential_env starting with a digit", input: `{"providers": {"glm": {"runner": "kimi", "credential_env": "1KEY"}}}`, mention: []string{`"glm"`, `"1KEY"`}},
+		{name: "credential_env with a space", input: `{"providers": {"glm": {"runner": "kimi", "credential_env": "GLM KEY"}}}`, mention: []string{`"glm"`, `"GLM KEY"`}},
+		{name: "env key not a variable name", input: `{"providers": {"glm": {"runner": "kimi", "env": {"A=B": "c"}}}}`, mention: []string{`"glm"`, `"A=B"`}},
+		{
+			name:    "env sets its own credential",
+			input:   `{"providers": {"glm": {"runner": "kimi", "credential_env": "GLM_API_KEY", "env": {"GLM_API_KEY": "sk-live"}}}}`,
+			mention: []string{`"glm"`, "GLM_API_KEY"},
+		},
+		{name: "empty provider name", input: `{"providers": {"": {"runner": "kimi"}}}`, mention: []string{`""`}},
+		{name: "provider name with a space", input: `{"providers": {"g l m": {"runner": "kimi"}}}`, mention: []string{`"g l m"`}},
+		{name: "provider name starting with a dash", input: `{"providers": {"-glm": {"runner": "kimi"}}}`, mention: []string{`"-glm"`}},
+		{name: "provider defined twice", input: `{"providers": {"glm": {"runner": "kimi"}, "glm": {"runner": "pi"}}}`, mention: []string{`"glm"`, "twice"}},
+		{name: "field given twice", input: `{"providers": {"glm": {"runner": "kimi", "runner": "pi"}}}`, mention: []string{`"glm"`, `"runner"`, "twice"}},
+		{name: "field name in the wrong case", input: `{"providers": {"glm": {"RUNNER": "kimi"}}}`, mention: []string{`"RUNNER"`, `did you mean "runner"`}},
+		{name: "top-level key in the wrong case", input: `{"Providers": {}}`, mention: []string{`"Providers"`, `did you mean "providers"`}},
+		{name: "provider is an array", input: `{"providers": {"glm": ["command"]}}`, mention: []string{`"glm"`, "an array", "runner"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeProviders(t, tt.input)
+			reg, err := pilot.LoadProviders(path)
+			if err == nil {
+				t.Fatalf("LoadProviders(%q) = %v, nil; want an error", tt.input, reg.Names())
+			}
+			if reg != nil {
+				t.Errorf("LoadProviders(%q) returned a registry with an error", tt.input)
+			}
+			for _, s := range append([]string{path}, tt.mention...) {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("LoadProviders(%q) error %q does not mention %s", tt.input, err, s)
+				}
+			}
+		})
+	}
+}
+
+func TestNewRegistryErrors(t *testing.T) {
+	ok := pilot.Provider{Name: "glm", Runner: pilot.RunnerCommand, Argv: []string{"glm-agent"}}
+	tests := []struct {
+		name string
+		ps   []pilot.Provider
+	}{
+		{name: "duplicate", ps: []pilot.Provider{ok, ok}},
+		{name: "duplicate with different settings", ps: []pilot.Provider{ok, {Name: "glm", Runner: "kimi"}}},
+		{name: "no name", ps: []pilot.Provider{{Runner: "kimi"}}},
+		{name: "no runner", ps: []pilot.Provider{{Name: "glm"}}},
+		{name: "command without argv", ps: []pilot.Provider{{Name: "glm", Runner: pilot.RunnerCommand}}},
+		{name: "argv on another runner", ps: []pilot.Provider{{Name: "glm", Runner: "kimi", Argv: []string{"a"}}}},
+		{name: "bad credential_env", ps: []pilot.Provider{{Name: "glm", Runner: "kimi", CredentialEnv: "A-B"}}},
+		{name: "env sets credential", ps: []pilot.Provider{{Name: "glm", Runner: "kimi", CredentialEnv: "K", Env: map[string]string{"K": "v"}}}},
+		{name: "bad env key", ps: []pilot.Provider{{Name: "glm", Runner: "kimi", Env: map[string]string{"": "v"}}}},
+		{name: "one bad among good", ps: []pilot.Provider{ok, {Name: "kimi"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg, err := pilot.NewRegistry(tt.ps...)
+			if err == nil {
+				t.Fatalf("NewRegistry(%+v) = %v, nil; want an error", tt.ps, reg.Names())
+			}
+			if reg != nil {
+				t.Errorf("NewRegistry(%+v) returned a registry with an error", tt.ps)
+			}
+		})
+	}
+}
+
+func TestRegistryCopies(t *testing.T) {
+	in := pilot.Provider{
+		Name:   "glm",
+		Runner: pilot.RunnerCommand,
+		Argv:   []string{"glm-agent", "{task_file}"},
+		Env:    map[string]string{"K": "v"},
+	}
+	want := pilot.Provider{
+		Name:   "glm",
+		Runner: pilot.RunnerCommand,
+		Argv:   []string{"glm-agent", "{task_file}"},
+		Env:    map[string]string{"K": "v"},
+	}
+	reg, err := pilot.NewRegistry(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Changing the caller's value after NewRegistry does not reach the
+	// registry.
+	in.Argv[0] = "changed"
+	in.Env["K"] = "changed"
+	in.Env["NEW"] = "x"
+
+	// Neither does changing what Lookup returned.
+	got, _ := reg.Lookup("glm")
+	got.Argv[0] = "changed"
+	got.Argv = append(got.Argv, "more")
+	got.Env["K"] = "changed"
+	got.Env["NEW"] = "x"
+
+	again, ok := reg.Lookup("glm")
+	if !ok {
+		t.Fatal(`Lookup("glm") = false`)
+	}
+	if diff := cmp.Diff(want, again); diff != "" {
+		t.Errorf("registry changed through a copy (-want +got):\n%s", diff)
+	}
+}
+
+func TestRegistryEmpty(t *testing.T) {
+	empty, err := pilot.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := pilot.ParseProviders(strings.NewReader(`{"providers": {}}`), "empty.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, reg := range map[string]*pilot.Registry{"nil": nil, "NewRegistry()": empty, "empty file": fromFile} {
+		if got := reg.Names(); len(got) != 0 {
+			t.Errorf("%s: Names() = %q; want none", name, got)
+		}
+		if p, ok := reg.Lookup("glm"); ok || !cmp.Equal(pilot.Provider{}, p) {
+			t.Errorf("%s: Lookup(%q) = %+v, %v; want zero, false", name, "glm", p, ok)
+		}
+	}
+}
+
+func TestModeValid(t *testing.T) {
+	tests := []struct {
+		mode pilot.Mode
+		want bool
+	}{
+		{pilot.ModeCode, true},
+		{pilot.ModeExplore, true},
+		{pilot.ModeTest, true},
+		{pilot.ModeReview, true},
+		{pilot.ModeResume, true},
+		{"", false},
+		{"Code", false},
+		{"code ", false},
+		{"deploy", false},
+	}
+	for _, tt := range tests {
+		if got := tt.mode.Valid(); got != tt.want {
+			t.Errorf("Mode(%q).Valid() = %v; want %v", tt.mode, got, tt.want)
+		}
+	}
+	for _, m := range pilot.Modes {
+		if !m.Valid() {
+			t.Errorf("Mode(%q) from Modes is not Valid", m)
+		}
+	}
+}
+
+func TestSecretRedacted(t *testing.T) {
+	const value = "sk-live-0123456789"
+	s := pilot.NewSecret(value)
+	if got := s.Reveal(); got != value {
+		t.Fatalf("Reveal() = %q; want %q", got, value)
+	}
+	if got := (pilot.Secret{}).Reveal(); got != "" {
+		t.Errorf("zero Secret Reveal() = %q; want empty", got)
+	}
+
+	type holder struct {
+		Key    pilot.Secret
+		KeyPtr *pilot.Secret
+		// fmt prints unexported fields without calling their methods.
+		hidden pilot.Secret
+	}
+	h := holder{Key: s, KeyPtr: &s, hidden: s}
+	var forms []string
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d", "%t", "%o", "%c", "%U", "%p"} {
+		forms = append(forms,
+			fmt.Sprintf(verb, s),
+			fmt.Sprintf(verb, &s),
+			fmt.Sprintf(verb, h),
+			fmt.Sprintf(verb, []pilot.Secret{s}),
+			fmt.Sprintf(verb, map[string]pilot.Secret{"k": s}),
+		)
+	}
+	forms = append(forms, fmt.Sprint(s), fmt.Sprintln(s), s.String(), s.GoString())
+	for _, v := range []any{s, &s, h, []pilot.Secret{s}, map[string]pilot.Secret{"k": s}} {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("json.Marshal(%T): %v", v, err)
+		}
+		forms = append(forms, string(data))
+	}
+	for _, f := range forms {
+		if strings.Contains(f, value) {
+			t.Errorf("secret value leaked: %s", f)
+		}
+	}
+
+	if got := fmt.Sprintf("%v", s); got != "[REDACTED]" {
+		t.Errorf("%%v = %q; want [REDACTED]", got)
+	}
+	data, _ := json.Marshal(s)
+	if got := string(data); got != `"[REDACTED]"` {
+		t.Errorf("json.Marshal = %s; want %q", got, "[REDACTED]")
+	}
+}
+
+func TestEnvCredentials(t *testing.T) {
+	env := map[string]string{"GLM_API_KEY": "sk-glm", "EMPTY_KEY": ""}
+	creds := pilot.EnvCredentials{LookupEnv: func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}}
+	tests := []struct {
+		name       string
+		p          pilot.Provider
+		wantInfo   pilot.CredentialInfo
+		wantSecret string
+		wantErr    *pilot.CredentialError // nil: Secret succeeds
+	}{
+		{
+			name:       "configured",
+			p:          pilot.Provider{Name: "glm", CredentialEnv: "GLM_API_KEY"},
+			wantInfo:   pilot.CredentialInfo{Configured: true, Source: "env:GLM_API_KEY"},
+			wantSecret: "sk-glm",
+		},
+		{
+			name:     "missing",
+			p:        pilot.Provider{Name: "kimi", CredentialEnv: "KIMI_API_KEY"},
+			wantInfo: pilot.CredentialInfo{Configured: false, Source: "env:KIMI_API_KEY"},
+			wantErr:  &pilot.CredentialError{Provider: "kimi", Env: "KIMI_API_KEY"},
+		},
+		{
+			name:     "set but empty",
+			p:        pilot.Provider{Name: "e", CredentialEnv: "EMPTY_KEY"},
+			wantInfo: pilot.CredentialInfo{Configured: false, Source: "env:EMPTY_KEY"},
+			wantErr:  &pilot.CredentialError{Provider: "e", Env: "EMPTY_KEY"},
+		},
+		{
+			name:     "no credential needed",
+			p:        pilot.Provider{Name: "local"},
+			wantInfo: pilot.CredentialInfo{Configured: true, Source: "none"},
+		},
+	}
+	ctx := context.Background()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			info, err := creds.Info(ctx, tt.p)
+			if err != nil {
+				t.Fatalf("Info: %v", err)
+			}
+			if diff := cmp.Diff(tt.wantInfo, info); diff != "" {
+				t.Errorf("Info mismatch (-want +got):\n%s", diff)
+			}
+
+			sec, err := creds.Secret(ctx, tt.p)
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("Secret: %v", err)
+				}
+				if got := sec.Reveal(); got != tt.wantSecret {
+					t.Errorf("Secret().Reveal() = %q; want %q", got, tt.wantSecret)
+				}
+				return
+			}
+			if !errors.Is(err, pilot.ErrCredentialMissing) {
+				t.Errorf("Secret error = %v; want one matching ErrCredentialMissing", err)
+			}
+			var ce *pilot.CredentialError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Secret error = %T; want *pilot.CredentialError", err)
+			}
+			if diff := cmp.Diff(tt.wantErr, ce); diff != "" {
+				t.Errorf("CredentialError mismatch (-want +got):\n%s", diff)
+			}
+			if got := sec.Reveal(); got != "" {
+				t.Errorf("Secret with an error revealed %q; want empty", got)
+			}
+		})
+	}
+}
+
+func TestEnvCredentialsProcessEnv(t *testing.T) {
+	const key = "PILOT_TEST_PROVIDER_CREDENTIAL"
+	t.Setenv(key, "from-process-env")
+	p := pilot.Provider{Name: "p", CredentialEnv: key}
+	var creds pilot.EnvCredentials // the zero value reads the process environment
+	info, err := creds.Info(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(pilot.CredentialInfo{Configured: true, Source: "env:" + key}, info); diff != "" {
+		t.Errorf("Info mismatch (-want +got):\n%s", diff)
+	}
+	sec, err := creds.Secret(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sec.Reveal(); got != "from-process-env" {
+		t.Errorf("Secret().Reveal() = %q; want %q", got, "from-process-env")
+	}
+}
+
+func TestCredentialError(t *testing.T) {
+	var err error = &pilot.CredentialError{Provider: "glm", Env: "GLM_API_KEY"}
+	wrapped := fmt.Errorf("dispatching: %w", err)
+	for _, e := range []error{err, wrapped} {
+		if !errors.Is(e, pilot.ErrCredentialMissing) {
+			t.Errorf("errors.Is(%v, ErrCredentialMissing) = false; want true", e)
+		}
+		if errors.Is(e, io.EOF) {
+			t.Errorf("errors.Is(%v, io.EOF) = true; want false", e)
+		}
+		var ce *pilot.CredentialError
+		if !errors.As(e, &ce) || ce.Provider != "glm" || ce.Env != "GLM_API_KEY" {
+			t.Errorf("errors.As(%v) = %+v; want the CredentialError for glm", e, ce)
+		}
+	}
+	if errors.Is(errors.New("pilot: credential missing"), pilot.ErrCredentialMissing) {
+		t.Error("an unrelated error with the same text matches ErrCredentialMissing")
+	}
+	// The message tells the user which variable to set.
+	for _, s := range []string{"glm", "GLM_API_KEY"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("Error() = %q; want it to mention %s", err, s)
+		}
+	}
+}
+
+func FuzzParseProviders(f *testing.F) {
+	f.Add([]byte(validProviders))
+	f.Add([]byte(`{"providers": {}}`))
+	f.Add([]byte(`{"providers": {"a": {"runner": "command", "argv": ["x"]}}}`))
+	f.Add([]byte(`{"providers": {"a": {"runner": "x", "argv": [], "env": {}}}}`))
+	f.Add([]byte(`{"providers": {"a": {"runner": "x", "credential_env": "K", "env": {"K": "v"}}}}`))
+	f.Add([]byte(`{"providers": {"a": {"runner": "command"}}}`))
+	f.Add([]byte(`{"providers": {"a": null, "b": {"runner": "y"}}}`))
+	f.Add([]byte(`{"providers": {}, "extra": 1}`))
+	f.Add([]byte(`{"providers": {}}}`))
+	f.Add([]byte(`{"providers": []}`))
+	f.Add([]byte(`{"providers":`))
+	f.Add([]byte(``))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		const name = "fuzz.json"
+		reg, err := pilot.ParseProviders(bytes.NewReader(data), name)
+		if err != nil {
+			if reg != nil {
+				t.Fatalf("ParseProviders returned a registry with error %v", err)
+			}
+			if !strings.Contains(err.Error(), name) {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		names := reg.Names()
+		if !slices.IsSorted(names) || len(slices.Compact(slices.Clone(names))) != len(names) {
+			t.Fatalf("Names() = %q; want sorted and unique", names)
+		}
+		for _, n := range names {
+			want, ok := reg.Lookup(n)
+			if !ok {
+				t.Fatalf("Lookup(%q) = false for a name from Names", n)
+			}
+			if want.Name != n {
+				t.Fatalf("Lookup(%q).Name = %q", n, want.Name)
+			}
+			if want.Runner == "" || (want.Runner == pilot.RunnerCommand) != (len(want.Argv) > 0) {
+				t.Fatalf("Lookup(%q) = %+v: an invalid provider was accepted", n, want)
+			}
+			got, _ := reg.Lookup(n)
+			for i := range got.Argv {
+				got.Argv[i] += "-mutated"
+			}
+			for k := range got.Env {
+				got.Env[k] += "-mutated"
+			}
+			if got.Env != nil {
+				got.Env["PILOT_FUZZ_MUTATED"] = "1"
+			}
+			again, _ := reg.Lookup(n)
+			if diff := cmp.Diff(want, again); diff != "" {
+				t.Fatalf("changing Lookup's result changed the registry (-want +got):\n%s", diff)
+			}
+		}
+
+		// What the registry holds, written back out, parses to the same
+		// registry.
+		ps := registryProviders(t, reg)
+		again, err := pilot.ParseProviders(bytes.NewReader(marshalProviders(t, ps)), name)
+		if err != nil {
+			t.Fatalf("re-parsing %+v: %v", ps, err)
+		}
+		if diff := cmp.Diff(ps, registryProviders(t, again), cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("round trip mismatch (-want +got):\n%s", diff)
+		}
+	})
+}
