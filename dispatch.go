@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"github.com/pilotworkers/pilot/internal/lines"
 	"github.com/pilotworkers/pilot/internal/supervise"
 )
@@ -156,6 +157,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 		}
 	}
 	r := &run{d: cfg, task: t, prov: prov, runner: runner, secret: secret}
+	r.prepared = func() error { return nil }
+	r.runningWritten = func() error { return nil }
 	// Enough bytes for 500 characters of any width, plus room to redact a
 	// secret cut by the window's start.
 	r.stderrTail.N = 4*stderrTailRunes + 2*len(secret.Reveal()) + 64
@@ -273,6 +276,17 @@ type run struct {
 	stream  *os.File
 	watcher Watcher
 
+	pendingTask []byte              // task.md content not yet written
+	final       *atomicfile.Pending // the final record's temporary file
+
+	// prepared waits for prepareFiles, run in the background while the
+	// worker starts; runningWritten waits for the "running" record,
+	// written while it runs. Both may be called many times.
+	prepared       func() error
+	prepErr        error
+	runningWritten func() error
+	runErr         error
+
 	emitMu sync.Mutex // serializes Observer calls and events.log writes
 	lineMu sync.Mutex // serializes watcher, OnLine and stream.log writes
 
@@ -316,9 +330,14 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 			r.rec.Status = string(Failed)
 			r.rec.EndedAt = &now
 			r.rec.PilotError = r.redact(err.Error())
-			if werr := writeRecord(r.recPath, &r.rec); werr != nil {
+			r.prepared()
+			r.runningWritten()
+			if werr := writeRecord(r.recPath, r.final, &r.rec); werr != nil {
 				err = errors.Join(err, fmt.Errorf("pilot: closing out %s: %w", r.recPath, werr))
 			}
+		}
+		if r.final != nil {
+			r.final.Abort() // a no-op after a commit
 		}
 	}()
 
@@ -347,12 +366,33 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		r.rec.EnvKeys = append(r.rec.EnvKeys, kv[:strings.IndexByte(kv, '=')])
 	}
 	sort.Strings(r.rec.EnvKeys)
+	if r.pendingTask != nil && commandMentions(cmd, env, a.TaskFile) {
+		// The worker reads it: it must exist before the worker starts.
+		if err := r.writeTaskFile(); err != nil {
+			return Verdict{}, err
+		}
+	}
+
+	// Create the run's other files while the supervisor starts the
+	// worker: on a slow disk that is most of pilot's own cost.
+	prep := make(chan error, 1)
+	go func() { prep <- r.prepareFiles() }()
+	r.prepared = func() error {
+		if prep != nil {
+			r.prepErr, prep = <-prep, nil
+		}
+		return r.prepErr
+	}
+	defer r.prepared()
 
 	exit, job, err := r.supervise(ctx, cmd, env, start)
 	if err != nil {
 		return Verdict{}, err
 	}
-	if err := r.openLogs(); err != nil { // the worker never started
+	if err := r.prepared(); err != nil { // the worker never started
+		return Verdict{}, err
+	}
+	if err := r.runningWritten(); err != nil {
 		return Verdict{}, err
 	}
 	res := r.judge(exit)
@@ -399,11 +439,54 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	r.rec.Leftovers = v.Leftovers
 	r.rec.StdoutBytes = exit.StdoutBytes
 	r.rec.StderrBytes = exit.StderrBytes
-	if err := writeRecord(r.recPath, &r.rec); err != nil {
+	if err := writeRecord(r.recPath, r.final, &r.rec); err != nil {
 		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
 	}
+	r.final = nil
 	r.emit(Event{Type: VerdictType, Verdict: &v})
 	return v, nil
+}
+
+// commandMentions reports whether the worker's argv, environment or stdin
+// refers to path.
+func commandMentions(cmd *Command, env []string, path string) bool {
+	for _, s := range append(append([]string(nil), cmd.Argv...), env...) {
+		if strings.Contains(s, path) {
+			return true
+		}
+	}
+	return bytes.Contains(cmd.Stdin, []byte(path))
+}
+
+func (r *run) writeTaskFile() error {
+	if r.pendingTask == nil {
+		return nil
+	}
+	if err := os.WriteFile(r.rec.TaskFile, r.pendingTask, 0o600); err != nil {
+		return fmt.Errorf("pilot: writing task file: %w", err)
+	}
+	r.pendingTask = nil
+	return nil
+}
+
+// prepareFiles creates what the run directory needs and the worker does
+// not: the task file when the worker does not read it, events.log,
+// stream.log, and the temporary file of the final record. It runs once the
+// worker has started, so that creating files overlaps the worker's
+// start-up (its output waits in its pipes meanwhile).
+func (r *run) prepareFiles() (err error) {
+	if err := r.writeTaskFile(); err != nil {
+		return err
+	}
+	if err := r.openLogs(); err != nil {
+		return err
+	}
+	if r.final == nil {
+		if r.final, err = atomicfile.Prepare(r.recPath); err != nil {
+			return fmt.Errorf("pilot: %w", err)
+		}
+	}
+	return nil
 }
 
 // mkdir makes dir, and its parents only when they are missing (one system
@@ -471,10 +554,10 @@ func (r *run) attempt(ctx context.Context) (Attempt, error) {
 		SessionPath: filepath.Join(r.dir, "session.jsonl"),
 	}
 	if a.TaskFile == "" {
+		// Written before the worker starts when its command refers to
+		// it, else while it starts (prepareFiles).
 		a.TaskFile = filepath.Join(r.dir, "task.md")
-		if err := os.WriteFile(a.TaskFile, []byte(a.Prompt), 0o600); err != nil {
-			return a, fmt.Errorf("pilot: writing task file: %w", err)
-		}
+		r.pendingTask = []byte(a.Prompt)
 	}
 	if a.Prompt == "" {
 		data, err := os.ReadFile(a.TaskFile)
@@ -593,13 +676,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	exit.Started = true
 	r.rec.Pid, r.rec.Pgid = job.Pid, job.Pid
 	r.lastOutput.Store(time.Now().UnixNano())
-	err = r.openLogs()
-	if err == nil {
-		if err = writeRecord(r.recPath, &r.rec); err != nil {
-			err = fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
-		}
-	}
-	if err != nil {
+	if err = r.prepared(); err != nil {
 		// Pilot cannot keep its records: do not let the worker run
 		// unrecorded.
 		_ = job.Signal(syscall.SIGKILL)
@@ -623,6 +700,20 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 		Record:    r.recPath,
 		StartedAt: start.UTC(),
 	}})
+	// The "running" record is written while the worker runs; the final
+	// write waits for it.
+	running := r.rec
+	written := make(chan error, 1)
+	go func() { written <- writeRecord(r.recPath, nil, &running) }()
+	r.runningWritten = func() error {
+		if written != nil {
+			if err := <-written; err != nil {
+				r.runErr = fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
+			}
+			written = nil
+		}
+		return r.runErr
+	}
 
 	var readers sync.WaitGroup
 	readers.Add(2)

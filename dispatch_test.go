@@ -668,3 +668,31 @@ func TestStartedEventAndVerdictContract(t *testing.T) {
 		t.Errorf("started %s and verdict %s disagree", s, vb)
 	}
 }
+
+func TestTaskFileIsKeptWhetherOrNotTheWorkerReadsIt(t *testing.T) {
+	reads := fakeProvider(t, "reads")
+	reads.Argv = []string{"/bin/sh", "-c", `cat "$1"`, "sh", "{task_file}"}
+	reads.Env = nil
+	ignores := fakeProvider(t, "ignores", "out=ok")
+	d := testDispatcher(t, reads, ignores)
+	var mu sync.Mutex
+	var out []string
+	d.OnLine = func(_ string, l pilot.Line) {
+		mu.Lock()
+		out = append(out, string(l.Data))
+		mu.Unlock()
+	}
+	for _, p := range []string{"reads", "ignores"} {
+		tk := task(p)
+		tk.Prompt = "the prompt for " + p
+		v := dispatch(t, d, tk)
+		rec := readRecord(t, v)
+		data, err := os.ReadFile(rec.TaskFile)
+		if err != nil || string(data) != tk.Prompt {
+			t.Errorf("%s: task file %s = %q, %v; want the prompt", p, rec.TaskFile, data, err)
+		}
+	}
+	if len(out) < 1 || out[0] != "the prompt for reads" {
+		t.Errorf("the worker that reads {task_file} printed %q", out)
+	}
+}

@@ -78,12 +78,17 @@ func ReadRecord(path string) (Record, error) {
 	return r, err
 }
 
-func writeRecord(path string, r *Record) error {
+// writeRecord replaces path with r, through p when it is prepared.
+func writeRecord(path string, p *atomicfile.Pending, r *Record) error {
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(path, append(data, '\n'), 0o600)
+	data = append(data, '\n')
+	if p != nil {
+		return p.Commit(data, 0o600)
+	}
+	return atomicfile.WriteFile(path, data, 0o600)
 }
 
 // DefaultRunDir is where run directories go when Dispatcher.RunDir is empty:

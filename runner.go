@@ -27,8 +27,11 @@ type Attempt struct {
 	RunDir string
 
 	// TaskFile is a file holding the task text and Prompt is that text.
-	// Both are always set: pilot writes RunDir/task.md when the task gave
-	// only a prompt, and reads the file when it gave only a file.
+	// Both are always set: pilot reads the file when the task gave only a
+	// file, and writes RunDir/task.md when it gave only a prompt. That
+	// file exists before the worker starts if the Command's argv, env or
+	// stdin names it; otherwise it is written while the worker starts, so
+	// a Runner must not read it in Command (use Prompt).
 	TaskFile string
 	Prompt   string
 

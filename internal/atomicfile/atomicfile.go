@@ -12,25 +12,55 @@ import (
 //
 // The file is not synced: a crash of the writing process cannot leave a
 // half-written file, but a crash of the machine may lose the latest write.
-func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	p, err := Prepare(path)
 	if err != nil {
 		return err
 	}
+	return p.Commit(data, perm)
+}
+
+// Pending is a write prepared ahead of time: its temporary file exists, so
+// Commit costs a write and a rename but no file creation.
+type Pending struct {
+	f    *os.File
+	path string
+}
+
+// Prepare creates the temporary file for a later write of path.
+func Prepare(path string) (*Pending, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{f: f, path: path}, nil
+}
+
+// Commit writes data with permissions perm and renames it over the path.
+// On error the path is unchanged and the temporary file is removed. A
+// Pending is used once.
+func (p *Pending) Commit(data []byte, perm os.FileMode) (err error) {
 	defer func() {
 		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
+			p.Abort()
 		}
 	}()
-	if _, err = f.Write(data); err != nil {
+	if _, err = p.f.Write(data); err != nil {
 		return err
 	}
-	if err = f.Chmod(perm); err != nil {
+	if perm != 0o600 { // CreateTemp makes 0600 files
+		if err = p.f.Chmod(perm); err != nil {
+			return err
+		}
+	}
+	if err = p.f.Close(); err != nil {
 		return err
 	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return os.Rename(p.f.Name(), p.path)
+}
+
+// Abort removes the temporary file. It is safe after Commit, and twice.
+func (p *Pending) Abort() {
+	p.f.Close()
+	os.Remove(p.f.Name())
 }
