@@ -696,3 +696,57 @@ func TestTaskFileIsKeptWhetherOrNotTheWorkerReadsIt(t *testing.T) {
 		t.Errorf("the worker that reads {task_file} printed %q", out)
 	}
 }
+
+// Many dispatches at once share one supervisor; each gets its own verdict
+// and every tree, daemons included, is gone afterwards.
+func TestConcurrentDispatchesShareTheSupervisor(t *testing.T) {
+	scripts := map[string][]string{
+		"plain":  {"out=hi"},
+		"fails":  {"err=no", "exit=5"},
+		"holder": {"spawn:hold", "ignore-term", "ready", "block", "end", "out=done"},
+		"daemon": {"spawn", "spawn:setsid", "ready", "block", "end", "ready", "end", "out=done"},
+		"hangs":  {"ignore-term", "out=x", "block"},
+	}
+	want := map[string]summary{
+		"plain":  {pilot.Completed, "", intp(0), ""},
+		"fails":  {pilot.Failed, pilot.FailGeneric, intp(5), ""},
+		"holder": {pilot.Completed, "", intp(0), ""},
+		"daemon": {pilot.Completed, "", intp(0), ""},
+		"hangs":  {pilot.Failed, pilot.FailTimeout, nil, "SIGKILL"},
+	}
+	var ps []pilot.Provider
+	for name, s := range scripts {
+		ps = append(ps, fakeProvider(t, name, s...))
+	}
+	d := testDispatcher(t, ps...)
+	d.Grace = 300 * time.Millisecond
+	names := []string{"plain", "fails", "holder", "daemon", "hangs"}
+	const rounds = 4
+	got := make([]pilot.Verdict, len(names)*rounds)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tk := task(names[i%len(names)])
+			if tk.Provider == "hangs" {
+				tk.Timeout = 2 * time.Second
+			}
+			v, err := d.Dispatch(context.Background(), tk)
+			if err != nil {
+				t.Errorf("dispatch %d: %v", i, err)
+			}
+			got[i] = v
+		}()
+	}
+	wg.Wait()
+	for i, v := range got {
+		name := names[i%len(names)]
+		if diff := cmp.Diff(want[name], summarize(v)); diff != "" {
+			t.Errorf("%s (dispatch %d) verdict (-want +got):\n%s", name, i, diff)
+		}
+		if left := processesWithEnv(t, pilot.EnvRunID+"="+v.RunID); len(left) > 0 {
+			t.Errorf("%s (dispatch %d): processes %v still alive", name, i, left)
+		}
+	}
+}
