@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
+	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
 func dispatch(t *testing.T, d *pilot.Dispatcher, tk pilot.Task) pilot.Verdict {
@@ -285,27 +286,7 @@ func TestSetsidGrandchildLeftBehindIsKilled(t *testing.T) {
 // processesWithEnv lists live processes whose environment holds entry.
 func processesWithEnv(t *testing.T, entry string) []int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil {
-			continue
-		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if string(kv) == entry && !gone(pid) {
-				out = append(out, pid)
-			}
-		}
-	}
-	return out
+	return procfs.WithEnv(entry)
 }
 
 func TestDispatcherSIGKILLedLeavesNoWorkerOrDescendant(t *testing.T) {
@@ -358,18 +339,7 @@ func TestDispatcherSIGKILLedLeavesNoWorkerOrDescendant(t *testing.T) {
 	}
 }
 
-func childrenOf(pid int) []int {
-	var out []int
-	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-	for _, tk := range tasks {
-		data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + tk.Name() + "/children")
-		for _, f := range strings.Fields(string(data)) {
-			n, _ := strconv.Atoi(f)
-			out = append(out, n)
-		}
-	}
-	return out
-}
+func childrenOf(pid int) []int { return procfs.Children(pid) }
 
 func TestSixteenMiBLineArrivesWholeWithBoundedMemory(t *testing.T) {
 	const size = 16 << 20

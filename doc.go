@@ -35,6 +35,12 @@
 // the dispatching program dies, even by SIGKILL, the supervisor sees its
 // control socket close and ends every tree.
 //
+// The supervisor takes over in the init function of pilot's
+// internal/supervise package, which runs before main and before the init
+// functions of packages that import pilot; init functions of unrelated
+// packages that sort before it may still run in the supervisor, so keep
+// them free of side effects such as network connections.
+//
 // A descendant that clears its environment and detaches from the tree is
 // still killed, but only once every dispatch that was running when it was
 // found has ended. A process handed to an unrelated daemon (a container

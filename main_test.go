@@ -15,6 +15,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
+	"github.com/pilotworkers/pilot/internal/procfs"
 	"github.com/pilotworkers/pilot/internal/supervise"
 )
 
@@ -122,14 +123,7 @@ func (s *spawnedPIDs) get() []int {
 }
 
 // gone reports whether pid no longer runs (absent or a zombie).
-func gone(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	i := strings.LastIndexByte(string(data), ')')
-	return i > 0 && i+2 < len(data) && (data[i+2] == 'Z' || data[i+2] == 'X')
-}
+func gone(pid int) bool { return !procfs.Alive(pid) }
 
 // waitGone waits, without polling, until every pid has exited or the
 // deadline passes; it returns the pids still alive.

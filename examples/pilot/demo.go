@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
+	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
 // demoJob is one scripted job of the demo.
@@ -147,42 +146,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tw.Flush()
 	left := 0
 	for _, v := range verdicts {
-		left += len(processesOf(v.RunID))
+		left += len(procfs.WithEnv(pilot.EnvRunID + "=" + v.RunID))
 	}
 	fmt.Fprintf(stdout, "\n%d jobs in %.1fs; processes of these runs still alive: %d\n", len(verdicts), time.Since(start).Seconds(), left)
 	fmt.Fprintf(stdout, "each run has record.json, stream.log and events.log under its run directory; try 'pilot demo --json'\n")
 	return exitOK
-}
-
-// processesOf lists live processes whose environment carries the run id.
-func processesOf(runID string) []int {
-	entry := []byte(pilot.EnvRunID + "=" + runID)
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil {
-			continue
-		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if bytes.Equal(kv, entry) && !zombie(pid) {
-				out = append(out, pid)
-			}
-		}
-	}
-	return out
-}
-
-func zombie(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z'
 }

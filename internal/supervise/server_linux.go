@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
 func init() {
@@ -344,19 +346,19 @@ func (s *server) treeOnce(j *job) (out []int, dead bool) {
 		out = append(out, sub...)
 		dead = d
 	}
-	for _, c := range children(s.self) {
+	for _, c := range procfs.Children(s.self) {
 		if s.byPid[c] != nil {
 			continue
 		}
-		if !alive(c) {
+		if !procfs.Alive(c) {
 			dead = true
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + strconv.Itoa(c) + "/environ")
+		env, err := procfs.Environ(c)
 		if err != nil {
 			continue
 		}
-		if hasEntry(env, j.cookie) {
+		if procfs.HasEntry(env, j.cookie) {
 			out = append(out, c)
 			sub, d := subtree(c)
 			out = append(out, sub...)
@@ -376,26 +378,7 @@ func (s *server) treeOnce(j *job) (out []int, dead bool) {
 
 func (s *server) ownedByAny(env []byte) bool {
 	for _, j := range s.jobs {
-		if hasEntry(env, j.cookie) {
-			return true
-		}
-	}
-	return false
-}
-
-func hasEntry(environ, entry []byte) bool {
-	if len(entry) == 0 {
-		return false
-	}
-	for len(environ) > 0 {
-		i := bytes.IndexByte(environ, 0)
-		var e []byte
-		if i < 0 {
-			e, environ = environ, nil
-		} else {
-			e, environ = environ[:i], environ[i+1:]
-		}
-		if bytes.Equal(e, entry) {
+		if procfs.HasEntry(env, j.cookie) {
 			return true
 		}
 	}
@@ -475,16 +458,16 @@ func freeze(pids []int) {
 // listed child had died: its own children may have been re-parented after
 // the list was read, so an empty answer with dead set must be asked again.
 func subtree(pid int) (pids []int, dead bool) {
-	queue := children(pid)
+	queue := procfs.Children(pid)
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		if !alive(p) {
+		if !procfs.Alive(p) {
 			dead = true
 			continue
 		}
 		pids = append(pids, p)
-		queue = append(queue, children(p)...)
+		queue = append(queue, procfs.Children(p)...)
 	}
 	return pids, dead
 }
@@ -499,40 +482,4 @@ func (s *server) settledSubtree() []int {
 		}
 		s.reap()
 	}
-}
-
-// children lists pid's children from /proc/PID/task/*/children.
-func children(pid int) []int {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, t := range tasks {
-		data, err := os.ReadFile(dir + "/" + t.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range bytes.Fields(data) {
-			if n, err := strconv.Atoi(string(f)); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 || i+2 >= len(data) {
-		return false
-	}
-	st := data[i+2]
-	return st != 'Z' && st != 'X'
 }

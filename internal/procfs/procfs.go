@@ -1,0 +1,93 @@
+// Package procfs reads the Linux process table: which processes are alive,
+// their children, and which carry a given environment entry.
+package procfs
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+)
+
+// Alive reports whether pid exists and is not a zombie.
+func Alive(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself hold ')'.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 || i+2 >= len(data) {
+		return false
+	}
+	st := data[i+2]
+	return st != 'Z' && st != 'X'
+}
+
+// Children lists pid's children, from /proc/PID/task/*/children.
+func Children(pid int) []int {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, t := range tasks {
+		data, err := os.ReadFile(dir + "/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range bytes.Fields(data) {
+			if n, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// Environ returns pid's environment block (NUL-separated entries).
+func Environ(pid int) ([]byte, error) {
+	return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+}
+
+// HasEntry reports whether the environment block environ holds entry
+// ("NAME=value") exactly.
+func HasEntry(environ, entry []byte) bool {
+	if len(entry) == 0 {
+		return false
+	}
+	for len(environ) > 0 {
+		e := environ
+		if i := bytes.IndexByte(environ, 0); i >= 0 {
+			e, environ = environ[:i], environ[i+1:]
+		} else {
+			environ = nil
+		}
+		if bytes.Equal(e, entry) {
+			return true
+		}
+	}
+	return false
+}
+
+// WithEnv lists the live processes whose environment holds entry. Only
+// processes whose environment this process may read are seen.
+func WithEnv(entry string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := Environ(pid)
+		if err == nil && HasEntry(env, []byte(entry)) && Alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package procfs
+
+import (
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+)
+
+func TestHasEntry(t *testing.T) {
+	env := []byte("A=1\x00PILOT_RUN_ID=r1\x00B=\x00")
+	for _, tt := range []struct {
+		entry string
+		want  bool
+	}{
+		{"PILOT_RUN_ID=r1", true},
+		{"A=1", true},
+		{"B=", true},
+		{"PILOT_RUN_ID=r", false},
+		{"ILOT_RUN_ID=r1", false},
+		{"", false},
+	} {
+		if got := HasEntry(env, []byte(tt.entry)); got != tt.want {
+			t.Errorf("HasEntry(%q) = %v, want %v", tt.entry, got, tt.want)
+		}
+	}
+}
+
+func TestProcessTable(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "read line")
+	cmd.Env = []string{"PROCFS_TEST_MARK=" + t.Name()}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if !Alive(pid) {
+		t.Errorf("Alive(%d) = false for a running child", pid)
+	}
+	if kids := Children(os.Getpid()); !slices.Contains(kids, pid) {
+		t.Errorf("Children(self) = %v, want it to hold %d", kids, pid)
+	}
+	if got := WithEnv("PROCFS_TEST_MARK=" + t.Name()); !slices.Equal(got, []int{pid}) {
+		t.Errorf("WithEnv = %v, want [%d]", got, pid)
+	}
+	stdin.Close()
+	cmd.Wait()
+	if Alive(pid) {
+		t.Errorf("Alive(%d) = true after it was reaped", pid)
+	}
+	if got := WithEnv("PROCFS_TEST_MARK=" + t.Name()); len(got) != 0 {
+		t.Errorf("WithEnv after exit = %v, want none", got)
+	}
+}
