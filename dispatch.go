@@ -313,7 +313,6 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		Model:       r.prov.Model,
 		Status:      StatusRunning,
 		Workdir:     r.task.Workdir,
-		PilotPid:    os.Getpid(),
 		StartedAt:   start.UTC(),
 		Timeout:     r.timeout().Seconds(),
 		IdleTimeout: r.idleTimeout().Seconds(),
@@ -439,6 +438,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	r.rec.Leftovers = v.Leftovers
 	r.rec.StdoutBytes = exit.StdoutBytes
 	r.rec.StderrBytes = exit.StderrBytes
+	r.rec.Provenance = CurrentProvenance() // the executable on disk now
 	if err := writeRecord(r.recPath, r.final, &r.rec); err != nil {
 		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
 	}
@@ -475,6 +475,7 @@ func (r *run) writeTaskFile() error {
 // worker has started, so that creating files overlaps the worker's
 // start-up (its output waits in its pipes meanwhile).
 func (r *run) prepareFiles() (err error) {
+	r.rec.Provenance = CurrentProvenance()
 	if err := r.writeTaskFile(); err != nil {
 		return err
 	}

@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envDispatcherChild) != "" {
 		os.Exit(dispatcherChild(os.Args[1:]))
 	}
+	if os.Getenv(envProvenanceChild) != "" {
+		os.Exit(provenanceChild())
+	}
 	// Stop the supervisor as soon as it is idle, so leak checks see a
 	// quiet process.
 	supervise.SetLinger(0)

@@ -37,7 +37,10 @@ type Record struct {
 	// environment.
 	EnvKeys []string `json:"env_keys"`
 
-	PilotPid  int `json:"pilot_pid"`
+	// Provenance is the dispatching program: its pid, executable, build
+	// and whether the executable on disk still is the one running.
+	Provenance
+
 	Pid       int `json:"pid,omitempty"`
 	Pgid      int `json:"pgid,omitempty"`
 	Leftovers int `json:"leftovers,omitempty"`
