@@ -16,6 +16,10 @@
 //	block           wait forever
 //	ignore-term     ignore SIGTERM from now on
 //	ready           tell the parent fake agent this child is ready (see spawn)
+//	session=PATH    use PATH as the native session file for sess= steps
+//	sess=JSON       append JSON and a newline to the session file
+//	tick=N/DURATION print N numbered lines on stdout, DURATION apart
+//	await=PATH      wait until PATH exists (checked every 5 ms)
 //	signal=N        die from signal N (the process execs a shell that kills itself)
 //	exit=N          exit with status N
 //	spawn[:OPTS] STEPS... end
@@ -57,6 +61,7 @@ func Main(args []string) int {
 	}
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
 	defer out.Flush()
+	session := ""
 	for i := 0; i < len(args); i++ {
 		step := args[i]
 		name, val, _ := strings.Cut(step, "=")
@@ -124,6 +129,32 @@ func Main(args []string) int {
 			out.Flush()
 			for {
 				time.Sleep(time.Hour)
+			}
+		case "session":
+			session = val
+		case "sess":
+			f, err := os.OpenFile(session, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: session: %v\n", err)
+				return 2
+			}
+			f.WriteString(val + "\n")
+			f.Close()
+		case "tick":
+			n, d, _ := strings.Cut(val, "/")
+			count, _ := strconv.Atoi(n)
+			every, _ := time.ParseDuration(d)
+			for i := 1; i <= count; i++ {
+				fmt.Fprintf(out, "tick %d\n", i)
+				out.Flush()
+				time.Sleep(every)
+			}
+		case "await":
+			for {
+				if _, err := os.Stat(val); err == nil {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
 		case "ignore-term":
 			signal.Ignore(syscall.SIGTERM)
