@@ -48,5 +48,8 @@ func (CommandRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 	for i, arg := range a.Provider.Argv {
 		argv[i] = r.Replace(arg)
 	}
-	return &Command{Argv: argv, Watcher: ExitCodeWatcher{}}, nil
+	// A command that writes a pi session at {session_path} (a wrapper
+	// around pi, say) gets phase tracking and the stall policy; one that
+	// does not stays "starting", which is only ever inspected.
+	return &Command{Argv: argv, Watcher: ExitCodeWatcher{}, SessionPath: a.SessionPath}, nil
 }

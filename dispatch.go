@@ -30,6 +30,7 @@ const (
 	DefaultGrace        = 5 * time.Second
 	DefaultWaitDelay    = 2 * time.Second
 	DefaultMaxLineBytes = 8 << 20
+	DefaultHeartbeat    = time.Second
 )
 
 // DefaultEnvAllow is the environment a worker inherits from pilot's own when
@@ -98,6 +99,13 @@ type Dispatcher struct {
 	// lines still reach stream.log whole); DefaultMaxLineBytes when zero.
 	MaxLineBytes int
 
+	// Stall decides, from the phase of the worker's native session, when
+	// a silent worker is inspected and when it is ended as a
+	// session-stall. Heartbeat is how often pilot looks at the session
+	// file and the silence; DefaultHeartbeat when zero.
+	Stall     StallPolicy
+	Heartbeat time.Duration
+
 	// EnvAllow names the variables a worker inherits from pilot's
 	// environment; nil means DefaultEnvAllow. LookupEnv reads them; nil
 	// means os.LookupEnv.
@@ -162,6 +170,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 	// Enough bytes for 500 characters of any width, plus room to redact a
 	// secret cut by the window's start.
 	r.stderrTail.N = 4*stderrTailRunes + 2*len(secret.Reveal()) + 64
+	r.streamTail.N = StallTailBytes + 2*len(secret.Reveal()) + 64
 	return r.execute(ctx)
 }
 
@@ -187,6 +196,9 @@ func (d *Dispatcher) withDefaults() *Dispatcher {
 	}
 	if c.MaxLineBytes <= 0 {
 		c.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = DefaultHeartbeat
 	}
 	if c.EnvAllow == nil {
 		c.EnvAllow = DefaultEnvAllow
@@ -294,6 +306,8 @@ type run struct {
 	stdoutBytes atomic.Int64
 	stderrBytes atomic.Int64
 	stderrTail  lines.Tail
+	streamTail  lines.Tail                  // both streams, for stall inspections
+	diags       map[FailureClass]Diagnostic // guarded by lineMu
 }
 
 func (r *run) execute(ctx context.Context) (v Verdict, err error) {
@@ -385,6 +399,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	defer r.prepared()
 
 	exit, job, err := r.supervise(ctx, cmd, env, start)
+	exit.Runner = r.runner.Name()
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -394,6 +409,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	if err := r.runningWritten(); err != nil {
 		return Verdict{}, err
 	}
+	exit.Diagnostic = r.diagnostic()
 	res := r.judge(exit)
 
 	v = Verdict{
@@ -403,20 +419,13 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		RunID:            r.id,
 		Label:            r.task.Label,
 		Verdict:          res.Outcome,
-		FailureClass:     res.FailureClass,
-		Evidence:         res.Evidence,
+		Failure:          r.failure(exit, res),
 		StderrTail:       r.tail(),
 		DurationMS:       exit.Duration.Milliseconds(),
 		Record:           r.recPath,
 		OutputIncomplete: job.incomplete,
 		Leftovers:        job.leftovers,
-	}
-	if res.Outcome == "" {
-		v.Verdict = Failed
-		v.FailureClass = FailGeneric
-	}
-	if v.Evidence != nil {
-		v.Evidence.Line = r.redact(v.Evidence.Line)
+		SessionPhase:     job.phase,
 	}
 	if exit.Started {
 		if exit.Signal != 0 {
@@ -432,8 +441,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	r.rec.ExitCode = v.ExitCode
 	r.rec.Signal = v.Signal
 	r.rec.Verdict = v.Verdict
-	r.rec.FailureClass = v.FailureClass
-	r.rec.Evidence = v.Evidence
+	r.rec.Failure = v.Failure
 	r.rec.OutputIncomplete = v.OutputIncomplete
 	r.rec.Leftovers = v.Leftovers
 	r.rec.StdoutBytes = exit.StdoutBytes
@@ -617,6 +625,7 @@ func (r *run) environ(runnerEnv map[string]string) []string {
 type jobInfo struct {
 	leftovers  int
 	incomplete bool
+	phase      SessionPhase
 }
 
 // supervise starts the worker and follows it until its tree is gone and
@@ -739,6 +748,9 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	exited := job.Exited()
 	done := job.Done()
 	ctxDone := ctx.Done()
+	watch := r.newSessionWatch(cmd.SessionPath, start)
+	heartbeat := time.NewTicker(r.d.Heartbeat)
+	defer heartbeat.Stop()
 	terminate := func(reason FailureClass, why string) {
 		if exit.Terminated {
 			return
@@ -758,10 +770,26 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 			terminate(FailTimeout, "timeout of "+r.timeout().String()+" reached")
 		case <-idleC:
 			since := time.Since(time.Unix(0, r.lastOutput.Load()))
-			if since >= idle {
-				terminate(FailIdleTimeout, "no output for "+idle.String())
-			} else {
+			switch {
+			case since < idle:
 				idleTimer.Reset(idle - since)
+			case r.d.Stall.SuppressIdleTimeout(watch.state.Phase, watch.clock.Silence(time.Now())):
+				// A tool is running inside the tool threshold: that
+				// threshold judges it, not the idle timeout.
+				idleTimer.Reset(r.d.Heartbeat)
+			default:
+				terminate(FailIdleTimeout, "no output for "+idle.String())
+			}
+		case now := <-heartbeat.C:
+			if ctxDone == nil && exited == nil {
+				break // the worker is being ended or is gone
+			}
+			switch watch.beat(now) {
+			case StallInspect:
+				r.emit(Event{Type: EventStallInspection, Inspection: watch.inspection})
+			case StallTerminate:
+				r.emit(Event{Type: EventStallInspection, Inspection: watch.inspection})
+				terminate(FailSessionStall, fmt.Sprintf("no activity for %s while %s", watch.clock.Silence(now).Round(time.Millisecond), watch.state.Phase))
 			}
 		case <-graceC:
 			graceC = nil
@@ -783,6 +811,9 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 		stdinDone()
 		return exit, info, fmt.Errorf("pilot: worker %d: %w", job.Pid, err)
 	}
+	watch.beat(time.Now()) // the session as the worker left it
+	r.rec.SessionRecord = watch.record(r.d.Stall)
+	info.phase = watch.state.Phase
 	info.leftovers = job.Leftovers()
 	if info.leftovers > 0 {
 		r.emit(Event{Type: EventLeftovers, Message: fmt.Sprintf("the worker exited leaving %d process(es) running; pilot killed them", info.leftovers)})
@@ -812,10 +843,63 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	return exit, info, nil
 }
 
+// judge asks the watcher, then applies pilot's own policy: a worker pilot
+// ended is judged by why pilot ended it, whatever it printed on the way out.
 func (r *run) judge(e Exit) Result {
 	r.lineMu.Lock()
-	defer r.lineMu.Unlock()
-	return r.watcher.Finish(e)
+	res := r.watcher.Finish(e)
+	r.lineMu.Unlock()
+	switch {
+	case e.Terminated:
+		return Result{Outcome: Failed, FailureClass: e.Reason, Source: SourcePilotPolicy}
+	case res.Outcome == "", res.Outcome == Failed && res.FailureClass == "":
+		// A watcher that gave no class: fall back on the exit.
+		return JudgeExit(e)
+	}
+	return res
+}
+
+// failure is the Failure part of the verdict: the judgement's class and
+// evidence, and how the process ended.
+func (r *run) failure(e Exit, res Result) Failure {
+	var f Failure
+	if res.Outcome == Failed {
+		f.FailureClass = res.FailureClass
+		f.FailureSource = res.Source
+		f.TransportConfirmed = res.TransportConfirmed
+		f.RetryAfterMS = res.RetryAfter.Milliseconds()
+		if ev := res.Evidence; ev != nil {
+			f.EvidenceSource = ev.Source
+			f.EvidenceExcerpt = r.redact(ev.Line)
+		}
+	}
+	if !e.Started {
+		return f
+	}
+	sig, inferred := syscall.Signal(e.Signal), false
+	if sig == 0 {
+		sig, inferred = SignalFromExitCode(e.Code)
+	}
+	if sig != 0 {
+		f.TerminationSignal = signalName(sig)
+		f.TerminationSignalInferred = inferred
+	}
+	switch {
+	case e.Terminated:
+		f.TerminationInitiator = "pilot"
+		f.TerminationReason = e.Reason
+		if sig == 0 {
+			// The worker handled pilot's SIGTERM and exited on its own.
+			f.TerminationSignal = "SIGTERM"
+		}
+	case sig != 0:
+		f.TerminationInitiator = "unknown"
+	}
+	if f.FailureClass == FailProcessTerminated || e.Terminated {
+		// The line only explains; the signal decided.
+		f.TransportConfirmed = false
+	}
+	return f
 }
 
 // read drains one output pipe into stream.log, the watcher and OnLine.
@@ -836,11 +920,12 @@ func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64
 		if n > 0 {
 			r.lastOutput.Store(time.Now().UnixNano())
 			count.Add(int64(n))
+			r.lineMu.Lock()
 			if s == Stderr {
-				r.lineMu.Lock()
 				r.stderrTail.Write(buf[:n])
-				r.lineMu.Unlock()
 			}
+			r.streamTail.Write(buf[:n])
+			r.lineMu.Unlock()
 			sp.Write(buf[:n])
 		}
 		if err != nil {
@@ -869,11 +954,52 @@ func (r *run) line(s Stream, tag []byte, l lines.Line) {
 		r.stream.Write(out)
 	}
 	line := Line{Stream: s, Data: data, Size: l.Size, Truncated: l.Truncated}
+	r.noteDiagnostic(line)
 	r.watcher.Line(line)
 	if r.d.OnLine != nil {
 		line.Data = redactBytes(data, sec)
 		r.d.OnLine(r.id, line)
 	}
+}
+
+// maxDiagnosticText is the longest diagnostic text pilot classifies (the
+// text, not the line: pi's error events are long JSON lines around a short
+// errorMessage).
+const maxDiagnosticText = 64 << 10
+
+// noteDiagnostic classifies a terminal diagnostic line and keeps the latest
+// line of each class. Called with lineMu held.
+func (r *run) noteDiagnostic(l Line) {
+	if l.Truncated {
+		return
+	}
+	text, ok := ExtractDiagnostic(r.runner.Name(), l.Stream, string(l.Data))
+	if !ok || len(text) > maxDiagnosticText {
+		return
+	}
+	c := ClassifyFailure(text)
+	if c.Evidence == "" {
+		return
+	}
+	if r.diags == nil {
+		r.diags = map[FailureClass]Diagnostic{}
+	}
+	r.diags[c.Class] = Diagnostic{Classification: c, Source: r.runner.Name() + ":" + string(l.Stream)}
+}
+
+// diagnostic returns the strongest diagnostic seen, by ClassifyFailure's
+// precedence, or nil.
+func (r *run) diagnostic() *Diagnostic {
+	r.lineMu.Lock()
+	defer r.lineMu.Unlock()
+	var best *Diagnostic
+	for _, d := range r.diags {
+		if best == nil || classRank(d.Class) < classRank(best.Class) {
+			d := d
+			best = &d
+		}
+	}
+	return best
 }
 
 func (r *run) emit(e Event) {

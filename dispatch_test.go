@@ -581,8 +581,8 @@ func TestSpawnFailureIsAVerdict(t *testing.T) {
 	if diff := cmp.Diff(summary{pilot.Failed, pilot.FailSpawn, nil, ""}, summarize(v)); diff != "" {
 		t.Errorf("verdict (-want +got):\n%s", diff)
 	}
-	if v.Evidence == nil || !strings.Contains(v.Evidence.Line, "no-such-agent-cli") {
-		t.Errorf("evidence = %+v, want the lookup failure", v.Evidence)
+	if v.EvidenceSource != "pilot" || !strings.Contains(v.EvidenceExcerpt, "no-such-agent-cli") || v.FailureSource != pilot.SourceSpawn {
+		t.Errorf("failure = %+v, want the lookup failure as evidence", v.Failure)
 	}
 }
 

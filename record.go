@@ -51,20 +51,42 @@ type Record struct {
 	Timeout     float64 `json:"timeout_s"`
 	IdleTimeout float64 `json:"idle_timeout_s"`
 
-	ExitCode         *int         `json:"exit_code"`
-	Signal           string       `json:"signal,omitempty"`
-	Verdict          Outcome      `json:"verdict,omitempty"`
-	FailureClass     FailureClass `json:"failure_class,omitempty"`
-	Evidence         *Evidence    `json:"evidence,omitempty"`
-	OutputIncomplete bool         `json:"output_incomplete,omitempty"`
+	ExitCode *int    `json:"exit_code"`
+	Signal   string  `json:"signal,omitempty"`
+	Verdict  Outcome `json:"verdict,omitempty"`
+	Failure
+	OutputIncomplete bool `json:"output_incomplete,omitempty"`
 	// PilotError is set when pilot itself failed during the dispatch.
 	PilotError string `json:"pilot_error,omitempty"`
+
+	// SessionRecord is the worker's session phase and silences.
+	*SessionRecord
 
 	StdoutBytes int64 `json:"stdout_bytes"`
 	StderrBytes int64 `json:"stderr_bytes"`
 
 	StreamLog string `json:"stream_log"`
 	EventsLog string `json:"events_log"`
+}
+
+// FailureReport renders the record's failure for humans and logs (its
+// Lines are key=value).
+func (r Record) FailureReport() FailureReport {
+	f := r.Failure
+	return FailureReport{
+		Class:                     f.FailureClass,
+		Source:                    f.FailureSource,
+		EvidenceSource:            f.EvidenceSource,
+		Evidence:                  f.EvidenceExcerpt,
+		TransportConfirmed:        f.TransportConfirmed,
+		RetryAfter:                time.Duration(f.RetryAfterMS) * time.Millisecond,
+		TerminationSignal:         f.TerminationSignal,
+		TerminationSignalInferred: f.TerminationSignalInferred,
+		TerminationInitiator:      f.TerminationInitiator,
+		DispatcherPID:             r.Provenance.Pid,
+		DispatcherSourceSHA256:    r.SourceSHA256,
+		DispatcherCurrentSHA256:   r.CurrentSHA256,
+	}
 }
 
 // StatusRunning is Record.Status while a worker runs.

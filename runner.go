@@ -2,6 +2,7 @@ package pilot
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -55,6 +56,9 @@ type Command struct {
 	Stdin []byte
 	// Watcher interprets the worker's output. Nil means ExitCodeWatcher.
 	Watcher Watcher
+	// SessionPath is a pi-format native session file pilot follows for
+	// the worker's phase and the stall policy; empty means none.
+	SessionPath string
 }
 
 // Stream names one of the worker's output streams.
@@ -81,6 +85,8 @@ type Line struct {
 
 // Exit describes how an attempt ended, as pilot saw it.
 type Exit struct {
+	// Runner is the runner's name ("command", "pi", ...).
+	Runner string
 	// Started is false when the worker never ran (then Err says why).
 	Started bool
 	Err     error
@@ -89,32 +95,78 @@ type Exit struct {
 	// Signal is the signal that ended the worker, or 0.
 	Signal int
 	// Terminated is set when pilot ended the worker itself, with Reason
-	// (FailTimeout, FailIdleTimeout or FailCancelled).
+	// (FailTimeout, FailIdleTimeout, FailSessionStall or FailCancelled).
 	Terminated bool
 	Reason     FailureClass
+	// Diagnostic is the strongest terminal diagnostic pilot found in the
+	// worker's output ([ExtractDiagnostic], [ClassifyFailure]), if any.
+	Diagnostic *Diagnostic
 	// StdoutBytes and StderrBytes count the output read.
 	StdoutBytes, StderrBytes int64
 	Duration                 time.Duration
 }
 
+// A Diagnostic is a classified line of worker output and where it came
+// from ("pi:stderr").
+type Diagnostic struct {
+	Classification
+	Source string
+}
+
+// Failure sources: what decided a verdict's failure class (the
+// "failure_source" field).
+const (
+	// SourcePilotPolicy: pilot ended the worker (timeout, idle timeout,
+	// stall, cancel).
+	SourcePilotPolicy = "pilot-policy"
+	// SourceProcessTermination: the worker died from a signal, seen or
+	// inferred from a 128+N exit code.
+	SourceProcessTermination = "process-termination"
+	// SourceProviderDiagnostic: a provider line in the worker's
+	// diagnostics (stderr, or an error event of its JSON stream).
+	SourceProviderDiagnostic = "provider-terminal-diagnostic"
+	// SourceTerminalDiagnostic: a recognised error line of no provider
+	// class.
+	SourceTerminalDiagnostic = "terminal-diagnostic"
+	// SourceWorkerReport: the worker's own stream says how it ended (pi's
+	// stopReason, Claude's result event).
+	SourceWorkerReport = "worker-report"
+	// SourceExitCode: an exit code with a documented meaning.
+	SourceExitCode = "exit-code"
+	// SourceExitStatus: a non-zero exit and nothing more specific.
+	SourceExitStatus = "exit-status"
+	// SourceSpawn: the worker could not be started.
+	SourceSpawn = "spawn"
+)
+
 // Result is a Watcher's judgement of an attempt.
 type Result struct {
 	Outcome      Outcome
 	FailureClass FailureClass // required when Outcome is Failed
-	Evidence     *Evidence
+	// Source says what decided FailureClass (one of the Source constants).
+	Source   string
+	Evidence *Evidence
+	// TransportConfirmed and RetryAfter come from the evidence's
+	// Classification.
+	TransportConfirmed bool
+	RetryAfter         time.Duration
 }
 
 // A Watcher interprets one attempt's output. Pilot calls Line for every
 // output line, in order within each stream, and Finish once at the end. It
 // never calls them concurrently.
+//
+// Pilot applies its own policy around the Watcher: a worker that pilot
+// ended (timeout, idle timeout, stall, cancel) is judged by why pilot ended
+// it, whatever Finish says.
 type Watcher interface {
 	Line(l Line)
 	Finish(e Exit) Result
 }
 
-// ExitCodeWatcher judges an attempt by its exit status alone: exit 0 with
-// output on stdout is Completed, exit 0 with no stdout is Empty, and
-// anything else is Failed. It is the command runner's watcher.
+// ExitCodeWatcher judges an attempt by how the process ended and by its
+// terminal diagnostics alone ([JudgeExit]). It is the command runner's
+// watcher.
 type ExitCodeWatcher struct{}
 
 // Line implements Watcher.
@@ -123,25 +175,65 @@ func (ExitCodeWatcher) Line(Line) {}
 // Finish implements Watcher.
 func (ExitCodeWatcher) Finish(e Exit) Result { return JudgeExit(e) }
 
-// JudgeExit is the judgement every runner falls back on when the worker's own
-// output says nothing more: pilot's termination reason first, then how the
-// process ended.
+// JudgeExit is the judgement every runner falls back on when the worker's
+// own stream says nothing more, in this order:
+//
+//  1. never started: spawn-failed;
+//  2. ended by pilot: the reason pilot ended it;
+//  3. died from a signal, or exited 128+N (143, 137, 130, ...):
+//     process-terminated, even when a provider line was printed on the way
+//     out: the signal wins;
+//  4. an exit code with a documented meaning ([ClassifyExitCode],
+//     [StepCapExit]);
+//  5. any other non-zero exit: the class of the strongest terminal
+//     diagnostic, or generic-error;
+//  6. exit 0: completed with output on stdout, empty without.
 func JudgeExit(e Exit) Result {
+	_, inferred := SignalFromExitCode(e.Code)
 	switch {
 	case !e.Started:
-		r := Result{Outcome: Failed, FailureClass: FailSpawn}
+		r := Result{Outcome: Failed, FailureClass: FailSpawn, Source: SourceSpawn}
 		if e.Err != nil {
 			r.Evidence = &Evidence{Source: "pilot", Line: e.Err.Error()}
 		}
 		return r
 	case e.Terminated:
-		return Result{Outcome: Failed, FailureClass: e.Reason}
-	case e.Signal != 0:
-		return Result{Outcome: Failed, FailureClass: FailProcessTerminated}
-	case e.Code != 0:
-		return Result{Outcome: Failed, FailureClass: FailGeneric}
-	case e.StdoutBytes == 0:
+		return Result{Outcome: Failed, FailureClass: e.Reason, Source: SourcePilotPolicy}
+	case e.Signal != 0 || inferred:
+		return Result{Outcome: Failed, FailureClass: FailProcessTerminated, Source: SourceProcessTermination}
+	}
+	if class, ok := ClassifyExitCode(e.Runner, e.Code); ok {
+		r := Result{Outcome: Failed, FailureClass: class, Source: SourceExitCode}
+		r.Evidence = &Evidence{Source: e.Runner + ":exit", Line: "exit status " + strconv.Itoa(e.Code)}
+		return r
+	}
+	if StepCapExit(e.Runner, e.Code) {
+		return Result{Outcome: StepCappedPartial}
+	}
+	if e.Code != 0 {
+		if d := e.Diagnostic; d != nil && d.Evidence != "" {
+			return DiagnosticResult(*d)
+		}
+		return Result{Outcome: Failed, FailureClass: FailGeneric, Source: SourceExitStatus}
+	}
+	if e.StdoutBytes == 0 {
 		return Result{Outcome: Empty}
 	}
 	return Result{Outcome: Completed}
+}
+
+// DiagnosticResult is the failed Result a diagnostic proves.
+func DiagnosticResult(d Diagnostic) Result {
+	src := SourceTerminalDiagnostic
+	if d.Class.Provider() || d.Class == FailContextLimit || d.TransportConfirmed {
+		src = SourceProviderDiagnostic
+	}
+	return Result{
+		Outcome:            Failed,
+		FailureClass:       d.Class,
+		Source:             src,
+		Evidence:           &Evidence{Source: d.Source, Line: d.Evidence},
+		TransportConfirmed: d.TransportConfirmed,
+		RetryAfter:         d.RetryAfter,
+	}
 }

@@ -61,7 +61,7 @@ type Evidence struct {
 //
 //  1. Verdict: did it work (Completed, StepCappedPartial) or not (Empty,
 //     Failed)?
-//  2. FailureClass and Evidence: why not.
+//  2. FailureClass, FailureSource and the evidence: why not.
 //  3. ExitCode and Signal: how the worker process ended. Both are unset when
 //     it never started. A worker pilot had to kill has Signal set.
 //  4. Record: the run directory's record.json, with stream.log and
@@ -84,8 +84,9 @@ type Verdict struct {
 	// Signal names the signal that ended the worker ("SIGKILL"), if any.
 	Signal string `json:"signal,omitempty"`
 
-	FailureClass FailureClass `json:"failure_class,omitempty"`
-	Evidence     *Evidence    `json:"evidence,omitempty"`
+	// Failure says why the run failed, with the proof; it is empty for a
+	// successful run (except TransportConfirmed, always false then).
+	Failure
 
 	// StderrTail is the last 500 characters (at most) of the worker's
 	// stderr, secrets redacted.
@@ -94,6 +95,10 @@ type Verdict struct {
 
 	// Record is the path of the run's record.json.
 	Record string `json:"record,omitempty"`
+
+	// SessionPhase is the phase of the worker's native session when it
+	// ended (for a session-stall, the phase at the kill).
+	SessionPhase SessionPhase `json:"session_phase,omitempty"`
 
 	// Leftovers counts processes of the worker's tree that were still
 	// alive after the worker exited and that pilot killed.
@@ -106,6 +111,33 @@ type Verdict struct {
 	// none of its own (fanout); Interrupted marks one cut short.
 	Synthesized bool `json:"synthesized,omitempty"`
 	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// Failure is why a run failed and the proof of it. Verdict and Record both
+// carry it, with the same JSON fields.
+type Failure struct {
+	FailureClass FailureClass `json:"failure_class,omitempty"`
+	// FailureSource says what decided FailureClass ("pilot-policy",
+	// "process-termination", "provider-terminal-diagnostic", ...).
+	FailureSource string `json:"failure_source,omitempty"`
+	// TransportConfirmed is set when the evidence shows the provider's
+	// transport itself failed (connection, stream, 5xx, 429).
+	TransportConfirmed bool `json:"provider_transport_failure_confirmed"`
+	// EvidenceSource ("pi:stderr") and EvidenceExcerpt (the exact line,
+	// secrets redacted) are the proof of FailureClass, when there is one.
+	EvidenceSource  string `json:"failure_evidence_source,omitempty"`
+	EvidenceExcerpt string `json:"failure_evidence_excerpt,omitempty"`
+	// RetryAfterMS is the delay the provider asked for before a retry.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
+
+	// TerminationSignal names the signal that ended the worker, seen in
+	// its wait status or (TerminationSignalInferred) read from a 128+N
+	// exit code; TerminationInitiator is "pilot" when pilot sent it (then
+	// TerminationReason says why) and "unknown" otherwise.
+	TerminationSignal         string       `json:"termination_signal,omitempty"`
+	TerminationSignalInferred bool         `json:"termination_signal_inferred,omitempty"`
+	TerminationInitiator      string       `json:"termination_initiator,omitempty"`
+	TerminationReason         FailureClass `json:"termination_reason,omitempty"`
 }
 
 // VerdictType is the "type" of every Verdict.
@@ -140,6 +172,9 @@ const (
 	// EventLeftovers: the worker exited with descendants still running;
 	// pilot killed them.
 	EventLeftovers = "worker_runner.leftovers"
+	// EventPhase: the worker's native session moved to another phase
+	// (Session holds the new state).
+	EventPhase = "worker_runner.phase"
 )
 
 // An Event is one thing that happened during a dispatch. Exactly one of
@@ -152,6 +187,10 @@ type Event struct {
 	Started *Started
 	Verdict *Verdict
 	Message string
+	// Session is the new session state of an EventPhase; Inspection the
+	// stall check of an EventStallInspection.
+	Session    *PiSessionState
+	Inspection *StallInspection
 }
 
 // MarshalJSON writes started and verdict events as their contract objects
@@ -164,9 +203,11 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		return json.Marshal(e.Verdict)
 	}
 	return json.Marshal(struct {
-		Type    string    `json:"type"`
-		RunID   string    `json:"run_id"`
-		Time    time.Time `json:"time"`
-		Message string    `json:"message,omitempty"`
-	}{e.Type, e.RunID, e.Time, e.Message})
+		Type       string           `json:"type"`
+		RunID      string           `json:"run_id"`
+		Time       time.Time        `json:"time"`
+		Message    string           `json:"message,omitempty"`
+		Session    *PiSessionState  `json:"session,omitempty"`
+		Inspection *StallInspection `json:"inspection,omitempty"`
+	}{e.Type, e.RunID, e.Time, e.Message, e.Session, e.Inspection})
 }

@@ -31,12 +31,13 @@ commands:
   run          Run one task, streaming the worker's output; ends with a summary line.
   demo         Run scripted jobs on the built-in fake agent (no API key, no network).
   credentials  Show whether a provider's credential is configured (never its value).
+  classify     Classify a worker's diagnostics: failure class and the line that proves it.
 
 Run 'pilot <command> --help' for a command's flags.
 `
 
 // run is the whole CLI; main only wires the process to it.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitBadInput
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdDemo(ctx, args[1:], stdout, stderr)
 	case "credentials":
 		return cmdCredentials(ctx, args[1:], stdout, stderr)
+	case "classify":
+		return cmdClassify(ctx, args[1:], stdin, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

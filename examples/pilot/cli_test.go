@@ -63,8 +63,12 @@ func (f fixture) args(cmd, provider string, extra ...string) []string {
 }
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
+	return runCLIWithInput("", args...)
+}
+
+func runCLIWithInput(input string, args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
-	code = run(context.Background(), args, &out, &errb)
+	code = run(context.Background(), args, strings.NewReader(input), &out, &errb)
 	return code, out.String(), errb.String()
 }
 
@@ -158,7 +162,7 @@ func TestBadInputExits2WithAMessageThatNamesTheProblem(t *testing.T) {
 }
 
 func TestHelpOnEveryCommand(t *testing.T) {
-	for _, cmd := range []string{"dispatch", "run", "demo", "credentials"} {
+	for _, cmd := range []string{"dispatch", "run", "demo", "credentials", "classify"} {
 		code, _, errOut := runCLI(cmd, "--help")
 		if code != 0 || !strings.Contains(errOut, "usage: pilot "+cmd) {
 			t.Errorf("pilot %s --help: exit %d, stderr %q", cmd, code, errOut)
@@ -186,7 +190,7 @@ func TestDemoShowsEachOutcomeAndLeavesNothingRunning(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	for _, want := range []string{"completed", "empty", "generic-error", "timeout", "SIGKILL", "still alive: 0"} {
+	for _, want := range []string{"completed", "empty", "provider-server-error", "process-terminated", "timeout", "SIGKILL", "still alive: 0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
@@ -201,7 +205,7 @@ func TestDemoShowsEachOutcomeAndLeavesNothingRunning(t *testing.T) {
 		fc, _ := v["failure_class"].(string)
 		got = append(got, v["verdict"].(string)+"/"+fc)
 	}
-	want := []string{"completed/", "empty/", "error/generic-error", "error/timeout", "error/timeout"}
+	want := []string{"completed/", "empty/", "error/provider-server-error", "error/process-terminated", "error/timeout", "error/timeout"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("demo verdicts in job order (-want +got):\n%s", diff)
 	}
@@ -219,5 +223,40 @@ func TestCredentials(t *testing.T) {
 	code, out, _ = runCLI("credentials", "glm", "--providers-file", f.providers)
 	if code != 0 || !strings.Contains(out, `"configured":true`) || strings.Contains(out, "secret-value-123") {
 		t.Errorf("set key: exit %d, stdout %q", code, out)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	const line = "provider_tunnel_error: dial tcp 192.0.2.1:8001: connect: connection refused"
+	file := filepath.Join(t.TempDir(), "stderr.txt")
+	os.WriteFile(file, []byte("unrelated warning\n"+line+"\n"), 0o644)
+	tests := []struct {
+		name  string
+		input string
+		args  []string
+		want  string
+	}{
+		{"file", "", []string{"classify", file},
+			`{"failure_class":"provider-connection","evidence":"` + line + `","evidence_source":"command:stderr","provider_transport_failure_confirmed":true}`},
+		{"stdin", "curl error: failure when receiving data from the peer\n", []string{"classify", "-"},
+			`{"failure_class":"generic-error","evidence":null,"evidence_source":null,"provider_transport_failure_confirmed":false}`},
+		{"pi stdout is not a diagnostic", line + "\n", []string{"classify", "--runner", "pi", "--stream", "stdout"},
+			`{"failure_class":"generic-error","evidence":null,"evidence_source":null,"provider_transport_failure_confirmed":false}`},
+		{"pi stderr is", line + "\n", []string{"classify", "--runner", "pi"},
+			`{"failure_class":"provider-connection","evidence":"` + line + `","evidence_source":"pi:stderr","provider_transport_failure_confirmed":true}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCLIWithInput(tt.input, tt.args...)
+			if code != 0 || strings.TrimSpace(out) != tt.want {
+				t.Errorf("exit %d, stdout %s (stderr %q)\nwant %s", code, out, errOut, tt.want)
+			}
+		})
+	}
+	if code, _, errOut := runCLI("classify", "/nonexistent/file"); code != 2 || !strings.Contains(errOut, "/nonexistent/file") {
+		t.Errorf("missing file: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := runCLI("classify", "--stream", "stdin"); code != 2 || !strings.Contains(errOut, "--stream") {
+		t.Errorf("bad --stream: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -38,8 +38,13 @@ var demoJobs = []demoJob{
 	},
 	{
 		name:   "fails",
-		about:  "the model call fails; exit 1",
+		about:  "the provider answers HTTP 500; exit 1 (the stderr line is the evidence)",
 		script: []string{"out=calling the model", "err=API error: 500 Internal Server Error", "exit=1"},
+	},
+	{
+		name:   "crashes",
+		about:  "dies from SIGSEGV, a signal pilot did not send",
+		script: []string{"out=working", "signal=11"},
 	},
 	{
 		name:    "hangs",

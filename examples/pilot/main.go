@@ -6,6 +6,7 @@
 //	pilot run      (same flags; streams the worker's output)
 //	pilot demo     (scripted jobs on the built-in fake agent; no API key)
 //	pilot credentials P [--providers-file J]
+//	pilot classify [--runner R] [--stream S] [FILE|-]
 //
 // Exit status: 0 when the verdict is completed or step_capped_partial, 1
 // otherwise, 2 for bad input (with a message on stderr).
@@ -26,7 +27,7 @@ func main() {
 		os.Exit(fakeagent.Main(os.Args[1:]))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -1,0 +1,1075 @@
+package pilot_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pilotworkers/pilot"
+)
+
+// The flag has a name of its own so that other golden tests in this package
+// can declare -update without a clash.
+var updateClassify = flag.Bool("update-classify", false, "rewrite testdata/classify/*.golden")
+
+// The seed's provider line (tests/test_dispatch.py).
+const seedProviderLine = "provider_tunnel_error: dial tcp 192.0.2.1:8001: connect: connection refused"
+
+type classifyCase struct {
+	name string
+	why  string
+	text string
+	want pilot.Classification
+}
+
+// transport, other and none build the wanted classification of text whose
+// evidence is the line ev.
+func transport(c pilot.FailureClass, ev string) pilot.Classification {
+	return pilot.Classification{Class: c, Evidence: ev, TransportConfirmed: true}
+}
+
+func other(c pilot.FailureClass, ev string) pilot.Classification {
+	return pilot.Classification{Class: c, Evidence: ev}
+}
+
+var none = pilot.Classification{Class: pilot.FailGeneric}
+
+func withRetry(c pilot.Classification, d time.Duration) pilot.Classification {
+	c.RetryAfter = d
+	return c
+}
+
+// same is a case whose text is a single line that is its own evidence.
+func same(name, why string, c pilot.FailureClass, line string) classifyCase {
+	switch c {
+	case pilot.FailProviderConnection, pilot.FailProviderStreamDisconnect,
+		pilot.FailProviderServerError, pilot.FailProviderRateLimit:
+		return classifyCase{name, why, line, transport(c, line)}
+	}
+	return classifyCase{name, why, line, other(c, line)}
+}
+
+// weak is a case that must prove nothing.
+func weak(name, why, text string) classifyCase {
+	return classifyCase{name, why, text, none}
+}
+
+var (
+	connection = pilot.FailProviderConnection
+	stream     = pilot.FailProviderStreamDisconnect
+	rateLimit  = pilot.FailProviderRateLimit
+	quota      = pilot.FailProviderQuota
+	server     = pilot.FailProviderServerError
+	auth       = pilot.FailProviderAuth
+	contextLim = pilot.FailContextLimit
+	generic    = pilot.FailGeneric
+)
+
+// The seed's classification tests (tests/test_dispatch.py, ReviewControlTest
+// and AgentInvokeTest).
+var seedClassifyCases = []classifyCase{
+	// test_classifies_provider_tunnel_connection_refusal
+	same("seed provider tunnel connection refusal",
+		"a provider marker plus connection refused is a provider connection failure",
+		connection, seedProviderLine),
+	{"seed provider tunnel line after an unrelated warning",
+		"the evidence is the provider line alone, not the warning before it",
+		"unrelated warning\n" + seedProviderLine, transport(connection, seedProviderLine)},
+	// test_generic_tool_stderr_is_not_provider_transport_evidence
+	weak("seed weak pytest connection refused",
+		"a test's connection refused names no provider",
+		"pytest setup failed: connection refused while opening fixture"),
+	weak("seed weak bare dial tcp",
+		"a bare dial error could be any program's",
+		"dial tcp 127.0.0.1:9999: connect: connection refused"),
+	weak("seed weak curl peer failure",
+		"curl's receive failure names no provider",
+		"curl error: failure when receiving data from the peer"),
+	// test_provider_stream_requires_strong_backend_or_sse_context
+	same("seed model backend SSE stream before DONE",
+		"a model backend and an SSE stream that ended before DONE is a stream disconnect",
+		stream, "Backend for model crashed before streaming started: SSE stream before DONE"),
+}
+
+// The texts the agent CLIs print, from shared/research/agent-cli-formats.md
+// (§1.5, §2.5, §3, §4, §5 and the §6 table).
+var cliClassifyCases = []classifyCase{
+	// pi (§1.5, §6). In text mode pi prints errorMessage alone on stderr.
+	same("pi connection error", "the OpenAI SDK's APIConnectionError message, exactly", connection, "Connection error."),
+	same("pi request timed out", "the OpenAI SDK's APIConnectionTimeoutError message, exactly", connection, "Request timed out."),
+	same("pi fetch failed", "undici's fetch failure, in pi's retry regex", connection, "fetch failed"),
+	same("pi terminated", "undici's errorMessage for a stream cut mid-response (fixture line 33)", stream, "terminated"),
+	same("pi other side closed", "undici's SocketError message for a dropped stream", stream, "other side closed"),
+	same("pi request ended without chunks", "retryable since pi 0.66.0: the stream produced nothing", stream, "request ended without sending any chunks"),
+	same("pi 429 rate limited", "pi prints the status first; 429 is a rate limit", rateLimit, "429 rate limited"),
+	same("pi 429 no body", "the SDK's text for a bodyless 429", rateLimit, "429 status code (no body)"),
+	{"pi 429 with OpenAI's try-again hint",
+		"the delay OpenAI names becomes RetryAfter",
+		"429 Rate limit reached for gpt-4o in organization org-abc on tokens per min (TPM): Limit 30000, Used 29500, Requested 1200. Please try again in 1.4s. Visit https://platform.openai.com/account/rate-limits to learn more.",
+		withRetry(transport(rateLimit, "429 Rate limit reached for gpt-4o in organization org-abc on tokens per min (TPM): Limit 30000, Used 29500, Requested 1200. Please try again in 1.4s. Visit https://platform.openai.com/account/rate-limits to learn more."), 1400*time.Millisecond)},
+	same("pi 500 JSON body", "5xx with the provider's error body", server, `500 {"type":"error","error":{"type":"api_error","message":"Internal server error"}}`),
+	same("pi 502 no body", "a bodyless 502 (§6)", server, "502 status code (no body)"),
+	same("pi 529 overloaded JSON", "auto_retry_start's errorMessage in pi's rpc docs", server, `529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`),
+	same("pi 529 overloaded final error", "auto_retry_end's finalError in pi's rpc docs", server, "529 overloaded_error: Overloaded"),
+	same("pi 503 service unavailable", "in pi's retry regex", server, "503 Service Unavailable"),
+	same("pi upstream connect error", "envoy's text, in pi's retry regex", connection, "upstream connect error or disconnect/reset before headers. reset reason: connection failure"),
+	same("pi 401 Anthropic body", "401 is an auth failure, not retried", auth, `401 {"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`),
+	same("pi 401 OpenAI incorrect key", "401 with OpenAI's message", auth, "401 Incorrect API key provided: sk-mock***1234. You can find your API key at https://platform.openai.com/account/api-keys."),
+	same("pi newer OpenAI API error 401", "the newer pi format (earendil-works/pi#9089)", auth, `OpenAI API error (401): {"error":{"message":"Invalid token","type":"invalid_request_error"}}`),
+	same("pi no API key found", "pi's pre-flight error, thrown before any request", auth, "Error: No API key found for mock."),
+	same("pi authentication failed for provider", "pi's expired-credentials error", auth, `Authentication failed for "anthropic". Credentials may have expired. Run /login to re-authenticate.`),
+	same("pi no model selected", "a pre-flight error of no narrower class", generic, "No model selected."),
+	same("pi no models available", "a pre-flight error of no narrower class", generic, "No models available."),
+	same("pi 400 tool_use without tool_result", "a provider 400 that is not an overflow is a recognised API error (before-compaction fixture line 848)", generic,
+		`400 {"type":"error","error":{"type":"invalid_request_error","message":"messages.236: `+"`tool_use`"+` ids were found without `+"`tool_result`"+` blocks immediately after: toolu_019tYDrbzifrra2KYzmYqWvk. Each `+"`tool_use`"+` block must have a corresponding `+"`tool_result`"+` block in the next message."},"request_id":"req_011CVvAQm5gLufA1cDeHobKh"}`),
+
+	// pi's context-overflow patterns (§1.5), one line each.
+	same("pi overflow prompt is too long", "pi overflow pattern", contextLim, `400 {"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"}}`),
+	same("pi overflow input is too long for requested model", "pi overflow pattern", contextLim, "400 Input is too long for requested model."),
+	same("pi overflow exceeds the context window", "pi overflow pattern", contextLim, "400 Your input exceeds the context window of this model. Please adjust your input and try again."),
+	same("pi overflow input token count exceeds the maximum", "pi overflow pattern", contextLim, "400 The input token count (1196265) exceeds the maximum number of tokens allowed (1048576)."),
+	same("pi overflow maximum prompt length", "pi overflow pattern", contextLim, "400 This model's maximum prompt length is 131072 but the request contains 140000 tokens."),
+	same("pi overflow reduce the length of the messages", "pi overflow pattern", contextLim, "400 Please reduce the length of the messages or completion."),
+	same("pi overflow maximum context length tokens", "pi overflow pattern", contextLim, "400 This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens."),
+	same("pi overflow exceeds the limit of", "a vague pi pattern, here with a status for context", contextLim, "400 prompt exceeds the limit of 32768 tokens"),
+	same("pi overflow exceeds the available context size", "pi overflow pattern", contextLim, "400 the request exceeds the available context size, try increasing it"),
+	same("pi overflow greater than the context length", "pi overflow pattern", contextLim, "400 tokens to keep from the initial prompt is greater than the context length"),
+	same("pi overflow context window exceeds limit", "pi overflow pattern", contextLim, "400 invalid params, context window exceeds limit (2013)"),
+	same("pi overflow exceeded model token limit", "pi overflow pattern", contextLim, "400 Your request exceeded model token limit: 262144"),
+	same("pi overflow too large for model", "pi overflow pattern", contextLim, "400 Prompt contains 140000 tokens, too large for model with 131072 maximum context length"),
+	same("pi overflow model_context_window_exceeded", "pi overflow pattern", contextLim, `400 {"error":{"code":"model_context_window_exceeded"}}`),
+	same("pi overflow context_length_exceeded", "pi overflow pattern", contextLim, `400 {"error":{"message":"This request is too long.","code":"context_length_exceeded"}}`),
+	same("pi overflow context length exceeded", "pi overflow pattern, spaces", contextLim, "API Error: context length exceeded"),
+	same("pi overflow too many tokens", "a vague pi pattern, here with a provider marker", contextLim, "API Error: too many tokens"),
+	same("pi overflow token limit exceeded", "a vague pi pattern, here with a provider marker", contextLim, "provider error: token limit exceeded"),
+	same("pi overflow Cerebras 400 no body", "pi's rule for Cerebras' bodyless 400", contextLim, "400 status code (no body)"),
+	same("pi overflow Cerebras 413 no body", "pi's rule for Cerebras' bodyless 413", contextLim, "413 (no body)"),
+
+	// codex (§2.5, §6).
+	same("codex stream disconnected", "codex's stream-drop text", stream, "stream disconnected before completion: Transport error: error decoding response body"),
+	same("codex stream disconnected before any connection", "the cause says the request never left: a connection failure (§6 connection refused row)", connection, "stream disconnected before completion: error sending request for url (http://127.0.0.1:8080/v1/responses)"),
+	same("codex exceeded retry limit 429", "codex's final 429", rateLimit, "exceeded retry limit, last status: 429 Too Many Requests"),
+	same("codex exceeded retry limit 503", "codex's final 5xx", server, "exceeded retry limit, last status: 503 Service Unavailable"),
+	same("codex unexpected status 401", "codex's HTTP error text", auth, `unexpected status 401 Unauthorized: {"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}`),
+	same("codex human-mode ERROR unexpected status 401", "stderr in human mode prefixes ERROR:", auth, "ERROR: unexpected status 401 Unauthorized: Missing bearer or basic authentication in header"),
+	same("codex unexpected status 400", "an API error of no narrower class", generic, `unexpected status 400 Bad Request: {"error":{"message":"Unknown parameter: 'reasoning.foo'."}}`),
+	same("codex ran out of room", "codex's context-window text", contextLim, "Codex ran out of room in the model's context window. Start a new conversation or clear earlier history before retrying."),
+	same("codex quota exceeded", "codex's quota text", quota, "Quota exceeded. Check your plan and billing details."),
+	same("codex usage limit", "codex's ChatGPT-plan limit", quota, "You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or try again later."),
+	{"codex usage limit with a try-again delay",
+		"the delay named after the usage limit becomes RetryAfter",
+		"You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or try again in 2 hours 15 minutes.",
+		withRetry(other(quota, "You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or try again in 2 hours 15 minutes."), 2*time.Hour+15*time.Minute)},
+	same("codex usage limit reached", "turn.failed text from a third-party capture", quota, "usage limit reached"),
+	same("codex high demand", "codex's overloaded text", server, "We're currently experiencing high demand, which may cause temporary errors."),
+	same("codex missing environment variable", "codex's missing env_key: no credential", auth, "Missing environment variable: `MOCK_API_KEY`."),
+	same("codex connection failed", "codex's reqwest connect failure", connection, "Connection failed: error sending request for url (http://127.0.0.1:8080/v1/responses)"),
+	same("codex error reading server response", "codex's body-read failure", stream, "Error while reading the server response: error decoding response body"),
+	weak("codex reconnecting with cause", "a retry in progress, never evidence", "Reconnecting... 2/5 (request timed out)"),
+	weak("codex reconnecting bare", "a retry in progress, never evidence", "Reconnecting... 1/5"),
+	weak("codex reconnecting stream disconnected", "a retry in progress even when its cause is a stream drop", "Reconnecting... 5/5 (stream disconnected before completion: Transport error: error decoding response body)"),
+	same("codex config chat wire api", "a fatal config error of no narrower class", generic, `Error loading config.toml: wire_api = "chat" is no longer supported.`),
+	same("codex untrusted directory", "a fatal start-up error of no narrower class", generic, "Not inside a trusted directory and --skip-git-repo-check was not specified."),
+
+	// Claude Code (§3, §6): the result text.
+	same("claude unable to connect ECONNREFUSED", "Claude's connection failure", connection, "API Error: Unable to connect to API (ECONNREFUSED)"),
+	same("claude unable to connect ENOTFOUND", "Claude's DNS failure", connection, "API Error: Unable to connect to API (ENOTFOUND)"),
+	same("claude unable to connect ECONNRESET", "Claude's reset before a response", connection, "API Error: Unable to connect to API (ECONNRESET)"),
+	same("claude unable to connect ConnectionRefused", "Bun's spelling of the refusal", connection, "API Error: Unable to connect to API (ConnectionRefused)"),
+	same("claude 429", "Claude's rate limit", rateLimit, `API Error: 429 {"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization"}}`),
+	same("claude 529 overloaded", "Claude's overloaded text", server, "API Error: 529 Overloaded"),
+	same("claude 500", "a 5xx", server, `API Error: 500 {"type":"error","error":{"type":"api_error","message":"Internal server error"}}`),
+	same("claude connection closed mid-response", "Claude's stream drop", stream, "API Error: Connection closed mid-response. The response above may be incomplete."),
+	same("claude prompt is too long", "Claude's overflow text", contextLim, "Prompt is too long"),
+	same("claude invalid API key", "Claude's missing or bad key", auth, "Invalid API key · Please run /login"),
+	same("claude failed to authenticate", "Claude's 401", auth, `Failed to authenticate. API Error: 401 {"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`),
+	same("claude hit your limit resets at a clock time", "a usage window used up; a clock time gives no RetryAfter", quota, "You've hit your limit · resets 3pm (Europe/Berlin)"),
+	{"claude hit your limit with a typographic apostrophe and a duration",
+		"’ reads as ' and the reset delay becomes RetryAfter",
+		"You’ve hit your weekly limit · resets in 2h 30m",
+		withRetry(other(quota, "You’ve hit your weekly limit · resets in 2h 30m"), 2*time.Hour+30*time.Minute)},
+	same("claude unrecognized model", "a stderr diagnostic of no narrower class", generic, `[claude-code:unrecognized_model] {"model":"claude-sonet-4-5"}`),
+	same("claude stream-json requires verbose", "a start-up error of no narrower class", generic, "Error: When using --print, --output-format=stream-json requires --verbose"),
+	same("claude result with api_error_status", "ExtractDiagnostic's form of a result with a status", rateLimit, "API Error: Request rejected (429) · rate limited (api_error_status: 429)"),
+	same("claude blocking limit", "ExtractDiagnostic's form of terminal_reason blocking_limit", contextLim, "Conversation too long (terminal_reason: blocking_limit)"),
+
+	// opencode (§4, §6), in ExtractDiagnostic's form.
+	same("opencode APIError 429", "statusCode with an APIError", rateLimit, "APIError: Too Many Requests (statusCode: 429)"),
+	same("opencode APIError 503", "statusCode with an APIError", server, "APIError: Service Unavailable (statusCode: 503)"),
+	same("opencode APIError 401", "statusCode with an APIError", auth, "APIError: Unauthorized (statusCode: 401)"),
+	same("opencode APIError fetch failed", "a connection failure reported as APIError", connection, "APIError: fetch failed"),
+	same("opencode APIError monthly usage limit", "the non-retryable limit of anomalyco/opencode#42268", quota, "APIError: Monthly usage limit reached"),
+	same("opencode ProviderAuthError", "opencode's auth error name", auth, "ProviderAuthError: No credentials found for provider mock"),
+	same("opencode ContextOverflowError", "opencode's overflow error name", contextLim, "ContextOverflowError: Input exceeds context window of this model"),
+	same("opencode MessageOutputLengthError", "the output cap, not the context: no narrower class", generic, "MessageOutputLengthError"),
+	same("opencode ProviderModelNotFoundError", "a config error of no narrower class", generic, "ProviderModelNotFoundError: Model not found: mock/nope"),
+	same("opencode ContentFilterError", "no narrower class", generic, "ContentFilterError: Output blocked by content filtering policy"),
+	same("opencode MessageAbortedError", "no narrower class; pilot judges cancellation itself", generic, "MessageAbortedError: The operation was aborted."),
+	same("opencode StructuredOutputError", "no narrower class", generic, "StructuredOutputError: Model did not return valid JSON"),
+	weak("opencode UnknownError", "an unknown error with no provider words proves nothing", "UnknownError: boom"),
+
+	// gemini (§5): API errors as gemini-cli prints them.
+	same("gemini daily quota", "a daily allowance used up", quota, "[API Error: You have exhausted your daily quota on this model.]"),
+	{"gemini 429 resource exhausted",
+		"a 429 that only says 'check quota' is a per-minute rate limit; retryDelay becomes RetryAfter",
+		`[API Error: {"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}]`,
+		withRetry(transport(rateLimit, `[API Error: {"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}]`), 37*time.Second)},
+	same("gemini quota per minute", "a per-minute quota is a rate limit", rateLimit, "[API Error: Quota exceeded for quota metric 'Generate Content API requests per minute']"),
+	same("gemini API key not valid", "Google's bad-key message in gemini's API Error wrapper (shape, not from the research)", auth, "[API Error: API key not valid. Please pass a valid API key.]"),
+	weak("gemini max session turns", "a step cap is no provider failure (exit 53 says so)", "MaxSessionTurnsError: Maximum session turns exceeded"),
+}
+
+// The phrases that prove a class with no provider marker or status around
+// them, each alone on its line: the CLIs' own texts and the providers'
+// error codes.
+var strongPhraseClassifyCases = []classifyCase{
+	same("bare invalid x-api-key", "Anthropic's message", auth, "invalid x-api-key"),
+	same("bare authentication_error", "Anthropic's error type", auth, "error type authentication_error"),
+	same("bare authentication_failed", "Claude's assistant error", auth, "authentication_failed"),
+	same("bare invalid_api_key", "OpenAI's error code", auth, "code: invalid_api_key"),
+	same("bare credentials may have expired", "pi's expired credentials", auth, "Credentials may have expired."),
+	same("bare please run /login", "Claude's hint", auth, "Please run /login"),
+	same("bare ProviderAuthError", "opencode's name", auth, "ProviderAuthError"),
+	same("bare insufficient_quota", "OpenAI's quota code", quota, "insufficient_quota"),
+	same("bare exceeded your current quota", "OpenAI's quota message", quota, "You exceeded your current quota, please check your plan and billing details."),
+	same("bare credit balance", "Anthropic's billing message", quota, "Your credit balance is too low to access the Anthropic API."),
+	same("bare billing_error", "Claude's assistant error", quota, "billing_error"),
+	same("bare reached your usage limit", "usage limit wording", quota, "You have reached your usage limit."),
+	same("bare input is too long", "pi overflow pattern", contextLim, "Input is too long for requested model."),
+	same("bare exceeds the context window", "pi overflow pattern", contextLim, "Your input exceeds the context window of this model."),
+	same("bare input token count", "pi overflow pattern", contextLim, "The input token count (1196265) exceeds the maximum number of tokens allowed (1048576)."),
+	same("bare maximum prompt length", "pi overflow pattern", contextLim, "This model's maximum prompt length is 131072."),
+	same("bare reduce the length", "pi overflow pattern", contextLim, "Please reduce the length of the messages or completion."),
+	same("bare maximum context length", "pi overflow pattern", contextLim, "This model's maximum context length is 128000 tokens."),
+	same("bare available context size", "pi overflow pattern", contextLim, "the request exceeds the available context size"),
+	same("bare greater than the context length", "pi overflow pattern", contextLim, "greater than the context length"),
+	same("bare context window exceeds limit", "pi overflow pattern", contextLim, "context window exceeds limit"),
+	same("bare exceeded model token limit", "pi overflow pattern", contextLim, "Your request exceeded model token limit: 262144"),
+	same("bare too large for model", "pi overflow pattern", contextLim, "too large for model with 131072 maximum context length"),
+	same("bare model_context_window_exceeded", "pi overflow pattern", contextLim, "model_context_window_exceeded"),
+	same("bare context_length_exceeded", "pi overflow pattern", contextLim, "context_length_exceeded"),
+	same("bare exceed context limit", "Anthropic's max_tokens overflow", contextLim, "input length and `max_tokens` exceed context limit: 197000 + 8192 > 200000"),
+	same("bare ContextOverflowError", "opencode's name", contextLim, "ContextOverflowError"),
+	same("bare rate_limit_exceeded", "OpenAI's rate code", rateLimit, "rate_limit_exceeded"),
+	same("bare rate_limit_error", "Anthropic's rate type", rateLimit, "rate_limit_error"),
+	same("bare overloaded_error", "Anthropic's overloaded type", server, "overloaded_error"),
+	same("bare connection closed mid-response", "Claude's stream drop without its prefix", stream, "Connection closed mid-response."),
+	same("bare unable to connect to API", "Claude's connection failure without its prefix", connection, "Unable to connect to API (ECONNREFUSED)"),
+	same("bare APIConnectionError", "the OpenAI SDK's class name", connection, "APIConnectionError: Connection error."),
+	same("bare API Error", "an API error of no narrower class", generic, "API Error: something odd"),
+}
+
+// Lines that must prove nothing: weak transport words, digit boundaries,
+// informational lines that name a provider.
+var weakClassifyCases = []classifyCase{
+	weak("web test status code 500", "a status in a test's assertion has no provider context", "handler_test.go:88: expected status code 200, got status code 500"),
+	weak("1429 files at line start", "1429 is not a 429", "1429 files changed, 3021 insertions(+)"),
+	weak("429 files at line start", "a leading number with no error words is not a status", "429 files changed"),
+	weak("500 errors at line start", "'errors' is not an error phrase after a leading number", "500 errors found in the log"),
+	weak("port 5000", "5000 is not a 500", "listening on port 5000"),
+	weak("upstream 1429 files", "a marker without failure words is not a failure", "upstream: processed 1429 files"),
+	weak("disk quota", "a full disk is not a provider quota, even with a provider marker", "provider cache: write /tmp/x: disk quota exceeded"),
+	weak("provider informational line", "naming a provider is not failing", "Using provider openai with model gpt-5"),
+	weak("model context window informational", "'context window' alone is no overflow", "openai: model context window is 128000 tokens"),
+	weak("shell Terminated", "a shell's Terminated reports a signal, not a stream drop", "Terminated"),
+	weak("bash job Terminated", "a shell's job report", "bash: line 1: 4242 Terminated              sleep 100"),
+	weak("C++ overloaded", "a compiler's overloaded is no server error", "error: call of overloaded 'f(int)' is ambiguous"),
+	weak("postgres password authentication", "a database login is no provider auth", `FATAL: password authentication failed for user "postgres"`),
+	weak("project backend connection refused", "backend without a model names the project's own server", "backend: dial tcp 127.0.0.1:5432: connect: connection refused"),
+	weak("SSE without failure", "an SSE marker with no failure", "SSE client connected"),
+	weak("bare stream closed", "a stream closing without provider or SSE context", "stream closed"),
+	weak("Claude retrying notice", "a retry in progress", "API Error (429) · Retrying in 5 seconds… (attempt 2/10)"),
+	weak("python ConnectionRefusedError", "a test's exception", "E   ConnectionRefusedError: [Errno 111] Connection refused"),
+	weak("empty text", "nothing at all", ""),
+	weak("blank lines", "whitespace only", "\n  \r\n\t\n"),
+	weak("invalid API key of some other API", "a common phrase needs provider context", "weather client: Invalid API key"),
+	weak("failed to authenticate to a registry", "a common phrase needs provider context", "Error: failed to authenticate to registry ghcr.io"),
+	weak("git authentication failed", "git quotes its URL with '", "fatal: Authentication failed for 'https://github.com/x/y.git/'"),
+	weak("missing environment variable that is no key", "codex's form, but a missing DATABASE_URL is no provider's credential", "Missing environment variable: `DATABASE_URL`."),
+	weak("TestFetchUpstream", "upstream inside an identifier is no marker", "--- FAIL: TestFetchUpstream (0.01s): connection refused"),
+	{"provider connection to port 5000",
+		"a 5000 port in a provider's connection failure is no 500",
+		"API Error: dial tcp 127.0.0.1:5000: connect: connection refused",
+		transport(connection, "API Error: dial tcp 127.0.0.1:5000: connect: connection refused")},
+	{"status 4290 with a provider marker",
+		"digit boundary after the status: 4290 is no 429",
+		"provider: status 4290",
+		none},
+}
+
+// Several lines: precedence, the last line of a class, exact evidence.
+var multiLineClassifyCases = []classifyCase{
+	{"rate limit beats stream disconnect",
+		"a 429 decides the wait even after stream drops",
+		"stream disconnected before completion: Transport error: error decoding response body\nexceeded retry limit, last status: 429 Too Many Requests",
+		transport(rateLimit, "exceeded retry limit, last status: 429 Too Many Requests")},
+	{"auth beats server error before and after",
+		"a refused key fails every retry, whatever transient noise surrounds it",
+		"provider openai: 503 Service Unavailable\n401 Incorrect API key provided\nprovider openai: 503 Service Unavailable",
+		other(auth, "401 Incorrect API key provided")},
+	{"quota beats context limit",
+		"precedence order",
+		"Prompt is too long\nQuota exceeded. Check your plan and billing details.",
+		other(quota, "Quota exceeded. Check your plan and billing details.")},
+	{"context limit beats rate limit",
+		"precedence order",
+		"429 rate limited\nCodex ran out of room in the model's context window. Start a new conversation or clear earlier history before retrying.\n429 rate limited",
+		other(contextLim, "Codex ran out of room in the model's context window. Start a new conversation or clear earlier history before retrying.")},
+	{"server error beats stream disconnect",
+		"precedence order",
+		"API Error: 529 Overloaded\nterminated",
+		transport(server, "API Error: 529 Overloaded")},
+	{"stream disconnect beats connection",
+		"precedence order",
+		"other side closed\nConnection error.",
+		transport(stream, "other side closed")},
+	{"connection beats recognised API error",
+		"a generic API error comes last",
+		"Connection error.\nunexpected status 400 Bad Request: nope",
+		transport(connection, "Connection error.")},
+	{"last line of the winning class",
+		"among lines of one class the one nearest the end wins",
+		"Connection error.\nfetch failed\nsome trailing noise",
+		transport(connection, "fetch failed")},
+	{"reconnecting notices then turn failure",
+		"retries in progress are skipped; the terminal line is the evidence",
+		"Reconnecting... 1/5 (stream disconnected before completion: Transport error: error decoding response body)\nReconnecting... 2/5 (stream disconnected before completion: Transport error: error decoding response body)\nstream disconnected before completion: Transport error: error decoding response body",
+		transport(stream, "stream disconnected before completion: Transport error: error decoding response body")},
+	{"evidence keeps leading and trailing spaces",
+		"the evidence is the line byte for byte, indentation included",
+		"Traceback (most recent call last):\n    " + seedProviderLine + "  \n  more",
+		transport(connection, "    "+seedProviderLine+"  ")},
+	{"CRLF line endings",
+		"the trailing \\r is not part of the evidence",
+		"warning\r\n" + seedProviderLine + "\r\nbye\r\n",
+		transport(connection, seedProviderLine)},
+	{"ANSI colours stay in the evidence",
+		"colours are ignored for matching and kept in the evidence",
+		"\x1b[31mERROR:\x1b[0m unexpected status 401 Unauthorized: bad key",
+		other(auth, "\x1b[31mERROR:\x1b[0m unexpected status 401 Unauthorized: bad key")},
+	{"node stack trace of a missing key",
+		"the thrown message, the last auth line, is the evidence",
+		"            throw new Error(`No API key found for ${this.model.provider}.\\n\\n` +\n                  ^\n\nError: No API key found for mock.\n\nUse /login or set an API key environment variable. See https://github.com/badlogic/pi-mono/blob/main/packages/coding-agent/docs/providers.md\n    at AgentSession.prompt (file:///x/agent-session.js:412:19)",
+		other(auth, "Error: No API key found for mock.")},
+	{"retry-after header on its own line",
+		"a Retry-After header printed apart from the 429 still gives the delay",
+		"API Error: 429 rate_limit_error\nretry-after: 30",
+		withRetry(transport(rateLimit, "API Error: 429 rate_limit_error"), 30*time.Second)},
+	{"retry-after-ms header",
+		"milliseconds",
+		"429 rate limited\nretry-after-ms: 1500",
+		withRetry(transport(rateLimit, "429 rate limited"), 1500*time.Millisecond)},
+	{"no retry-after for a connection failure",
+		"a header beside a connection failure is not a delay hint for it",
+		"Connection error.\nretry-after: 30",
+		transport(connection, "Connection error.")},
+}
+
+// Delay hints.
+var retryAfterClassifyCases = []classifyCase{
+	{"go duration", "Go's duration form", "429 rate limited, please try again in 6m0s", withRetry(transport(rateLimit, "429 rate limited, please try again in 6m0s"), 6*time.Minute)},
+	{"days hours minutes", "a long quota reset", "You've hit your usage limit. Try again in 3 days 2 hours and 5 minutes.", withRetry(other(quota, "You've hit your usage limit. Try again in 3 days 2 hours and 5 minutes."), 74*time.Hour+5*time.Minute)},
+	{"retry in fractional seconds", "gemini's form", "[API Error: 429 Too Many Requests. Please retry in 37.123s.]", withRetry(transport(rateLimit, "[API Error: 429 Too Many Requests. Please retry in 37.123s.]"), 37123*time.Millisecond)},
+	{"retry after seconds words", "words for the unit", "API Error: rate limit exceeded, retry after 20 seconds", withRetry(transport(rateLimit, "API Error: rate limit exceeded, retry after 20 seconds"), 20*time.Second)},
+	{"retry-after HTTP date", "a date is not a delay", "API Error: 429 rate limited retry-after: Wed, 21 Oct 2015 07:28:00 GMT", transport(rateLimit, "API Error: 429 rate limited retry-after: Wed, 21 Oct 2015 07:28:00 GMT")},
+	{"absurd delay is capped", "the delay is bounded at 366 days", "API Error: 429 try again in 99999999999999999999 days", withRetry(transport(rateLimit, "API Error: 429 try again in 99999999999999999999 days"), 366*24*time.Hour)},
+	{"unknown unit", "a number with an unknown unit is no delay", "API Error: 429 try again in 5 parsecs", transport(rateLimit, "API Error: 429 try again in 5 parsecs")},
+}
+
+func TestClassifyFailure(t *testing.T) {
+	groups := []struct {
+		name  string
+		cases []classifyCase
+	}{
+		{"seed", seedClassifyCases},
+		{"cli", cliClassifyCases},
+		{"strong", strongPhraseClassifyCases},
+		{"weak", weakClassifyCases},
+		{"multiline", multiLineClassifyCases},
+		{"retryafter", retryAfterClassifyCases},
+	}
+	for _, g := range groups {
+		for _, tc := range g.cases {
+			t.Run(g.name+"/"+tc.name, func(t *testing.T) {
+				got := pilot.ClassifyFailure(tc.text)
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("ClassifyFailure(%q) mismatch (-want +got):\n%s\nwhy: %s", tc.text, diff, tc.why)
+				}
+			})
+		}
+	}
+}
+
+// The seed's AgentInvokeTest.test_provider_stderr_requires_and_preserves_exact_evidence,
+// its pure part: a pi stderr line is a diagnostic, proves provider-connection
+// with itself as evidence, and the report keeps the seed's keys.
+func TestClassifySeedProviderStderrEvidenceReport(t *testing.T) {
+	text, ok := pilot.ExtractDiagnostic("pi", pilot.Stderr, seedProviderLine)
+	if !ok || text != seedProviderLine {
+		t.Fatalf("ExtractDiagnostic(pi, stderr) = %q, %v; want the line itself", text, ok)
+	}
+	c := pilot.ClassifyFailure(text)
+	r := c.Report("pi:stderr")
+	r.DispatcherPID = 4242
+	r.DispatcherSourceSHA256 = strings.Repeat("a", 64)
+	r.DispatcherCurrentSHA256 = strings.Repeat("a", 64)
+	want := []string{
+		"failure_class=provider-connection",
+		"failure_source=provider-terminal-diagnostic",
+		"provider_transport_failure_confirmed=true",
+		"failure_evidence_source=pi:stderr",
+		"provider_evidence=" + seedProviderLine,
+		"dispatcher_pid=4242",
+		"dispatcher_source_sha256=" + strings.Repeat("a", 64),
+		"dispatcher_source_current_sha256=" + strings.Repeat("a", 64),
+		"dispatcher_source_matches_loaded=true",
+	}
+	if diff := cmp.Diff(want, r.Lines()); diff != "" {
+		t.Errorf("report lines mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// The seed's AgentInvokeTest.test_exit_143_is_process_termination_not_provider_failure,
+// its pure part: exit 143 is classified by no runner, stands for an inferred
+// SIGTERM, and the report of the termination does not confirm a provider
+// failure even though stderr held a provider line.
+func TestClassifySeedExit143IsTerminationNotProvider(t *testing.T) {
+	for _, runner := range []string{"pi", "codex", "claude", "opencode", "gemini", "command"} {
+		if c, ok := pilot.ClassifyExitCode(runner, 143); ok {
+			t.Errorf("ClassifyExitCode(%s, 143) = %s, true; want not classified", runner, c)
+		}
+	}
+	sig, ok := pilot.SignalFromExitCode(143)
+	if !ok || sig != syscall.SIGTERM {
+		t.Fatalf("SignalFromExitCode(143) = %v, %v; want SIGTERM", sig, ok)
+	}
+	r := pilot.FailureReport{
+		Class:                     pilot.FailProcessTerminated,
+		Source:                    "process-termination",
+		TerminationSignal:         "SIGTERM",
+		TerminationSignalInferred: true,
+		TerminationInitiator:      "unknown",
+	}
+	want := []string{
+		"failure_class=process-terminated",
+		"failure_source=process-termination",
+		"provider_transport_failure_confirmed=false",
+		"termination_signal=SIGTERM",
+		"termination_signal_inferred=true",
+		"termination_initiator=unknown",
+	}
+	if diff := cmp.Diff(want, r.Lines()); diff != "" {
+		t.Errorf("report lines mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestClassifyFailureReportLines(t *testing.T) {
+	tests := []struct {
+		name string
+		why  string
+		r    pilot.FailureReport
+		want []string
+	}{
+		{
+			// ReviewControlTest.test_dispatcher_source_provenance_detects_hot_edit
+			name: "seed hot edit provenance",
+			why:  "a rebuilt executable no longer matches the loaded one",
+			r: pilot.FailureReport{
+				Class:                   pilot.FailGeneric,
+				DispatcherSourceSHA256:  strings.Repeat("a", 64),
+				DispatcherCurrentSHA256: strings.Repeat("f", 64),
+			},
+			want: []string{
+				"failure_class=generic-error",
+				"provider_transport_failure_confirmed=false",
+				"dispatcher_source_sha256=" + strings.Repeat("a", 64),
+				"dispatcher_source_current_sha256=" + strings.Repeat("f", 64),
+				"dispatcher_source_matches_loaded=false",
+			},
+		},
+		{
+			name: "recognised API error is not provider evidence",
+			why:  "generic-error evidence is reported under failure_evidence",
+			r:    pilot.ClassifyFailure("unexpected status 400 Bad Request: nope").Report("codex:stdout"),
+			want: []string{
+				"failure_class=generic-error",
+				"failure_source=terminal-diagnostic",
+				"provider_transport_failure_confirmed=false",
+				"failure_evidence_source=codex:stdout",
+				"failure_evidence=unexpected status 400 Bad Request: nope",
+			},
+		},
+		{
+			name: "quota with retry after",
+			why:  "quota is a provider class without a transport failure; the delay is reported",
+			r:    pilot.ClassifyFailure("You've hit your usage limit. Try again in 90s.").Report("codex:stdout"),
+			want: []string{
+				"failure_class=provider-quota",
+				"failure_source=provider-terminal-diagnostic",
+				"provider_transport_failure_confirmed=false",
+				"failure_evidence_source=codex:stdout",
+				"provider_evidence=You've hit your usage limit. Try again in 90s.",
+				"retry_after=1m30s",
+			},
+		},
+		{
+			name: "no evidence",
+			why:  "a classification without evidence reports no source",
+			r:    pilot.ClassifyFailure("dial tcp 127.0.0.1:9999: connect: connection refused").Report("pi:stderr"),
+			want: []string{
+				"failure_class=generic-error",
+				"provider_transport_failure_confirmed=false",
+			},
+		},
+		{
+			name: "newlines in values are escaped",
+			why:  "every key stays on one line",
+			r:    pilot.FailureReport{Class: pilot.FailSpawn, Source: "pilot", Evidence: "exec: \"x\":\nnot found\r"},
+			want: []string{
+				"failure_class=spawn-failed",
+				"failure_source=pilot",
+				"provider_transport_failure_confirmed=false",
+				`failure_evidence=exec: "x":\nnot found\r`,
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.r.Lines()); diff != "" {
+				t.Errorf("Lines() mismatch (-want +got):\n%s\nwhy: %s", diff, tc.why)
+			}
+		})
+	}
+}
+
+func TestClassifyRetryableAndProvider(t *testing.T) {
+	tests := []struct {
+		class     pilot.FailureClass
+		retryable bool
+		provider  bool
+		why       string
+	}{
+		{pilot.FailProviderConnection, true, true, "transient network; seed test_retries_pi_connection_and_generic_failures retries it"},
+		{pilot.FailProviderStreamDisconnect, true, true, "transient; seed test_pi_tenth_failure_blocks_without_cooldown retries it up to the budget"},
+		{pilot.FailProviderRateLimit, true, true, "clears after RetryAfter"},
+		{pilot.FailProviderServerError, true, true, "the provider's transient trouble"},
+		{pilot.FailProviderQuota, false, true, "stays used up until it resets"},
+		{pilot.FailProviderAuth, false, true, "the same key is refused again"},
+		{pilot.FailContextLimit, false, false, "needs compaction or a resume, not a plain retry; the provider worked"},
+		{pilot.FailSessionStall, true, false, "a policy timeout, not a provider failure (seed SKILL.md); seed retries it"},
+		{pilot.FailGeneric, true, false, "nothing says it is permanent; seed retries it"},
+		{pilot.FailTimeout, true, false, "the worker may only have been slow"},
+		{pilot.FailIdleTimeout, true, false, "the worker may only have been stuck once"},
+		{pilot.FailSpawn, false, false, "the program or setup is missing next time too"},
+		{pilot.FailCancelled, false, false, "the caller asked to stop"},
+		{pilot.FailProcessTerminated, false, false, "someone outside pilot killed it; exit 143 is never a provider failure"},
+		{pilot.FailureClass("made-up"), false, false, "unknown classes are not retryable"},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.class), func(t *testing.T) {
+			if got := tc.class.Retryable(); got != tc.retryable {
+				t.Errorf("Retryable() = %v, want %v (%s)", got, tc.retryable, tc.why)
+			}
+			if got := tc.class.Provider(); got != tc.provider {
+				t.Errorf("Provider() = %v, want %v (%s)", got, tc.provider, tc.why)
+			}
+		})
+	}
+}
+
+func TestClassifyExitCode(t *testing.T) {
+	tests := []struct {
+		name    string
+		why     string
+		runner  string
+		code    int
+		want    pilot.FailureClass
+		ok      bool
+		stepCap bool
+	}{
+		{"gemini 41 auth", "FatalAuthenticationError", "gemini", 41, pilot.FailProviderAuth, true, false},
+		{"gemini 42 input", "gemini refused its input before working", "gemini", 42, pilot.FailSpawn, true, false},
+		{"gemini 44 sandbox", "no sandbox, no work", "gemini", 44, pilot.FailSpawn, true, false},
+		{"gemini 52 config", "bad configuration, no work", "gemini", 52, pilot.FailSpawn, true, false},
+		{"gemini 53 turn limit", "a step cap, reported as step_capped_partial", "gemini", 53, "", false, true},
+		{"gemini 54 tool execution", "a failed tool has no class of its own; diagnostics may say more", "gemini", 54, "", false, false},
+		{"gemini 55 untrusted workspace", "gemini refused the workspace, no work", "gemini", 55, pilot.FailSpawn, true, false},
+		{"gemini 130 cancelled", "termination is judged elsewhere", "gemini", 130, "", false, false},
+		{"gemini 1 general", "carries no meaning by itself", "gemini", 1, "", false, false},
+		{"gemini 0", "success is not a failure class", "gemini", 0, "", false, false},
+		{"codex 41", "gemini's codes mean nothing for codex", "codex", 41, "", false, false},
+		{"claude 53", "no step-cap exit for Claude", "claude", 53, "", false, false},
+		{"pi 1", "pi exits 1 for everything", "pi", 1, "", false, false},
+		{"command 143", "termination is judged elsewhere", "command", 143, "", false, false},
+		{"unknown 41", "unknown runners have no meaningful codes", "nope", 41, "", false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := pilot.ClassifyExitCode(tc.runner, tc.code)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("ClassifyExitCode(%q, %d) = %q, %v; want %q, %v (%s)", tc.runner, tc.code, got, ok, tc.want, tc.ok, tc.why)
+			}
+			if got := pilot.StepCapExit(tc.runner, tc.code); got != tc.stepCap {
+				t.Errorf("StepCapExit(%q, %d) = %v, want %v (%s)", tc.runner, tc.code, got, tc.stepCap, tc.why)
+			}
+		})
+	}
+}
+
+func TestClassifySignalFromExitCode(t *testing.T) {
+	tests := []struct {
+		name string
+		code int
+		sig  syscall.Signal
+		ok   bool
+	}{
+		{"143 SIGTERM", 143, syscall.SIGTERM, true},
+		{"137 SIGKILL", 137, syscall.SIGKILL, true},
+		{"130 SIGINT", 130, syscall.SIGINT, true},
+		{"129 SIGHUP", 129, syscall.SIGHUP, true},
+		{"159 signal 31", 159, syscall.Signal(31), true},
+		{"128 is not a signal", 128, 0, false},
+		{"160 is past the signals", 160, 0, false},
+		{"1 is an ordinary exit", 1, 0, false},
+		{"-1 is a signalled process, not a code", -1, 0, false},
+		{"255", 255, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sig, ok := pilot.SignalFromExitCode(tc.code)
+			if sig != tc.sig || ok != tc.ok {
+				t.Errorf("SignalFromExitCode(%d) = %v, %v; want %v, %v", tc.code, sig, ok, tc.sig, tc.ok)
+			}
+		})
+	}
+}
+
+type diagnosticCase struct {
+	name   string
+	why    string
+	runner string
+	stream pilot.Stream
+	line   string
+	want   string // "" means not a diagnostic
+}
+
+var diagnosticCases = []diagnosticCase{
+	// ReviewControlTest.test_pi_stdout_provider_words_are_not_terminal_diagnostics
+	{"seed pi stdout provider words", "pi's stdout is the model's stream", "pi", pilot.Stdout, "provider_tunnel_error: connection refused", ""},
+	{"seed pi stderr provider line", "pi's stderr is its own diagnostics", "pi", pilot.Stderr, seedProviderLine, seedProviderLine},
+	{"pi stderr keeps spaces", "the line is returned untouched", "pi", pilot.Stderr, "  Connection error.  ", "  Connection error.  "},
+	{"pi message_update text", "model text on stdout is never a diagnostic",
+		"pi", pilot.Stdout, `{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"provider_tunnel_error: connection refused"}}`, ""},
+	{"pi message_end error", "an assistant message with stopReason error carries errorMessage",
+		"pi", pilot.Stdout, `{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"Connection error.","timestamp":1}}`, "Connection error."},
+	{"pi message_end error without text", "pi's text mode prints Request error then",
+		"pi", pilot.Stdout, `{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"error","timestamp":1}}`, "Request error"},
+	{"pi message_end stop", "a finished message is no diagnostic",
+		"pi", pilot.Stdout, `{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"done"}],"stopReason":"stop"}}`, ""},
+	{"pi message_end aborted", "an abort is pilot's or the user's, not an error",
+		"pi", pilot.Stdout, `{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"aborted","errorMessage":"Request aborted"}}`, ""},
+	{"pi turn_end error", "turn_end carries the same message",
+		"pi", pilot.Stdout, `{"type":"turn_end","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"terminated"},"toolResults":[]}`, "terminated"},
+	{"pi agent_end last assistant error", "the last assistant message decides",
+		"pi", pilot.Stdout, `{"type":"agent_end","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[],"stopReason":"error","errorMessage":"429 rate limited"}]}`, "429 rate limited"},
+	{"pi agent_end retried success", "an earlier error followed by a success is no diagnostic",
+		"pi", pilot.Stdout, `{"type":"agent_end","messages":[{"role":"assistant","content":[],"stopReason":"error","errorMessage":"terminated"},{"role":"assistant","content":[],"stopReason":"stop"}]}`, ""},
+	{"pi auto_retry_end failed", "pi's rpc docs line: the final error after retries",
+		"pi", pilot.Stdout, `{"type": "auto_retry_end", "success": false, "attempt": 3, "finalError": "529 overloaded_error: Overloaded"}`, "529 overloaded_error: Overloaded"},
+	{"pi auto_retry_start", "pi's rpc docs line: a retry in progress",
+		"pi", pilot.Stdout, `{"type": "auto_retry_start", "attempt": 1, "maxAttempts": 3, "delayMs": 2000, "errorMessage": "529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}"}`, ""},
+	{"pi broken JSON", "unparseable lines are no diagnostics",
+		"pi", pilot.Stdout, `{"type":"message_end","message":{"role":"assistant","stopReason":"error"`, ""},
+
+	{"codex turn.failed", "codex's terminal error", "codex", pilot.Stdout,
+		`{"type":"turn.failed","error":{"message":"stream disconnected before completion: error sending request for url (http://127.0.0.1:8080/v1/responses)"}}`,
+		"stream disconnected before completion: error sending request for url (http://127.0.0.1:8080/v1/responses)"},
+	{"codex top-level fatal error", "a top-level error that is no retry notice", "codex", pilot.Stdout,
+		`{"type":"error","message":"unexpected status 401 Unauthorized: Missing bearer or basic authentication in header"}`,
+		"unexpected status 401 Unauthorized: Missing bearer or basic authentication in header"},
+	{"codex stderr tracing", "codex's stderr counts", "codex", pilot.Stderr, "ERROR: Missing environment variable: `MOCK_API_KEY`.", "ERROR: Missing environment variable: `MOCK_API_KEY`."},
+	{"codex stderr reconnecting", "a retry notice on stderr is no diagnostic either", "codex", pilot.Stderr, "ERROR: Reconnecting... 1/5 (request timed out)", ""},
+	{"codex human stdout", "codex's stdout in human mode is the answer", "codex", pilot.Stdout, "Connection failed: nope", ""},
+
+	{"claude result with status", "result text plus the status", "claude", pilot.Stdout,
+		`{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: 429 {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"slow down\"}}","terminal_reason":"api_error"}`,
+		`API Error: 429 {"type":"error","error":{"type":"rate_limit_error","message":"slow down"}} (api_error_status: 429)`},
+	{"claude blocking limit", "terminal_reason that says more than api_error is kept", "claude", pilot.Stdout,
+		`{"type":"result","subtype":"success","is_error":true,"result":"Prompt is too long","terminal_reason":"blocking_limit"}`,
+		"Prompt is too long (terminal_reason: blocking_limit)"},
+	{"claude errors without result", "errors[] when result is empty", "claude", pilot.Stdout,
+		`{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["Invalid API key · Please run /login"]}`,
+		"Invalid API key · Please run /login"},
+	{"claude api_retry", "a retry in progress", "claude", pilot.Stdout,
+		`{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":600,"error_status":401,"error":"authentication_failed"}`, ""},
+	{"claude stderr", "Claude's stderr counts", "claude", pilot.Stderr, `[claude-code:unrecognized_model] {"model":"x"}`, `[claude-code:unrecognized_model] {"model":"x"}`},
+
+	{"opencode APIError", "name, message and statusCode", "opencode", pilot.Stdout,
+		`{"type":"error","timestamp":1780013193618,"sessionID":"ses_A","error":{"name":"APIError","data":{"message":"Too Many Requests","statusCode":429,"isRetryable":true}}}`,
+		"APIError: Too Many Requests (statusCode: 429)"},
+	{"opencode ProviderAuthError", "name and message", "opencode", pilot.Stdout,
+		`{"type":"error","timestamp":1,"sessionID":"ses_A","error":{"name":"ProviderAuthError","data":{"providerID":"mock","message":"No credentials found"}}}`,
+		"ProviderAuthError: No credentials found"},
+	{"opencode name only", "an error with no data", "opencode", pilot.Stdout,
+		`{"type":"error","timestamp":1,"sessionID":"ses_A","error":{"name":"MessageOutputLengthError","data":{}}}`,
+		"MessageOutputLengthError"},
+
+	{"gemini error event", "severity error counts", "gemini", pilot.Stdout,
+		`{"type":"error","timestamp":"2025-10-10T12:00:00.000Z","severity":"error","message":"[API Error: You have exhausted your daily quota on this model.]"}`,
+		"[API Error: You have exhausted your daily quota on this model.]"},
+	{"gemini warning event", "a warning is no diagnostic", "gemini", pilot.Stdout,
+		`{"type":"error","timestamp":"2025-10-10T12:00:00.000Z","severity":"warning","message":"Loop detected"}`, ""},
+
+	{"command stdout", "the command runner's stdout is the answer", "command", pilot.Stdout, seedProviderLine, ""},
+	{"command stderr", "the command runner's stderr counts", "command", pilot.Stderr, seedProviderLine, seedProviderLine},
+	{"unknown runner stdout JSON", "no JSON stream is known for it", "kimi", pilot.Stdout, `{"type":"turn.failed","error":{"message":"x"}}`, ""},
+	{"unknown runner stderr", "stderr counts for every runner", "kimi", pilot.Stderr, "Connection error.", "Connection error."},
+	{"blank stderr", "blank lines are no diagnostics", "pi", pilot.Stderr, "   ", ""},
+	{"unknown stream", "only stdout and stderr exist", "pi", pilot.Stream("stdin"), "Connection error.", ""},
+}
+
+func TestExtractDiagnostic(t *testing.T) {
+	for _, tc := range diagnosticCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := pilot.ExtractDiagnostic(tc.runner, tc.stream, tc.line)
+			if ok != (tc.want != "") || got != tc.want {
+				t.Errorf("ExtractDiagnostic(%q, %s, %q) = %q, %v; want %q (%s)", tc.runner, tc.stream, tc.line, got, ok, tc.want, tc.why)
+			}
+			if td := pilot.TerminalDiagnostic(tc.runner, tc.stream, tc.line); td != ok {
+				t.Errorf("TerminalDiagnostic = %v, ExtractDiagnostic ok = %v", td, ok)
+			}
+		})
+	}
+}
+
+// Every line of the research's example files, read as the stdout of the CLI
+// that wrote it: only the error events listed here are diagnostics, with
+// this text, and they classify as given.
+func TestExtractDiagnosticFormatExamples(t *testing.T) {
+	type want struct {
+		text  string
+		class pilot.FailureClass
+	}
+	wants := map[string]map[int]want{
+		"codex-exec-json.errors.third-party.jsonl": {
+			// Lines 1-2 are Reconnecting notices, line 4 a warning item.
+			3: {"usage limit reached", pilot.FailProviderQuota},
+		},
+		"claude-stream-json.third-party-captures.jsonl": {
+			4: {"API Error: Unable to connect to API (ENOTFOUND)", pilot.FailProviderConnection},
+		},
+		"gemini-stream-json.serialized-from-stream-json-formatter.test.ts.jsonl": {
+			5: {"MaxSessionTurnsError: Maximum session turns exceeded", pilot.FailGeneric},
+		},
+		"pi-session-v1.stream-terminated-error.from-fixture-large-session-line33.jsonl": {
+			1: {"terminated", pilot.FailProviderStreamDisconnect},
+		},
+		"pi-session-v1.from-fixture-before-compaction.jsonl": {
+			2: {`400 {"type":"error","error":{"type":"invalid_request_error","message":"messages.236: ` + "`tool_use`" + ` ids were found without ` + "`tool_result`" + ` blocks immediately after: toolu_019tYDrbzifrra2KYzmYqWvk. Each ` + "`tool_use`" + ` block must have a corresponding ` + "`tool_result`" + ` block in the next message."},"request_id":"req_011CVvAQm5gLufA1cDeHobKh"}`, pilot.FailGeneric},
+		},
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "classify", "examples", "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example files: %v", err)
+	}
+	seen := 0
+	for _, file := range files {
+		base := filepath.Base(file)
+		runner, _, _ := strings.Cut(base, "-")
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+			n := i + 1
+			w, isDiag := wants[base][n]
+			got, ok := pilot.ExtractDiagnostic(runner, pilot.Stdout, line)
+			if ok != isDiag || got != w.text {
+				t.Errorf("%s:%d: ExtractDiagnostic(%s, stdout) = %q, %v; want %q, %v", base, n, runner, got, ok, w.text, isDiag)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			seen++
+			if c := pilot.ClassifyFailure(got); c.Class != w.class {
+				t.Errorf("%s:%d: ClassifyFailure(%q).Class = %s, want %s", base, n, got, c.Class, w.class)
+			}
+		}
+	}
+	if want := 5; seen != want {
+		t.Errorf("found %d diagnostics in the examples, want %d", seen, want)
+	}
+}
+
+// goldenClassification is the golden files' form of a Classification.
+type goldenClassification struct {
+	Class              pilot.FailureClass `json:"class"`
+	Evidence           string             `json:"evidence"`
+	RetryAfter         string             `json:"retry_after,omitempty"`
+	TransportConfirmed bool               `json:"transport_confirmed"`
+}
+
+// Each testdata/classify/*.txt is a worker's stderr; its .golden file is
+// what ClassifyFailure makes of it. Regenerate with
+// go test -run Golden -update-classify.
+func TestClassifyFailureGolden(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "classify", "*.txt"))
+	if err != nil || len(files) < 10 {
+		t.Fatalf("want at least 10 fixtures, found %d (%v)", len(files), err)
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".txt")
+		t.Run(name, func(t *testing.T) {
+			in, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := pilot.ClassifyFailure(string(in))
+			g := goldenClassification{Class: c.Class, Evidence: c.Evidence, TransportConfirmed: c.TransportConfirmed}
+			if c.RetryAfter != 0 {
+				g.RetryAfter = c.RetryAfter.String()
+			}
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(g); err != nil {
+				t.Fatal(err)
+			}
+			got := buf.Bytes()
+			golden := strings.TrimSuffix(file, ".txt") + ".golden"
+			if *updateClassify {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -run Golden -update-classify)", err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("%s mismatch (-want +got):\n%s", golden, diff)
+			}
+			if c.Evidence != "" && !containsLine(string(in), c.Evidence) {
+				t.Errorf("evidence %q is not a line of %s", c.Evidence, file)
+			}
+		})
+	}
+}
+
+// containsLine reports whether line is one of text's lines, each without
+// its trailing "\r".
+func containsLine(text, line string) bool {
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(nil, len(text)+1)
+	for sc.Scan() {
+		if strings.TrimSuffix(sc.Text(), "\r") == line {
+			return true
+		}
+	}
+	return false
+}
+
+var knownClasses = map[pilot.FailureClass]bool{
+	pilot.FailTimeout: true, pilot.FailIdleTimeout: true, pilot.FailCancelled: true,
+	pilot.FailSpawn: true, pilot.FailProcessTerminated: true, pilot.FailGeneric: true,
+	pilot.FailProviderConnection: true, pilot.FailProviderStreamDisconnect: true,
+	pilot.FailProviderRateLimit: true, pilot.FailProviderQuota: true,
+	pilot.FailProviderServerError: true, pilot.FailProviderAuth: true,
+	pilot.FailContextLimit: true, pilot.FailSessionStall: true,
+}
+
+func FuzzClassifyFailure(f *testing.F) {
+	for _, group := range [][]classifyCase{seedClassifyCases, cliClassifyCases, strongPhraseClassifyCases, weakClassifyCases, multiLineClassifyCases, retryAfterClassifyCases} {
+		for _, tc := range group {
+			f.Add(tc.text)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "classify", "*.txt"))
+	for _, file := range files {
+		if b, err := os.ReadFile(file); err == nil {
+			f.Add(string(b))
+		}
+	}
+	f.Add("Connection error.\r\r") // evidence that ends in "\r"
+	f.Fuzz(func(t *testing.T, text string) {
+		c := pilot.ClassifyFailure(text)
+		if !knownClasses[c.Class] {
+			t.Fatalf("unknown class %q", c.Class)
+		}
+		if c.RetryAfter < 0 || c.RetryAfter > 366*24*time.Hour {
+			t.Fatalf("RetryAfter %v out of range", c.RetryAfter)
+		}
+		if c.Evidence == "" {
+			if c != (pilot.Classification{Class: pilot.FailGeneric}) {
+				t.Fatalf("no evidence but %+v", c)
+			}
+			return
+		}
+		if strings.Contains(c.Evidence, "\n") || !isLineOf(text, c.Evidence) {
+			t.Fatalf("evidence %q is not one line of the input", c.Evidence)
+		}
+		// Lines are judged on their own: the evidence alone proves the
+		// same class. The "\r" is stripped again, so the line read is
+		// exactly the evidence even when it ends in "\r" itself.
+		if alone := pilot.ClassifyFailure(c.Evidence + "\r"); alone.Class != c.Class || alone.Evidence != c.Evidence {
+			t.Fatalf("evidence %q alone gives %+v, in its text %+v", c.Evidence, alone, c)
+		}
+		if c.TransportConfirmed && !c.Class.Provider() {
+			t.Fatalf("transport confirmed for %s", c.Class)
+		}
+	})
+}
+
+// isLineOf reports whether line is one of text's "\n"-separated lines after
+// its trailing "\r" is stripped.
+func isLineOf(text, line string) bool {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.TrimSuffix(l, "\r") == line {
+			return true
+		}
+	}
+	return false
+}
+
+var fuzzRunners = []string{"pi", "codex", "claude", "opencode", "gemini", "command", "unknown"}
+
+func FuzzExtractDiagnostic(f *testing.F) {
+	for _, tc := range diagnosticCases {
+		for i, r := range fuzzRunners {
+			if r == tc.runner {
+				f.Add(uint8(i), tc.stream == pilot.Stderr, tc.line)
+			}
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "classify", "examples", "*.jsonl"))
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			for i := range fuzzRunners {
+				f.Add(uint8(i), false, string(line))
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, runner uint8, stderr bool, line string) {
+		r := fuzzRunners[int(runner)%len(fuzzRunners)]
+		s := pilot.Stdout
+		if stderr {
+			s = pilot.Stderr
+		}
+		text, ok := pilot.ExtractDiagnostic(r, s, line)
+		if ok != pilot.TerminalDiagnostic(r, s, line) {
+			t.Fatal("TerminalDiagnostic disagrees with ExtractDiagnostic")
+		}
+		if !ok {
+			if text != "" {
+				t.Fatalf("not a diagnostic but text %q", text)
+			}
+			return
+		}
+		if strings.TrimSpace(text) == "" {
+			t.Fatal("a diagnostic with blank text")
+		}
+		switch {
+		case stderr && text != line:
+			t.Fatalf("stderr text %q differs from the line %q", text, line)
+		case !stderr && (r == "command" || r == "unknown"):
+			t.Fatalf("stdout of %s is a diagnostic", r)
+		}
+		_ = pilot.ClassifyFailure(text)
+	})
+}
+
+func ExampleClassifyFailure() {
+	stderr := "unrelated warning\n" +
+		"provider_tunnel_error: dial tcp 192.0.2.1:8001: connect: connection refused\n"
+	c := pilot.ClassifyFailure(stderr)
+	fmt.Println(c.Class, c.Class.Retryable(), c.TransportConfirmed)
+	fmt.Println(c.Evidence)
+
+	weak := pilot.ClassifyFailure("dial tcp 127.0.0.1:9999: connect: connection refused")
+	fmt.Printf("%s %q\n", weak.Class, weak.Evidence)
+	// Output:
+	// provider-connection true true
+	// provider_tunnel_error: dial tcp 192.0.2.1:8001: connect: connection refused
+	// generic-error ""
+}
+
+func ExampleExtractDiagnostic() {
+	line := `{"type":"turn.failed","error":{"message":"exceeded retry limit, last status: 429 Too Many Requests"}}`
+	text, ok := pilot.ExtractDiagnostic("codex", pilot.Stdout, line)
+	fmt.Println(text, ok)
+	fmt.Println(pilot.ClassifyFailure(text).Class)
+
+	_, ok = pilot.ExtractDiagnostic("codex", pilot.Stdout, `{"type":"error","message":"Reconnecting... 2/5 (request timed out)"}`)
+	fmt.Println(ok)
+	// Output:
+	// exceeded retry limit, last status: 429 Too Many Requests true
+	// provider-rate-limit
+	// false
+}
+
+func ExampleFailureReport_Lines() {
+	c := pilot.ClassifyFailure("Connection error.")
+	for _, l := range c.Report("pi:stderr").Lines() {
+		fmt.Println(l)
+	}
+	// Output:
+	// failure_class=provider-connection
+	// failure_source=provider-terminal-diagnostic
+	// provider_transport_failure_confirmed=true
+	// failure_evidence_source=pi:stderr
+	// provider_evidence=Connection error.
+}
+
+// BenchmarkClassifyFailureLine is the cost of classifying one stderr line,
+// which the Dispatcher pays for every diagnostic line.
+func BenchmarkClassifyFailureLine(b *testing.B) {
+	lines := []string{
+		seedProviderLine,
+		"dial tcp 127.0.0.1:9999: connect: connection refused",
+		"    client_test.go:41: ok",
+		"internal/api/server.go:10: context deadline exceeded",
+		`API Error: 429 {"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`,
+	}
+	for _, line := range lines {
+		b.Run(line[:min(len(line), 24)], func(b *testing.B) {
+			for b.Loop() {
+				pilot.ClassifyFailure(line)
+			}
+		})
+	}
+}
+
+// BenchmarkExtractDiagnosticPiStdout is the cost of a pi stdout line that is
+// not an error event (a 22 KB assistant message without stopReason error)
+// and of the real 22 KB error event of the large-session fixture.
+func BenchmarkExtractDiagnosticPiStdout(b *testing.B) {
+	data, err := os.ReadFile(filepath.Join("testdata", "classify", "examples", "pi-session-v1.stream-terminated-error.from-fixture-large-session-line33.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	errLine := strings.TrimSuffix(string(data), "\n")
+	okLine := strings.Replace(errLine, `"stopReason":"error"`, `"stopReason":"stop"`, 1)
+	for name, line := range map[string]string{"not-an-error": okLine, "error-event": errLine} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(line)))
+			for b.Loop() {
+				pilot.ExtractDiagnostic("pi", pilot.Stdout, line)
+			}
+		})
+	}
+}

@@ -1,0 +1,321 @@
+package pilot
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"time"
+	"unicode/utf8"
+)
+
+// This file is the stall policy: how long a worker may stay silent, given
+// the phase its native session shows, before pilot looks at it (an
+// inspection: recorded, reported, the worker keeps running) or ends it
+// (failure class session-stall). It is pure: the caller measures silence
+// and reads the session; StallClock helps with the first.
+//
+// Silence is the time since the worker's last activity. Activity is new
+// bytes on the worker's stdout or stderr, or a change in the size of its
+// native session file. Nothing pilot writes itself counts: not events.log,
+// not heartbeats, not record.json (they would keep a hung worker looking
+// alive), and neither does a file's modification time (touching a file is
+// not progress).
+
+// The default silence thresholds of a StallPolicy. The seed dispatcher
+// names three (PI_SESSION_START_STALL_SECONDS, PI_MODEL_RESPONSE_STALL_SECONDS,
+// PI_TOOL_STALL_SECONDS) and gives a number only for the model response:
+// "when the stream stops for 3 minutes outside a tool run, the dispatcher
+// records the last part of the stream". The others are pilot's choice: the
+// start threshold equals the model one, because pi writes no session file
+// until the first model response exists, so "starting" covers that first
+// model call; the tool threshold is 30 minutes, twice the 15 minute idle
+// timeout (DefaultIdleTimeout, from pilot-workers), because long test
+// suites and builds are silent and ending one is costly.
+const (
+	DefaultStallStart         = 3 * time.Minute
+	DefaultStallModelResponse = 3 * time.Minute
+	DefaultStallTool          = 30 * time.Minute
+)
+
+// StallTailBytes is how much of the end of the worker's stream a
+// StallInspection keeps.
+const StallTailBytes = 2048
+
+// EventStallInspection is the type of the event that reports a
+// StallInspection (in its Message, as JSON).
+const EventStallInspection = "worker_runner.stall_inspection"
+
+// StallAction is what a StallPolicy says to do about a silence.
+type StallAction int
+
+const (
+	// StallNone: keep waiting.
+	StallNone StallAction = iota
+	// StallInspect: record a StallInspection and emit an event once per
+	// silence; the worker keeps running.
+	StallInspect
+	// StallTerminate: end the worker's process tree; its verdict is an
+	// error with failure class FailSessionStall ("session-stall") and the
+	// phase at the kill.
+	StallTerminate
+)
+
+func (a StallAction) String() string {
+	switch a {
+	case StallNone:
+		return "none"
+	case StallInspect:
+		return "inspect"
+	case StallTerminate:
+		return "terminate"
+	}
+	return "StallAction(?)"
+}
+
+// MarshalText writes the action's name.
+func (a StallAction) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+
+// StallPolicy holds the silence thresholds that apply to each session
+// phase. Zero fields mean the defaults; a negative field turns that
+// threshold off. Per phase:
+//
+//	starting                   inspect after Start; never terminated
+//	awaiting-model             inspect after ModelResponse; never terminated
+//	finished, errored          inspect after ModelResponse; never terminated
+//	tool-running               terminate after Tool; no inspection
+//	unknown (and any other)    inspect after ModelResponse; terminate after Tool
+//
+// Awaiting a model is never a stall on its own: a slow model is not a hung
+// worker, and the Task's IdleTimeout still bounds it. Finished and errored
+// wait on a model too: after its last message pi may compact the context
+// (a model call) or retry an error after a back-off, and the retry's
+// message is written only when it ends; or it is exiting. Ending such a
+// worker would turn finished work into a failure, so they are inspected
+// only. A tool run is expected to be silent, so it is not inspected, and it
+// is ended only after the long Tool threshold; unknown gets the same
+// conservative end, since pilot cannot tell what the worker is doing.
+type StallPolicy struct {
+	// Start is the silence after which a starting worker is inspected;
+	// DefaultStallStart when zero.
+	Start time.Duration
+	// ModelResponse is the silence after which a worker awaiting the model
+	// (or finished, errored, unknown) is inspected;
+	// DefaultStallModelResponse when zero.
+	ModelResponse time.Duration
+	// Tool is the silence after which a worker running a tool, or in an
+	// unknown phase, is terminated; DefaultStallTool when zero.
+	Tool time.Duration
+}
+
+func stallDefault(d, def time.Duration) (time.Duration, bool) {
+	switch {
+	case d < 0:
+		return 0, false
+	case d == 0:
+		return def, true
+	}
+	return d, true
+}
+
+// InspectAfter returns the silence after which phase is inspected, and
+// false if it never is.
+func (p StallPolicy) InspectAfter(phase SessionPhase) (time.Duration, bool) {
+	switch phase {
+	case PhaseStarting:
+		return stallDefault(p.Start, DefaultStallStart)
+	case PhaseToolRunning:
+		return 0, false
+	}
+	return stallDefault(p.ModelResponse, DefaultStallModelResponse)
+}
+
+// StallTimeout returns the silence after which a worker in phase is
+// terminated, and false if silence alone never ends it in that phase.
+func (p StallPolicy) StallTimeout(phase SessionPhase) (time.Duration, bool) {
+	switch phase {
+	case PhaseStarting, PhaseAwaitingModel, PhaseFinished, PhaseErrored:
+		return 0, false
+	}
+	return stallDefault(p.Tool, DefaultStallTool)
+}
+
+// Check says what to do about a worker that has been silent for silence in
+// phase; alreadyInspected says whether this silence was inspected already
+// (an inspection is made once per silence).
+func (p StallPolicy) Check(phase SessionPhase, silence time.Duration, alreadyInspected bool) StallAction {
+	if d, ok := p.StallTimeout(phase); ok && silence >= d {
+		return StallTerminate
+	}
+	if d, ok := p.InspectAfter(phase); ok && silence >= d && !alreadyInspected {
+		return StallInspect
+	}
+	return StallNone
+}
+
+// SuppressIdleTimeout reports whether the Task's IdleTimeout must not end
+// the worker now: its session shows a tool running and the silence is
+// still inside the tool threshold (or that threshold is off). A long tool
+// run is the tool threshold's to judge, not the idle timeout's.
+func (p StallPolicy) SuppressIdleTimeout(phase SessionPhase, silence time.Duration) bool {
+	if phase != PhaseToolRunning {
+		return false
+	}
+	d, ok := p.StallTimeout(phase)
+	return !ok || silence < d
+}
+
+// StallInspection is the record of a stall check that acted: what pilot
+// saw when it inspected a silent worker or terminated it. Its JSON form
+// goes into the run's record and events.
+type StallInspection struct {
+	Action             StallAction  `json:"action"`
+	SilenceSeconds     float64      `json:"silence_seconds"`
+	Phase              SessionPhase `json:"phase"`
+	Reason             string       `json:"reason"`
+	PendingToolCallIDs []string     `json:"pending_tool_call_ids"`
+	// StreamTail is the last StallTailBytes (at most) of the worker's
+	// output, cut at a character boundary. The caller redacts secrets
+	// before passing it in.
+	StreamTail string `json:"stream_tail"`
+}
+
+// NewStallInspection builds the record of action taken after silence, in
+// the session state st, with the end of the worker's stream.
+func NewStallInspection(action StallAction, st PiSessionState, silence time.Duration, stream []byte) StallInspection {
+	if len(stream) > StallTailBytes {
+		stream = stream[len(stream)-StallTailBytes:]
+		for i := 0; i < utf8.UTFMax && len(stream) > 0 && !utf8.RuneStart(stream[0]); i++ {
+			stream = stream[1:]
+		}
+	}
+	return StallInspection{
+		Action:             action,
+		SilenceSeconds:     silence.Seconds(),
+		Phase:              st.Phase,
+		Reason:             st.Reason,
+		PendingToolCallIDs: append([]string{}, st.PendingToolCallIDs...),
+		StreamTail:         string(stream),
+	}
+}
+
+// StallClock measures a worker's silence for a StallPolicy and remembers
+// whether the current silence was inspected. Feed it the worker's
+// activity only (see the top of this file); time is passed in, so tests
+// need no clock. It is for one goroutine at a time.
+type StallClock struct {
+	last      time.Time
+	size      int64
+	inspected bool
+}
+
+// NewStallClock starts a clock at start, the worker's start, with no
+// session file seen yet.
+func NewStallClock(start time.Time) *StallClock {
+	return &StallClock{last: start, size: -1}
+}
+
+// Output records that the worker wrote to stdout or stderr at now.
+func (c *StallClock) Output(now time.Time) { c.active(now) }
+
+// SessionSize records the size of the worker's native session file seen at
+// now, or -1 when there is none. A size other than the last one seen is
+// activity: the file grew, appeared, or was rewritten.
+func (c *StallClock) SessionSize(size int64, now time.Time) {
+	if size < 0 {
+		size = -1
+	}
+	if size != c.size {
+		c.size = size
+		c.active(now)
+	}
+}
+
+func (c *StallClock) active(now time.Time) {
+	if now.After(c.last) {
+		c.last = now
+	}
+	c.inspected = false
+}
+
+// Silence returns the time from the last activity to now.
+func (c *StallClock) Silence(now time.Time) time.Duration {
+	if d := now.Sub(c.last); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// Check applies p to the silence at now in phase. An inspection is
+// returned once per silence: the clock remembers it until the next
+// activity.
+func (c *StallClock) Check(p StallPolicy, phase SessionPhase, now time.Time) StallAction {
+	a := p.Check(phase, c.Silence(now), c.inspected)
+	if a == StallInspect {
+		c.inspected = true
+	}
+	return a
+}
+
+// CodexCollabWait reads one line of `codex exec --json` output and reports
+// whether it starts or completes a collab_tool_call with tool "wait": codex
+// waiting for a sub-agent, which is slow but not stalled. itemID is the
+// item's id ("" if it has none). Lines that are not JSON, and other events,
+// give nothing.
+func CodexCollabWait(line []byte) (itemID string, started, completed bool) {
+	if !bytes.Contains(line, []byte("collab_tool_call")) {
+		return "", false, false
+	}
+	var ev struct {
+		Type string `json:"type"`
+		Item *struct {
+			ID   string `json:"id"`
+			Type string `json:"type"`
+			Tool string `json:"tool"`
+		} `json:"item"`
+	}
+	if json.Unmarshal(line, &ev) != nil || ev.Item == nil ||
+		ev.Item.Type != "collab_tool_call" || ev.Item.Tool != "wait" {
+		return "", false, false
+	}
+	switch ev.Type {
+	case "item.started":
+		return ev.Item.ID, true, false
+	case "item.completed":
+		return ev.Item.ID, false, true
+	}
+	return "", false, false
+}
+
+// CodexSubagentWaits follows the sub-agent waits of one codex worker: a
+// wait is open from its item.started to the item.completed with the same
+// item id, and every wait ends with the turn (turn.completed,
+// turn.failed). While Waiting, the worker's silence is a tool run's: treat
+// it as PhaseToolRunning for the StallPolicy. The zero value has no open
+// wait.
+type CodexSubagentWaits struct {
+	open []string
+}
+
+// Observe reads one line of the worker's stdout.
+func (w *CodexSubagentWaits) Observe(line []byte) {
+	if id, started, completed := CodexCollabWait(line); started {
+		if !slices.Contains(w.open, id) {
+			w.open = append(w.open, id)
+		}
+		return
+	} else if completed {
+		w.open = slices.DeleteFunc(w.open, func(o string) bool { return o == id })
+		return
+	}
+	if len(w.open) > 0 && bytes.Contains(line, []byte(`"turn.`)) {
+		var ev struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(line, &ev) == nil && (ev.Type == "turn.completed" || ev.Type == "turn.failed") {
+			w.open = w.open[:0]
+		}
+	}
+}
+
+// Waiting reports whether a sub-agent wait is open.
+func (w *CodexSubagentWaits) Waiting() bool { return len(w.open) > 0 }

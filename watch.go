@@ -1,0 +1,139 @@
+package pilot
+
+import (
+	"os"
+	"time"
+)
+
+// sessionWatch follows one worker's activity and native session for the
+// stall policy. It belongs to the dispatch loop's goroutine.
+type sessionWatch struct {
+	r     *run
+	tail  *PiSessionTail // nil when the runner names no session file
+	clock *StallClock
+
+	state      PiSessionState
+	size       int64 // of the session file; -1 when absent
+	mtime      int64
+	seenOutput int64  // the last output time the clock was told of
+	activity   string // what the last activity was
+	inspection *StallInspection
+}
+
+// Activity states for Record.ActivityState.
+const (
+	ActivityNone      = "none"      // nothing yet
+	ActivityStreaming = "streaming" // the worker's stdout or stderr
+	ActivitySession   = "session"   // its native session file grew
+)
+
+func (r *run) newSessionWatch(path string, start time.Time) *sessionWatch {
+	w := &sessionWatch{
+		r:        r,
+		clock:    NewStallClock(start),
+		state:    PiSessionState{Phase: PhaseStarting, Reason: ReasonNoSessionFile},
+		size:     -1,
+		activity: ActivityNone,
+	}
+	w.seenOutput = r.lastOutput.Load()
+	if path != "" {
+		w.tail = &PiSessionTail{Path: path}
+	}
+	return w
+}
+
+// beat takes one look: new output, session growth, the phase, and what the
+// stall policy says about the silence.
+func (w *sessionWatch) beat(now time.Time) StallAction {
+	if lo := w.r.lastOutput.Load(); lo != w.seenOutput {
+		w.seenOutput = lo
+		w.clock.Output(time.Unix(0, lo))
+		w.activity = ActivityStreaming
+	}
+	if w.tail != nil {
+		size, mtime := int64(-1), int64(0)
+		if st, err := os.Stat(w.tail.Path); err == nil {
+			size, mtime = st.Size(), st.ModTime().UnixNano()
+		}
+		if size != w.size {
+			w.size, w.mtime = size, mtime
+			w.clock.SessionSize(size, now)
+			w.activity = ActivitySession
+			if st, err := w.tail.Update(); err == nil && !samePhase(st, w.state) {
+				w.state = st
+				s := st
+				w.r.emit(Event{Type: EventPhase, Session: &s})
+			} else if err == nil {
+				w.state = st
+			}
+		}
+	}
+	a := w.clock.Check(w.r.d.Stall, w.state.Phase, now)
+	if a != StallNone {
+		insp := NewStallInspection(a, w.state, w.clock.Silence(now), w.r.streamTailBytes())
+		w.inspection = &insp
+	}
+	return a
+}
+
+func samePhase(a, b PiSessionState) bool {
+	return a.Phase == b.Phase && a.Reason == b.Reason && len(a.PendingToolCallIDs) == len(b.PendingToolCallIDs)
+}
+
+// record is the session part of the run's record.
+func (w *sessionWatch) record(p StallPolicy) *SessionRecord {
+	sr := &SessionRecord{
+		SessionPhase:         w.state.Phase,
+		SessionPhaseReason:   w.state.Reason,
+		ExpectedToolCallIDs:  nonNil(w.state.ExpectedToolCallIDs),
+		CompletedToolCallIDs: nonNil(w.state.CompletedToolCallIDs),
+		PendingToolCallIDs:   nonNil(w.state.PendingToolCallIDs),
+		ActivityState:        w.activity,
+		SilenceInspection:    w.inspection,
+	}
+	if w.tail != nil {
+		sr.NativeSessionPath = w.tail.Path
+		if w.size >= 0 {
+			mt := w.mtime
+			sr.NativeSessionMtimeNS = &mt
+		}
+	}
+	if d, ok := p.StallTimeout(w.state.Phase); ok {
+		secs := d.Seconds()
+		sr.StallTimeoutSeconds = &secs
+	}
+	return sr
+}
+
+// streamTailBytes is the end of the worker's output, secrets redacted.
+func (r *run) streamTailBytes() []byte {
+	r.lineMu.Lock()
+	raw := append([]byte(nil), r.streamTail.Bytes()...)
+	r.lineMu.Unlock()
+	return redactBytes(raw, r.secretBytes())
+}
+
+// SessionRecord is what a record says about the worker's native session
+// and its silences.
+type SessionRecord struct {
+	// NativeSessionPath is the session file pilot followed, and
+	// NativeSessionMtimeNS its modification time when last seen (null
+	// when it never appeared).
+	NativeSessionPath    string `json:"native_session_path,omitempty"`
+	NativeSessionMtimeNS *int64 `json:"native_session_mtime_ns,omitempty"`
+	// SessionPhase and the rest are the session's state when the worker
+	// ended (see PiSessionState).
+	SessionPhase         SessionPhase `json:"session_phase"`
+	SessionPhaseReason   string       `json:"session_phase_reason"`
+	ExpectedToolCallIDs  []string     `json:"expected_tool_call_ids"`
+	CompletedToolCallIDs []string     `json:"completed_tool_call_ids"`
+	PendingToolCallIDs   []string     `json:"pending_tool_call_ids"`
+	// StallTimeoutSeconds is the silence after which that phase is ended
+	// as a stall; null when silence alone never ends it.
+	StallTimeoutSeconds *float64 `json:"stall_timeout_seconds"`
+	// ActivityState says what the worker's last activity was: "streaming"
+	// (output), "session" (its session file grew) or "none".
+	ActivityState string `json:"activity_state"`
+	// SilenceInspection is the last stall check that acted, if any.
+	SilenceInspection *StallInspection `json:"silence_inspection,omitempty"`
+}
