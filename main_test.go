@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	// Stop the supervisor as soon as it is idle, so leak checks see a
 	// quiet process.
 	supervise.SetLinger(0)
+	// A race-detector build waits a second at exit by default; the
+	// supervisor and the fake agents are this binary.
+	os.Setenv("GORACE", "atexit_sleep_ms=0")
 	os.Exit(m.Run())
 }
 
@@ -51,7 +54,7 @@ func fakeProvider(t testing.TB, name string, script ...string) pilot.Provider {
 		Name:   name,
 		Runner: pilot.RunnerCommand,
 		Argv:   append([]string{exe}, script...),
-		Env:    map[string]string{fakeagent.EnvFakeAgent: "1"},
+		Env:    map[string]string{fakeagent.EnvFakeAgent: "1", "GORACE": "atexit_sleep_ms=0"},
 	}
 }
 

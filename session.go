@@ -35,7 +35,7 @@ import (
 //   - Version 1 files (pi before the tree) have no ids: the file order is
 //     the branch, and ids are not checked.
 //   - pilot does not guess about a file it cannot fully read. The first
-//     complete line that is not valid UTF-8 and valid JSON, or that breaks
+//     complete line that is not valid UTF-8 or not valid JSON, or that breaks
 //     the schema (no header, an entry without an id, an id without a
 //     parentId key), makes the state unknown for the rest of the file
 //     (pi itself would skip a malformed line). Unknown gets the
@@ -48,9 +48,10 @@ type SessionPhase string
 
 // The phases of a pi session.
 const (
-	// PhaseStarting: no session file yet, or nothing in it but the header.
-	// pi creates the file only once the first assistant message exists, so
-	// a missing file is normal while the first model call runs.
+	// PhaseStarting: no session file yet, nothing in it but the header,
+	// or no message on the active branch. pi creates the file only once
+	// the first assistant message exists, so a missing file is normal
+	// while the first model call runs.
 	PhaseStarting SessionPhase = "starting"
 	// PhaseAwaitingModel: the active branch ends in a user message, or
 	// every tool call of the last assistant message has its result: the
@@ -126,9 +127,11 @@ type PiSessionState struct {
 	ExpectedToolCallIDs  []string `json:"expected_tool_call_ids"`
 	CompletedToolCallIDs []string `json:"completed_tool_call_ids"`
 	PendingToolCallIDs   []string `json:"pending_tool_call_ids"`
-	// Version is the header's format version (0 before the header).
+	// Version is the header's format version (0 when no header was read
+	// or its version is not a number).
 	Version int `json:"version"`
-	// LeafID is the id of the last entry (empty in version 1 files).
+	// LeafID is the id of the last entry (empty when it has none, as in
+	// version 1 files).
 	LeafID string `json:"leaf_id"`
 	// StopReason and ErrorMessage are the last assistant message's, as
 	// written.
@@ -380,7 +383,7 @@ func (x *PiSessionIndex) readHeader(e *piScan) {
 	case jsNumber:
 		raw = e.version.str
 	case jsString:
-		raw = strconv.Quote(e.version.str)
+		raw = strconv.QuoteToASCII(e.version.str)
 	default:
 		raw = "invalid"
 	}
@@ -544,9 +547,11 @@ func (b *piBranch) state() PiSessionState {
 // re-creates a file). A file that does not exist gives starting with reason
 // "no-session-file".
 //
-// Memory is the index (a few dozen bytes per entry) plus, while a line is
-// incomplete or being read, that line. Set Path before the first Update and
-// do not change it; a PiSessionTail is for one goroutine at a time.
+// An Update costs an open, a stat, a read of the file's first 256 bytes
+// and a read of what was appended, whatever the file's size. Memory is the
+// index (about a hundred bytes per entry) plus, while a line is incomplete
+// or being read, that line. Set Path before the first Update and do not
+// change it; a PiSessionTail is for one goroutine at a time.
 type PiSessionTail struct {
 	Path string
 

@@ -643,7 +643,7 @@ func piRefState(data []byte) pilot.PiSessionState {
 				}
 				raw = string(ver)
 			case string:
-				raw = strconv.Quote(ver)
+				raw = strconv.QuoteToASCII(ver)
 			default:
 				raw = "invalid"
 			}

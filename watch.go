@@ -1,6 +1,7 @@
 package pilot
 
 import (
+	"fmt"
 	"os"
 	"time"
 )
@@ -136,4 +137,15 @@ type SessionRecord struct {
 	ActivityState string `json:"activity_state"`
 	// SilenceInspection is the last stall check that acted, if any.
 	SilenceInspection *StallInspection `json:"silence_inspection,omitempty"`
+}
+
+// UnmarshalText reads an action's name, so records read back.
+func (a *StallAction) UnmarshalText(b []byte) error {
+	for _, v := range []StallAction{StallNone, StallInspect, StallTerminate} {
+		if v.String() == string(b) {
+			*a = v
+			return nil
+		}
+	}
+	return fmt.Errorf("pilot: unknown stall action %q", b)
 }

@@ -19,6 +19,9 @@ func TestMain(m *testing.M) {
 		os.Exit(fakeagent.Main(os.Args[1:]))
 	}
 	supervise.SetLinger(0)
+	// A race-detector build waits a second at exit by default; the
+	// supervisor and the fake agents are this binary.
+	os.Setenv("GORACE", "atexit_sleep_ms=0")
 	os.Exit(m.Run())
 }
 
@@ -49,7 +52,7 @@ func newFixture(t *testing.T, scripts map[string][]string) fixture {
 		provs[name] = map[string]any{
 			"runner": "command",
 			"argv":   append([]string{exe}, script...),
-			"env":    map[string]string{fakeagent.EnvFakeAgent: "1"},
+			"env":    map[string]string{fakeagent.EnvFakeAgent: "1", "GORACE": "atexit_sleep_ms=0"},
 		}
 	}
 	data, _ := json.Marshal(map[string]any{"providers": provs})

@@ -207,10 +207,16 @@ func spawn() (*client, error) {
 		theirs.Close()
 		return nil, fmt.Errorf("supervise: %w", err)
 	}
+	env := []string{EnvSupervisor + "=3"}
+	if v, ok := os.LookupEnv("GORACE"); ok {
+		// Race-detector builds (tests) read their options from it; the
+		// default makes every exit wait a second.
+		env = append(env, "GORACE="+v)
+	}
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{"pilot-supervisor"},
-		Env:         []string{EnvSupervisor + "=3"},
+		Env:         env,
 		ExtraFiles:  []*os.File{theirs},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
