@@ -32,6 +32,7 @@ commands:
   demo         Run scripted jobs on the built-in fake agent (no API key, no network).
   credentials  Show whether a provider's credential is configured (never its value).
   classify     Classify a worker's diagnostics: failure class and the line that proves it.
+  phase        Read a pi session file: the phase of its active branch, and why.
 
 Run 'pilot <command> --help' for a command's flags.
 `
@@ -53,6 +54,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdCredentials(ctx, args[1:], stdout, stderr)
 	case "classify":
 		return cmdClassify(ctx, args[1:], stdin, stdout, stderr)
+	case "phase":
+		return cmdPhase(ctx, args[1:], stdin, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -165,7 +165,7 @@ func TestBadInputExits2WithAMessageThatNamesTheProblem(t *testing.T) {
 }
 
 func TestHelpOnEveryCommand(t *testing.T) {
-	for _, cmd := range []string{"dispatch", "run", "demo", "credentials", "classify"} {
+	for _, cmd := range []string{"dispatch", "run", "demo", "credentials", "classify", "phase"} {
 		code, _, errOut := runCLI(cmd, "--help")
 		if code != 0 || !strings.Contains(errOut, "usage: pilot "+cmd) {
 			t.Errorf("pilot %s --help: exit %d, stderr %q", cmd, code, errOut)
@@ -261,5 +261,32 @@ func TestClassify(t *testing.T) {
 	}
 	if code, _, errOut := runCLI("classify", "--stream", "stdin"); code != 2 || !strings.Contains(errOut, "--stream") {
 		t.Errorf("bad --stream: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestPhase(t *testing.T) {
+	session := `{"type":"session","version":3,"id":"s","timestamp":"2026-07-25T00:00:00.000Z","cwd":"/tmp"}
+{"type":"message","id":"u1","parentId":null,"timestamp":"2026-07-25T00:00:01.000Z","message":{"role":"user","content":"go"}}
+{"type":"message","id":"a1","parentId":"u1","timestamp":"2026-07-25T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"toolCall","id":"call-1","name":"bash","arguments":{}}],"stopReason":"toolUse"}}
+`
+	file := filepath.Join(t.TempDir(), "session.jsonl")
+	os.WriteFile(file, []byte(session), 0o644)
+	want := `{"phase":"tool-running","reason":"tool-results-pending","expected_tool_call_ids":["call-1"],"completed_tool_call_ids":[],"pending_tool_call_ids":["call-1"],"version":3,"leaf_id":"a1","stop_reason":"toolUse","error_message":""}`
+	for _, args := range [][]string{{"phase", file}} {
+		code, out, errOut := runCLI(args...)
+		if code != 0 || strings.TrimSpace(out) != want {
+			t.Errorf("pilot %v: exit %d, stdout %s (stderr %q)\nwant %s", args, code, out, errOut, want)
+		}
+	}
+	code, out, _ := runCLIWithInput(session, "phase", "-")
+	if code != 0 || strings.TrimSpace(out) != want {
+		t.Errorf("pilot phase -: exit %d, stdout %s", code, out)
+	}
+	code, out, _ = runCLIWithInput("", "phase")
+	if code != 0 || !strings.Contains(out, `"phase":"starting"`) {
+		t.Errorf("pilot phase on empty stdin: exit %d, stdout %s", code, out)
+	}
+	if code, _, errOut := runCLI("phase", "/nonexistent/session.jsonl"); code != 2 || !strings.Contains(errOut, "/nonexistent/session.jsonl") {
+		t.Errorf("missing file: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -77,3 +77,24 @@ func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	writeJSON(stdout, out)
 	return exitOK
 }
+
+func cmdPhase(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("phase", "[FILE|-]", stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitBadInput
+	}
+	in, name, err := openInput(fs.Args(), stdin)
+	if err != nil {
+		return badInput(stderr, "phase", "%v", err)
+	}
+	defer in.Close()
+	st, err := pilot.ParsePiSession(in)
+	if err != nil {
+		return badInput(stderr, "phase", "cannot read %s: %v", name, err)
+	}
+	writeJSON(stdout, st)
+	return exitOK
+}

@@ -7,6 +7,7 @@
 //	pilot demo     (scripted jobs on the built-in fake agent; no API key)
 //	pilot credentials P [--providers-file J]
 //	pilot classify [--runner R] [--stream S] [FILE|-]
+//	pilot phase [FILE|-]
 //
 // Exit status: 0 when the verdict is completed or step_capped_partial, 1
 // otherwise, 2 for bad input (with a message on stderr).
