@@ -99,8 +99,21 @@ func TestDispatchStderrTailAndLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.HasPrefix(stream, []byte("out to stdout\n")) || !bytes.HasSuffix(stream, []byte("err the last words\n")) {
-		t.Errorf("stream.log starts %q and ends %q", firstN(stream, 40), lastN(stream, 40))
+	// Lines keep their order within a stream; the two streams are read
+	// side by side, so their lines interleave in no fixed order.
+	var outLines, errLines []string
+	for _, l := range strings.Split(strings.TrimSuffix(string(stream), "\n"), "\n") {
+		switch {
+		case strings.HasPrefix(l, "out "):
+			outLines = append(outLines, l[4:])
+		case strings.HasPrefix(l, "err "):
+			errLines = append(errLines, l[4:])
+		default:
+			t.Errorf("stream.log line %q has no stream tag", firstN([]byte(l), 40))
+		}
+	}
+	if !cmp.Equal(outLines, []string{"to stdout"}) || len(errLines) < 2 || errLines[len(errLines)-1] != "the last words" {
+		t.Errorf("stream.log: stdout lines %q, %d stderr lines ending %q", outLines, len(errLines), errLines[len(errLines)-1])
 	}
 	events := readEvents(t, rec.EventsLog)
 	if len(events) < 2 || events[0]["type"] != pilot.StartedType || events[len(events)-1]["type"] != pilot.VerdictType {
@@ -114,13 +127,6 @@ func TestDispatchStderrTailAndLogs(t *testing.T) {
 func firstN(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[:n]
-	}
-	return b
-}
-
-func lastN(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
 	}
 	return b
 }
