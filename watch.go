@@ -3,6 +3,7 @@ package pilot
 import (
 	"fmt"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -60,12 +61,12 @@ func (w *sessionWatch) beat(now time.Time) StallAction {
 			w.size, w.mtime = size, mtime
 			w.clock.SessionSize(size, now)
 			w.activity = ActivitySession
-			if st, err := w.tail.Update(); err == nil && !samePhase(st, w.state) {
+			if st, err := w.tail.Update(); err == nil {
+				changed := !samePhase(st, w.state)
 				w.state = st
-				s := st
-				w.r.emit(Event{Type: EventPhase, Session: &s})
-			} else if err == nil {
-				w.state = st
+				if changed {
+					w.r.emit(Event{Type: EventPhase, Session: &st})
+				}
 			}
 		}
 	}
@@ -77,8 +78,12 @@ func (w *sessionWatch) beat(now time.Time) StallAction {
 	return a
 }
 
+// samePhase reports whether a and b are the same phase for the same tool
+// calls: a new entry that changes neither is not worth an event.
 func samePhase(a, b PiSessionState) bool {
-	return a.Phase == b.Phase && a.Reason == b.Reason && len(a.PendingToolCallIDs) == len(b.PendingToolCallIDs)
+	return a.Phase == b.Phase && a.Reason == b.Reason &&
+		slices.Equal(a.ExpectedToolCallIDs, b.ExpectedToolCallIDs) &&
+		slices.Equal(a.PendingToolCallIDs, b.PendingToolCallIDs)
 }
 
 // record is the session part of the run's record.
