@@ -140,31 +140,20 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 		return Verdict{}, fmt.Errorf("pilot: dispatch not started: %w", err)
 	}
 	cfg := d.withDefaults()
-	prov, runner, err := cfg.resolve(t)
+	p, err := cfg.prepare(ctx, t)
 	if err != nil {
 		return Verdict{}, err
-	}
-	if err := validateTask(&t); err != nil {
-		return Verdict{}, err
-	}
-	creds := cfg.Credentials
-	info, err := creds.Info(ctx, prov)
-	if err != nil {
-		return Verdict{}, fmt.Errorf("pilot: credential check for %s: %w", prov.Name, err)
-	}
-	if !info.Configured {
-		return Verdict{}, &CredentialError{Provider: prov.Name, Env: prov.CredentialEnv}
 	}
 	var secret Secret
-	if prov.CredentialEnv != "" {
-		if secret, err = creds.Secret(ctx, prov); err != nil {
+	if p.prov.CredentialEnv != "" {
+		if secret, err = cfg.Credentials.Secret(ctx, p.prov); err != nil {
 			return Verdict{}, err
 		}
 		if secret.Reveal() == "" {
-			return Verdict{}, &CredentialError{Provider: prov.Name, Env: prov.CredentialEnv}
+			return Verdict{}, &CredentialError{Provider: p.prov.Name, Env: p.prov.CredentialEnv}
 		}
 	}
-	r := &run{d: cfg, task: t, prov: prov, runner: runner, secret: secret}
+	r := &run{d: cfg, task: p.task, prov: p.prov, runner: p.runner, secret: secret}
 	r.prepared = func() error { return nil }
 	r.runningWritten = func() error { return nil }
 	// Enough bytes for 500 characters of any width, plus room to redact a
@@ -172,6 +161,39 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 	r.stderrTail.N = 4*stderrTailRunes + 2*len(secret.Reveal()) + 64
 	r.streamTail.N = StallTailBytes + 2*len(secret.Reveal()) + 64
 	return r.execute(ctx)
+}
+
+// Check reports whether Dispatch would accept t: a known provider and
+// runner, a valid mode, an existing task file and workdir, and a
+// configured credential. It starts nothing and writes nothing.
+func (d *Dispatcher) Check(ctx context.Context, t Task) error {
+	_, err := d.withDefaults().prepare(ctx, t)
+	return err
+}
+
+type prepared struct {
+	task   Task
+	prov   Provider
+	runner Runner
+}
+
+// prepare resolves and validates t and checks its provider's credential.
+func (d *Dispatcher) prepare(ctx context.Context, t Task) (prepared, error) {
+	prov, runner, err := d.resolve(t)
+	if err != nil {
+		return prepared{}, err
+	}
+	if err := validateTask(&t); err != nil {
+		return prepared{}, err
+	}
+	info, err := d.Credentials.Info(ctx, prov)
+	if err != nil {
+		return prepared{}, fmt.Errorf("pilot: credential check for %s: %w", prov.Name, err)
+	}
+	if !info.Configured {
+		return prepared{}, &CredentialError{Provider: prov.Name, Env: prov.CredentialEnv}
+	}
+	return prepared{task: t, prov: prov, runner: runner}, nil
 }
 
 func (d *Dispatcher) withDefaults() *Dispatcher {

@@ -107,6 +107,9 @@ type Verdict struct {
 	// past the wait delay and pilot stopped reading them.
 	OutputIncomplete bool `json:"output_incomplete,omitempty"`
 
+	// Worktree is the job's git worktree, for fanout jobs that had one.
+	Worktree *WorktreeInfo `json:"worktree,omitempty"`
+
 	// Synthesized marks a verdict pilot made up for a job that produced
 	// none of its own (fanout); Interrupted marks one cut short.
 	Synthesized bool `json:"synthesized,omitempty"`

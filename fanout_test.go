@@ -1,0 +1,185 @@
+package pilot_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/procfs"
+)
+
+func fanoutJobs(mode pilot.Mode, providers ...string) []pilot.Job {
+	var jobs []pilot.Job
+	for _, p := range providers {
+		jobs = append(jobs, pilot.Job{Task: pilot.Task{Provider: p, Mode: mode, Prompt: "x"}})
+	}
+	return jobs
+}
+
+func TestFanoutVerdictsInJobOrder(t *testing.T) {
+	d := testDispatcher(t,
+		fakeProvider(t, "slow", "sleep=200ms", "out=slow done"),
+		fakeProvider(t, "fast", "out=fast done"),
+		fakeProvider(t, "bad", "err=boom", "exit=2"),
+	)
+	var mu sync.Mutex
+	started := map[int]string{}
+	f := &pilot.Fanout{Dispatcher: d, OnEvent: func(i int, e pilot.Event) {
+		if e.Started != nil {
+			mu.Lock()
+			started[i] = e.Started.Job
+			mu.Unlock()
+		}
+	}}
+	vs, err := f.Run(context.Background(), fanoutJobs(pilot.ModeReview, "slow", "fast", "bad"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range vs {
+		got = append(got, v.Job+" "+string(v.Verdict))
+	}
+	want := []string{"slow:review completed", "fast:review completed", "bad:review error"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("verdicts (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[int]string{0: "slow:review", 1: "fast:review", 2: "bad:review"}, started); diff != "" {
+		t.Errorf("started events by job (-want +got):\n%s", diff)
+	}
+	if vs[2].ExitCode == nil || *vs[2].ExitCode != 2 || !strings.Contains(vs[2].StderrTail, "boom") || vs[2].Synthesized {
+		t.Errorf("failing job's verdict = %+v", vs[2])
+	}
+}
+
+func TestFanoutGuardsSpawnNothing(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "spawned")
+	touch := pilot.Provider{Name: "touch", Runner: pilot.RunnerCommand, Argv: []string{"/bin/sh", "-c", "touch " + marker + "; echo ok"}}
+	keyed := touch
+	keyed.Name, keyed.CredentialEnv = "glm", "GLM_API_KEY"
+	d := testDispatcher(t, touch, keyed)
+	wd := t.TempDir()
+	code := func(p string) pilot.Job {
+		return pilot.Job{Task: pilot.Task{Provider: p, Mode: pilot.ModeCode, Prompt: "x", Workdir: wd}}
+	}
+	tests := []struct {
+		name string
+		jobs []pilot.Job
+		is   error
+		text string
+	}{
+		{"resume", []pilot.Job{{Task: pilot.Task{Provider: "touch", Mode: pilot.ModeResume, Prompt: "x"}}}, pilot.ErrResumeInFanout, "resume is not supported in fanout"},
+		{"two code jobs, one workdir", []pilot.Job{code("touch"), code("touch")}, pilot.ErrSharedWorkdir, "multiple code jobs share one workdir"},
+		{"missing credential", []pilot.Job{code("touch"), {Task: pilot.Task{Provider: "glm", Mode: pilot.ModeReview, Prompt: "x"}}}, pilot.ErrCredentialMissing, "credential missing for glm"},
+		{"unknown provider", fanoutJobs(pilot.ModeReview, "touch", "bogus"), nil, "unknown provider: bogus"},
+		{"no jobs", nil, nil, "at least one job"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &pilot.Fanout{Dispatcher: d}
+			vs, err := f.Run(context.Background(), tt.jobs)
+			if err == nil || vs != nil {
+				t.Fatalf("Run = %v, %v; want an error and no verdicts", vs, err)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("error %v is not %v", err, tt.is)
+			}
+			if !strings.Contains(err.Error(), tt.text) {
+				t.Errorf("error %q does not say %q", err, tt.text)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatalf("a worker ran despite the guard")
+			}
+			assertEmptyDir(t, d.RunDir)
+		})
+	}
+}
+
+func TestFanoutWarnsAboutTestJobsSharingAWorkdir(t *testing.T) {
+	d := testDispatcher(t, fakeProvider(t, "a", "out=ok"), fakeProvider(t, "b", "out=ok"))
+	var warnings []string
+	f := &pilot.Fanout{Dispatcher: d, OnEvent: func(i int, e pilot.Event) {
+		if i == -1 && e.Type == pilot.EventWarning {
+			warnings = append(warnings, e.Message)
+		}
+	}}
+	vs, err := f.Run(context.Background(), fanoutJobs(pilot.ModeTest, "a", "b"))
+	if err != nil || len(vs) != 2 || vs[0].Verdict != pilot.Completed || vs[1].Verdict != pilot.Completed {
+		t.Fatalf("Run = %+v, %v", vs, err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "concurrent test jobs share a workdir") {
+		t.Errorf("warnings = %q", warnings)
+	}
+}
+
+func TestFanoutMaxParallel(t *testing.T) {
+	d := testDispatcher(t, fakeProvider(t, "w", "out=ok"))
+	var running, peak atomic.Int32
+	f := &pilot.Fanout{Dispatcher: d, MaxParallel: 3, OnEvent: func(_ int, e pilot.Event) {
+		switch {
+		case e.Started != nil:
+			n := running.Add(1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+		case e.Verdict != nil:
+			running.Add(-1)
+		}
+	}}
+	vs, err := f.Run(context.Background(), fanoutJobs(pilot.ModeReview, strings.Split(strings.Repeat("w,", 12), ",")[:12]...))
+	if err != nil || len(vs) != 12 {
+		t.Fatalf("Run = %d verdicts, %v", len(vs), err)
+	}
+	if p := peak.Load(); p > 3 || p < 1 {
+		t.Errorf("%d workers ran at once, want at most 3", p)
+	}
+}
+
+// Cancelling the context ends running workers and starts no more; every
+// job still has a verdict and nothing is left running.
+func TestFanoutCancelGivesEveryJobAVerdict(t *testing.T) {
+	d := testDispatcher(t, fakeProvider(t, "w", "out=ready", "block"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var readyOnce sync.Once
+	d.OnLine = onLine("ready", func(string) { readyOnce.Do(cancel) })
+	f := &pilot.Fanout{Dispatcher: d, MaxParallel: 2}
+	vs, err := f.Run(ctx, fanoutJobs(pilot.ModeReview, "w", "w", "w", "w", "w"))
+	if err != nil || len(vs) != 5 {
+		t.Fatalf("Run = %d verdicts, %v", len(vs), err)
+	}
+	for i, v := range vs {
+		if !v.Interrupted || v.FailureClass != pilot.FailCancelled || v.Job != "w:review" {
+			t.Errorf("job %d: %+v, want an interrupted, cancelled verdict", i, v)
+		}
+		if v.RunID != "" {
+			if left := procfs.WithEnv(pilot.EnvRunID + "=" + v.RunID); len(left) > 0 {
+				t.Errorf("job %d: processes %v still alive", i, left)
+			}
+		}
+	}
+	if !vs[4].Synthesized {
+		t.Errorf("the last job cannot have started, yet its verdict is not synthesized: %+v", vs[4])
+	}
+}
+
+func TestFanoutFailFast(t *testing.T) {
+	d := testDispatcher(t, fakeProvider(t, "bad", "exit=1"), fakeProvider(t, "slow", "out=x", "block"))
+	f := &pilot.Fanout{Dispatcher: d, FailFast: true}
+	vs, err := f.Run(context.Background(), fanoutJobs(pilot.ModeReview, "bad", "slow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vs[0].Verdict != pilot.Failed || vs[1].FailureClass != pilot.FailCancelled {
+		t.Errorf("verdicts = %+v / %+v, want the failure and then the sibling cancelled", vs[0].Failure, vs[1].Failure)
+	}
+}
