@@ -265,16 +265,10 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 			return &JobError{i, j.Label(), ErrResumeInFanout}
 		}
 	}
-	seenProvider := map[string]bool{}
 	for i, j := range jobs {
 		if err := f.Dispatcher.Check(ctx, j.Task); err != nil {
-			var ce *CredentialError
-			if errors.As(err, &ce) {
-				if seenProvider[j.Task.Provider] {
-					continue
-				}
-				seenProvider[j.Task.Provider] = true
-				return err // already names the provider and the fix
+			if errors.As(err, new(*CredentialError)) {
+				return err // it names the provider and the fix
 			}
 			return &JobError{i, j.Label(), err}
 		}

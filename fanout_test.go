@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -181,5 +182,82 @@ func TestFanoutFailFast(t *testing.T) {
 	}
 	if vs[0].Verdict != pilot.Failed || vs[1].FailureClass != pilot.FailCancelled {
 		t.Errorf("verdicts = %+v / %+v, want the failure and then the sibling cancelled", vs[0].Failure, vs[1].Failure)
+	}
+}
+
+// gitRepo makes a repository with one commit.
+func gitRepo(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"init", "-q"},
+		{"-c", "user.name=pilot", "-c", "user.email=pilot@example.invalid", "commit", "-q", "--allow-empty", "-m", "start"},
+	} {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// Two code jobs in worktrees of one repository: the one that changes a file
+// keeps its worktree, the other's is removed, and the inventory says so.
+func TestFanoutWorktrees(t *testing.T) {
+	repo := gitRepo(t)
+	writer := pilot.Provider{Name: "writer", Runner: pilot.RunnerCommand,
+		Argv: []string{"/bin/sh", "-c", "echo change > made-by-pilot.txt && pwd"}}
+	reader := pilot.Provider{Name: "reader", Runner: pilot.RunnerCommand, Argv: []string{"/bin/sh", "-c", "pwd"}}
+	d := testDispatcher(t, writer, reader)
+	code := func(p string) pilot.Job {
+		return pilot.Job{Task: pilot.Task{Provider: p, Mode: pilot.ModeCode, Prompt: "x", Workdir: repo}, Worktree: true}
+	}
+	vs, err := (&pilot.Fanout{Dispatcher: d}).Run(context.Background(), []pilot.Job{code("writer"), code("reader")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vs {
+		if v.Verdict != pilot.Completed || v.Worktree == nil {
+			t.Fatalf("job %d: %+v", i, v)
+		}
+	}
+	w, r := vs[0].Worktree, vs[1].Worktree
+	if !w.Kept || r.Kept || w.Path == r.Path || !strings.HasPrefix(w.Branch, "pilot/") {
+		t.Errorf("worktrees: writer %+v, reader %+v; want the writer's kept and the reader's removed", w, r)
+	}
+	if data, err := os.ReadFile(filepath.Join(w.Path, "made-by-pilot.txt")); err != nil || string(data) != "change\n" {
+		t.Errorf("the kept worktree lacks the change: %q, %v", data, err)
+	}
+	if _, err := os.Stat(r.Path); err == nil {
+		t.Errorf("the clean worktree %s still exists", r.Path)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "made-by-pilot.txt")); err == nil {
+		t.Errorf("the job wrote into the repository's own work tree")
+	}
+	inv, err := pilot.ListWorktrees(d.RunDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]string{}
+	for _, e := range inv {
+		states[e.Branch] = e.State + " " + e.RunID
+	}
+	want := map[string]string{w.Branch: "kept " + vs[0].RunID, r.Branch: "removed " + vs[1].RunID}
+	if diff := cmp.Diff(want, states); diff != "" {
+		t.Errorf("inventory (-want +got):\n%s", diff)
+	}
+}
+
+func TestFanoutWorktreeNeedsARepository(t *testing.T) {
+	d := testDispatcher(t, fakeProvider(t, "w", "out=x"))
+	notRepo := t.TempDir()
+	_, err := (&pilot.Fanout{Dispatcher: d}).Run(context.Background(), []pilot.Job{
+		{Task: pilot.Task{Provider: "w", Mode: pilot.ModeCode, Prompt: "x", Workdir: notRepo}, Worktree: true},
+	})
+	if err == nil || !strings.Contains(err.Error(), "not a git repository") || !strings.Contains(err.Error(), notRepo) {
+		t.Errorf("Run error = %v, want one naming %s as not a git repository", err, notRepo)
 	}
 }

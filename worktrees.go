@@ -2,20 +2,81 @@ package pilot
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/pilotworkers/pilot/internal/worktree"
 )
 
-// DefaultWorktrees returns the Worktrees a Fanout uses when it has none.
-func DefaultWorktrees(runDir string) Worktrees { return noWorktrees{} }
+// WorktreeEntry is one worktree in the inventory pilot keeps of the
+// worktrees it made: which repository, which branch, which run and process
+// own it, and whether it was kept or removed.
+type WorktreeEntry = worktree.Entry
 
-type noWorktrees struct{}
-
-var errNoWorktrees = errors.New("pilot: worktree jobs are not supported yet")
-
-func (noWorktrees) CheckRepo(context.Context, string) error { return errNoWorktrees }
-func (noWorktrees) Create(context.Context, string, string) (WorktreeInfo, error) {
-	return WorktreeInfo{}, errNoWorktrees
+// DefaultWorktrees returns the Worktrees a Fanout uses when it has none:
+// worktrees in <runDir>/.worktrees/<name>, on branches pilot/<name>, with
+// their inventory in <runDir>/.worktrees/inventory.json, created and
+// removed with the git CLI.
+func DefaultWorktrees(runDir string) Worktrees {
+	return &gitWorktrees{m: worktreeManager(runDir), entries: map[string]*worktree.Entry{}}
 }
-func (noWorktrees) Finish(_ context.Context, wt WorktreeInfo, _ string) (WorktreeInfo, error) {
-	return wt, errNoWorktrees
+
+func worktreeManager(runDir string) *worktree.Manager {
+	dir := filepath.Join(runDir, ".worktrees")
+	return &worktree.Manager{Dir: dir, Inventory: filepath.Join(dir, "inventory.json")}
+}
+
+// ListWorktrees returns the inventory of the worktrees made for fanouts
+// with run directory runDir ("" means DefaultRunDir()), oldest first.
+func ListWorktrees(runDir string) ([]WorktreeEntry, error) {
+	if runDir == "" {
+		runDir = DefaultRunDir()
+	}
+	return worktreeManager(runDir).List()
+}
+
+// PruneWorktrees removes the worktrees whose runs are over and which are
+// clean, and returns them. A worktree whose owning pilot still runs is
+// never touched, and one with changes is kept.
+func PruneWorktrees(ctx context.Context, runDir string) ([]WorktreeEntry, error) {
+	if runDir == "" {
+		runDir = DefaultRunDir()
+	}
+	return worktreeManager(runDir).Prune(ctx)
+}
+
+type gitWorktrees struct {
+	m       *worktree.Manager
+	mu      sync.Mutex
+	entries map[string]*worktree.Entry
+}
+
+func (g *gitWorktrees) CheckRepo(ctx context.Context, dir string) error {
+	_, err := worktree.CheckRepo(ctx, dir)
+	return err
+}
+
+func (g *gitWorktrees) Create(ctx context.Context, dir, name string) (WorktreeInfo, error) {
+	e, err := g.m.Create(ctx, dir, name)
+	if err != nil {
+		return WorktreeInfo{}, err
+	}
+	g.mu.Lock()
+	g.entries[e.Name] = e
+	g.mu.Unlock()
+	return WorktreeInfo{Name: e.Name, Path: e.Path, Branch: e.Branch}, nil
+}
+
+func (g *gitWorktrees) Finish(ctx context.Context, wt WorktreeInfo, runID string) (WorktreeInfo, error) {
+	g.mu.Lock()
+	e := g.entries[wt.Name]
+	delete(g.entries, wt.Name)
+	g.mu.Unlock()
+	if e == nil {
+		return wt, fmt.Errorf("pilot: worktree %s was not created here", wt.Name)
+	}
+	kept, err := g.m.Finish(ctx, e, runID)
+	wt.Kept = kept
+	return wt, err
 }

@@ -29,6 +29,8 @@ const usage = `usage: pilot <command> [flags]
 commands:
   dispatch     Run one task; stdout is exactly two JSON lines: started, verdict.
   run          Run one task, streaming the worker's output; ends with a summary line.
+  fanout       Run several tasks at once; stdout is one JSON array of verdicts, in job order.
+  worktrees    List the worktrees fanout jobs made (kept ones hold changes); 'worktrees prune'.
   demo         Run scripted jobs on the built-in fake agent (no API key, no network).
   credentials  Show whether a provider's credential is configured (never its value).
   classify     Classify a worker's diagnostics: failure class and the line that proves it.
@@ -48,6 +50,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdDispatch(ctx, args[1:], stdout, stderr, false)
 	case "run":
 		return cmdDispatch(ctx, args[1:], stdout, stderr, true)
+	case "worktrees":
+		return cmdWorktrees(ctx, args[1:], stdout, stderr)
+	case "fanout":
+		return cmdFanout(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr)
 	case "credentials":

@@ -8,6 +8,8 @@
 //	pilot credentials P [--providers-file J]
 //	pilot classify [--runner R] [--stream S] [FILE|-]
 //	pilot phase [FILE|-]
+//	pilot fanout --workdir D (--job P:M:F ... | --jobs-file J | --providers a,b --mode M --task-file F)
+//	pilot worktrees [prune] [--run-dir DIR]
 //
 // Exit status: 0 when the verdict is completed or step_capped_partial, 1
 // otherwise, 2 for bad input (with a message on stderr).

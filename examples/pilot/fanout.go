@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+)
+
+// jobSpec is one job as the command line or the jobs file gives it.
+type jobSpec struct {
+	Provider, Mode, TaskFile string
+	Worktree                 bool
+}
+
+// jobFlags are the flags that make the job list, in pilot-workers' grammar.
+type jobFlags struct {
+	jobs        []string // --job, repeatable
+	jobsFile    string   // --jobs-file
+	jobsFileSet bool
+	providers   string // --providers, with --mode and --task-file
+	mode        string
+	taskFile    string
+}
+
+// buildJobs turns the flags into the job list, with pilot-workers' rules
+// and messages: exactly one of --job, --jobs-file and the --providers
+// shorthand, and at least one job. Checking the jobs themselves (provider,
+// mode, task file) is the Fanout's.
+func buildJobs(f jobFlags) ([]jobSpec, error) {
+	shorthand := f.providers != "" || f.mode != "" || f.taskFile != ""
+	explicit := len(f.jobs) > 0 || f.jobsFileSet
+	switch {
+	case len(f.jobs) > 0 && f.jobsFileSet:
+		return nil, errors.New("--job and --jobs-file are mutually exclusive")
+	case shorthand && explicit:
+		return nil, errors.New("--providers/--mode/--task-file are mutually exclusive with --job and --jobs-file")
+	case shorthand && (f.providers == "" || f.mode == "" || f.taskFile == ""):
+		return nil, errors.New("--providers requires --mode and --task-file")
+	}
+	var specs []jobSpec
+	switch {
+	case shorthand:
+		for _, p := range strings.Split(f.providers, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				specs = append(specs, jobSpec{Provider: p, Mode: f.mode, TaskFile: f.taskFile})
+			}
+		}
+	case f.jobsFileSet:
+		var err error
+		if specs, err = loadJobsFile(f.jobsFile); err != nil {
+			return nil, err
+		}
+	default:
+		for _, s := range f.jobs {
+			spec, err := parseJobSpec(s)
+			if err != nil {
+				return nil, err
+			}
+			specs = append(specs, spec)
+		}
+	}
+	if len(specs) == 0 {
+		return nil, errors.New("at least one job is required")
+	}
+	return specs, nil
+}
+
+// parseJobSpec parses PROVIDER:MODE:TASK_FILE, splitting from the left so
+// that the task file's path may hold colons.
+func parseJobSpec(s string) (jobSpec, error) {
+	parts := strings.SplitN(s, ":", 3)
+	if len(parts) != 3 || slices.Contains(parts, "") {
+		return jobSpec{}, fmt.Errorf("invalid --job spec (expected PROVIDER:MODE:TASK_FILE): %s", s)
+	}
+	return jobSpec{Provider: parts[0], Mode: parts[1], TaskFile: parts[2]}, nil
+}
+
+// loadJobsFile reads a JSON array of {"provider","mode","task_file",
+// "worktree"} objects. Unknown and missing fields are errors that name
+// them; so are fields of the wrong type (pilot-workers converted them with
+// str() and bool(), turning null into the provider "None").
+func loadJobsFile(path string) ([]jobSpec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read jobs file: %v", err)
+	}
+	var doc any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("cannot read jobs file: %s: %v", path, err)
+	}
+	entries, ok := doc.([]any)
+	if !ok {
+		return nil, errors.New("jobs file must be a JSON array of job objects")
+	}
+	known := []string{"provider", "mode", "task_file", "worktree"}
+	var specs []jobSpec
+	for n, e := range entries {
+		obj, ok := e.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("jobs file entries must be objects (entry %d is not)", n+1)
+		}
+		var unknown, missing []string
+		for k := range obj {
+			if !slices.Contains(known, k) {
+				unknown = append(unknown, k)
+			}
+		}
+		if len(unknown) > 0 {
+			slices.Sort(unknown)
+			return nil, fmt.Errorf("unknown jobs file fields: %s (entry %d)", strings.Join(unknown, ", "), n+1)
+		}
+		for _, k := range known[:3] {
+			if _, ok := obj[k]; !ok {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) > 0 {
+			return nil, fmt.Errorf("jobs file entry missing fields: %s (entry %d)", strings.Join(missing, ", "), n+1)
+		}
+		var spec jobSpec
+		for i, dst := range []*string{&spec.Provider, &spec.Mode, &spec.TaskFile} {
+			s, ok := obj[known[i]].(string)
+			if !ok {
+				return nil, fmt.Errorf("jobs file field %s must be a string (entry %d)", known[i], n+1)
+			}
+			*dst = s
+		}
+		if w, ok := obj["worktree"]; ok {
+			if spec.Worktree, ok = w.(bool); !ok {
+				return nil, fmt.Errorf("jobs file field worktree must be true or false (entry %d)", n+1)
+			}
+		}
+		specs = append(specs, spec)
+	}
+	return specs, nil
+}
+
+// fanoutBadInput prints "pilot fanout: error: msg" and returns exitBadInput.
+func fanoutBadInput(stderr io.Writer, format string, a ...any) int {
+	return badInput(stderr, "fanout", "error: "+format, a...)
+}
+
+func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("fanout", "--workdir D (--job P:M:F ... | --jobs-file J | --providers P,... --mode M --task-file F) [flags]", stderr)
+	var (
+		jf                             jobFlags
+		workdir, providersFile, runDir string
+		maxParallel                    int
+		timeout, idleTimeout           time.Duration
+		failFast                       bool
+	)
+	fs.StringVar(&workdir, "workdir", "", "existing project `directory` every job runs in (required)")
+	fs.Func("job", "one job, `PROVIDER:MODE:TASK_FILE`; repeatable (the task file's path may hold colons)", func(s string) error {
+		jf.jobs = append(jf.jobs, s)
+		return nil
+	})
+	fs.StringVar(&jf.jobsFile, "jobs-file", "", "`JSON` array of jobs: {\"provider\",\"mode\",\"task_file\",\"worktree\"}")
+	fs.StringVar(&jf.providers, "providers", "", "comma-separated provider `names`, one job each (with --mode and --task-file)")
+	fs.StringVar(&jf.mode, "mode", "", "worker `mode` for --providers")
+	fs.StringVar(&jf.taskFile, "task-file", "", "task `file` for --providers")
+	fs.Func("max-parallel", "run at most `N` jobs at once (default: all of them)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive number of jobs, got %q", s)
+		}
+		maxParallel = n
+		return nil
+	})
+	fs.Var(seconds{&timeout}, "timeout", "wall-clock limit of each job in `seconds` (default 3600)")
+	fs.Var(seconds{&idleTimeout}, "idle-timeout", "limit of each job in `seconds` without any output (default 900)")
+	fs.StringVar(&providersFile, "providers-file", defaultProvidersFile(), "providers `JSON` file")
+	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
+	fs.BoolVar(&failFast, "fail-fast", false, "cancel the other jobs as soon as one fails")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	fs.Visit(func(f *flag.Flag) { jf.jobsFileSet = jf.jobsFileSet || f.Name == "jobs-file" })
+	if workdir == "" {
+		return fanoutBadInput(stderr, "--workdir is required")
+	}
+	specs, err := buildJobs(jf)
+	if err != nil {
+		return fanoutBadInput(stderr, "%v", err)
+	}
+	reg, err := loadProviders(providersFile)
+	if err != nil {
+		return fanoutBadInput(stderr, "%v", err)
+	}
+
+	jobs := make([]pilot.Job, len(specs))
+	labels := make([]string, len(specs))
+	for i, s := range specs {
+		jobs[i] = pilot.Job{
+			Task: pilot.Task{
+				Provider:    s.Provider,
+				Mode:        pilot.Mode(s.Mode),
+				TaskFile:    s.TaskFile,
+				Workdir:     workdir,
+				Timeout:     timeout,
+				IdleTimeout: idleTimeout,
+			},
+			Worktree: s.Worktree,
+		}
+		labels[i] = jobs[i].Label()
+	}
+	prog := newProgress(stderr, labels)
+	d := &pilot.Dispatcher{Providers: reg, RunDir: runDir}
+	if prog.term != nil {
+		d.OnLine = prog.line
+	}
+	f := &pilot.Fanout{Dispatcher: d, MaxParallel: maxParallel, FailFast: failFast, OnEvent: prog.event}
+	prog.start()
+	verdicts, err := f.Run(ctx, jobs)
+	prog.stop()
+	if err != nil {
+		// The guards refused the jobs; nothing ran.
+		return fanoutBadInput(stderr, "%v", err)
+	}
+	writeJSON(stdout, verdicts)
+	return fanoutExit(ctx, verdicts)
+}
+
+// fanoutExit is the exit status of a fanout: 0 when every verdict is a
+// success, 1 otherwise or when the run was interrupted.
+func fanoutExit(ctx context.Context, verdicts []pilot.Verdict) int {
+	if ctx.Err() != nil {
+		return exitFailed
+	}
+	for _, v := range verdicts {
+		if v.Interrupted || !v.Verdict.Success() {
+			return exitFailed
+		}
+	}
+	return exitOK
+}
