@@ -18,12 +18,19 @@ func TestMain(m *testing.M) {
 	if os.Getenv(fakeagent.EnvFakeAgent) != "" {
 		os.Exit(fakeagent.Main(os.Args[1:]))
 	}
+	if os.Getenv(envRunMain) != "" {
+		main() // this test binary as the pilot command
+	}
 	supervise.SetLinger(0)
 	// A race-detector build waits a second at exit by default; the
 	// supervisor and the fake agents are this binary.
 	os.Setenv("GORACE", "atexit_sleep_ms=0")
 	os.Exit(m.Run())
 }
+
+// envRunMain makes the test binary run the pilot command's main, for tests
+// that signal a real pilot process.
+const envRunMain = "PILOT_TEST_RUN_MAIN"
 
 // fixture is a workdir, a task file and a providers file whose providers
 // run this test binary as the fake agent.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -511,45 +512,50 @@ func TestFanoutMaxParallelBoundsConcurrentWorkers(t *testing.T) {
 	}
 }
 
-// waitForLines waits until path holds n lines, or done is closed.
-func waitForLines(path string, n int, done <-chan struct{}) bool {
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if data, err := os.ReadFile(path); err == nil && bytes.Count(data, []byte("\n")) >= n {
-			return true
-		}
-		select {
-		case <-done:
-			return false
-		case <-tick.C:
-		}
-	}
-}
-
-// TestFanoutInterrupted is Ctrl-C: main turns SIGINT into the cancellation
-// of run's ctx.
+// TestFanoutInterrupted is Ctrl-C: a real SIGINT to a running
+// "pilot fanout" process (this test binary running main) once two jobs
+// have started; the third waits for a slot and never gets one.
 func TestFanoutInterrupted(t *testing.T) {
-	markers := filepath.Join(t.TempDir(), "started")
-	f := newFixture(t, map[string][]string{"w": {"session=" + markers, "sess=started", "out=x", "block"}})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	// Two jobs run and block; the third waits for a slot, and never gets
-	// one.
-	stop, waited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(waited)
-		if waitForLines(markers, 2, stop) {
-			cancel()
+	f := newFixture(t, map[string][]string{"w": {"out=x", "block"}})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, f.fanoutArgs("--providers", "w,w,w", "--mode", "review", "--task-file", f.taskFile,
+		"--max-parallel", "2", "--timeout", "120")...)
+	cmd.Env = append(os.Environ(), envRunMain+"=1")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The started events on stderr say when both running jobs are up.
+	sc := bufio.NewScanner(stderr)
+	started := 0
+	var rest bytes.Buffer
+	for started < 2 && sc.Scan() {
+		if strings.Contains(sc.Text(), `"type":"worker_runner.started"`) {
+			started++
 		}
-	}()
-	var out, errb bytes.Buffer
-	code := run(ctx, f.fanoutArgs("--providers", "w,w,w", "--mode", "review", "--task-file", f.taskFile,
-		"--max-parallel", "2", "--timeout", "120"), nil, &out, &errb)
-	close(stop)
-	<-waited
-	if code != 1 {
-		t.Errorf("exit %d, want 1 (stderr %q)", code, errb.String())
+		rest.WriteString(sc.Text() + "\n")
+	}
+	if started < 2 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("saw %d started events before stderr ended:\n%s", started, rest.String())
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(&rest, stderr)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("pilot fanout after SIGINT: %v, want exit status 1 (stderr %q)", err, rest.String())
 	}
 	vs := fanoutVerdicts(t, out.String())
 	if len(vs) != 3 {
