@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"github.com/pilotworkers/pilot/internal/lines"
@@ -1100,16 +1099,7 @@ func (r *run) tail() string {
 	r.lineMu.Lock()
 	raw := append([]byte(nil), r.stderrTail.Bytes()...)
 	r.lineMu.Unlock()
-	s := strings.ToValidUTF8(string(redactBytes(raw, r.secretBytes())), "\uFFFD")
-	if n := utf8.RuneCountInString(s); n > stderrTailRunes {
-		for i := range s {
-			if n <= stderrTailRunes {
-				return s[i:]
-			}
-			n--
-		}
-	}
-	return s
+	return truncateTail(strings.ToValidUTF8(string(redactBytes(raw, r.secretBytes())), "\uFFFD"))
 }
 
 // pipe returns a pipe whose read end pilot reads through the runtime
