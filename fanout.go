@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -167,7 +166,7 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fano
 	var wt *WorktreeInfo
 	if job.Worktree {
 		name := fmt.Sprintf("%s-%d-%s", fanoutID, i, task.Provider)
-		info, err := wts.Create(ctx, task.Workdir, sanitizeName(name))
+		info, err := wts.Create(ctx, task.Workdir, safeName(name, '-'))
 		if err != nil {
 			return synthesized(job, nil, "worktree: "+err.Error(), ctx.Err() != nil)
 		}
@@ -228,15 +227,6 @@ func truncateTail(s string) string {
 		}
 	}
 	return s
-}
-
-func sanitizeName(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
-			return r
-		}
-		return '-'
-	}, s)
 }
 
 // Fanout guard errors, matched with errors.Is.

@@ -133,11 +133,16 @@ func DefaultRunDir() string {
 func newRunID(now time.Time, provider string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	safe := strings.Map(func(r rune) rune {
+	return now.UTC().Format("20060102T150405.000000Z") + "-" + safeName(provider, '_') + "-" + hex.EncodeToString(b[:])
+}
+
+// safeName is s with every character other than letters, digits, '-', '_'
+// and '.' replaced by repl: fit for file and branch names.
+func safeName(s string, repl rune) string {
+	return strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
 			return r
 		}
-		return '_'
-	}, provider)
-	return now.UTC().Format("20060102T150405.000000Z") + "-" + safe + "-" + hex.EncodeToString(b[:])
+		return repl
+	}, s)
 }

@@ -40,10 +40,6 @@ type fixture struct {
 
 func newFixture(t *testing.T, scripts map[string][]string) fixture {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	f := fixture{
 		dir:       dir,
@@ -56,11 +52,7 @@ func newFixture(t *testing.T, scripts map[string][]string) fixture {
 	os.WriteFile(f.taskFile, []byte("# task\nsay hello\n"), 0o644)
 	provs := map[string]any{}
 	for name, script := range scripts {
-		provs[name] = map[string]any{
-			"runner": "command",
-			"argv":   append([]string{exe}, script...),
-			"env":    map[string]string{fakeagent.EnvFakeAgent: "1", "GORACE": "atexit_sleep_ms=0"},
-		}
+		provs[name] = fakeProvider(t, script...)
 	}
 	data, _ := json.Marshal(map[string]any{"providers": provs})
 	os.WriteFile(f.providers, data, 0o644)
