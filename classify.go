@@ -62,6 +62,8 @@ const (
 //     resume of the same session, usually gets through.
 //   - timeout, idle-timeout: the worker may only have been slow or stuck
 //     once; give it another attempt (perhaps resumed).
+//   - incomplete: the worker stopped before its stream said it finished;
+//     nothing says why, so another attempt may get through.
 //
 // Not retryable:
 //   - provider-auth: the same credential gets the same refusal.
@@ -81,7 +83,8 @@ const (
 func (c FailureClass) Retryable() bool {
 	switch c {
 	case FailProviderConnection, FailProviderStreamDisconnect, FailProviderRateLimit,
-		FailProviderServerError, FailGeneric, FailSessionStall, FailTimeout, FailIdleTimeout:
+		FailProviderServerError, FailGeneric, FailSessionStall, FailTimeout, FailIdleTimeout,
+		FailIncomplete:
 		return true
 	}
 	return false

@@ -3,6 +3,7 @@ package pilot
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -20,6 +21,10 @@ const RunnerCommand = "command"
 //	{run_dir}       the attempt's run directory
 //	{run_id}        the attempt's run id
 //	{session_path}  a path under the run directory for a native session
+//	{resume}        Task.Resume, the session to continue
+//
+// A task with Resume set needs a {resume} somewhere in Argv: without one,
+// the command could not continue the session, and the runner refuses it.
 //
 // Its outcome comes from the exit status alone ([ExitCodeWatcher]): exit 0
 // with output on stdout is completed, exit 0 with no stdout is empty, and
@@ -43,7 +48,11 @@ func (CommandRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 		"{run_dir}", a.RunDir,
 		"{run_id}", a.RunID,
 		"{session_path}", a.SessionPath,
+		"{resume}", a.Task.Resume,
 	)
+	if a.Task.Resume != "" && !slices.ContainsFunc(a.Provider.Argv, func(s string) bool { return strings.Contains(s, "{resume}") }) {
+		return nil, fmt.Errorf("pilot: provider %q cannot resume a session: its argv has no {resume} placeholder", a.Provider.Name)
+	}
 	argv := make([]string, len(a.Provider.Argv))
 	for i, arg := range a.Provider.Argv {
 		argv[i] = r.Replace(arg)

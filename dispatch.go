@@ -63,6 +63,12 @@ type Task struct {
 	IdleTimeout time.Duration
 	// Label is a free-form name carried into events and the verdict.
 	Label string
+	// Resume continues an earlier session instead of starting a new one:
+	// the Resume field of that run's Verdict (a CLI's session id, or
+	// pi's session file). It is required in ModeResume, where the worker
+	// may write as in ModeCode; other modes may set it too. A runner
+	// that cannot resume refuses it.
+	Resume string
 }
 
 // A Dispatcher runs one task at a time per Dispatch call, each in a worker
@@ -251,15 +257,15 @@ func (d *Dispatcher) runner(name string) Runner {
 			return d.Runners[i]
 		}
 	}
-	if name == RunnerCommand {
-		return CommandRunner{}
-	}
-	return nil
+	return builtinRunner(name)
 }
 
 func validateTask(t *Task) error {
 	if !t.Mode.Valid() {
 		return fmt.Errorf("pilot: unknown mode: %q (want one of code, explore, test, review, resume)", t.Mode)
+	}
+	if t.Mode == ModeResume && t.Resume == "" {
+		return errors.New("pilot: mode resume needs the session to continue: set Task.Resume to the earlier verdict's \"resume\" value")
 	}
 	if t.TaskFile == "" && t.Prompt == "" {
 		return errors.New("pilot: task has neither a task file nor a prompt: set Task.TaskFile or Task.Prompt")
@@ -391,7 +397,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	if r.watcher == nil {
 		r.watcher = ExitCodeWatcher{}
 	}
-	env := r.environ(cmd.Env)
+	env := r.environ(cmd.Env, cmd.SecretEnv)
 	r.rec.Argv = make([]string, len(cmd.Argv))
 	for i, s := range cmd.Argv {
 		r.rec.Argv[i] = r.redact(s)
@@ -447,6 +453,12 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		OutputIncomplete: job.incomplete,
 		Leftovers:        job.leftovers,
 		SessionPhase:     job.phase,
+		SessionID:        res.SessionID,
+		Resume:           res.Resume,
+		Usage:            res.Usage,
+	}
+	if v.Resume == "" {
+		v.Resume = v.SessionID
 	}
 	if exit.Started {
 		if exit.Signal != 0 {
@@ -465,6 +477,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	r.rec.Failure = v.Failure
 	r.rec.OutputIncomplete = v.OutputIncomplete
 	r.rec.Leftovers = v.Leftovers
+	r.rec.SessionID, r.rec.Resume, r.rec.Usage = v.SessionID, v.Resume, v.Usage
 	r.rec.StdoutBytes = exit.StdoutBytes
 	r.rec.StderrBytes = exit.StderrBytes
 	r.rec.Provenance = CurrentProvenance() // the executable on disk now
@@ -603,7 +616,7 @@ func (r *run) attempt(ctx context.Context) (Attempt, error) {
 // environment, the provider's env, the runner's env, EnvRunID, and last the
 // provider's own credential. Other providers' credential variables never
 // pass.
-func (r *run) environ(runnerEnv map[string]string) []string {
+func (r *run) environ(runnerEnv map[string]string, secretEnv []string) []string {
 	others := r.d.Providers.credentialEnvs(r.prov.CredentialEnv)
 	vals := map[string]string{}
 	var order []string
@@ -634,6 +647,12 @@ func (r *run) environ(runnerEnv map[string]string) []string {
 	set(EnvRunID, r.id)
 	if r.prov.CredentialEnv != "" {
 		set(r.prov.CredentialEnv, r.secret.Reveal())
+		for _, k := range secretEnv {
+			if envName.MatchString(k) {
+				delete(others, k) // the runner asked for it by name
+				set(k, r.secret.Reveal())
+			}
+		}
 	}
 	env := make([]string, 0, len(order))
 	for _, k := range order {
@@ -870,14 +889,19 @@ func (r *run) judge(e Exit) Result {
 	r.lineMu.Lock()
 	res := r.watcher.Finish(e)
 	r.lineMu.Unlock()
+	var out Result
 	switch {
 	case e.Terminated:
-		return Result{Outcome: Failed, FailureClass: e.Reason, Source: SourcePilotPolicy}
+		out = Result{Outcome: Failed, FailureClass: e.Reason, Source: SourcePilotPolicy}
 	case res.Outcome == "", res.Outcome == Failed && res.FailureClass == "":
 		// A watcher that gave no class: fall back on the exit.
-		return JudgeExit(e)
+		out = JudgeExit(e)
+	default:
+		return res
 	}
-	return res
+	// What the worker said about its session holds whatever the verdict.
+	out.SessionID, out.Resume, out.Usage = res.SessionID, res.Resume, res.Usage
+	return out
 }
 
 // failure is the Failure part of the verdict: the judgement's class and

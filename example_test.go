@@ -67,5 +67,5 @@ func ExampleParseProviders() {
 		"providers.json")
 	fmt.Println(err)
 	// Output:
-	// pilot: providers file providers.json: provider "glm": unknown field "modle": remove it or check its spelling (known: runner, argv, model, credential_env, env)
+	// pilot: providers file providers.json: provider "glm": unknown field "modle": remove it or check its spelling (known: runner, argv, model, credential_env, env, binary, args, base_url, isolated)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
@@ -71,6 +72,26 @@ type Provider struct {
 	// Env is extra environment for the worker. It is added after pilot's
 	// allowlist and before the credential.
 	Env map[string]string `json:"env,omitempty"`
+
+	// Binary is the agent CLI to run: a path, or a name looked up in the
+	// worker's PATH. Empty means the runner's own name ("pi", "codex",
+	// "claude", "opencode", "gemini"). The command runner takes its
+	// program from Argv instead.
+	Binary string `json:"binary,omitempty"`
+	// Args are extra arguments an agent CLI runner adds to the command
+	// line it builds ("--thinking", "high", say).
+	Args []string `json:"args,omitempty"`
+	// BaseURL is a custom OpenAI- or Anthropic-compatible endpoint for a
+	// runner whose CLI accepts one. Pilot writes that CLI's own
+	// configuration for it into the worker's isolated config dir, so
+	// BaseURL implies Isolated.
+	BaseURL string `json:"base_url,omitempty"`
+	// Isolated gives every worker its own config dir under its run
+	// directory (PI_CODING_AGENT_DIR, CODEX_HOME, CLAUDE_CONFIG_DIR, ...),
+	// so concurrent workers never share, and corrupt, one config. Such a
+	// worker does not see the user's login state: its credential must
+	// come from CredentialEnv.
+	Isolated bool `json:"isolated,omitempty"`
 }
 
 // A Registry holds providers by name. Build one with [NewRegistry] or
@@ -112,6 +133,15 @@ func (p Provider) validate() error {
 	if p.Runner != RunnerCommand && len(p.Argv) > 0 {
 		return fmt.Errorf("pilot: provider %q sets argv, which only the command runner uses (its runner is %q)", p.Name, p.Runner)
 	}
+	if p.Runner == RunnerCommand && (p.Binary != "" || len(p.Args) > 0 || p.BaseURL != "") {
+		return fmt.Errorf("pilot: provider %q uses the command runner, which takes its whole command line from argv: remove binary, args and base_url", p.Name)
+	}
+	if p.BaseURL != "" {
+		u, err := url.Parse(p.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("pilot: provider %q: base_url %q is not an http(s) URL: write it like \"http://127.0.0.1:8080/v1\"", p.Name, p.BaseURL)
+		}
+	}
 	if p.CredentialEnv != "" && !envName.MatchString(p.CredentialEnv) {
 		return fmt.Errorf("pilot: provider %q: credential_env %q is not an environment variable name", p.Name, p.CredentialEnv)
 	}
@@ -130,6 +160,7 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func (p Provider) clone() Provider {
 	p.Argv = append([]string(nil), p.Argv...)
+	p.Args = append([]string(nil), p.Args...)
 	if p.Env != nil {
 		env := make(map[string]string, len(p.Env))
 		for k, v := range p.Env {

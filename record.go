@@ -59,6 +59,11 @@ type Record struct {
 	// PilotError is set when pilot itself failed during the dispatch.
 	PilotError string `json:"pilot_error,omitempty"`
 
+	// SessionID, Resume and Usage are the verdict's.
+	SessionID string `json:"session_id,omitempty"`
+	Resume    string `json:"resume,omitempty"`
+	Usage     *Usage `json:"usage,omitempty"`
+
 	// SessionRecord is the worker's session phase and silences.
 	*SessionRecord
 

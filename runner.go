@@ -59,6 +59,11 @@ type Command struct {
 	// SessionPath is a pi-format native session file pilot follows for
 	// the worker's phase and the stall policy; empty means none.
 	SessionPath string
+	// SecretEnv names more variables that receive the provider's secret,
+	// for a CLI that reads its key from a fixed name (ANTHROPIC_API_KEY,
+	// say) when the provider's CredentialEnv is another. Like
+	// CredentialEnv, they are set last and redacted everywhere.
+	SecretEnv []string
 }
 
 // Stream names one of the worker's output streams.
@@ -150,6 +155,16 @@ type Result struct {
 	// Classification.
 	TransportConfirmed bool
 	RetryAfter         time.Duration
+
+	// SessionID is the worker's own id for its session (codex's thread
+	// id, Claude's session_id), when its stream gave one.
+	SessionID string
+	// Resume is what Task.Resume takes to continue this session: the
+	// session id for most CLIs, the session file for pi. Empty means
+	// SessionID.
+	Resume string
+	// Usage is the token usage (and cost) the worker reported, if any.
+	Usage *Usage
 }
 
 // A Watcher interprets one attempt's output. Pilot calls Line for every
@@ -162,6 +177,26 @@ type Result struct {
 type Watcher interface {
 	Line(l Line)
 	Finish(e Exit) Result
+}
+
+// SessionState is the phase of a worker's session and the facts behind it,
+// from its native session file ([PiSessionState]) or its stream
+// ([PhaseWatcher]).
+type SessionState = PiSessionState
+
+// A PhaseWatcher is a Watcher that also follows the worker's phase in its
+// output stream (codex's open command items, Claude's unanswered tool_use
+// blocks, pi's tool_execution events). Pilot asks it on every heartbeat,
+// never concurrently with Line, and feeds the answer to the stall policy:
+// a native session file, when the Command names one and it has shown more
+// than PhaseStarting, wins over the stream.
+type PhaseWatcher interface {
+	Watcher
+	// StreamState returns the phase the stream last showed; ok is false
+	// while it has shown none. quietUntil, when not zero, is when a retry
+	// the worker announced (pi's auto_retry_start, Claude's api_retry)
+	// is due: silence until then is expected, not a stall.
+	StreamState() (st SessionState, quietUntil time.Time, ok bool)
 }
 
 // ExitCodeWatcher judges an attempt by how the process ended and by its

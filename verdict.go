@@ -48,6 +48,10 @@ const (
 	FailProcessTerminated FailureClass = "process-terminated"
 	// FailGeneric: the worker failed and nothing more specific is known.
 	FailGeneric FailureClass = "generic-error"
+	// FailIncomplete: the worker exited 0 but its own stream never said
+	// the task finished (codex without turn.completed or turn.failed, pi
+	// without a final assistant message, Claude without a result).
+	FailIncomplete FailureClass = "incomplete"
 )
 
 // Evidence is the line that proves a failure class, untouched, and where it
@@ -107,6 +111,14 @@ type Verdict struct {
 	// past the wait delay and pilot stopped reading them.
 	OutputIncomplete bool `json:"output_incomplete,omitempty"`
 
+	// SessionID is the worker's own session id, when its stream gave one;
+	// Resume is what Task.Resume takes to continue the session (the
+	// session id, or pi's session file).
+	SessionID string `json:"session_id,omitempty"`
+	Resume    string `json:"resume,omitempty"`
+	// Usage is the token usage and cost the worker reported, if any.
+	Usage *Usage `json:"usage,omitempty"`
+
 	// Worktree is the job's git worktree, for fanout jobs that had one.
 	Worktree *WorktreeInfo `json:"worktree,omitempty"`
 
@@ -114,6 +126,18 @@ type Verdict struct {
 	// none of its own (fanout); Interrupted marks one cut short.
 	Synthesized bool `json:"synthesized,omitempty"`
 	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// Usage is the tokens a worker reported using, and the cost where its CLI
+// reports one. Cumulative counts (codex's turn.completed) are the last
+// report, not a sum.
+type Usage struct {
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	// CostUSD is nil when the CLI reports no cost.
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 }
 
 // Failure is why a run failed and the proof of it. Verdict and Record both

@@ -14,8 +14,9 @@ type sessionWatch struct {
 	tail  *PiSessionTail // nil when the runner names no session file
 	clock *StallClock
 
-	state      PiSessionState
-	size       int64 // of the session file; -1 when absent
+	state      PiSessionState // what the stall policy goes by
+	fileState  PiSessionState // the native session file's own
+	size       int64          // of the session file; -1 when absent
 	mtime      int64
 	seenOutput int64  // the last output time the clock was told of
 	activity   string // what the last activity was
@@ -31,11 +32,12 @@ const (
 
 func (r *run) newSessionWatch(path string, start time.Time) *sessionWatch {
 	w := &sessionWatch{
-		r:        r,
-		clock:    NewStallClock(start),
-		state:    PiSessionState{Phase: PhaseStarting, Reason: ReasonNoSessionFile},
-		size:     -1,
-		activity: ActivityNone,
+		r:         r,
+		clock:     NewStallClock(start),
+		state:     PiSessionState{Phase: PhaseStarting, Reason: ReasonNoSessionFile},
+		fileState: PiSessionState{Phase: PhaseStarting, Reason: ReasonNoSessionFile},
+		size:      -1,
+		activity:  ActivityNone,
 	}
 	w.seenOutput = r.lastOutput.Load()
 	if path != "" {
@@ -62,13 +64,29 @@ func (w *sessionWatch) beat(now time.Time) StallAction {
 			w.clock.SessionSize(size, now)
 			w.activity = ActivitySession
 			if st, err := w.tail.Update(); err == nil {
-				changed := !samePhase(st, w.state)
-				w.state = st
-				if changed {
-					w.r.emit(Event{Type: EventPhase, Session: &st})
-				}
+				w.fileState = st
 			}
 		}
+	}
+	// The session file when it says more than "starting", else the
+	// stream, else the file.
+	next := w.fileState
+	if pw, ok := w.r.watcher.(PhaseWatcher); ok {
+		w.r.lineMu.Lock()
+		st, quietUntil, ok := pw.StreamState()
+		w.r.lineMu.Unlock()
+		if !quietUntil.IsZero() {
+			w.clock.Output(quietUntil) // a retry is due then: silence until then is expected
+		}
+		if ok && (w.tail == nil || w.fileState.Phase == PhaseStarting) {
+			next = st
+		}
+	}
+	if !samePhase(next, w.state) {
+		w.state = next
+		w.r.emit(Event{Type: EventPhase, Session: &next})
+	} else {
+		w.state = next
 	}
 	a := w.clock.Check(w.r.d.Stall, w.state.Phase, now)
 	if a != StallNone {

@@ -53,6 +53,9 @@ const envReadyFD = "PILOT_FAKE_AGENT_READY_FD"
 
 // Main runs the script and returns the exit status.
 func Main(args []string) int {
+	if prefix := os.Getenv(EnvReplay); prefix != "" {
+		return replay(prefix, args)
+	}
 	var ready *os.File
 	if fd, err := strconv.Atoi(os.Getenv(envReadyFD)); err == nil {
 		syscall.CloseOnExec(fd)

@@ -1,0 +1,141 @@
+package pilot
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// The names of the built-in agent CLI runners, as providers files give them.
+const (
+	RunnerPi       = "pi"
+	RunnerCodex    = "codex"
+	RunnerClaude   = "claude"
+	RunnerOpencode = "opencode"
+	RunnerGemini   = "gemini"
+)
+
+// BuiltinRunners returns one of each built-in runner: the command runner
+// and the agent CLI adapters. A Dispatcher has them all without being told;
+// Dispatcher.Runners adds to or replaces them.
+func BuiltinRunners() []Runner {
+	return []Runner{CommandRunner{}, PiRunner{}, CodexRunner{}, ClaudeRunner{}, OpencodeRunner{}, GeminiRunner{}}
+}
+
+func builtinRunner(name string) Runner {
+	for _, r := range BuiltinRunners() {
+		if r.Name() == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// program is the CLI an agent runner starts for p: p.Binary, or the
+// runner's own name looked up in PATH.
+func program(p Provider, name string) string {
+	if p.Binary != "" {
+		return p.Binary
+	}
+	return name
+}
+
+// isolatedDir returns the worker's own config directory for a runner,
+// <RunDir>/<name>, created with mode 0700, when the provider asks for
+// isolation (Isolated, or a BaseURL whose config pilot writes); "" when it
+// does not.
+func isolatedDir(a Attempt, name string) (string, error) {
+	if !a.Provider.Isolated && a.Provider.BaseURL == "" {
+		return "", nil
+	}
+	dir := filepath.Join(a.RunDir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating the worker's config dir: %w", err)
+	}
+	return dir, nil
+}
+
+// streamWatch is the state every agent CLI watcher keeps: the phase its
+// stream shows, a retry's due time, the session id and the usage. Embedded
+// in a watcher, it provides PhaseWatcher's StreamState.
+type streamWatch struct {
+	state      SessionState
+	seen       bool
+	quietUntil time.Time
+	sessionID  string
+	resume     string
+	usage      *Usage
+}
+
+// setPhase records the phase the stream shows now. pending lists the tool
+// calls still open (nil for none).
+func (s *streamWatch) setPhase(p SessionPhase, reason string, pending []string) {
+	s.state = SessionState{Phase: p, Reason: reason, PendingToolCallIDs: append([]string(nil), pending...)}
+	s.seen = true
+}
+
+// quiet records that the worker announced a retry in d: silence until then
+// is expected. A zero or negative d clears it.
+func (s *streamWatch) quiet(d time.Duration) {
+	if d <= 0 {
+		s.quietUntil = time.Time{}
+		return
+	}
+	s.quietUntil = time.Now().Add(d)
+}
+
+// StreamState implements PhaseWatcher.
+func (s *streamWatch) StreamState() (SessionState, time.Time, bool) {
+	st := s.state
+	st.PendingToolCallIDs = append([]string(nil), st.PendingToolCallIDs...)
+	return st, s.quietUntil, s.seen
+}
+
+// session adds what the stream said about the session to r.
+func (s *streamWatch) session(r Result) Result {
+	r.SessionID, r.Resume = s.sessionID, s.resume
+	if s.usage != nil {
+		u := *s.usage
+		r.Usage = &u
+	}
+	return r
+}
+
+// ended reports whether the exit alone decides the verdict, whatever the
+// stream said: the worker never started, pilot ended it, or it died from a
+// signal (or a 128+N exit code).
+func ended(e Exit) bool {
+	_, inferred := SignalFromExitCode(e.Code)
+	return !e.Started || e.Terminated || e.Signal != 0 || inferred
+}
+
+// reportedFailure is the Result for a worker whose own stream reported a
+// failure (line, from the runner's stdout): the class of the diagnostic
+// pilot extracted from the stream when there is one, else generic-error
+// with the event as evidence.
+func reportedFailure(e Exit, runner, line string) Result {
+	if d := e.Diagnostic; d != nil && d.Evidence != "" {
+		return DiagnosticResult(*d)
+	}
+	return Result{Outcome: Failed, FailureClass: FailGeneric, Source: SourceWorkerReport,
+		Evidence: &Evidence{Source: runner + ":stdout", Line: clip(line, 2000)}}
+}
+
+// incomplete is the Result for a worker that exited 0 without the terminal
+// event its stream always ends with.
+func incomplete(runner, missing string) Result {
+	return Result{Outcome: Failed, FailureClass: FailIncomplete, Source: SourceWorkerReport,
+		Evidence: &Evidence{Source: runner + ":stdout", Line: runner + " exited 0 without " + missing}}
+}
+
+// clip shortens s to at most n bytes, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}

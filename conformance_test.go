@@ -1,0 +1,323 @@
+package pilot_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/fakeagent"
+)
+
+// The conformance suite runs one body of tests against every agent CLI
+// runner over recorded streams in testdata/<runner>/stream/. A case is
+// NAME.json beside NAME.stdout, and optionally NAME.stderr and NAME.session
+// (copied to the path after "--session", as pi writes it):
+//
+//	{
+//	  "source": "where the stream came from (research file and line, upstream test, or built from the format)",
+//	  "mode": "code",                 // the task's mode; default code
+//	  "resume": "",                   // Task.Resume
+//	  "exit_code": 0, "signal": 0,    // how the replaying worker ends
+//	  "argv_contains": ["resume", "ID"], // optional: in this order in the worker's argv
+//	  "phases": ["awaiting-model", "tool-running"], // optional: the stream phases, fed line by line
+//	  "tags": ["parallel-tools"],     // optional: what else the case covers, for the coverage table
+//	  "want": {"verdict": "completed", "failure_class": "", ...}
+//	}
+//
+// "want" holds Verdict JSON keys, compared as JSON values; it must give
+// "verdict" and "failure_class" ("" for none). "failure_evidence_contains"
+// is a substring of the verdict's failure_evidence_excerpt.
+//
+// Each case is dispatched for real: the test binary replays the recorded
+// output under the runner's own command line (the provider's Binary), so
+// the runner's argv, the Dispatcher's diagnostics and the runner's watcher
+// all take part.
+type conformanceCase struct {
+	Source       string                     `json:"source"`
+	Mode         pilot.Mode                 `json:"mode"`
+	Resume       string                     `json:"resume"`
+	ExitCode     int                        `json:"exit_code"`
+	Signal       int                        `json:"signal"`
+	ArgvContains []string                   `json:"argv_contains"`
+	Phases       []pilot.SessionPhase       `json:"phases"`
+	Tags         []string                   `json:"tags"`
+	Want         map[string]json.RawMessage `json:"want"`
+}
+
+func conformanceRunners() []pilot.Runner {
+	var out []pilot.Runner
+	for _, r := range pilot.BuiltinRunners() {
+		if r.Name() != pilot.RunnerCommand {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func loadConformance(t *testing.T, runner string) map[string]conformanceCase {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", runner, "stream", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]conformanceCase{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c conformanceCase
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if c.Source == "" {
+			t.Errorf("%s: no \"source\": say where the stream came from", f)
+		}
+		for _, k := range []string{"verdict", "failure_class"} {
+			if _, ok := c.Want[k]; !ok {
+				t.Errorf("%s: want has no %q", f, k)
+			}
+		}
+		if c.Mode == "" {
+			c.Mode = pilot.ModeCode
+		}
+		cases[strings.TrimSuffix(f, ".json")] = c
+	}
+	return cases
+}
+
+func TestConformance(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rn := range conformanceRunners() {
+		t.Run(rn.Name(), func(t *testing.T) {
+			cases := loadConformance(t, rn.Name())
+			if len(cases) == 0 {
+				t.Fatalf("no cases in testdata/%s/stream", rn.Name())
+			}
+			for prefix, c := range cases {
+				t.Run(filepath.Base(prefix), func(t *testing.T) {
+					t.Parallel()
+					abs, err := filepath.Abs(prefix)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if c.Phases != nil {
+						checkStreamPhases(t, rn, abs, c)
+					}
+					callOut := filepath.Join(t.TempDir(), "call.json")
+					p := pilot.Provider{
+						Name:   rn.Name(),
+						Runner: rn.Name(),
+						Binary: exe,
+						Env: map[string]string{
+							fakeagent.EnvFakeAgent:    "1",
+							"GORACE":                  "atexit_sleep_ms=0",
+							fakeagent.EnvReplay:       abs,
+							fakeagent.EnvReplayExit:   strconv.Itoa(c.ExitCode),
+							fakeagent.EnvReplaySignal: strconv.Itoa(c.Signal),
+							fakeagent.EnvCallOut:      callOut,
+						},
+					}
+					d := testDispatcher(t, p)
+					v, err := d.Dispatch(context.Background(), pilot.Task{
+						Provider: p.Name, Mode: c.Mode, Prompt: "the conformance task", Resume: c.Resume,
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkVerdict(t, v, c.Want)
+					if c.ArgvContains != nil {
+						var call fakeagent.Call
+						data, err := os.ReadFile(callOut)
+						if err != nil {
+							t.Fatalf("the worker never ran: %v", err)
+						}
+						if err := json.Unmarshal(data, &call); err != nil {
+							t.Fatal(err)
+						}
+						if !subsequence(call.Argv, c.ArgvContains) {
+							t.Errorf("argv %q does not hold %q in order", call.Argv, c.ArgvContains)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// checkVerdict compares the verdict's JSON form with want's keys.
+func checkVerdict(t *testing.T, v pilot.Verdict, want map[string]json.RawMessage) {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		var w any
+		if err := json.Unmarshal(want[k], &w); err != nil {
+			t.Fatalf("want %s: %v", k, err)
+		}
+		if k == "failure_evidence_contains" {
+			ex, _ := got["failure_evidence_excerpt"].(string)
+			if s, _ := w.(string); !strings.Contains(ex, s) {
+				t.Errorf("failure_evidence_excerpt %q does not contain %q", ex, s)
+			}
+			continue
+		}
+		g, present := got[k]
+		if !present {
+			switch w {
+			case "", false, nil, float64(0):
+				continue // omitted means zero
+			}
+		}
+		if diff := cmp.Diff(w, g); diff != "" {
+			t.Errorf("verdict %s (-want +got):\n%s", k, diff)
+		}
+	}
+	if t.Failed() {
+		t.Logf("verdict: %s", data)
+	}
+}
+
+// checkStreamPhases feeds the case's stdout to the runner's watcher line by
+// line and compares the distinct phases it showed with c.Phases.
+func checkStreamPhases(t *testing.T, rn pilot.Runner, prefix string, c conformanceCase) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd, err := rn.Command(context.Background(), pilot.Attempt{
+		Task:        pilot.Task{Provider: rn.Name(), Mode: c.Mode, Prompt: "the conformance task", Resume: c.Resume},
+		Provider:    pilot.Provider{Name: rn.Name(), Runner: rn.Name()},
+		RunID:       "conformance",
+		RunDir:      dir,
+		TaskFile:    filepath.Join(dir, "task.md"),
+		Prompt:      "the conformance task",
+		Workdir:     dir,
+		SessionPath: filepath.Join(dir, "session.jsonl"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, ok := cmd.Watcher.(pilot.PhaseWatcher)
+	if !ok {
+		t.Fatalf("the %s watcher (%T) does not follow phases", rn.Name(), cmd.Watcher)
+	}
+	data, err := os.ReadFile(prefix + ".stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var phases []pilot.SessionPhase
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		l = bytes.TrimSuffix(l, []byte("\r"))
+		pw.Line(pilot.Line{Stream: pilot.Stdout, Data: l, Size: int64(len(l))})
+		if st, _, ok := pw.StreamState(); ok && (len(phases) == 0 || phases[len(phases)-1] != st.Phase) {
+			phases = append(phases, st.Phase)
+		}
+	}
+	if diff := cmp.Diff(c.Phases, phases); diff != "" {
+		t.Errorf("stream phases (-want +got):\n%s", diff)
+	}
+}
+
+func subsequence(have, want []string) bool {
+	i := 0
+	for _, h := range have {
+		if i < len(want) && h == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+// TestConformanceCoverage checks that every runner's cases cover what the
+// suite promises, and logs the table of runners × outcomes (go test -run
+// TestConformanceCoverage -v).
+func TestConformanceCoverage(t *testing.T) {
+	kinds := []string{"completed", "tool use", "parallel tools", "step cap", "empty", "incomplete", "resume", "provider fault", "termination"}
+	var table strings.Builder
+	fmt.Fprintf(&table, "%-9s", "runner")
+	for _, k := range kinds {
+		fmt.Fprintf(&table, " | %s", k)
+	}
+	table.WriteString("\n")
+	for _, rn := range conformanceRunners() {
+		count := map[string]int{}
+		classes := map[string]bool{}
+		for _, c := range loadConformance(t, rn.Name()) {
+			var verdict, class string
+			json.Unmarshal(c.Want["verdict"], &verdict)
+			json.Unmarshal(c.Want["failure_class"], &class)
+			switch {
+			case verdict == string(pilot.Completed):
+				count["completed"]++
+			case verdict == string(pilot.StepCappedPartial):
+				count["step cap"]++
+			case verdict == string(pilot.Empty):
+				count["empty"]++
+			case class == string(pilot.FailIncomplete):
+				count["incomplete"]++
+			case class == string(pilot.FailProcessTerminated):
+				count["termination"]++
+			case verdict == string(pilot.Failed):
+				count["provider fault"]++
+				classes[class] = true
+			}
+			if c.Resume != "" {
+				count["resume"]++
+			}
+			tools := 0
+			for _, p := range c.Phases {
+				if p == pilot.PhaseToolRunning {
+					tools++
+				}
+			}
+			if tools > 0 {
+				count["tool use"]++
+			}
+			if slices.Contains(c.Tags, "parallel-tools") {
+				count["parallel tools"]++
+			}
+		}
+		fmt.Fprintf(&table, "%-9s", rn.Name())
+		for _, k := range kinds {
+			fmt.Fprintf(&table, " | %d", count[k])
+		}
+		cl := make([]string, 0, len(classes))
+		for c := range classes {
+			cl = append(cl, c)
+		}
+		sort.Strings(cl)
+		fmt.Fprintf(&table, " | faults: %s\n", strings.Join(cl, ", "))
+		for _, k := range []string{"completed", "tool use", "parallel tools", "empty", "resume", "provider fault"} {
+			if count[k] == 0 {
+				t.Errorf("%s: no conformance case for %s", rn.Name(), k)
+			}
+		}
+	}
+	t.Logf("conformance cases per runner:\n%s", table.String())
+}

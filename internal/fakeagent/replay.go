@@ -1,0 +1,77 @@
+package fakeagent
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// Replay mode plays back a recorded run of an agent CLI, whatever its
+// command line: the fake agent stands in for pi, codex or claude and
+// ignores the flags a runner gives it.
+//
+//	PILOT_FAKE_REPLAY=PREFIX   replay PREFIX.stdout and PREFIX.stderr
+//	PILOT_FAKE_REPLAY_EXIT=N   then exit with status N (default 0)
+//	PILOT_FAKE_REPLAY_SIGNAL=N then die from signal N instead
+//	PILOT_FAKE_CALL_OUT=PATH   first write {"argv", "stdin", "env"} to PATH
+//
+// When PREFIX.session exists and the arguments hold "--session PATH" (pi's
+// flag), the session file is copied to PATH before any output, as pi
+// would have written it.
+const (
+	EnvReplay       = "PILOT_FAKE_REPLAY"
+	EnvReplayExit   = "PILOT_FAKE_REPLAY_EXIT"
+	EnvReplaySignal = "PILOT_FAKE_REPLAY_SIGNAL"
+	EnvCallOut      = "PILOT_FAKE_CALL_OUT"
+)
+
+// Call is what PILOT_FAKE_CALL_OUT receives: how the fake agent was run.
+type Call struct {
+	Argv  []string `json:"argv"`
+	Stdin string   `json:"stdin"`
+	Env   []string `json:"env"`
+}
+
+func replay(prefix string, args []string) int {
+	if out := os.Getenv(EnvCallOut); out != "" {
+		stdin, _ := io.ReadAll(os.Stdin)
+		data, _ := json.Marshal(Call{Argv: args, Stdin: string(stdin), Env: os.Environ()})
+		if err := os.WriteFile(out, data, 0o600); err != nil {
+			fmt.Fprintf(os.Stderr, "fakeagent: %v\n", err)
+			return 2
+		}
+	}
+	if sess, err := os.ReadFile(prefix + ".session"); err == nil {
+		for i := 0; i+1 < len(args); i++ {
+			if args[i] == "--session" {
+				if err := os.WriteFile(args[i+1], sess, 0o600); err != nil {
+					fmt.Fprintf(os.Stderr, "fakeagent: %v\n", err)
+					return 2
+				}
+			}
+		}
+	}
+	for _, s := range []struct {
+		ext string
+		w   *os.File
+	}{{".stdout", os.Stdout}, {".stderr", os.Stderr}} {
+		data, err := os.ReadFile(prefix + s.ext)
+		if err != nil && !os.IsNotExist(err) {
+			fmt.Fprintf(os.Stderr, "fakeagent: %v\n", err)
+			return 2
+		}
+		s.w.Write(data)
+	}
+	if n, err := strconv.Atoi(os.Getenv(EnvReplaySignal)); err == nil && n > 0 {
+		// As the signal= step: a shell that replaces this process dies
+		// from the signal for real.
+		err := syscall.Exec("/bin/sh", []string{"sh", "-c", "kill -" + strconv.Itoa(n) + " $$"}, os.Environ())
+		fmt.Fprintf(os.Stderr, "fakeagent: exec sh: %v\n", err)
+		return 2
+	}
+	code, _ := strconv.Atoi(os.Getenv(EnvReplayExit))
+	return code
+}
