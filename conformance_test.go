@@ -32,6 +32,7 @@ import (
 //	  "argv_contains": ["resume", "ID"], // optional: in this order in the worker's argv
 //	  "phases": ["awaiting-model", "tool-running"], // optional: the stream phases, fed line by line
 //	  "tags": ["parallel-tools"],     // optional: what else the case covers, for the coverage table
+//	                                  // ("tool-use" for a CLI whose stream never shows a tool running)
 //	  "want": {"verdict": "completed", "failure_class": "", ...}
 //	}
 //
@@ -296,7 +297,7 @@ func TestConformanceCoverage(t *testing.T) {
 					tools++
 				}
 			}
-			if tools > 0 {
+			if tools > 0 || slices.Contains(c.Tags, "tool-use") {
 				count["tool use"]++
 			}
 			if slices.Contains(c.Tags, "parallel-tools") {
