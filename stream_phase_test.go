@@ -1,0 +1,91 @@
+package pilot_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+)
+
+// lineRunner runs the provider's Binary with its Args, and its watcher
+// follows "phase:NAME" and "quiet:DURATION" lines on stdout: a stand-in
+// for an agent CLI adapter's stream phases, to test what the Dispatcher
+// does with them. It keeps no session file: the stream is the only source
+// of phases.
+type lineRunner struct{}
+
+func (lineRunner) Name() string { return "linephase" }
+
+func (lineRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, error) {
+	return &pilot.Command{Argv: append([]string{a.Provider.Binary}, a.Provider.Args...), Watcher: &lineWatcher{}}, nil
+}
+
+type lineWatcher struct {
+	pilot.ExitCodeWatcher
+	st    pilot.SessionState
+	seen  bool
+	quiet time.Time
+}
+
+func (w *lineWatcher) Line(l pilot.Line) {
+	s := string(l.Data)
+	if p, ok := strings.CutPrefix(s, "phase:"); ok {
+		w.st, w.seen = pilot.SessionState{Phase: pilot.SessionPhase(p), Reason: "stream:test", PendingToolCallIDs: []string{"t1"}}, true
+	}
+	if q, ok := strings.CutPrefix(s, "quiet:"); ok {
+		d, _ := time.ParseDuration(q)
+		w.quiet = time.Now().Add(d)
+	}
+}
+
+func (w *lineWatcher) StreamState() (pilot.SessionState, time.Time, bool) {
+	return w.st, w.quiet, w.seen
+}
+
+func lineDispatcher(t *testing.T, script ...string) *pilot.Dispatcher {
+	p := fakeProvider(t, "linephase", script...)
+	p.Runner, p.Binary, p.Args, p.Argv = "linephase", p.Argv[0], p.Argv[1:], nil
+	d := testDispatcher(t, p)
+	d.Runners = []pilot.Runner{lineRunner{}}
+	d.Heartbeat = 10 * time.Millisecond
+	return d
+}
+
+// A phase read from the stream, with no session file, drives the stall
+// policy: a silent tool run past the tool threshold is a session-stall.
+func TestStreamPhaseDrivesTheStallPolicy(t *testing.T) {
+	d := lineDispatcher(t, "out=phase:tool-running", "block")
+	d.Stall = pilot.StallPolicy{Tool: 100 * time.Millisecond}
+	var phases []pilot.SessionPhase
+	d.Observer = func(e pilot.Event) {
+		if e.Type == pilot.EventPhase {
+			phases = append(phases, e.Session.Phase)
+		}
+	}
+	v := dispatch(t, d, task("linephase"))
+	if v.FailureClass != pilot.FailSessionStall || v.SessionPhase != pilot.PhaseToolRunning {
+		t.Fatalf("verdict %s/%s in phase %q; want session-stall in tool-running", v.Verdict, v.FailureClass, v.SessionPhase)
+	}
+	if len(phases) != 1 || phases[0] != pilot.PhaseToolRunning {
+		t.Errorf("phase events = %v, want one: tool-running", phases)
+	}
+	rec := readRecord(t, v)
+	if insp := rec.SilenceInspection; insp == nil || len(insp.PendingToolCallIDs) != 1 || insp.PendingToolCallIDs[0] != "t1" {
+		t.Errorf("silence_inspection = %+v, want the stream's pending call", rec.SilenceInspection)
+	}
+}
+
+// A retry the worker announced makes its silence expected until the retry
+// is due: the tool threshold does not end it; the task's timeout does.
+func TestAnnouncedRetryIsNotAStall(t *testing.T) {
+	d := lineDispatcher(t, "out=phase:tool-running", "out=quiet:1h", "block")
+	d.Stall = pilot.StallPolicy{Tool: 100 * time.Millisecond}
+	tk := task("linephase")
+	tk.Timeout = 800 * time.Millisecond
+	v := dispatch(t, d, tk)
+	if v.FailureClass != pilot.FailTimeout {
+		t.Fatalf("failure class %q, want timeout: a worker waiting out its announced retry is not stalled", v.FailureClass)
+	}
+}
