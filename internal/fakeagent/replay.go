@@ -17,6 +17,8 @@ import (
 //	PILOT_FAKE_REPLAY_EXIT=N   then exit with status N (default 0)
 //	PILOT_FAKE_REPLAY_SIGNAL=N then die from signal N instead
 //	PILOT_FAKE_CALL_OUT=PATH   first write {"argv", "stdin", "env"} to PATH
+//	PILOT_FAKE_REPLAY_ECHO=VAR print VAR's value on stdout and stderr too,
+//	                           as a CLI that quotes its key in an error would
 //
 // When PREFIX.session exists and the arguments hold "--session PATH" (pi's
 // flag), the session file is copied to PATH before any output, as pi
@@ -26,6 +28,7 @@ const (
 	EnvReplayExit   = "PILOT_FAKE_REPLAY_EXIT"
 	EnvReplaySignal = "PILOT_FAKE_REPLAY_SIGNAL"
 	EnvCallOut      = "PILOT_FAKE_CALL_OUT"
+	EnvReplayEcho   = "PILOT_FAKE_REPLAY_ECHO"
 )
 
 // Call is what PILOT_FAKE_CALL_OUT receives: how the fake agent was run.
@@ -64,6 +67,11 @@ func replay(prefix string, args []string) int {
 			return 2
 		}
 		s.w.Write(data)
+	}
+	if v := os.Getenv(EnvReplayEcho); v != "" {
+		line := "invalid api key: " + os.Getenv(v) + "\n"
+		os.Stdout.WriteString(line)
+		os.Stderr.WriteString(line)
 	}
 	if n, err := strconv.Atoi(os.Getenv(EnvReplaySignal)); err == nil && n > 0 {
 		// As the signal= step: a shell that replaces this process dies
