@@ -1,17 +1,469 @@
 package pilot
 
 import (
+	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
 )
 
-// CodexRunner runs the codex CLI. (Being built.)
+// CodexRunner runs OpenAI's codex CLI non-interactively, one turn per
+// worker, and reads its JSONL event stream:
+//
+//	codex exec --json --skip-git-repo-check -C WORKDIR -s SANDBOX [-m MODEL] [ARGS...] -- PROMPT
+//	codex exec --json --skip-git-repo-check -C WORKDIR -s SANDBOX [-m MODEL] [ARGS...] resume -- THREAD PROMPT
+//
+// The command line:
+//
+//   - The prompt is the positional PROMPT, after "--" so that a prompt that
+//     starts with "-" is never read as a flag. codex exec reads stdin
+//     whenever it is not a terminal and appends it to the prompt (or waits
+//     on it: "Reading additional input from stdin"), so stdin is /dev/null.
+//     A prompt too long for one argument (over 96 KiB; Linux allows 128
+//     KiB), or the prompt "-" itself, goes on stdin instead, with "-" as
+//     PROMPT, which is how codex takes a prompt from stdin.
+//   - --skip-git-repo-check, because a worker's directory need not be a
+//     git repository, and -C for the worker's directory.
+//   - The sandbox by mode: read-only for explore and review, and
+//     workspace-write for code, test and resume. codex exec never asks for
+//     approval (its approval policy is forced to never), so a command the
+//     sandbox refuses fails inside the turn and the model sees the failure.
+//   - -m Provider.Model when set; Provider.Args come after pilot's options
+//     and before the prompt (and before "resume"), so they may override
+//     them.
+//   - Task.Resume continues a thread with codex exec's resume subcommand.
+//     codex keeps nothing of the earlier run's flags, so every option is
+//     given again, before "resume" (where every codex version parses
+//     them).
+//
+// The credential: codex exec takes an API key from CODEX_API_KEY, before
+// any login it has stored (OPENAI_API_KEY is not read for exec's own
+// authentication), so when Provider.CredentialEnv names another variable,
+// pilot sets CODEX_API_KEY to the same secret ([Command.SecretEnv]).
+//
+// Isolation: with Provider.Isolated or Provider.BaseURL, every worker gets
+// its own CODEX_HOME under its run directory, holding no login, so the key
+// must come from CredentialEnv (the runner refuses an isolated provider
+// without one, unless BaseURL names an endpoint that needs no key). With
+// BaseURL, pilot writes CODEX_HOME/config.toml with a custom model provider
+// "pilot": base_url is BaseURL (codex appends "/responses": the endpoint
+// must serve OpenAI's Responses API, since codex dropped wire_api "chat"),
+// env_key names CredentialEnv (the secret itself is never written), and
+// model is Provider.Model, which BaseURL requires. codex keeps its threads
+// in CODEX_HOME/sessions, so an isolated worker's Verdict.Resume is its
+// rollout file rather than the bare thread id; resuming from it copies the
+// file into the new worker's CODEX_HOME first. An isolated provider cannot
+// resume a bare thread id: its fresh CODEX_HOME holds no such thread.
+//
+// The stream (codex exec --json) and how pilot reads it:
+//
+//   - thread.started gives the session id (codex's thread id);
+//     turn.started means the model is working. codex prints an
+//     agent_message only when it is complete, never token by token, so a
+//     long silence while awaiting the model is normal.
+//   - item.started of a command_execution, mcp_tool_call, collab_tool_call,
+//     web_search or file_change item opens a tool run until the
+//     item.completed with the same id; several may be open at once. A
+//     sub-agent wait (a collab_tool_call "wait", [CodexSubagentWaits]) is a
+//     tool run too: waiting on a sub-agent is slow, not stalled.
+//   - A top-level error "Reconnecting... N/M (...)" is codex retrying the
+//     model request: activity, not a failure. An error item is a warning.
+//     codex keeps retrying an endpoint that refuses connections; nothing
+//     in the stream says it has given up, so only pilot's own deadlines
+//     (Task.Timeout) end such a worker.
+//   - turn.completed ends the turn successfully: completed when an
+//     agent_message had text, empty when none did. Its usage is the
+//     thread's running total, so the last one replaces any earlier one:
+//     input_tokens (which, in OpenAI's reckoning, include the cached ones),
+//     cached_input_tokens as CacheReadTokens, and output_tokens. codex
+//     reports no cost.
+//   - turn.failed ends the turn with an error: a failure of the class its
+//     message proves (provider-auth for "unexpected status 401",
+//     provider-rate-limit for "exceeded retry limit, last status: 429",
+//     context-limit for "ran out of room in the model's context window",
+//     ...), or generic-error with the event as evidence. codex exits 1.
+//   - A turn.completed decides even when codex then exits non-zero: the
+//     stream comes first. A worker that exits 0 with neither turn.completed
+//     nor turn.failed (codex prints no terminal event for an interrupted
+//     turn) is incomplete. A non-zero exit with neither (a startup failure
+//     such as "Error loading config.toml: ...", exit 1) is judged by
+//     [JudgeExit] on its stderr.
+//
+// codex has no turn or step limit of its own, so its verdicts are never
+// step_capped_partial.
 type CodexRunner struct{}
 
 // Name implements Runner.
 func (CodexRunner) Name() string { return RunnerCodex }
 
+// codexMaxPromptArg is the longest prompt passed as an argument; Linux
+// refuses a single argument of 128 KiB or more (MAX_ARG_STRLEN).
+const codexMaxPromptArg = 96 << 10
+
+// codexKeyEnv is the variable codex exec reads an API key from.
+const codexKeyEnv = "CODEX_API_KEY"
+
 // Command implements Runner.
-func (CodexRunner) Command(ctx context.Context, a Attempt) (*Command, error) {
-	return nil, errors.New("the codex runner is not built yet")
+func (CodexRunner) Command(_ context.Context, a Attempt) (*Command, error) {
+	p := a.Provider
+	var sandbox string
+	switch a.Task.Mode {
+	case ModeExplore, ModeReview:
+		sandbox = "read-only"
+	case ModeCode, ModeTest, ModeResume:
+		sandbox = "workspace-write"
+	default:
+		return nil, fmt.Errorf("pilot: the codex runner does not know mode %q", a.Task.Mode)
+	}
+	if strings.TrimSpace(a.Prompt) == "" {
+		return nil, fmt.Errorf("pilot: provider %q: the task is empty: codex needs a prompt", p.Name)
+	}
+	if p.BaseURL != "" && p.Model == "" {
+		return nil, fmt.Errorf("pilot: provider %q: codex with base_url needs a model: set \"model\" to the model name the endpoint serves", p.Name)
+	}
+	if p.BaseURL == "" && p.Isolated && p.CredentialEnv == "" {
+		return nil, fmt.Errorf("pilot: provider %q: an isolated codex worker has a CODEX_HOME of its own with no login: set credential_env to the variable holding the API key", p.Name)
+	}
+	for _, v := range []struct{ what, s string }{{"model", p.Model}, {"base_url", p.BaseURL}} {
+		if !utf8.ValidString(v.s) {
+			return nil, fmt.Errorf("pilot: provider %q: %s is not valid UTF-8", p.Name, v.what)
+		}
+	}
+
+	home, err := isolatedDir(a, "codex-home")
+	if err != nil {
+		return nil, err
+	}
+	thread := a.Task.Resume
+	if thread != "" {
+		if thread, err = codexResumeThread(home, thread); err != nil {
+			return nil, fmt.Errorf("pilot: provider %q: %w", p.Name, err)
+		}
+	}
+	cmd := &Command{Watcher: &codexWatcher{home: home}}
+	if home != "" {
+		cmd.Env = map[string]string{"CODEX_HOME": home}
+		if p.BaseURL != "" {
+			if err := writeCodexConfig(filepath.Join(home, "config.toml"), p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if p.BaseURL == "" && p.CredentialEnv != "" && p.CredentialEnv != codexKeyEnv {
+		cmd.SecretEnv = []string{codexKeyEnv}
+	}
+
+	argv := []string{program(p, RunnerCodex), "exec", "--json", "--skip-git-repo-check",
+		"-C", a.Workdir, "-s", sandbox}
+	if p.Model != "" {
+		argv = append(argv, "-m", p.Model)
+	}
+	argv = append(argv, p.Args...)
+	if thread != "" {
+		argv = append(argv, "resume")
+	}
+	argv = append(argv, "--")
+	if thread != "" {
+		argv = append(argv, thread)
+	}
+	prompt := a.Prompt
+	if len(prompt) > codexMaxPromptArg || prompt == "-" {
+		cmd.Stdin = []byte(prompt)
+		prompt = "-"
+	}
+	cmd.Argv = append(argv, prompt)
+	return cmd, nil
 }
+
+// codexRolloutName matches the file name codex gives a thread's rollout:
+// rollout-<date>T<time>-<thread id>.jsonl.
+var codexRolloutName = regexp.MustCompile(`^rollout-(\d{4})-(\d{2})-(\d{2})T[0-9-]+-([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})\.jsonl$`)
+
+// codexResumeThread returns the thread a worker with CODEX_HOME home ("" for
+// the user's own) resumes for Task.Resume: a thread id (or name) as it is,
+// or, for an isolated worker, a rollout file of an earlier isolated worker,
+// which it copies into home/sessions first.
+func codexResumeThread(home, resume string) (string, error) {
+	if !filepath.IsAbs(resume) {
+		if home != "" {
+			return "", fmt.Errorf("cannot resume codex thread %q: an isolated worker's CODEX_HOME is new and holds no threads; resume with the earlier verdict's \"resume\" value, the thread's rollout file", resume)
+		}
+		return resume, nil
+	}
+	m := codexRolloutName.FindStringSubmatch(filepath.Base(resume))
+	if m == nil {
+		return "", fmt.Errorf("cannot resume %q: a path is resumable only as a codex rollout file (rollout-<time>-<thread id>.jsonl)", resume)
+	}
+	if home == "" {
+		return "", fmt.Errorf("cannot resume %q: a rollout file comes from an isolated codex worker, and only an isolated provider (isolated or base_url) can resume it; or resume thread %s with a provider that shares its CODEX_HOME", resume, m[4])
+	}
+	dir := filepath.Join(home, "sessions", m[1], m[2], m[3])
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("copying the rollout to resume: %w", err)
+	}
+	if err := copyFile(filepath.Join(dir, filepath.Base(resume)), resume); err != nil {
+		return "", fmt.Errorf("copying the rollout to resume: %w", err)
+	}
+	return m[4], nil
+}
+
+func copyFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// writeCodexConfig writes the config.toml that points codex at p.BaseURL: a
+// model provider "pilot" that takes its key from the variable
+// p.CredentialEnv names.
+func writeCodexConfig(path string, p Provider) error {
+	var b strings.Builder
+	b.WriteString("# Written by pilot for one codex worker. The API key is read from the\n")
+	b.WriteString("# environment variable env_key names; no secret is stored here.\n")
+	fmt.Fprintf(&b, "model = %s\n", tomlString(p.Model))
+	b.WriteString("model_provider = \"pilot\"\n\n")
+	b.WriteString("[model_providers.pilot]\n")
+	fmt.Fprintf(&b, "name = %s\n", tomlString("pilot "+p.Name))
+	fmt.Fprintf(&b, "base_url = %s\n", tomlString(p.BaseURL))
+	if p.CredentialEnv != "" {
+		fmt.Fprintf(&b, "env_key = %s\n", tomlString(p.CredentialEnv))
+	}
+	b.WriteString("wire_api = \"responses\"\n")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("writing the codex config: %w", err)
+	}
+	return nil
+}
+
+// tomlString quotes s as a TOML basic string. s must be valid UTF-8.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\r':
+			b.WriteString(`\r`)
+		default:
+			if r < 0x20 || r == 0x7f {
+				fmt.Fprintf(&b, `\u%04X`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// codexToolItems are the item types that run something between their
+// item.started and item.completed: while one is open, the worker's silence
+// is a tool's.
+var codexToolItems = []string{"command_execution", "mcp_tool_call", "collab_tool_call", "web_search", "file_change"}
+
+// codexItemPrefix reads the start of an item event cut short by the line
+// limit (a command's whole output in aggregated_output, a very long
+// agent_message): codex writes the event type, then the item's id and type.
+var codexItemPrefix = regexp.MustCompile(`^\s*\{"type":"(item\.started|item\.completed)","item":\{"id":"((?:[^"\\]|\\.)*)","type":"([a-z_]+)"`)
+
+// codexWatcher follows one codex exec --json worker.
+type codexWatcher struct {
+	streamWatch
+	home string // the worker's own CODEX_HOME, or ""
+
+	open   []string // tool items started and not completed
+	waits  CodexSubagentWaits
+	answer bool // an agent_message had text
+
+	terminal string // "turn.completed", "turn.failed", or ""
+	failLine string // the turn.failed event, or a fatal top-level error
+}
+
+// codexItem is the part of a thread item the watcher reads.
+type codexItem struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// Line implements Watcher.
+func (w *codexWatcher) Line(l Line) {
+	if l.Stream != Stdout {
+		return
+	}
+	data := bytes.TrimSpace(l.Data)
+	if len(data) == 0 || data[0] != '{' {
+		return
+	}
+	if l.Truncated {
+		w.truncatedItem(data)
+		return
+	}
+	w.waits.Observe(data)
+	var ev struct {
+		Type     string          `json:"type"`
+		ThreadID json.RawMessage `json:"thread_id"`
+		Message  json.RawMessage `json:"message"`
+		Item     json.RawMessage `json:"item"`
+		Usage    json.RawMessage `json:"usage"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return
+	}
+	switch ev.Type {
+	case "thread.started":
+		var id string
+		if json.Unmarshal(ev.ThreadID, &id) == nil && id != "" {
+			w.sessionID = id
+		}
+		w.setPhase(PhaseStarting, "stream:thread.started", nil)
+	case "turn.started":
+		w.terminal, w.failLine = "", ""
+		w.open = w.open[:0]
+		w.setPhase(PhaseAwaitingModel, "stream:turn.started", nil)
+	case "item.started", "item.updated", "item.completed":
+		var it codexItem
+		if json.Unmarshal(ev.Item, &it) != nil {
+			return
+		}
+		w.item(ev.Type, it.ID, it.Type, strings.TrimSpace(it.Text) != "")
+	case "turn.completed":
+		var u struct {
+			Input  int64 `json:"input_tokens"`
+			Cached int64 `json:"cached_input_tokens"`
+			Output int64 `json:"output_tokens"`
+		}
+		if len(ev.Usage) > 0 && json.Unmarshal(ev.Usage, &u) == nil {
+			w.usage = &Usage{InputTokens: u.Input, CacheReadTokens: u.Cached, OutputTokens: u.Output}
+		}
+		w.terminal, w.failLine = ev.Type, ""
+		w.open = w.open[:0]
+		w.setPhase(PhaseFinished, "stream:turn.completed", nil)
+	case "turn.failed":
+		w.terminal, w.failLine = ev.Type, string(data)
+		w.open = w.open[:0]
+		w.setPhase(PhaseErrored, "stream:turn.failed", nil)
+	case "error":
+		var msg string
+		json.Unmarshal(ev.Message, &msg)
+		if retryInProgress(strings.ToLower(msg)) {
+			// A retry in progress: the phase stands.
+			if w.seen {
+				w.setPhase(w.state.Phase, "stream:error(retrying)", w.state.PendingToolCallIDs)
+			}
+			return
+		}
+		if w.terminal == "" {
+			w.failLine = string(data)
+			w.setPhase(PhaseErrored, "stream:error", nil)
+		}
+	}
+}
+
+// truncatedItem reads what it can of an item event cut short.
+func (w *codexWatcher) truncatedItem(data []byte) {
+	m := codexItemPrefix.FindSubmatch(data)
+	if m == nil {
+		return
+	}
+	var id string
+	if json.Unmarshal(append(append([]byte{'"'}, m[2]...), '"'), &id) != nil {
+		return
+	}
+	// A cut-short agent_message is long, so it has text.
+	w.item(string(m[1]), id, string(m[3]), string(m[3]) == "agent_message")
+}
+
+// item follows one item event.
+func (w *codexWatcher) item(event, id, typ string, hasText bool) {
+	if id == "" {
+		id = typ
+	}
+	tool := slices.Contains(codexToolItems, typ)
+	switch {
+	case event == "item.started" && tool:
+		if !slices.Contains(w.open, id) {
+			w.open = append(w.open, id)
+		}
+	case event == "item.completed":
+		w.open = slices.DeleteFunc(w.open, func(o string) bool { return o == id })
+		if typ == "agent_message" && hasText {
+			w.answer = true
+		}
+	default:
+		return // item.updated, and items that run nothing: no change
+	}
+	if w.terminal != "" {
+		return
+	}
+	switch {
+	case len(w.open) > 0:
+		w.setPhase(PhaseToolRunning, "stream:"+event, w.open)
+	case w.waits.Waiting():
+		w.setPhase(PhaseToolRunning, "stream:subagent-wait", nil)
+	default:
+		w.setPhase(PhaseAwaitingModel, "stream:"+event, nil)
+	}
+}
+
+// Finish implements Watcher.
+func (w *codexWatcher) Finish(e Exit) Result {
+	w.findRollout()
+	switch {
+	case ended(e):
+		return w.session(JudgeExit(e))
+	case w.terminal == "turn.completed" && w.answer:
+		return w.session(Result{Outcome: Completed})
+	case w.terminal == "turn.completed":
+		return w.session(Result{Outcome: Empty})
+	case w.failLine != "":
+		return w.session(reportedFailure(e, RunnerCodex, w.failLine))
+	case e.Code != 0:
+		return w.session(JudgeExit(e))
+	}
+	return w.session(incomplete(RunnerCodex, "turn.completed or turn.failed"))
+}
+
+// findRollout makes an isolated worker's rollout file its resume token:
+// its thread lives only in its own CODEX_HOME.
+func (w *codexWatcher) findRollout() {
+	if w.home == "" || w.sessionID == "" || strings.ContainsAny(w.sessionID, `*?[\/`) {
+		return
+	}
+	paths, _ := filepath.Glob(filepath.Join(w.home, "sessions", "*", "*", "*", "rollout-*-"+w.sessionID+".jsonl"))
+	if len(paths) > 0 {
+		w.resume = paths[len(paths)-1]
+	}
+}
+
+var _ PhaseWatcher = (*codexWatcher)(nil)
