@@ -676,7 +676,9 @@ func TerminalDiagnostic(runner string, stream Stream, line string) bool {
 //     in progress. Error items (item.completed, type error) are warnings.
 //   - claude (stream-json): result with is_error: its result text (or its
 //     errors), then " (api_error_status: N)" when the status is set and
-//     " (terminal_reason: R)" when R says more than api_error or completed.
+//     " (terminal_reason: R)" when R says more than api_error or completed;
+//     an assistant message with an error category (the synthetic message
+//     carrying an API error): its text, then " (api error: <category>)".
 //   - opencode (run --format json): error: "<error.name>: <data.message>",
 //     then " (statusCode: N)" when set.
 //   - gemini (stream-json): result with status error:
@@ -797,7 +799,18 @@ func codexDiagnostic(line string) (string, bool) {
 	return "", false
 }
 
+// claudeDiagnostic reads Claude Code's stream-json error events: a result
+// with is_error, and the synthetic assistant message that carries an API
+// error's text with its category in "error" (authentication_failed,
+// billing_error, rate_limit, invalid_request, server_error, unknown). The
+// category is kept as " (api error: <category>)": Claude Code's texts
+// ("Invalid API key · Fix external API key", "Rate limit exceeded") do not
+// always say by themselves that the API refused.
 func claudeDiagnostic(line string) (string, bool) {
+	// Most lines are the model's messages: skip them without decoding.
+	if !strings.Contains(line, `"is_error"`) && !strings.Contains(line, `"error"`) {
+		return "", false
+	}
 	var ev struct {
 		Type           string            `json:"type"`
 		Subtype        string            `json:"subtype"`
@@ -806,14 +819,51 @@ func claudeDiagnostic(line string) (string, bool) {
 		Errors         []json.RawMessage `json:"errors"`
 		APIErrorStatus *int              `json:"api_error_status"`
 		TerminalReason string            `json:"terminal_reason"`
+		Error          json.RawMessage   `json:"error"`
+		Message        struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"message"`
 	}
-	if json.Unmarshal([]byte(line), &ev) != nil || ev.Type != "result" || !ev.IsError {
+	if json.Unmarshal([]byte(line), &ev) != nil {
 		return "", false
 	}
-	text := ev.Result
+	switch {
+	case ev.Type == "result" && ev.IsError:
+		return claudeResultDiagnostic(ev.Result, ev.Errors, ev.Subtype, ev.APIErrorStatus, ev.TerminalReason), true
+	case ev.Type == "assistant":
+		var category string
+		if json.Unmarshal(ev.Error, &category) != nil || category == "" {
+			return "", false
+		}
+		var blocks []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		var texts []string
+		if json.Unmarshal(ev.Message.Content, &blocks) == nil {
+			for _, b := range blocks {
+				if b.Type == "text" && strings.TrimSpace(b.Text) != "" {
+					texts = append(texts, strings.TrimSpace(b.Text))
+				}
+			}
+		}
+		text := strings.Join(texts, " ")
+		if text != "" {
+			text += " "
+		}
+		return text + "(api error: " + category + ")", true
+	}
+	return "", false
+}
+
+// claudeResultDiagnostic is the text of a result with is_error: its result
+// text (or its errors), then " (api_error_status: N)" when the status is set
+// and " (terminal_reason: R)" when R says more than api_error or completed.
+func claudeResultDiagnostic(result string, rawErrors []json.RawMessage, subtype string, status *int, reason string) string {
+	text := result
 	if text == "" {
 		var errs []string
-		for _, raw := range ev.Errors {
+		for _, raw := range rawErrors {
 			var s string
 			if json.Unmarshal(raw, &s) == nil && s != "" {
 				errs = append(errs, s)
@@ -822,17 +872,17 @@ func claudeDiagnostic(line string) (string, bool) {
 		text = strings.Join(errs, "; ")
 	}
 	if text == "" {
-		text = ev.Subtype
+		text = subtype
 	}
-	if ev.APIErrorStatus != nil {
-		text += " (api_error_status: " + strconv.Itoa(*ev.APIErrorStatus) + ")"
+	if status != nil {
+		text += " (api_error_status: " + strconv.Itoa(*status) + ")"
 	}
-	switch ev.TerminalReason {
+	switch reason {
 	case "", "completed", "api_error":
 	default:
-		text += " (terminal_reason: " + ev.TerminalReason + ")"
+		text += " (terminal_reason: " + reason + ")"
 	}
-	return strings.TrimSpace(text), true
+	return strings.TrimSpace(text)
 }
 
 func opencodeDiagnostic(line string) (string, bool) {

@@ -1,17 +1,583 @@
 package pilot
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
 )
 
-// ClaudeRunner runs the claude CLI. (Being built.)
+// ClaudeRunner runs Claude Code (the claude CLI) headless, one prompt per
+// worker:
+//
+//	claude -p --output-format stream-json --verbose [--model M]
+//	       <permission flags> [--resume=ID] [Provider.Args...]
+//
+// with the prompt on standard input: claude -p reads its prompt from stdin
+// when no prompt argument is given, so the task text never meets the
+// command line's length limit or its option parser, and never shows in a
+// process listing. stream-json needs --verbose in print mode (without it
+// the CLI refuses to start).
+//
+// Permissions follow the mode; a print-mode worker has nobody to ask, so a
+// tool call that would prompt is denied and the model is told so:
+//
+//   - code, test, resume: --allowedTools Bash --permission-mode acceptEdits,
+//     the headless example of Claude Code's own documentation: file edits
+//     are accepted, every shell command is pre-approved, and anything else
+//     that would prompt (web fetches, MCP tools) is denied. Claude Code
+//     never auto-approves writes to its protected paths (.git, .claude)
+//     outside bypassPermissions, which pilot does not use.
+//   - explore, review: --disallowedTools Edit,Write,NotebookEdit
+//     --permission-mode dontAsk. dontAsk is the mode upstream documents for
+//     unattended, restricted runs: every call that would prompt is denied,
+//     reads and read-only commands still run. The disallowed edit tools are
+//     removed from the model's tool set and, as deny rules, win over any
+//     allow rule a project's settings carry. Plan mode is not used: it makes
+//     the model write a plan for approval rather than answer, and no one is
+//     there to approve it. A shell command a project's settings pre-approve
+//     still runs; pilot cannot tell a writing command from a reading one.
+//
+// Isolation (Provider.Isolated, or a BaseURL): every worker gets its own
+// CLAUDE_CONFIG_DIR under its run directory, since concurrent instances
+// sharing one config dir corrupt it, and
+// CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 (no telemetry, update checks
+// or error reports). Such a worker has no login: its credential must come
+// from the environment. BaseURL becomes ANTHROPIC_BASE_URL, Claude Code's
+// own setting for a gateway that speaks the Anthropic Messages API. Claude
+// Code appends /v1/messages to it, so a base URL ending in /v1 is refused:
+// give the gateway's root. Claude Code reads its key from ANTHROPIC_API_KEY
+// (sent as x-api-key), ANTHROPIC_AUTH_TOKEN (sent as a bearer token) or
+// CLAUDE_CODE_OAUTH_TOKEN; a provider whose CredentialEnv is another name
+// gets its secret in ANTHROPIC_API_KEY as well (Command.SecretEnv).
+//
+// Resume: Task.Resume is the earlier verdict's "resume" value and the worker
+// runs with --resume=ID (the equals form, so an id that starts with a dash
+// cannot be read as an option). Claude Code keeps each session as a
+// transcript in its config dir, so an isolated worker's session lives in
+// that worker's run directory: for such a worker the verdict's "resume" is
+// the transcript's path, and resuming with it copies the transcript into the
+// new worker's own config dir first. A bare session id cannot be resumed by
+// an isolated worker (its config dir starts empty), and a transcript path
+// cannot be resumed by a worker that is not isolated (pilot does not write
+// into the user's own config dir): both are refused before anything starts.
+//
+// Unless the worker was killed or pilot ended it, the verdict comes from the
+// stream's final result event, whatever the exit code. Claude Code reports an API failure as a result with subtype
+// "success" and is_error true (then exits 1): that is a failure, classified
+// from the result's text and api_error_status. A result with subtype
+// error_max_turns (or terminal_reason max_turns) or error_max_budget_usd is
+// a limit the caller set, reported as step_capped_partial; other error
+// subtypes are failures. A successful result with no text, after no
+// assistant text, is empty. Exit 0 without a result is incomplete. The
+// api_retry notices Claude Code prints while it retries are retries, not
+// failures: they tell the stall policy how long the silence will last.
+//
+// Claude Code exits 143 on SIGTERM, but print-mode runs have been reported
+// to ignore SIGTERM, and to hang after their result until killed. The runner
+// does nothing about it: the Dispatcher's grace period ends in SIGKILL, and a
+// worker pilot ended is judged by why pilot ended it (a 143 or a signal pilot
+// did not send is process-terminated).
 type ClaudeRunner struct{}
 
 // Name implements Runner.
 func (ClaudeRunner) Name() string { return RunnerClaude }
 
+// claudeKeyEnv lists the variables Claude Code reads a credential from.
+var claudeKeyEnv = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
+
+// claudeReadOnlyDenied are the tools an explore or review worker does not
+// get: every built-in tool that writes a file.
+const claudeReadOnlyDenied = "Edit,Write,NotebookEdit"
+
 // Command implements Runner.
-func (ClaudeRunner) Command(ctx context.Context, a Attempt) (*Command, error) {
-	return nil, errors.New("the claude runner is not built yet")
+func (ClaudeRunner) Command(_ context.Context, a Attempt) (*Command, error) {
+	if strings.TrimSpace(a.Prompt) == "" {
+		return nil, errors.New("the task text is empty, and claude -p fails without a prompt: give the task some text")
+	}
+	if u := strings.TrimRight(a.Provider.BaseURL, "/"); strings.HasSuffix(u, "/v1") {
+		return nil, fmt.Errorf("provider %q: base_url %s ends in /v1, and claude appends /v1/messages itself: give the gateway's root (%s)", a.Provider.Name, a.Provider.BaseURL, strings.TrimSuffix(u, "/v1"))
+	}
+	cfg, err := isolatedDir(a, "claude-config")
+	if err != nil {
+		return nil, err
+	}
+	argv := []string{program(a.Provider, RunnerClaude), "-p", "--output-format", "stream-json", "--verbose"}
+	if a.Provider.Model != "" {
+		argv = append(argv, "--model", a.Provider.Model)
+	}
+	// The tool lists are variadic options: a value that follows them
+	// would be read as another tool, so a single-valued option comes last.
+	switch a.Task.Mode {
+	case ModeExplore, ModeReview:
+		argv = append(argv, "--disallowedTools", claudeReadOnlyDenied, "--permission-mode", "dontAsk")
+	default:
+		argv = append(argv, "--allowedTools", "Bash", "--permission-mode", "acceptEdits")
+	}
+	if r := a.Task.Resume; r != "" {
+		id, err := claudeResume(a, cfg, r)
+		if err != nil {
+			return nil, err
+		}
+		argv = append(argv, "--resume="+id)
+	}
+	argv = append(argv, a.Provider.Args...)
+
+	cmd := &Command{
+		Argv:    argv,
+		Stdin:   []byte(a.Prompt),
+		Watcher: &claudeWatcher{configDir: cfg},
+	}
+	env := map[string]string{}
+	if cfg != "" {
+		env["CLAUDE_CONFIG_DIR"] = cfg
+		env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
+	}
+	if a.Provider.BaseURL != "" {
+		env["ANTHROPIC_BASE_URL"] = a.Provider.BaseURL
+	}
+	if len(env) > 0 {
+		cmd.Env = env
+	}
+	if c := a.Provider.CredentialEnv; c != "" && !slices.Contains(claudeKeyEnv, c) {
+		cmd.SecretEnv = []string{"ANTHROPIC_API_KEY"}
+	}
+	return cmd, nil
+}
+
+// claudeResume returns the session id to pass to --resume. resume is the
+// earlier verdict's "resume" value: a session id, or the transcript of an
+// isolated worker, which claudeResume copies into cfg, this worker's config
+// dir.
+func claudeResume(a Attempt, cfg, resume string) (string, error) {
+	if !claudeTranscriptPath(resume) {
+		if cfg != "" {
+			return "", fmt.Errorf("provider %q is isolated, so claude starts with an empty config dir and cannot find session %q: resume with the earlier verdict's \"resume\" value, the transcript path pilot reports for an isolated worker", a.Provider.Name, resume)
+		}
+		return resume, nil
+	}
+	if cfg == "" {
+		return "", fmt.Errorf("session %s was recorded in an isolated worker's config dir, which claude cannot see from the user's own: resume it with a provider that sets isolated (or base_url)", resume)
+	}
+	id := strings.TrimSuffix(filepath.Base(resume), ".jsonl")
+	if id == "" || strings.HasPrefix(id, ".") {
+		return "", fmt.Errorf("%s does not name a claude session transcript (<session id>.jsonl)", resume)
+	}
+	st, err := os.Stat(resume)
+	if err != nil {
+		return "", fmt.Errorf("reading the transcript of the session to resume: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a claude session transcript (not a regular file)", resume)
+	}
+	project := claudeProjectDir(a.Workdir)
+	if project == "" {
+		// Too long a workdir: Claude Code names its project dir with a
+		// hash pilot cannot compute. The earlier worker's project dir
+		// is right when the workdir did not change.
+		project = filepath.Base(filepath.Dir(resume))
+	}
+	dst := filepath.Join(cfg, "projects", project)
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return "", fmt.Errorf("copying the transcript to resume: %w", err)
+	}
+	if err := claudeCopyFile(resume, filepath.Join(dst, id+".jsonl")); err != nil {
+		return "", fmt.Errorf("copying the transcript to resume: %w", err)
+	}
+	// Subagent transcripts and spilled tool results live beside it, in a
+	// directory named after the session.
+	if err := claudeCopyTree(strings.TrimSuffix(resume, ".jsonl"), filepath.Join(dst, id)); err != nil {
+		return "", fmt.Errorf("copying the session's files to resume: %w", err)
+	}
+	return id, nil
+}
+
+// claudeTranscriptPath reports whether a resume value is a transcript path
+// (as an isolated worker's verdict gives) rather than a session id.
+func claudeTranscriptPath(s string) bool {
+	return filepath.IsAbs(s) && strings.HasSuffix(s, ".jsonl")
+}
+
+// maxClaudeProjectName is the longest project dir name Claude Code uses as
+// is; longer ones are cut and get a hash suffix.
+const maxClaudeProjectName = 200
+
+// claudeProjectDir is the name Claude Code gives the directory under
+// <config>/projects that holds the sessions run in workdir: the real path
+// with every character other than an ASCII letter or digit replaced by "-"
+// (two for a character outside the Basic Multilingual Plane, which
+// JavaScript counts as two). It returns "" when the name would be longer
+// than 200 characters, which Claude Code shortens with a hash of its own.
+func claudeProjectDir(workdir string) string {
+	if p, err := filepath.EvalSymlinks(workdir); err == nil {
+		workdir = p
+	}
+	var b strings.Builder
+	for _, r := range workdir {
+		switch {
+		case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			b.WriteString("--")
+		default:
+			b.WriteByte('-')
+		}
+	}
+	if b.Len() > maxClaudeProjectName {
+		return ""
+	}
+	return b.String()
+}
+
+// claudeCopyFile copies the regular file src to dst, mode 0600.
+func claudeCopyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// claudeCopyTree copies the regular files and directories under src to dst (files
+// 0600, directories 0700); symbolic links and other special files are left
+// out. A missing src copies nothing.
+func claudeCopyTree(src, dst string) error {
+	if st, err := os.Lstat(src); err != nil || !st.IsDir() {
+		return nil
+	}
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o700)
+		case d.Type().IsRegular():
+			return claudeCopyFile(p, target)
+		}
+		return nil
+	})
+}
+
+// claudeWatcher follows one Claude Code worker's stream-json output.
+type claudeWatcher struct {
+	streamWatch
+	configDir string // the worker's isolated CLAUDE_CONFIG_DIR, or ""
+
+	initSeen bool
+	pending  []string // tool_use ids without a tool_result yet, in order
+	answered bool     // the model wrote text to the user
+	// msgUsage is each assistant message's latest usage, by message id,
+	// for a run that ends without a result.
+	msgUsage map[string]Usage
+	msgOrder []string
+
+	result     *claudeEvent // the last result event
+	resultLine string
+}
+
+// claudeEvent is the part of a stream-json line the watcher reads.
+type claudeEvent struct {
+	Type      string `json:"type"`
+	Subtype   string `json:"subtype"`
+	SessionID string `json:"session_id"`
+
+	// system/api_retry
+	RetryDelayMS *float64 `json:"retry_delay_ms"`
+
+	// assistant, user
+	Message         *claudeMessage  `json:"message"`
+	ParentToolUseID *string         `json:"parent_tool_use_id"`
+	Error           json.RawMessage `json:"error"`
+
+	// result
+	IsError        bool         `json:"is_error"`
+	Result         string       `json:"result"`
+	TerminalReason string       `json:"terminal_reason"`
+	TotalCostUSD   *float64     `json:"total_cost_usd"`
+	Usage          *claudeUsage `json:"usage"`
+}
+
+type claudeMessage struct {
+	ID      string          `json:"id"`
+	Model   string          `json:"model"`
+	Content json.RawMessage `json:"content"`
+	Usage   *claudeUsage    `json:"usage"`
+}
+
+type claudeBlock struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	ToolUseID string `json:"tool_use_id"`
+	Text      string `json:"text"`
+}
+
+type claudeUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+func (u claudeUsage) usage() Usage {
+	return Usage{
+		InputTokens:      u.InputTokens,
+		OutputTokens:     u.OutputTokens,
+		CacheReadTokens:  u.CacheReadInputTokens,
+		CacheWriteTokens: u.CacheCreationInputTokens,
+	}
+}
+
+// claudeDecode decodes a JSON object into v, keeping what fits when some
+// value has an unexpected type (a later CLI version's change to one field
+// must not hide the rest of the event).
+func claudeDecode(data []byte, v any) bool {
+	err := json.Unmarshal(data, v)
+	var te *json.UnmarshalTypeError
+	return err == nil || errors.As(err, &te)
+}
+
+// blocks decodes a message's content when it is a list of blocks (a user
+// message's content may also be a plain string).
+func (m *claudeMessage) blocks() []claudeBlock {
+	c := bytes.TrimSpace(m.Content)
+	if len(c) == 0 || c[0] != '[' {
+		return nil
+	}
+	var raw []json.RawMessage
+	if json.Unmarshal(c, &raw) != nil {
+		return nil
+	}
+	out := make([]claudeBlock, 0, len(raw))
+	for _, r := range raw {
+		var b claudeBlock
+		if claudeDecode(r, &b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Line implements Watcher.
+func (w *claudeWatcher) Line(l Line) {
+	if l.Stream != Stdout || l.Truncated {
+		return
+	}
+	data := bytes.TrimSpace(l.Data)
+	if len(data) == 0 || data[0] != '{' {
+		return
+	}
+	var ev claudeEvent
+	if !claudeDecode(data, &ev) {
+		return
+	}
+	if ev.SessionID != "" {
+		w.sessionID = ev.SessionID
+	}
+	switch ev.Type {
+	case "system":
+		w.system(ev)
+	case "assistant":
+		w.assistant(ev)
+	case "user":
+		w.user(ev)
+	case "result":
+		w.result = &ev
+		w.resultLine = string(data)
+		w.pending = nil
+		w.quiet(0)
+		if ev.Usage != nil {
+			u := ev.Usage.usage()
+			w.usage = &u
+		}
+		if ev.TotalCostUSD != nil && !math.IsNaN(*ev.TotalCostUSD) {
+			if w.usage == nil {
+				w.usage = &Usage{}
+			}
+			c := *ev.TotalCostUSD
+			w.usage.CostUSD = &c
+		}
+		phase := PhaseFinished
+		if ev.IsError || strings.HasPrefix(ev.Subtype, "error") {
+			phase = PhaseErrored
+		}
+		w.setPhase(phase, "stream:result/"+ev.Subtype, nil)
+	}
+}
+
+func (w *claudeWatcher) system(ev claudeEvent) {
+	reason := "stream:system/" + ev.Subtype
+	switch ev.Subtype {
+	case "init":
+		w.initSeen = true
+		if len(w.pending) == 0 {
+			w.setPhase(PhaseAwaitingModel, reason, nil)
+		}
+	case "api_retry":
+		// The model call failed and is retried after retry_delay_ms:
+		// silence until then is expected.
+		if d := ev.RetryDelayMS; d != nil && *d > 0 && *d < float64(maxRetryAfter/time.Millisecond) {
+			w.quiet(time.Duration(*d * float64(time.Millisecond)))
+		}
+		if len(w.pending) == 0 {
+			w.setPhase(PhaseAwaitingModel, reason, nil)
+		}
+	default:
+		// Hook events and the like may come before init: the worker is
+		// still starting.
+		if !w.initSeen && w.result == nil {
+			w.setPhase(PhaseStarting, reason, nil)
+		}
+	}
+}
+
+func (w *claudeWatcher) assistant(ev claudeEvent) {
+	m := ev.Message
+	if m == nil {
+		return
+	}
+	w.quiet(0)
+	// A synthetic message carries an API error's text, not the model's.
+	synthetic := m.Model == "<synthetic>" || claudeErrorCategory(ev.Error) != ""
+	if m.Usage != nil && m.ID != "" && !synthetic {
+		if w.msgUsage == nil {
+			w.msgUsage = map[string]Usage{}
+		}
+		if _, ok := w.msgUsage[m.ID]; !ok {
+			w.msgOrder = append(w.msgOrder, m.ID)
+		}
+		w.msgUsage[m.ID] = m.Usage.usage()
+	}
+	if !synthetic {
+		for _, b := range m.blocks() {
+			switch b.Type {
+			case "tool_use":
+				if b.ID != "" && !slices.Contains(w.pending, b.ID) {
+					w.pending = append(w.pending, b.ID)
+				}
+			case "text":
+				if ev.ParentToolUseID == nil && strings.TrimSpace(b.Text) != "" {
+					w.answered = true
+				}
+			}
+		}
+	}
+	if len(w.pending) > 0 {
+		w.setPhase(PhaseToolRunning, "stream:assistant/tool_use", w.pending)
+		return
+	}
+	w.setPhase(PhaseAwaitingModel, "stream:assistant", nil)
+}
+
+func (w *claudeWatcher) user(ev claudeEvent) {
+	if ev.Message == nil {
+		return
+	}
+	closed := false
+	for _, b := range ev.Message.blocks() {
+		if b.Type != "tool_result" {
+			continue
+		}
+		closed = true
+		if i := slices.Index(w.pending, b.ToolUseID); i >= 0 {
+			w.pending = slices.Delete(w.pending, i, i+1)
+		}
+	}
+	if !closed {
+		return
+	}
+	w.quiet(0)
+	if len(w.pending) > 0 {
+		w.setPhase(PhaseToolRunning, "stream:user/tool_result", w.pending)
+		return
+	}
+	w.setPhase(PhaseAwaitingModel, "stream:user/tool_result", nil)
+}
+
+// claudeErrorCategory returns an assistant message's error category
+// ("authentication_failed", "rate_limit", ...), or "".
+func claudeErrorCategory(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// Finish implements Watcher.
+func (w *claudeWatcher) Finish(e Exit) Result {
+	if w.usage == nil && len(w.msgOrder) > 0 {
+		// No result: the run's usage is what its messages reported.
+		var u Usage
+		for _, id := range w.msgOrder {
+			m := w.msgUsage[id]
+			u.InputTokens += m.InputTokens
+			u.OutputTokens += m.OutputTokens
+			u.CacheReadTokens += m.CacheReadTokens
+			u.CacheWriteTokens += m.CacheWriteTokens
+		}
+		w.usage = &u
+	}
+	w.resume = w.transcript()
+	if ended(e) {
+		return w.session(JudgeExit(e))
+	}
+	r := w.result
+	switch {
+	case r == nil && e.Code != 0:
+		return w.session(JudgeExit(e))
+	case r == nil:
+		return w.session(incomplete(RunnerClaude, "a result event"))
+	case r.Subtype == "error_max_turns" || r.TerminalReason == "max_turns" || r.Subtype == "error_max_budget_usd":
+		return w.session(Result{Outcome: StepCappedPartial})
+	case r.IsError || strings.HasPrefix(r.Subtype, "error") || strings.HasPrefix(r.TerminalReason, "aborted"):
+		return w.session(reportedFailure(e, RunnerClaude, w.resultLine))
+	case strings.TrimSpace(r.Result) == "" && !w.answered:
+		return w.session(Result{Outcome: Empty})
+	}
+	return w.session(Result{Outcome: Completed})
+}
+
+// claudeSessionID matches the session ids whose transcript the watcher
+// looks up: a UUID in practice, never a path.
+var claudeSessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+
+// transcript returns the path of the session's transcript in the worker's
+// isolated config dir, which is what resuming it needs; "" when the worker
+// is not isolated or wrote none.
+func (w *claudeWatcher) transcript() string {
+	if w.configDir == "" || !claudeSessionID.MatchString(w.sessionID) {
+		return ""
+	}
+	matches, _ := filepath.Glob(filepath.Join(w.configDir, "projects", "*", w.sessionID+".jsonl"))
+	for _, m := range matches {
+		if st, err := os.Stat(m); err == nil && st.Mode().IsRegular() {
+			return m
+		}
+	}
+	return ""
 }

@@ -1,0 +1,66 @@
+package pilot_test
+
+import (
+	"testing"
+
+	"github.com/pilotworkers/pilot"
+)
+
+// TestClaudeDiagnostic covers Claude Code's error events: the text
+// ExtractDiagnostic takes from them and the class it proves.
+func TestClaudeDiagnostic(t *testing.T) {
+	tests := []struct {
+		name  string
+		line  string
+		text  string // "" when the line is no diagnostic
+		class pilot.FailureClass
+	}{
+		{"synthetic auth message with an env key",
+			`{"type":"assistant","message":{"content":[{"type":"text","text":"Invalid API key · Fix external API key"}],"model":"<synthetic>"},"session_id":"test-session","error":"authentication_failed"}`,
+			"Invalid API key · Fix external API key (api error: authentication_failed)", pilot.FailProviderAuth},
+		{"synthetic rate limit message",
+			`{"type":"assistant","message":{"content":[{"type":"text","text":"Rate limit exceeded"}],"model":"<synthetic>"},"error":"rate_limit"}`,
+			"Rate limit exceeded (api error: rate_limit)", pilot.FailProviderRateLimit},
+		{"synthetic server error with the API's text",
+			`{"type":"assistant","message":{"content":[{"type":"text","text":"API Error: 500 {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"Internal server error\"}}"}],"model":"<synthetic>"},"error":"unknown"}`,
+			`API Error: 500 {"type":"error","error":{"type":"api_error","message":"Internal server error"}} (api error: unknown)`, pilot.FailProviderServerError},
+		{"synthetic billing error",
+			`{"type":"assistant","message":{"content":[{"type":"text","text":"Credit balance is too low"}],"model":"<synthetic>"},"error":"billing_error"}`,
+			"Credit balance is too low (api error: billing_error)", pilot.FailProviderQuota},
+		{"an error category without text",
+			`{"type":"assistant","message":{"content":[]},"error":"server_error"}`,
+			"(api error: server_error)", pilot.FailProviderServerError},
+		{"the model's own message is no diagnostic",
+			`{"type":"assistant","message":{"id":"m","content":[{"type":"text","text":"API Error: 401 Invalid API key · Please run /login"}]},"session_id":"s"}`,
+			"", ""},
+		{"an error field that is not a category",
+			`{"type":"assistant","message":{"content":[{"type":"text","text":"x"}]},"error":{"code":1}}`,
+			"", ""},
+		{"a tool result that mentions errors",
+			`{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"\"error\": connection refused","is_error":true}]}}`,
+			"", ""},
+		{"result with /login",
+			`{"type":"result","subtype":"success","is_error":true,"result":"Invalid API key · Please run /login","api_error_status":401,"terminal_reason":"api_error"}`,
+			"Invalid API key · Please run /login (api_error_status: 401)", pilot.FailProviderAuth},
+		{"result with only a status",
+			`{"type":"result","subtype":"success","is_error":true,"api_error_status":529,"session_id":"session_overload"}`,
+			"success (api_error_status: 529)", pilot.FailProviderServerError},
+		{"result that succeeded",
+			`{"type":"result","subtype":"success","is_error":false,"result":"API Error: 429 is what I would print"}`,
+			"", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			text, ok := pilot.ExtractDiagnostic("claude", pilot.Stdout, tc.line)
+			if text != tc.text || ok != (tc.text != "") {
+				t.Fatalf("ExtractDiagnostic = %q, %v; want %q", text, ok, tc.text)
+			}
+			if !ok {
+				return
+			}
+			if c := pilot.ClassifyFailure(text); c.Class != tc.class || c.Evidence == "" {
+				t.Errorf("ClassifyFailure(%q) = %s (evidence %q), want %s", text, c.Class, c.Evidence, tc.class)
+			}
+		})
+	}
+}
