@@ -1,17 +1,653 @@
 package pilot
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 )
 
-// PiRunner runs the pi CLI. (Being built.)
+// PiRunner runs the pi coding agent (binary "pi") in print mode with its
+// JSON event stream, one prompt per worker:
+//
+//	pi -p --mode json --session FILE [--provider pilot] [--model MODEL]
+//	   [--tools read,grep,find,ls] [Provider.Args...]   < prompt
+//
+// The prompt goes to pi's standard input, which pi reads whole (trimmed) as
+// the first message when it is not a terminal. pi's own argument parser
+// drops or misreads a positional argument that starts with "-" (a flag to
+// it) and reads one that starts with "@" as a file to attach, and older
+// releases (0.58 among them) have no "--" to stop that, so a prompt passed
+// as an argument could be lost or misread; on stdin it cannot. (pi still
+// expands a prompt that starts with "/" as a slash command or prompt
+// template, as it would typed.)
+//
+// Sessions. pi always gets --session with a path, never an id: pi looks a
+// value with no "/" and no ".jsonl" up as a session id prefix, and when it
+// finds one in another project it asks for confirmation on stdout and
+// waits, which would corrupt the stream and hang the worker. A new session
+// goes to the attempt's SessionPath, made absolute (pi runs in the task's
+// workdir); pi creates the file only once the first model response exists.
+// The Command names the same file as its SessionPath, so pilot follows the
+// session's phase there for the stall policy, and the Result's Resume is
+// that path. To continue a session, Task.Resume must be such a path (the
+// earlier verdict's "resume"): an existing file whose first line is a pi
+// session header. A relative path is taken from pilot's working directory,
+// as Task.TaskFile is. An id is refused.
+//
+// Environment. With Provider.Isolated or a BaseURL, the worker gets its own
+// agent dir, <RunDir>/pi-agent, through PI_CODING_AGENT_DIR: no settings,
+// logins, extensions or sessions of the user's ~/.pi/agent, so its key must
+// come from the environment (pi reads the variable its provider names, such
+// as ANTHROPIC_API_KEY: set CredentialEnv to that name). With a BaseURL,
+// pilot writes <agent dir>/models.json with one OpenAI-compatible provider,
+// "pilot" (api openai-completions, baseUrl BaseURL, the one model
+// Provider.Model, which is then required), whose apiKey is the name of
+// Provider.CredentialEnv, never its value: pi resolves a name to the
+// variable's value. The worker then runs with --provider pilot --model
+// MODEL; without a BaseURL, Provider.Model becomes --model. Every worker
+// also gets PERSISTENT_STORE=jsonl, which asks pi builds that can keep
+// sessions in SQLite for the JSONL file pilot follows (pi releases that do
+// not know the variable write JSONL anyway), and PI_OFFLINE=1 unless the
+// provider's Env sets PI_OFFLINE: pi then makes no network calls at
+// start-up (no package installs or updates) and does not download the fd
+// and rg helpers its find and grep tools use, which then need them in PATH
+// or in the agent dir's bin directory.
+//
+// Modes. ModeExplore and ModeReview run with pi's read-only built-in tools
+// only (--tools read,grep,find,ls); ModeCode, ModeTest and ModeResume keep
+// pi's default tools (read, bash, edit, write). Any mode may resume.
+//
+// Verdict. In JSON mode pi exits 0 even when the model call failed: the
+// outcome is in the stream. The watcher takes the last assistant message
+// (message_end, turn_end, or agent_end's messages) as the run's answer and
+// accepts both stream generations (whole-message message_update events up
+// to 0.80, delta-only ones from 0.84; auto_compaction_* and compaction_*;
+// agent_end with willRetry and agent_settled). A failed model call that pi
+// retries (auto_retry_start) is not the outcome; the message of the retry
+// is, and auto_retry_end with success false ends the retries. The last
+// assistant message's stopReason decides: "stop" with text is completed,
+// "stop" without text empty, "length" step_capped_partial (the model's
+// output cap cut the answer: pi has no turn cap of its own), and "error" or
+// "aborted" an error of the class its errorMessage proves
+// ([ClassifyFailure]; generic-error when it proves none), whatever the exit
+// status. Exit 0 without a final assistant message or without agent_end is
+// incomplete. Any other non-zero exit is judged by [JudgeExit]: pi's
+// pre-flight errors (such as "No API key found") go to stderr before any
+// model call. The session id is the stream's header line; usage is the sum
+// of the run's assistant messages (each one model call), with cost.total as
+// CostUSD.
 type PiRunner struct{}
 
 // Name implements Runner.
 func (PiRunner) Name() string { return RunnerPi }
 
+// PiProviderName is the name of the provider pilot writes into a pi
+// worker's models.json for a Provider with a BaseURL.
+const PiProviderName = "pilot"
+
+// piReadOnlyTools are pi's read-only built-in tools, for explore and review.
+const piReadOnlyTools = "read,grep,find,ls"
+
+// piNoCredential is the apiKey pilot writes for an endpoint that needs no
+// credential: pi requires one, and resolves a value that names no
+// environment variable to itself.
+const piNoCredential = "pilot-no-credential"
+
 // Command implements Runner.
-func (PiRunner) Command(ctx context.Context, a Attempt) (*Command, error) {
-	return nil, errors.New("the pi runner is not built yet")
+func (PiRunner) Command(_ context.Context, a Attempt) (*Command, error) {
+	p := a.Provider
+	if p.BaseURL != "" && p.Model == "" {
+		return nil, fmt.Errorf("provider %q has a base_url but no model: set \"model\" to the model id the endpoint serves", p.Name)
+	}
+	if strings.TrimSpace(a.Prompt) == "" {
+		return nil, errors.New("the prompt is empty: pi reads a blank prompt as no prompt and does nothing")
+	}
+	session := a.SessionPath
+	if a.Task.Resume != "" {
+		var err error
+		if session, err = piResumePath(a.Task.Resume); err != nil {
+			return nil, err
+		}
+	}
+	if session == "" {
+		return nil, errors.New("the attempt has no session path for pi's --session")
+	}
+	session, err := filepath.Abs(session)
+	if err != nil {
+		return nil, fmt.Errorf("pi session path: %w", err)
+	}
+
+	argv := []string{program(p, RunnerPi), "-p", "--mode", "json", "--session", session}
+	env := map[string]string{"PERSISTENT_STORE": "jsonl"}
+	if _, ok := p.Env["PI_OFFLINE"]; !ok {
+		env["PI_OFFLINE"] = "1"
+	}
+	dir, err := isolatedDir(a, "pi-agent")
+	if err != nil {
+		return nil, err
+	}
+	if dir != "" {
+		if dir, err = filepath.Abs(dir); err != nil {
+			return nil, fmt.Errorf("pi agent dir: %w", err)
+		}
+		env["PI_CODING_AGENT_DIR"] = dir
+	}
+	switch {
+	case p.BaseURL != "":
+		if err := writePiModels(dir, p); err != nil {
+			return nil, err
+		}
+		argv = append(argv, "--provider", PiProviderName, "--model", p.Model)
+	case p.Model != "":
+		argv = append(argv, "--model", p.Model)
+	}
+	switch a.Task.Mode {
+	case ModeExplore, ModeReview:
+		argv = append(argv, "--tools", piReadOnlyTools)
+	}
+	argv = append(argv, p.Args...)
+	return &Command{
+		Argv:        argv,
+		Env:         env,
+		Stdin:       []byte(a.Prompt),
+		Watcher:     &piWatcher{path: session},
+		SessionPath: session,
+	}, nil
+}
+
+// piResumePath checks that resume names an existing pi session file and
+// returns its absolute path.
+func piResumePath(resume string) (string, error) {
+	path, err := filepath.Abs(resume)
+	if err != nil {
+		return "", fmt.Errorf("pi resume path: %w", err)
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err != nil && !strings.ContainsAny(resume, `/\`) && !strings.HasSuffix(resume, ".jsonl"):
+		return "", fmt.Errorf("cannot resume %q: pi resumes a session from its session file, not an id: set Task.Resume to the earlier verdict's \"resume\" value, which for pi is the session file's path", resume)
+	case err != nil:
+		return "", fmt.Errorf("cannot resume: no pi session file at %s (pi writes it once the model first answered)", path)
+	case !st.Mode().IsRegular():
+		return "", fmt.Errorf("cannot resume: %s is not a file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("cannot resume: %w", err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return "", fmt.Errorf("cannot resume: reading %s: %w", path, err)
+	}
+	line, _, _ := bytes.Cut(buf[:n], []byte("\n"))
+	var h struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`
+	}
+	if json.Unmarshal(bytes.TrimSuffix(line, []byte("\r")), &h) != nil || h.Type != "session" || h.ID == "" {
+		return "", fmt.Errorf("cannot resume: %s is not a pi session file (its first line is not a session header)", path)
+	}
+	return path, nil
+}
+
+// writePiModels writes dir/models.json declaring p's endpoint as the
+// provider "pilot". The credential is referenced by its variable's name.
+func writePiModels(dir string, p Provider) error {
+	key := p.CredentialEnv
+	if key == "" {
+		key = piNoCredential
+	}
+	type model struct {
+		ID string `json:"id"`
+	}
+	type provider struct {
+		BaseURL string  `json:"baseUrl"`
+		API     string  `json:"api"`
+		APIKey  string  `json:"apiKey"`
+		Models  []model `json:"models"`
+	}
+	data, err := json.MarshalIndent(map[string]any{
+		"providers": map[string]provider{
+			PiProviderName: {BaseURL: p.BaseURL, API: "openai-completions", APIKey: key, Models: []model{{ID: p.Model}}},
+		},
+	}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "models.json"), append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("writing pi's models.json: %w", err)
+	}
+	return nil
+}
+
+// piWatcher follows one pi worker's --mode json stream. See PiRunner for
+// how it judges the run.
+type piWatcher struct {
+	streamWatch
+	path string // the session file, the Result's Resume
+
+	header  bool     // the session header was seen
+	pending []string // tool calls asked for or started, not yet ended
+
+	last *piFinal // the last assistant message
+	// done: the stream said the run ended (agent_end without a retry
+	// coming, agent_settled, or auto_retry_end with success false) and
+	// nothing started since.
+	done        bool
+	retryFailed bool
+	finalError  string // auto_retry_end's finalError
+}
+
+// piFinal is what the watcher keeps of an assistant message.
+type piFinal struct {
+	stopReason   string
+	errorMessage string
+	text         bool // it holds non-blank text
+	// truncated: the message's line was longer than pilot reads, so
+	// nothing but its role is known.
+	truncated bool
+}
+
+// Line implements Watcher.
+func (w *piWatcher) Line(l Line) {
+	if l.Stream != Stdout {
+		return
+	}
+	data := bytes.TrimSpace(l.Data)
+	if len(data) == 0 || data[0] != '{' {
+		return
+	}
+	typ, ok := piLeadingType(data)
+	if l.Truncated {
+		if ok {
+			w.truncatedEvent(typ, data)
+		}
+		return
+	}
+	switch typ {
+	case "message_update", "tool_execution_update", "bash_execution_update", "queue_update":
+		// Large and frequent (pi up to 0.80 repeats the whole message on
+		// every message_update): the type says all the watcher needs.
+		w.event(typ, nil)
+		return
+	}
+	f, ok := piObject(data)
+	if !ok {
+		return
+	}
+	if typ == "" {
+		typ = piString(f["type"])
+	}
+	w.event(typ, f)
+}
+
+// event handles one stream event; f is nil for events whose body is not
+// read.
+func (w *piWatcher) event(typ string, f map[string]json.RawMessage) {
+	reason := "stream:" + typ
+	switch typ {
+	case "session":
+		if !w.header {
+			w.header = true
+			if id := piString(f["id"]); id != "" {
+				w.sessionID, w.resume = id, w.path
+			}
+		}
+	case "agent_start":
+		w.done, w.retryFailed, w.finalError = false, false, ""
+		w.quiet(0)
+		w.pending = nil
+		w.setPhase(PhaseAwaitingModel, reason, nil)
+	case "turn_start", "message_update", "auto_compaction_start", "compaction_start":
+		w.pending = nil
+		w.setPhase(PhaseAwaitingModel, reason, nil)
+	case "message_start", "message_end":
+		m, ok := piObject(f["message"])
+		if !ok {
+			return
+		}
+		switch piString(m["role"]) {
+		case "assistant":
+			if typ == "message_start" {
+				w.setPhase(PhaseAwaitingModel, reason, nil)
+				return
+			}
+			fin := readPiFinal(m)
+			w.last = &fin
+			w.addUsage(m["usage"])
+			w.pending = nil
+			if fin.stopReason != "error" && fin.stopReason != "aborted" {
+				w.pending = piToolCallIDs(m["content"])
+			}
+			w.afterAssistant(reason)
+		case "toolResult":
+			if typ == "message_end" {
+				w.toolEnded(piString(m["toolCallId"]), reason)
+			}
+		case "user":
+			w.pending = nil
+			w.setPhase(PhaseAwaitingModel, reason, nil)
+		}
+	case "turn_end":
+		if m, ok := piObject(f["message"]); ok && piString(m["role"]) == "assistant" {
+			fin := readPiFinal(m)
+			w.last = &fin
+		}
+	case "tool_execution_start":
+		if id := piString(f["toolCallId"]); id != "" && !slices.Contains(w.pending, id) {
+			w.pending = append(w.pending, id)
+		}
+		w.setPhase(PhaseToolRunning, reason, w.pending)
+	case "tool_execution_update":
+		w.setPhase(PhaseToolRunning, reason, w.pending)
+	case "tool_execution_end":
+		w.toolEnded(piString(f["toolCallId"]), reason)
+	case "agent_end":
+		var msgs []json.RawMessage
+		if json.Unmarshal(f["messages"], &msgs) == nil {
+			for i := len(msgs) - 1; i >= 0; i-- {
+				if m, ok := piObject(msgs[i]); ok && piString(m["role"]) == "assistant" {
+					fin := readPiFinal(m)
+					w.last = &fin
+					break
+				}
+			}
+		}
+		retry, _ := piBool(f["willRetry"])
+		w.done = !retry
+		w.pending = nil
+		w.setPhase(w.endPhase(), reason, nil)
+	case "agent_settled":
+		w.done = true
+		w.pending = nil
+		w.setPhase(w.endPhase(), reason, nil)
+	case "auto_retry_start":
+		// The last error is not final: pi calls the model again after
+		// delayMs, and that call's message is the outcome.
+		w.done = false
+		if ms, ok := piFloat(f["delayMs"]); ok && ms > 0 && ms < float64(24*time.Hour/time.Millisecond) {
+			w.quiet(time.Duration(ms * float64(time.Millisecond)))
+		}
+		w.setPhase(PhaseAwaitingModel, reason, nil)
+	case "auto_retry_end":
+		if ok, _ := piBool(f["success"]); !ok {
+			w.retryFailed, w.done = true, true
+			w.finalError = piString(f["finalError"])
+			w.quiet(0)
+			w.setPhase(PhaseErrored, reason, nil)
+		}
+	case "auto_compaction_end", "compaction_end":
+		if retry, _ := piBool(f["willRetry"]); retry {
+			w.done = false
+			w.setPhase(PhaseAwaitingModel, reason, nil)
+			return
+		}
+		w.setPhase(w.endPhase(), reason, nil)
+	}
+}
+
+// truncatedEvent handles an event whose line pilot holds only the start of.
+func (w *piWatcher) truncatedEvent(typ string, prefix []byte) {
+	switch typ {
+	case "message_end":
+		// The role is the message's first key.
+		switch {
+		case bytes.HasPrefix(prefix, []byte(`{"type":"message_end","message":{"role":"assistant"`)):
+			w.last = &piFinal{truncated: true}
+			w.pending = nil
+			w.setPhase(PhaseUnknown, "stream:message_end-too-long", nil)
+		case bytes.HasPrefix(prefix, []byte(`{"type":"message_end","message":{"role":"toolResult"`)):
+			if id, ok := piPrefixString(prefix, "toolCallId"); ok {
+				w.toolEnded(id, "stream:message_end")
+			}
+		}
+	case "agent_end":
+		// willRetry, after the messages, is lost: a retry shows itself
+		// by the events that follow.
+		w.done = true
+		w.pending = nil
+		w.setPhase(w.endPhase(), "stream:agent_end", nil)
+	case "message_update", "tool_execution_update":
+		w.event(typ, nil)
+	case "tool_execution_end":
+		// {"type":"tool_execution_end","toolCallId":"…",…: the id comes
+		// before the (large) result.
+		if id, ok := piPrefixString(prefix, "toolCallId"); ok {
+			w.toolEnded(id, "stream:tool_execution_end")
+		}
+	}
+}
+
+// piPrefixString returns the string value of key in the first part of a
+// line pilot holds only the start of, when it is there and plain.
+func piPrefixString(prefix []byte, key string) (string, bool) {
+	if len(prefix) > 512 {
+		prefix = prefix[:512]
+	}
+	_, rest, ok := bytes.Cut(prefix, []byte(`"`+key+`":"`))
+	if !ok {
+		return "", false
+	}
+	i := bytes.IndexByte(rest, '"')
+	if i <= 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
+		return "", false
+	}
+	return string(rest[:i]), true
+}
+
+// afterAssistant sets the phase an assistant message_end leaves.
+func (w *piWatcher) afterAssistant(reason string) {
+	if len(w.pending) > 0 {
+		w.setPhase(PhaseToolRunning, reason, w.pending)
+		return
+	}
+	w.setPhase(w.endPhase(), reason, nil)
+}
+
+// toolEnded records the end of tool call id.
+func (w *piWatcher) toolEnded(id, reason string) {
+	if i := slices.Index(w.pending, id); i >= 0 {
+		w.pending = slices.Delete(w.pending, i, i+1)
+	}
+	if len(w.pending) > 0 {
+		w.setPhase(PhaseToolRunning, reason, w.pending)
+		return
+	}
+	w.setPhase(PhaseAwaitingModel, reason, nil)
+}
+
+// endPhase is the phase of a run whose last model call ended.
+func (w *piWatcher) endPhase() SessionPhase {
+	if w.last != nil && (w.last.stopReason == "error" || w.last.stopReason == "aborted") {
+		return PhaseErrored
+	}
+	if w.last != nil && w.last.truncated {
+		return PhaseUnknown
+	}
+	return PhaseFinished
+}
+
+// addUsage adds one assistant message's usage (one model call) to the
+// run's.
+func (w *piWatcher) addUsage(raw json.RawMessage) {
+	u, ok := piObject(raw)
+	if !ok {
+		return
+	}
+	if w.usage == nil {
+		w.usage = &Usage{}
+	}
+	add := func(dst *int64, key string) {
+		if n, ok := piFloat(u[key]); ok && n > 0 && n < 1<<53 {
+			*dst += int64(n)
+		}
+	}
+	add(&w.usage.InputTokens, "input")
+	add(&w.usage.OutputTokens, "output")
+	add(&w.usage.CacheReadTokens, "cacheRead")
+	add(&w.usage.CacheWriteTokens, "cacheWrite")
+	if c, ok := piObject(u["cost"]); ok {
+		if total, ok := piFloat(c["total"]); ok {
+			if w.usage.CostUSD == nil {
+				w.usage.CostUSD = new(float64)
+			}
+			*w.usage.CostUSD += total
+		}
+	}
+}
+
+// Finish implements Watcher.
+func (w *piWatcher) Finish(e Exit) Result {
+	last := w.last
+	switch {
+	case ended(e):
+		return w.session(JudgeExit(e))
+	case last == nil && e.Code != 0:
+		// pi's pre-flight errors ("No API key found", "No models
+		// available") go to stderr before any model call.
+		return w.session(JudgeExit(e))
+	case last == nil:
+		return w.session(incomplete(RunnerPi, "a final assistant message"))
+	case last.truncated:
+		return w.session(Result{Outcome: Failed, FailureClass: FailGeneric, Source: SourceWorkerReport,
+			Evidence: &Evidence{Source: RunnerPi + ":stdout", Line: "pi's last assistant message is longer than the Dispatcher's MaxLineBytes: pilot cannot read how it ended"}})
+	case last.stopReason == "error", last.stopReason == "aborted":
+		// pi exits 0 in JSON mode when the model call failed; the
+		// message says why.
+		return w.session(w.failure(e, last))
+	case e.Code != 0:
+		return w.session(JudgeExit(e))
+	case !w.done:
+		return w.session(incomplete(RunnerPi, "agent_end"))
+	}
+	switch last.stopReason {
+	case "stop":
+		if last.text {
+			return w.session(Result{Outcome: Completed})
+		}
+		return w.session(Result{Outcome: Empty})
+	case "length":
+		// The model hit its output-token cap mid-answer. pi has no turn
+		// or step cap of its own; this is the nearest thing.
+		return w.session(Result{Outcome: StepCappedPartial})
+	case "toolUse":
+		return w.session(incomplete(RunnerPi, "a final answer (its last assistant message asked for tools)"))
+	}
+	return w.session(Result{Outcome: Failed, FailureClass: FailGeneric, Source: SourceWorkerReport,
+		Evidence: &Evidence{Source: RunnerPi + ":stdout", Line: fmt.Sprintf("pi's last assistant message has stopReason %q", last.stopReason)}})
+}
+
+// failure is the Result of a run whose last assistant message failed:
+// the class its errorMessage proves. Only that message counts: errors pi
+// retried earlier (which the Dispatcher's diagnostic may hold) do not.
+func (w *piWatcher) failure(e Exit, last *piFinal) Result {
+	text := last.errorMessage
+	if text == "" {
+		text = w.finalError
+	}
+	if text == "" {
+		// What pi's text mode prints then.
+		text = "Request " + last.stopReason
+	}
+	e.Diagnostic = nil
+	if c := ClassifyFailure(text); c.Evidence != "" {
+		e.Diagnostic = &Diagnostic{Classification: c, Source: RunnerPi + ":stdout"}
+	}
+	return reportedFailure(e, RunnerPi, text)
+}
+
+// piLeadingType returns the event type of a line that starts the way pi
+// writes its events, {"type":"…", without decoding the rest.
+func piLeadingType(data []byte) (string, bool) {
+	rest, ok := bytes.CutPrefix(data, []byte(`{"type":"`))
+	if !ok {
+		return "", false
+	}
+	i := bytes.IndexByte(rest, '"')
+	if i < 0 || i > 64 || bytes.IndexByte(rest[:i], '\\') >= 0 {
+		return "", false
+	}
+	return string(rest[:i]), true
+}
+
+// piObject decodes a JSON object's members, leaving their values raw.
+func piObject(raw []byte) (map[string]json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil || m == nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// piAssistant reads how an assistant message ended.
+func readPiFinal(m map[string]json.RawMessage) piFinal {
+	f := piFinal{stopReason: piString(m["stopReason"]), errorMessage: piString(m["errorMessage"])}
+	var s string
+	if json.Unmarshal(m["content"], &s) == nil {
+		f.text = strings.TrimSpace(s) != ""
+		return f
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text any    `json:"text"`
+	}
+	if json.Unmarshal(m["content"], &blocks) == nil {
+		for _, b := range blocks {
+			if t, ok := b.Text.(string); ok && b.Type == "text" && strings.TrimSpace(t) != "" {
+				f.text = true
+			}
+		}
+	}
+	return f
+}
+
+// piToolCallIDs returns the ids of an assistant message's toolCall blocks.
+func piToolCallIDs(content json.RawMessage) []string {
+	var blocks []map[string]json.RawMessage
+	if json.Unmarshal(content, &blocks) != nil {
+		return nil
+	}
+	var ids []string
+	for _, b := range blocks {
+		if piString(b["type"]) == "toolCall" {
+			if id := piString(b["id"]); id != "" && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+func piString(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+func piBool(raw json.RawMessage) (bool, bool) {
+	var b bool
+	if json.Unmarshal(raw, &b) != nil {
+		return false, false
+	}
+	return b, true
+}
+
+func piFloat(raw json.RawMessage) (float64, bool) {
+	var n float64
+	if json.Unmarshal(raw, &n) != nil {
+		return 0, false
+	}
+	return n, true
 }
