@@ -271,11 +271,6 @@ func claudeLine(t *testing.T, path string, n int, session string) string {
 	return string(out)
 }
 
-func feed(w pilot.Watcher, lines ...string) {
-	for _, l := range lines {
-		w.Line(pilot.Line{Stream: pilot.Stdout, Data: []byte(l), Size: int64(len(l))})
-	}
-}
 
 // TestClaudeDispatchIsolated runs a recorded stream through a real dispatch
 // of an isolated gateway provider and checks what the worker got: the prompt

@@ -209,6 +209,11 @@ func (d *Dispatcher) withDefaults() *Dispatcher {
 	if c.RunDir == "" {
 		c.RunDir = DefaultRunDir()
 	}
+	if abs, err := filepath.Abs(c.RunDir); err == nil {
+		// Workers run in their own directories: every path handed to
+		// them must be absolute.
+		c.RunDir = abs
+	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
@@ -437,7 +442,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		return Verdict{}, err
 	}
 	exit.Diagnostic = r.diagnostic()
-	res := r.judge(exit)
+	res := r.judge(exit, job.finishedFirst)
 
 	v = Verdict{
 		Type:             VerdictType,
@@ -666,6 +671,9 @@ type jobInfo struct {
 	leftovers  int
 	incomplete bool
 	phase      SessionPhase
+	// finishedFirst is set when the worker's session or stream already
+	// showed it finished when pilot began to end it.
+	finishedFirst bool
 }
 
 // supervise starts the worker and follows it until its tree is gone and
@@ -796,6 +804,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 			return
 		}
 		exit.Terminated, exit.Reason = true, reason
+		info.finishedFirst = watch.finished()
 		r.emit(Event{Type: EventTerminate, Message: why + ": sending SIGTERM to the worker's process tree"})
 		_ = job.Signal(syscall.SIGTERM)
 		g := time.NewTimer(r.d.Grace)
@@ -851,9 +860,6 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 		stdinDone()
 		return exit, info, fmt.Errorf("pilot: worker %d: %w", job.Pid, err)
 	}
-	watch.beat(time.Now()) // the session as the worker left it
-	r.rec.SessionRecord = watch.record(r.d.Stall)
-	info.phase = watch.state.Phase
 	info.leftovers = job.Leftovers()
 	if info.leftovers > 0 {
 		r.emit(Event{Type: EventLeftovers, Message: fmt.Sprintf("the worker exited leaving %d process(es) running; pilot killed them", info.leftovers)})
@@ -869,6 +875,9 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	outR.Close()
 	errR.Close()
 	stdinDone()
+	watch.beat(time.Now()) // the session as the worker left it, every line read
+	r.rec.SessionRecord = watch.record(r.d.Stall)
+	info.phase = watch.state.Phase
 
 	st := job.Status()
 	switch {
@@ -884,11 +893,25 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 }
 
 // judge asks the watcher, then applies pilot's own policy: a worker pilot
-// ended is judged by why pilot ended it, whatever it printed on the way out.
-func (r *run) judge(e Exit) Result {
+// ended is judged by why pilot ended it, whatever it printed on the way out,
+// unless it had already finished when pilot began to end it (finishedFirst:
+// a CLI that hangs after its final result, as Claude Code's -p mode is
+// known to) and its own stream says the task succeeded. Then the work
+// stands; the verdict's termination fields still say pilot ended it.
+//
+// In that case the watcher judges the output as if the worker had exited 0
+// by itself: how it ended was pilot's doing, not the worker's.
+func (r *run) judge(e Exit, finishedFirst bool) Result {
+	seen := e
+	if e.Terminated && finishedFirst {
+		seen.Terminated, seen.Reason, seen.Signal, seen.Code = false, "", 0, 0
+	}
 	r.lineMu.Lock()
-	res := r.watcher.Finish(e)
+	res := r.watcher.Finish(seen)
 	r.lineMu.Unlock()
+	if e.Terminated && finishedFirst && (res.Outcome == Completed || res.Outcome == StepCappedPartial) {
+		return res
+	}
 	var out Result
 	switch {
 	case e.Terminated:

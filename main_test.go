@@ -224,3 +224,10 @@ func dispatcherChild(script []string) int {
 	}
 	return 0
 }
+
+// feed hands lines to w as stdout lines, as the Dispatcher would.
+func feed(w pilot.Watcher, lines ...string) {
+	for _, l := range lines {
+		w.Line(pilot.Line{Stream: pilot.Stdout, Data: []byte(l), Size: int64(len(l))})
+	}
+}

@@ -320,11 +320,6 @@ func TestPiModelsWithoutCredential(t *testing.T) {
 	}
 }
 
-func feed(w pilot.Watcher, lines ...string) {
-	for _, l := range lines {
-		w.Line(pilot.Line{Stream: pilot.Stdout, Data: []byte(l), Size: int64(len(l))})
-	}
-}
 
 func piWatcher(t *testing.T) pilot.PhaseWatcher {
 	t.Helper()

@@ -40,6 +40,15 @@ func (w *lineWatcher) Line(l pilot.Line) {
 	}
 }
 
+// Finish is an adapter's: a stream that showed the task finished is
+// completed, unless the exit alone decides.
+func (w *lineWatcher) Finish(e pilot.Exit) pilot.Result {
+	if !e.Terminated && e.Signal == 0 && w.st.Phase == pilot.PhaseFinished {
+		return pilot.Result{Outcome: pilot.Completed}
+	}
+	return pilot.JudgeExit(e)
+}
+
 func (w *lineWatcher) StreamState() (pilot.SessionState, time.Time, bool) {
 	return w.st, w.quiet, w.seen
 }
@@ -87,5 +96,33 @@ func TestAnnouncedRetryIsNotAStall(t *testing.T) {
 	v := dispatch(t, d, tk)
 	if v.FailureClass != pilot.FailTimeout {
 		t.Fatalf("failure class %q, want timeout: a worker waiting out its announced retry is not stalled", v.FailureClass)
+	}
+}
+
+// A worker that hangs after its stream said it finished (Claude Code's -p
+// mode is known to) keeps its completed verdict when pilot ends it; the
+// termination fields still say pilot did. One that had not finished is
+// judged by pilot's policy.
+func TestFinishedWorkerEndedByPilotKeepsItsVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		phase   string
+		verdict pilot.Outcome
+		class   pilot.FailureClass
+	}{
+		{"finished", pilot.Completed, ""},
+		{"awaiting-model", pilot.Failed, pilot.FailIdleTimeout},
+	} {
+		t.Run(tc.phase, func(t *testing.T) {
+			d := lineDispatcher(t, "out=the answer", "out=phase:"+tc.phase, "block")
+			tk := task("linephase")
+			tk.IdleTimeout = 200 * time.Millisecond
+			v := dispatch(t, d, tk)
+			if v.Verdict != tc.verdict || v.FailureClass != tc.class {
+				t.Errorf("verdict %s/%q, want %s/%q", v.Verdict, v.FailureClass, tc.verdict, tc.class)
+			}
+			if v.TerminationInitiator != "pilot" || v.TerminationReason != pilot.FailIdleTimeout {
+				t.Errorf("termination %q/%q, want pilot/idle-timeout", v.TerminationInitiator, v.TerminationReason)
+			}
+		})
 	}
 }

@@ -96,6 +96,21 @@ func (w *sessionWatch) beat(now time.Time) StallAction {
 	return a
 }
 
+// finished reports whether the worker's session file or stream shows it
+// finished, as of now.
+func (w *sessionWatch) finished() bool {
+	if w.state.Phase == PhaseFinished || w.fileState.Phase == PhaseFinished {
+		return true
+	}
+	if pw, ok := w.r.watcher.(PhaseWatcher); ok {
+		w.r.lineMu.Lock()
+		st, _, ok := pw.StreamState()
+		w.r.lineMu.Unlock()
+		return ok && st.Phase == PhaseFinished
+	}
+	return false
+}
+
 // samePhase reports whether a and b are the same phase for the same tool
 // calls: a new entry that changes neither is not worth an event.
 func samePhase(a, b PiSessionState) bool {
