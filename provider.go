@@ -2,7 +2,6 @@ package pilot
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,9 +45,11 @@ func (m Mode) Valid() bool {
 // A Provider is one named worker configuration: which [Runner] starts it,
 // which model it uses and which environment variable holds its credential.
 //
-// A Provider is a plain value; the zero value is not useful. Providers come
-// from a providers file ([LoadProviders]) or are built in code and passed to
-// [NewRegistry].
+// A Provider is a plain value; the zero value is not useful. Pilot has
+// built-in providers ([DefaultProviders]); more come from a providers file
+// ([LoadProviders], or [LoadRegistry] for the built-ins with a file over
+// them) or are built in code and passed to [NewRegistry] or
+// [Registry.With].
 type Provider struct {
 	// Name is the key the provider is known by ("glm", "kimi-k3").
 	Name string `json:"-"`
@@ -65,8 +66,11 @@ type Provider struct {
 	Model string `json:"model,omitempty"`
 
 	// CredentialEnv names the environment variable that holds this
-	// provider's secret, such as "GLM_API_KEY". Empty means the provider
-	// needs no credential.
+	// provider's secret, such as "ZHIPU_API_KEY": the Dispatcher gets the
+	// secret from its CredentialSource (this variable in pilot's
+	// environment, or the provider's credential file) and sets this
+	// variable, in this provider's workers only. Empty means the provider
+	// needs no credential (the CLI uses its own login, say).
 	CredentialEnv string `json:"credential_env,omitempty"`
 
 	// Env is extra environment for the worker. It is added after pilot's
@@ -94,8 +98,8 @@ type Provider struct {
 	Isolated bool `json:"isolated,omitempty"`
 }
 
-// A Registry holds providers by name. Build one with [NewRegistry] or
-// [LoadProviders]; a nil *Registry holds nothing. A Registry is not changed
+// A Registry holds providers by name. Build one with [NewRegistry],
+// [LoadProviders] or [LoadRegistry]; a nil *Registry holds nothing. A Registry is not changed
 // after it is built and is safe for concurrent use.
 type Registry struct {
 	byName map[string]Provider
@@ -118,6 +122,33 @@ func NewRegistry(ps ...Provider) (*Registry, error) {
 		r.byName[p.Name] = p.clone()
 	}
 	return r, nil
+}
+
+// With returns a new registry holding r's providers and ps, where a
+// provider of ps replaces the one of the same name in r whole (its fields
+// are not merged). r is not changed. It reports the errors [NewRegistry]
+// does for ps, including a name used twice within ps.
+func (r *Registry) With(ps ...Provider) (*Registry, error) {
+	over, err := NewRegistry(ps...)
+	if err != nil {
+		return nil, err
+	}
+	return r.merge(over), nil
+}
+
+// merge returns a registry holding r's providers with over's replacing
+// those of the same name.
+func (r *Registry) merge(over *Registry) *Registry {
+	out := &Registry{byName: map[string]Provider{}}
+	for _, reg := range []*Registry{r, over} {
+		if reg == nil {
+			continue
+		}
+		for name, p := range reg.byName {
+			out.byName[name] = p.clone()
+		}
+	}
+	return out
 }
 
 func (p Provider) validate() error {
@@ -211,12 +242,18 @@ func (r *Registry) credentialEnvs(except string) map[string]bool {
 	return out
 }
 
-// LoadProviders reads a providers file:
+// LoadProviders reads a providers file, and only it (see [LoadRegistry] for
+// the built-in providers with a file over them):
 //
-//	{"providers": {"NAME": {"runner": "command", "argv": ["prog", "{task_file}"],
-//	  "model": "m", "credential_env": "NAME_API_KEY", "env": {"K": "V"}}}}
+//	{"providers": {
+//	  "NAME": {"runner": "command", "argv": ["prog", "{task_file}"],
+//	    "model": "m", "credential_env": "NAME_API_KEY", "env": {"K": "V"}},
+//	  "local": {"runner": "codex", "model": "my-model",
+//	    "base_url": "http://127.0.0.1:8080/v1", "credential_env": "LOCAL_API_KEY"}}}
 //
-// Unknown fields are an error that names the field and the file.
+// Every error names the file: unknown fields (with the known ones, or the
+// right spelling when only the case differs), a provider or field given
+// twice, a field of the wrong type, and an invalid provider.
 func LoadProviders(path string) (*Registry, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -379,112 +416,3 @@ func jsonKind(tok json.Token) string {
 	}
 	return fmt.Sprintf("%v", tok)
 }
-
-// A CredentialSource tells whether a provider's credential is configured and
-// hands its secret to the Dispatcher for that provider's worker only.
-// Implementations must be safe for concurrent use.
-type CredentialSource interface {
-	// Info describes the credential without revealing it.
-	Info(ctx context.Context, p Provider) (CredentialInfo, error)
-	// Secret returns the credential value. It is called only for a
-	// provider whose Info reported Configured.
-	Secret(ctx context.Context, p Provider) (Secret, error)
-}
-
-// CredentialInfo is what may be said about a credential: never its value.
-type CredentialInfo struct {
-	// Configured reports whether a non-empty credential is available (or
-	// none is needed).
-	Configured bool `json:"configured"`
-	// SecureMode reports whether the secret comes from a store meant for
-	// secrets (a keychain, a secrets manager) rather than plain
-	// environment variables.
-	SecureMode bool `json:"secure_mode"`
-	// Source says where the credential comes from ("env:GLM_API_KEY"), or
-	// "none" when the provider needs no credential.
-	Source string `json:"source"`
-}
-
-// A Secret holds a credential value. Its String, GoString and JSON forms are
-// redacted so it cannot leak through logging by accident; Reveal returns the
-// value. The value is held behind a pointer so that fmt paths that skip
-// String (%d, %p, a Secret in an unexported field) print an address, not it.
-type Secret struct{ value *string }
-
-// NewSecret wraps v.
-func NewSecret(v string) Secret { return Secret{value: &v} }
-
-// Reveal returns the secret value.
-func (s Secret) Reveal() string {
-	if s.value == nil {
-		return ""
-	}
-	return *s.value
-}
-
-// String returns "[REDACTED]".
-func (s Secret) String() string { return "[REDACTED]" }
-
-// GoString returns "[REDACTED]".
-func (s Secret) GoString() string { return "[REDACTED]" }
-
-// MarshalJSON encodes the secret as "[REDACTED]".
-func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"[REDACTED]"`), nil }
-
-// EnvCredentials reads each provider's credential from an environment
-// variable named by Provider.CredentialEnv. The zero value reads the process
-// environment.
-type EnvCredentials struct {
-	// LookupEnv replaces os.LookupEnv when set (tests, or an environment
-	// captured at start-up).
-	LookupEnv func(key string) (string, bool)
-}
-
-func (e EnvCredentials) lookup(key string) (string, bool) {
-	if e.LookupEnv != nil {
-		return e.LookupEnv(key)
-	}
-	return os.LookupEnv(key)
-}
-
-// Info implements CredentialSource.
-func (e EnvCredentials) Info(_ context.Context, p Provider) (CredentialInfo, error) {
-	if p.CredentialEnv == "" {
-		return CredentialInfo{Configured: true, Source: "none"}, nil
-	}
-	v, _ := e.lookup(p.CredentialEnv)
-	return CredentialInfo{Configured: v != "", Source: "env:" + p.CredentialEnv}, nil
-}
-
-// Secret implements CredentialSource.
-func (e EnvCredentials) Secret(_ context.Context, p Provider) (Secret, error) {
-	if p.CredentialEnv == "" {
-		return Secret{}, nil
-	}
-	v, _ := e.lookup(p.CredentialEnv)
-	if v == "" {
-		return Secret{}, &CredentialError{Provider: p.Name, Env: p.CredentialEnv}
-	}
-	return NewSecret(v), nil
-}
-
-// ErrCredentialMissing is matched (with errors.Is) by every *CredentialError.
-var ErrCredentialMissing = errors.New("pilot: credential missing")
-
-// CredentialError reports a provider whose credential is not configured.
-// Nothing was spawned.
-type CredentialError struct {
-	Provider string
-	Env      string // the variable that should hold it, if known
-}
-
-func (e *CredentialError) Error() string {
-	fix := "configure its credential source"
-	if e.Env != "" {
-		fix = "set " + e.Env + " in the environment"
-	}
-	return fmt.Sprintf("credential missing for %s; %s (run: pilot credentials %s)", e.Provider, fix, e.Provider)
-}
-
-// Is reports whether target is ErrCredentialMissing.
-func (e *CredentialError) Is(target error) bool { return target == ErrCredentialMissing }

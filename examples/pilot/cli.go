@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +31,9 @@ commands:
   fanout       Run several tasks at once; stdout is one JSON array of verdicts, in job order.
   worktrees    List the worktrees fanout jobs made (kept ones hold changes); 'worktrees prune'.
   demo         Run scripted jobs on the built-in fake agent (no API key, no network).
-  credentials  Show whether a provider's credential is configured (never its value).
+  providers    List the providers: runner, model and credential status (never a value).
+  template     Print the task template for a mode (code|explore|test|review).
+  credentials  Store a provider's secret read from stdin (0600 file); --status shows its status.
   classify     Classify a worker's diagnostics: failure class and the line that proves it.
   phase        Read a pi session file: the phase of its active branch, and why.
 
@@ -56,8 +57,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdFanout(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr)
+	case "providers":
+		return cmdProviders(ctx, args[1:], stdout, stderr)
+	case "template":
+		return cmdTemplate(ctx, args[1:], stdout, stderr)
 	case "credentials":
-		return cmdCredentials(ctx, args[1:], stdout, stderr)
+		return cmdCredentials(ctx, args[1:], stdin, stdout, stderr)
 	case "classify":
 		return cmdClassify(ctx, args[1:], stdin, stdout, stderr)
 	case "phase":
@@ -121,24 +126,32 @@ func (s seconds) Set(v string) error {
 	return nil
 }
 
-func defaultProvidersFile() string {
-	if p := os.Getenv("PILOT_PROVIDERS_FILE"); p != "" {
-		return p
-	}
-	dir, err := os.UserConfigDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(dir, "pilot", "providers.json")
+// envProvidersFile names a providers file to use when --providers-file is
+// not given; unlike the default file, it must exist.
+const envProvidersFile = "PILOT_PROVIDERS_FILE"
+
+// providersFlag adds --providers-file to fs.
+func providersFlag(fs *flag.FlagSet) *string {
+	return fs.String("providers-file", "", "providers `JSON` file merged over the built-in providers (default $"+
+		envProvidersFile+", else "+pilot.DefaultProvidersFile()+" when it exists)")
 }
 
-func loadProviders(path string) (*pilot.Registry, error) {
-	if path == "" {
-		return nil, errors.New("no providers file: pass --providers-file FILE or set PILOT_PROVIDERS_FILE")
+// providersPath is the providers file in effect: the flag's, else
+// $PILOT_PROVIDERS_FILE (both must exist), else "" for the default file.
+func providersPath(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
 	}
-	reg, err := pilot.LoadProviders(path)
+	return os.Getenv(envProvidersFile)
+}
+
+// loadRegistry returns the built-in providers with the providers file in
+// effect over them.
+func loadRegistry(flagValue string) (*pilot.Registry, error) {
+	path := providersPath(flagValue)
+	reg, err := pilot.LoadRegistry(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("providers file %s does not exist: pass --providers-file FILE or create it (see README)", path)
+		return nil, fmt.Errorf("providers file %s does not exist: fix the path given with --providers-file or $%s, or create the file (see README)", path, envProvidersFile)
 	}
 	return reg, err
 }
@@ -150,15 +163,15 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	}
 	fs := newFlagSet(name, "--provider P --mode M --task-file F --workdir D [flags]", stderr)
 	var t pilot.Task
-	var mode, providersFile, runDir string
-	fs.StringVar(&t.Provider, "provider", "", "provider `name` from the providers file (required)")
+	var mode, runDir string
+	fs.StringVar(&t.Provider, "provider", "", "provider `name`: built in, or from the providers file (required; see pilot providers)")
 	fs.StringVar(&mode, "mode", "", "worker `mode`: code, explore, test, review or resume (required)")
 	fs.StringVar(&t.TaskFile, "task-file", "", "`file` holding the task (required)")
 	fs.StringVar(&t.Workdir, "workdir", "", "existing project `directory` the worker runs in (required)")
 	fs.StringVar(&t.Label, "label", "", "free-form `label` carried into events and the verdict")
 	fs.Var(seconds{&t.Timeout}, "timeout", "wall-clock limit in `seconds` (default 3600)")
 	fs.Var(seconds{&t.IdleTimeout}, "idle-timeout", "limit in `seconds` without any output (default 900)")
-	fs.StringVar(&providersFile, "providers-file", defaultProvidersFile(), "providers `JSON` file")
+	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
 	if code := parse(fs, args); code >= 0 {
 		return code
@@ -180,16 +193,16 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	if st, err := os.Stat(t.Workdir); err != nil || !st.IsDir() {
 		return badInput(stderr, name, "--workdir: not an existing directory: %s", t.Workdir)
 	}
-	reg, err := loadProviders(providersFile)
+	reg, err := loadRegistry(*providersFile)
 	if err != nil {
 		return badInput(stderr, name, "%v", err)
 	}
 	if _, ok := reg.Lookup(t.Provider); !ok {
-		return badInput(stderr, name, "--provider: unknown provider: %s (the providers file %s has: %s)",
-			t.Provider, providersFile, strings.Join(reg.Names(), ", "))
+		return badInput(stderr, name, "--provider: unknown provider: %s (known: %s)",
+			t.Provider, strings.Join(reg.Names(), ", "))
 	}
 
-	d := &pilot.Dispatcher{Providers: reg, RunDir: runDir}
+	d := &pilot.Dispatcher{Providers: reg, RunDir: runDir, Credentials: pilot.DefaultCredentials()}
 	var mu sync.Mutex
 	var started *pilot.Started
 	d.Observer = func(e pilot.Event) {
@@ -262,41 +275,4 @@ func summaryLine(v pilot.Verdict) string {
 		fmt.Fprintf(&b, ", record %s", v.Record)
 	}
 	return b.String()
-}
-
-func cmdCredentials(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("credentials", "PROVIDER [--providers-file J]", stderr)
-	providersFile := fs.String("providers-file", defaultProvidersFile(), "providers `JSON` file")
-	// The provider comes first, flags after it.
-	var name string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
-	}
-	if code := parse(fs, args); code >= 0 {
-		return code
-	}
-	if name == "" {
-		return badInput(stderr, "credentials", "a provider name is required: pilot credentials PROVIDER")
-	}
-	reg, err := loadProviders(*providersFile)
-	if err != nil {
-		return badInput(stderr, "credentials", "%v", err)
-	}
-	p, ok := reg.Lookup(name)
-	if !ok {
-		return badInput(stderr, "credentials", "unknown provider: %s (known: %s)", name, strings.Join(reg.Names(), ", "))
-	}
-	info, err := pilot.EnvCredentials{}.Info(ctx, p)
-	if err != nil {
-		return badInput(stderr, "credentials", "%v", err)
-	}
-	writeJSON(stdout, struct {
-		Provider string `json:"provider"`
-		pilot.CredentialInfo
-	}{p.Name, info})
-	if !info.Configured {
-		fmt.Fprintf(stderr, "pilot credentials: %s is not set; export %s=... in the environment pilot runs in\n", p.CredentialEnv, p.CredentialEnv)
-		return exitFailed
-	}
-	return exitOK
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +26,19 @@ func TestMain(m *testing.M) {
 	// A race-detector build waits a second at exit by default; the
 	// supervisor and the fake agents are this binary.
 	os.Setenv("GORACE", "atexit_sleep_ms=0")
-	os.Exit(m.Run())
+	// Keep the user's providers file and stored credentials out of the
+	// tests: the config dir is an empty one of their own (tests that need
+	// a config dir set their own with t.Setenv).
+	config, err := os.MkdirTemp("", "pilot-cli-test-config-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Setenv("XDG_CONFIG_HOME", config)
+	os.Unsetenv(envProvidersFile)
+	code := m.Run()
+	os.RemoveAll(config)
+	os.Exit(code)
 }
 
 // envRunMain makes the test binary run the pilot command's main, for tests
@@ -144,6 +157,11 @@ func TestBadInputExits2WithAMessageThatNamesTheProblem(t *testing.T) {
 		{"unknown field in providers file", append(f.args("run", "ok"), "--providers-file", badProviders), []string{`"bogus"`, badProviders}},
 		{"stray argument", append(f.args("dispatch", "ok"), "extra"), []string{`unexpected argument "extra"`}},
 		{"credentials without provider", []string{"credentials"}, []string{"provider name is required"}},
+		{"credentials of an unknown provider", []string{"credentials", "nope"}, []string{"unknown provider: nope", "glm"}},
+		{"template without mode", []string{"template"}, []string{"a mode is required"}},
+		{"template of an unknown mode", []string{"template", "write"}, []string{`"write"`, "code, explore, test, review"}},
+		{"providers file missing", []string{"providers", "--providers-file", "/nonexistent/p.json"}, []string{"/nonexistent/p.json", "does not exist"}},
+		{"providers file invalid", []string{"providers", "--providers-file", badProviders}, []string{`"bogus"`, badProviders}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,7 +182,7 @@ func TestBadInputExits2WithAMessageThatNamesTheProblem(t *testing.T) {
 }
 
 func TestHelpOnEveryCommand(t *testing.T) {
-	for _, cmd := range []string{"dispatch", "run", "demo", "credentials", "classify", "phase"} {
+	for _, cmd := range []string{"dispatch", "run", "fanout", "demo", "providers", "template", "credentials", "classify", "phase", "worktrees"} {
 		code, _, errOut := runCLI(cmd, "--help")
 		if code != 0 || !strings.Contains(errOut, "usage: pilot "+cmd) {
 			t.Errorf("pilot %s --help: exit %d, stderr %q", cmd, code, errOut)
@@ -213,16 +231,18 @@ func TestDemoShowsEachOutcomeAndLeavesNothingRunning(t *testing.T) {
 	}
 }
 
-func TestCredentials(t *testing.T) {
+// TestCredentialsStatus is what 'pilot credentials PROVIDER' did before it
+// stored secrets, now under --status.
+func TestCredentialsStatus(t *testing.T) {
 	f := newFixture(t, nil)
 	os.WriteFile(f.providers, []byte(`{"providers":{"glm":{"runner":"command","argv":["x"],"credential_env":"PILOT_TEST_GLM_KEY"}}}`), 0o644)
 	t.Setenv("PILOT_TEST_GLM_KEY", "")
-	code, out, errOut := runCLI("credentials", "glm", "--providers-file", f.providers)
+	code, out, errOut := runCLI("credentials", "glm", "--status", "--providers-file", f.providers)
 	if code != 1 || !strings.Contains(out, `"configured":false`) || !strings.Contains(errOut, "PILOT_TEST_GLM_KEY") {
 		t.Errorf("missing key: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	t.Setenv("PILOT_TEST_GLM_KEY", "secret-value-123")
-	code, out, _ = runCLI("credentials", "glm", "--providers-file", f.providers)
+	code, out, _ = runCLI("credentials", "glm", "--status", "--providers-file", f.providers)
 	if code != 0 || !strings.Contains(out, `"configured":true`) || strings.Contains(out, "secret-value-123") {
 		t.Errorf("set key: exit %d, stdout %q", code, out)
 	}

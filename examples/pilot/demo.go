@@ -97,7 +97,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		wd = os.TempDir()
 	}
-	d := &pilot.Dispatcher{Providers: reg, RunDir: *runDir, Grace: 500 * time.Millisecond}
+	// The demo's providers need no credential and are its own: it runs
+	// without the providers file and without any API key.
+	d := &pilot.Dispatcher{Providers: reg, RunDir: *runDir, Grace: 500 * time.Millisecond, Credentials: pilot.DefaultCredentials()}
 
 	if !*asJSON {
 		fmt.Fprintf(stdout, "pilot demo: %d scripted workers (this program as a fake agent), run side by side\n\n", len(demoJobs))

@@ -153,11 +153,11 @@ func fanoutBadInput(stderr io.Writer, format string, a ...any) int {
 func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("fanout", "--workdir D (--job P:M:F ... | --jobs-file J | --providers P,... --mode M --task-file F) [flags]", stderr)
 	var (
-		jf                             jobFlags
-		workdir, providersFile, runDir string
-		maxParallel                    int
-		timeout, idleTimeout           time.Duration
-		failFast                       bool
+		jf                   jobFlags
+		workdir, runDir      string
+		maxParallel          int
+		timeout, idleTimeout time.Duration
+		failFast             bool
 	)
 	fs.StringVar(&workdir, "workdir", "", "existing project `directory` every job runs in (required)")
 	fs.Func("job", "one job, `PROVIDER:MODE:TASK_FILE`; repeatable (the task file's path may hold colons)", func(s string) error {
@@ -178,7 +178,7 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	})
 	fs.Var(seconds{&timeout}, "timeout", "wall-clock limit of each job in `seconds` (default 3600)")
 	fs.Var(seconds{&idleTimeout}, "idle-timeout", "limit of each job in `seconds` without any output (default 900)")
-	fs.StringVar(&providersFile, "providers-file", defaultProvidersFile(), "providers `JSON` file")
+	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
 	fs.BoolVar(&failFast, "fail-fast", false, "cancel the other jobs as soon as one fails")
 	if code := parse(fs, args); code >= 0 {
@@ -192,7 +192,7 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fanoutBadInput(stderr, "%v", err)
 	}
-	reg, err := loadProviders(providersFile)
+	reg, err := loadRegistry(*providersFile)
 	if err != nil {
 		return fanoutBadInput(stderr, "%v", err)
 	}
@@ -214,7 +214,7 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		labels[i] = jobs[i].Label()
 	}
 	prog := newProgress(stderr, labels)
-	d := &pilot.Dispatcher{Providers: reg, RunDir: runDir}
+	d := &pilot.Dispatcher{Providers: reg, RunDir: runDir, Credentials: pilot.DefaultCredentials()}
 	if prog.term != nil {
 		d.OnLine = prog.line
 	}

@@ -5,11 +5,29 @@
 //	pilot dispatch --provider P --mode M --task-file F --workdir D [flags]
 //	pilot run      (same flags; streams the worker's output)
 //	pilot demo     (scripted jobs on the built-in fake agent; no API key)
-//	pilot credentials P [--providers-file J]
+//	pilot providers [--providers-file J] [--json]
+//	pilot template code|explore|test|review
+//	pilot credentials P [--providers-file J]            (stores the secret on stdin)
+//	pilot credentials P --status [--providers-file J]   (is it configured?)
 //	pilot classify [--runner R] [--stream S] [FILE|-]
 //	pilot phase [FILE|-]
 //	pilot fanout --workdir D (--job P:M:F ... | --jobs-file J | --providers a,b --mode M --task-file F)
 //	pilot worktrees [prune] [--run-dir DIR]
+//
+// Providers are pilot's built-ins (glm, kimi-k3, pi, codex, claude, gemini;
+// see pilot.DefaultProviders) with the providers file over them: the file
+// named by --providers-file, else $PILOT_PROVIDERS_FILE (both must exist),
+// else $XDG_CONFIG_HOME/pilot/providers.json (~/.config/...) when it
+// exists. A provider's credential comes from its credential_env variable,
+// else from the 0600 file 'pilot credentials P' stores under
+// $XDG_CONFIG_HOME/pilot/credentials; a file that group or others may read
+// is refused with the chmod that fixes it.
+//
+// 'pilot credentials P' used to print the credential's status; it now
+// stores a secret read from stdin (without echo on a terminal), and
+// 'pilot credentials P --status' prints the status as before (one JSON
+// line: provider, configured, secure_mode, source; exit 1 when not
+// configured).
 //
 // Exit status: 0 when the verdict is completed or step_capped_partial, 1
 // otherwise, 2 for bad input (with a message on stderr).

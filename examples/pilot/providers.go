@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/pilotworkers/pilot"
+)
+
+// providerStatus is one provider as 'pilot providers' lists it: never a
+// secret value.
+type providerStatus struct {
+	Name          string `json:"name"`
+	Runner        string `json:"runner"`
+	Model         string `json:"model"`
+	BaseURL       string `json:"base_url,omitempty"`
+	CredentialEnv string `json:"credential_env"`
+	// From is "built-in", or the providers file that defines or
+	// redefines the provider.
+	From string `json:"from"`
+	pilot.CredentialInfo
+	// Error is why the credential source refused the credential it found
+	// (a credential file others may read, say), with the fix.
+	Error string `json:"error,omitempty"`
+}
+
+func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("providers", "[--providers-file F] [--json]", stderr)
+	providersFile := providersFlag(fs)
+	asJSON := fs.Bool("json", false, "print the providers as one JSON array")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	reg, err := loadRegistry(*providersFile)
+	if err != nil {
+		return badInput(stderr, "providers", "%v", err)
+	}
+	file := providersPath(*providersFile)
+	if file == "" {
+		file = pilot.DefaultProvidersFile()
+	}
+	builtin := map[string]pilot.Provider{}
+	for _, p := range pilot.DefaultProviders() {
+		builtin[p.Name] = p
+	}
+	creds := pilot.DefaultCredentials()
+	statuses := []providerStatus{}
+	for _, name := range reg.Names() {
+		p, _ := reg.Lookup(name)
+		st := providerStatus{Name: p.Name, Runner: p.Runner, Model: p.Model, BaseURL: p.BaseURL, CredentialEnv: p.CredentialEnv, From: file}
+		if b, ok := builtin[name]; ok && reflect.DeepEqual(b, p) {
+			st.From = "built-in"
+		}
+		info, err := creds.Info(ctx, p)
+		st.CredentialInfo = info
+		if err != nil {
+			st.Configured, st.SecureMode = false, false
+			st.Error = err.Error()
+		}
+		statuses = append(statuses, st)
+	}
+	if *asJSON {
+		writeJSON(stdout, statuses)
+		return exitOK
+	}
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	yesNo := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tRUNNER\tMODEL\tCREDENTIAL\tCONFIGURED\tSECURE\tSOURCE\tFROM")
+	var problems []string
+	for _, st := range statuses {
+		model := dash(st.Model)
+		if st.BaseURL != "" {
+			model += " at " + st.BaseURL
+		}
+		configured := yesNo(st.Configured)
+		if st.Error != "" {
+			configured = "refused"
+			problems = append(problems, st.Name+": "+st.Error)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.Name, st.Runner, model, dash(st.CredentialEnv),
+			configured, yesNo(st.SecureMode), st.Source, st.From)
+	}
+	tw.Flush()
+	if len(problems) > 0 {
+		fmt.Fprintf(stdout, "\n%s\n", strings.Join(problems, "\n"))
+	}
+	return exitOK
+}
+
+func cmdTemplate(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("template", "MODE (code|explore|test|review)", stderr)
+	var mode string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		mode, args = args[0], args[1:]
+	}
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if mode == "" {
+		return badInput(stderr, "template", "a mode is required: pilot template code|explore|test|review")
+	}
+	text, err := pilot.TaskTemplate(pilot.Mode(mode))
+	if err != nil {
+		return badInput(stderr, "template", "%v", strings.TrimPrefix(err.Error(), "pilot: "))
+	}
+	io.WriteString(stdout, text)
+	return exitOK
+}
+
+// maxSecretInput is the most 'pilot credentials' reads from stdin.
+const maxSecretInput = 64 << 10
+
+// errInterrupted is a secret prompt ended by a signal or the context.
+var errInterrupted = errors.New("interrupted; nothing was stored")
+
+func cmdCredentials(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("credentials", "PROVIDER [--status] [--providers-file F]\n\n"+
+		"Reads the provider's secret from stdin (typed at a terminal without echo, or piped in)\n"+
+		"and stores it in "+credentialsDirForHelp()+"/PROVIDER (mode 0600).\n"+
+		"With --status, stores nothing and prints whether the credential is configured.", stderr)
+	providersFile := providersFlag(fs)
+	status := fs.Bool("status", false, "store nothing; print the credential's status as JSON (configured, secure_mode, source; never the value) and exit 1 when it is not configured")
+	// The provider comes first, flags after it.
+	var name string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if name == "" {
+		return badInput(stderr, "credentials", "a provider name is required: pilot credentials PROVIDER")
+	}
+	reg, err := loadRegistry(*providersFile)
+	if err != nil {
+		return badInput(stderr, "credentials", "%v", err)
+	}
+	p, ok := reg.Lookup(name)
+	if !ok {
+		return badInput(stderr, "credentials", "unknown provider: %s (known: %s)", name, strings.Join(reg.Names(), ", "))
+	}
+	if *status {
+		return credentialStatus(ctx, p, stdout, stderr)
+	}
+	if p.CredentialEnv == "" {
+		return badInput(stderr, "credentials", "provider %s needs no credential (it has no credential_env), so pilot would never use a stored one: "+
+			"to give it a key, define it in the providers file with \"credential_env\" first", p.Name)
+	}
+	value, err := readSecret(ctx, stdin, stderr, fmt.Sprintf("Secret for %s (%s; input is not echoed): ", p.Name, p.CredentialEnv))
+	if errors.Is(err, errInterrupted) {
+		fmt.Fprintf(stderr, "pilot credentials: %v\n", err)
+		return exitFailed
+	}
+	if err != nil {
+		return badInput(stderr, "credentials", "reading the secret: %v", err)
+	}
+	if value == "" {
+		return badInput(stderr, "credentials", "no secret on stdin, so nothing was stored: type it at the prompt or pipe it in "+
+			"(pilot credentials %s < FILE); to see whether one is configured, run: pilot credentials %s --status", p.Name, p.Name)
+	}
+	path, err := pilot.FileCredentials{}.Store(p.Name, pilot.NewSecret(value))
+	if err != nil {
+		return badInput(stderr, "credentials", "%v", strings.TrimPrefix(err.Error(), "pilot: "))
+	}
+	fmt.Fprintf(stdout, "stored the credential for %s in %s (mode 0600)\n", p.Name, path)
+	if v, ok := os.LookupEnv(p.CredentialEnv); ok && v != "" {
+		fmt.Fprintf(stderr, "pilot credentials: note: %s is set in this environment and takes precedence over the stored file\n", p.CredentialEnv)
+	}
+	return exitOK
+}
+
+func credentialsDirForHelp() string {
+	if dir := pilot.DefaultCredentialsDir(); dir != "" {
+		return dir
+	}
+	return "$XDG_CONFIG_HOME/pilot/credentials"
+}
+
+// credentialStatus prints p's credential status as one JSON line: the
+// behaviour of 'pilot credentials PROVIDER' before it stored secrets.
+func credentialStatus(ctx context.Context, p pilot.Provider, stdout, stderr io.Writer) int {
+	info, err := pilot.DefaultCredentials().Info(ctx, p)
+	if err != nil {
+		info.Configured, info.SecureMode = false, false
+	}
+	writeJSON(stdout, struct {
+		Provider string `json:"provider"`
+		pilot.CredentialInfo
+	}{p.Name, info})
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "pilot credentials: %v\n", strings.TrimPrefix(err.Error(), "pilot: "))
+		return exitFailed
+	case !info.Configured:
+		fmt.Fprintf(stderr, "pilot credentials: no credential for %s: export %s=... in the environment pilot runs in, or store one with: pilot credentials %s\n",
+			p.Name, p.CredentialEnv, p.Name)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// readSecret reads a secret from in: one line typed at a terminal, with
+// echo off and prompt shown on promptTo, or all of in when it is not a
+// terminal. One trailing newline is dropped. It returns errInterrupted
+// when ctx ends first.
+func readSecret(ctx context.Context, in io.Reader, promptTo io.Writer, prompt string) (string, error) {
+	if f, ok := in.(*os.File); ok && isTerminal(f) {
+		return readTerminalSecret(ctx, f, promptTo, prompt)
+	}
+	data, err := readInterruptibly(ctx, func() ([]byte, error) {
+		return io.ReadAll(io.LimitReader(in, maxSecretInput+1))
+	})
+	if err != nil {
+		return "", err
+	}
+	if len(data) > maxSecretInput {
+		return "", fmt.Errorf("stdin holds more than %d KiB, too much for one credential", maxSecretInput>>10)
+	}
+	return trimNewline(data), nil
+}
+
+func trimNewline(data []byte) string {
+	s := strings.TrimSuffix(string(data), "\n")
+	return strings.TrimSuffix(s, "\r")
+}
+
+// readInterruptibly runs read and returns its result, or errInterrupted as
+// soon as ctx is done. A read from a terminal or a pipe cannot be
+// cancelled, so on interruption the read is left running: the command
+// returns and the process exits, which ends it.
+func readInterruptibly(ctx context.Context, read func() ([]byte, error)) ([]byte, error) {
+	type result struct {
+		data []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		data, err := read()
+		done <- result{data, err}
+	}()
+	select {
+	case r := <-done:
+		return r.data, r.err
+	case <-ctx.Done():
+		return nil, errInterrupted
+	}
+}

@@ -1,0 +1,59 @@
+package pilot_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/pilotworkers/pilot"
+)
+
+func TestTaskTemplate(t *testing.T) {
+	// What every template must ask for, and what each mode adds.
+	common := []string{"## Goal", "## Scope", "## Constraints", "## Done when", "## Report back"}
+	tests := []struct {
+		mode pilot.Mode
+		want []string
+	}{
+		{pilot.ModeCode, append(common, "Mode: code", "You may change:", "Do not touch:")},
+		{pilot.ModeExplore, []string{"Mode: explore", "Read-only", "## Questions to answer", "## Where to look", "## Constraints", "## Done when", "## Report back", "path:line"}},
+		{pilot.ModeTest, []string{"Mode: test", "## What to run", "## What passing looks like", "## On failure", "## Done when", "## Report back", "exit status"}},
+		{pilot.ModeReview, []string{"Mode: review", "Read-only", "## What to review", "## Focus", "## Done when", "## Verdict format",
+			"VERDICT: approve | approve-with-nits | request-changes | blocked", "[blocker|major|minor|nit] path:line"}},
+	}
+	seen := map[string]pilot.Mode{}
+	for _, tt := range tests {
+		text, err := pilot.TaskTemplate(tt.mode)
+		if err != nil {
+			t.Fatalf("TaskTemplate(%s): %v", tt.mode, err)
+		}
+		if !strings.HasPrefix(text, "# ") || !strings.HasSuffix(text, "\n") {
+			t.Errorf("TaskTemplate(%s) is not a Markdown document starting with a title and ending with a newline", tt.mode)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("TaskTemplate(%s) lacks %q", tt.mode, w)
+			}
+		}
+		if m, dup := seen[text]; dup {
+			t.Errorf("TaskTemplate(%s) is the same as TaskTemplate(%s)", tt.mode, m)
+		}
+		seen[text] = tt.mode
+	}
+	for _, m := range []pilot.Mode{pilot.ModeResume, "write", ""} {
+		text, err := pilot.TaskTemplate(m)
+		if err == nil || text != "" || !strings.Contains(err.Error(), "code, explore, test, review") {
+			t.Errorf("TaskTemplate(%q) = %q, %v; want an error that lists the modes with templates", m, text, err)
+		}
+	}
+}
+
+func ExampleTaskTemplate() {
+	text, _ := pilot.TaskTemplate(pilot.ModeReview)
+	fmt.Println(strings.SplitN(text, "\n", 2)[0])
+	_, err := pilot.TaskTemplate("write")
+	fmt.Println(err)
+	// Output:
+	// # Review: <one line: the change under review>
+	// pilot: unknown mode "write" for a task template: want one of code, explore, test, review
+}
