@@ -271,7 +271,6 @@ func claudeLine(t *testing.T, path string, n int, session string) string {
 	return string(out)
 }
 
-
 // TestClaudeDispatchIsolated runs a recorded stream through a real dispatch
 // of an isolated gateway provider and checks what the worker got: the prompt
 // on stdin, its own config dir, the gateway, and the secret under both

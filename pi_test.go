@@ -320,7 +320,6 @@ func TestPiModelsWithoutCredential(t *testing.T) {
 	}
 }
 
-
 func piWatcher(t *testing.T) pilot.PhaseWatcher {
 	t.Helper()
 	cmd, err := pilot.PiRunner{}.Command(context.Background(), piAttempt(t, pilot.Provider{}, pilot.ModeCode, ""))
