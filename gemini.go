@@ -1,13 +1,16 @@
 package pilot
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // GeminiRunner runs gemini-cli non-interactively:
@@ -65,6 +68,9 @@ import (
 // as cache reads; gemini reports no cost. Failures before the session
 // starts have no result: exit 41 (auth) and the other documented codes are
 // classified by [ClassifyExitCode]. Exit 0 without a result is incomplete.
+// gemini retries rate limits and server errors itself; its stderr notice
+// "Attempt N failed: …. Retrying after Dms..." tells pilot's stall policy
+// to expect silence for D.
 //
 // A trap: after an API error gemini exits with the HTTP status itself
 // (process.exit(429)), which the system truncates to 8 bits, so a 400 to
@@ -199,7 +205,16 @@ func geminiTurnLimit(errType, message string) bool {
 
 // Line implements Watcher.
 func (w *geminiWatcher) Line(l Line) {
-	if l.Stream != Stdout || l.Truncated {
+	if l.Truncated {
+		return
+	}
+	if l.Stream == Stderr {
+		if d, ok := geminiRetryDelay(l.Data); ok {
+			w.quiet(d)
+		}
+		return
+	}
+	if l.Stream != Stdout {
 		return
 	}
 	var ev geminiEvent
@@ -297,6 +312,30 @@ func (w *geminiWatcher) Finish(e Exit) Result {
 		return w.session(JudgeExit(e))
 	}
 	return w.session(incomplete(RunnerGemini, "a result event"))
+}
+
+// geminiRetryDelay reads the delay of gemini's retry notice on stderr
+// (packages/core/src/utils/retry.ts: "Attempt 2 failed: <message>. Retrying
+// after 5123ms..."), which gemini waits out in silence.
+func geminiRetryDelay(line []byte) (time.Duration, bool) {
+	const mark = "Retrying after "
+	i := bytes.LastIndex(line, []byte(mark))
+	if i < 0 {
+		return 0, false
+	}
+	rest := line[i+len(mark):]
+	n := 0
+	for n < len(rest) && n < 10 && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || !bytes.HasPrefix(rest[n:], []byte("ms")) {
+		return 0, false
+	}
+	ms, err := strconv.Atoi(string(rest[:n]))
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 // ended is [ended] for gemini, which exits with an API error's HTTP status

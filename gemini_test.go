@@ -2,10 +2,12 @@ package pilot_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -322,4 +324,54 @@ func FuzzGeminiWatcher(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, code int) {
 		checkFuzzedWatcher(t, pilot.GeminiRunner{}, data, code)
 	})
+}
+
+// gemini's retry notice on stderr says how long it will be silent.
+func TestGeminiWatcherRetryQuiet(t *testing.T) {
+	tests := []struct {
+		line string
+		want time.Duration // 0: no quiet period
+	}{
+		{"Attempt 2 failed: You have exhausted your capacity on this model. Retrying after 5123ms...", 5123 * time.Millisecond},
+		{"Attempt 1 failed with status 429. Retrying with backoff... ApiError: {}", 0},
+		{"Retrying after ms...", 0},
+		{"Retrying after 99999999999999999999ms...", 0},
+	}
+	for _, tc := range tests {
+		cmd, err := pilot.GeminiRunner{}.Command(context.Background(), attemptFor(t, pilot.Provider{Name: "gm", Runner: pilot.RunnerGemini}, pilot.ModeCode, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := cmd.Watcher.(pilot.PhaseWatcher)
+		before := time.Now()
+		w.Line(pilot.Line{Stream: pilot.Stderr, Data: []byte(tc.line), Size: int64(len(tc.line))})
+		_, quiet, _ := w.StreamState()
+		switch {
+		case tc.want == 0 && !quiet.IsZero():
+			t.Errorf("%q: quiet until %v, want none", tc.line, quiet)
+		case tc.want != 0 && (quiet.Before(before.Add(tc.want)) || quiet.After(time.Now().Add(tc.want))):
+			t.Errorf("%q: quiet until %v, want %v from now", tc.line, quiet, tc.want)
+		}
+	}
+}
+
+func ExampleGeminiRunner() {
+	dir, _ := os.MkdirTemp("", "pilot-example")
+	defer os.RemoveAll(dir)
+	cmd, err := pilot.GeminiRunner{}.Command(context.Background(), pilot.Attempt{
+		Task:     pilot.Task{Mode: pilot.ModeCode},
+		Provider: pilot.Provider{Name: "gemini", Runner: pilot.RunnerGemini, Model: "gemini-2.5-pro", CredentialEnv: "MY_GEMINI_KEY"},
+		RunDir:   dir,
+		Prompt:   "Add a --verbose flag.",
+		Workdir:  dir,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(strings.Join(cmd.Argv, " "))
+	fmt.Println("secret also in:", cmd.SecretEnv)
+	// Output:
+	// gemini --output-format stream-json --model gemini-2.5-pro --approval-mode yolo --prompt=Add a --verbose flag.
+	// secret also in: [GEMINI_API_KEY]
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -428,4 +429,25 @@ func checkFuzzedWatcher(t *testing.T, rn pilot.Runner, data []byte, code int) {
 	default:
 		t.Errorf("outcome %q (exit %s)", res.Outcome, strconv.Itoa(code))
 	}
+}
+
+func ExampleOpencodeRunner() {
+	dir, _ := os.MkdirTemp("", "pilot-example")
+	defer os.RemoveAll(dir)
+	cmd, err := pilot.OpencodeRunner{}.Command(context.Background(), pilot.Attempt{
+		Task:     pilot.Task{Mode: pilot.ModeReview},
+		Provider: pilot.Provider{Name: "glm", Runner: pilot.RunnerOpencode, Model: "zai-coding-plan/glm-4.6"},
+		RunDir:   dir,
+		Prompt:   "Review the last commit.",
+		Workdir:  dir,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(strings.Join(cmd.Argv, " "))
+	fmt.Printf("stdin: %s\n", cmd.Stdin)
+	// Output:
+	// opencode run --format json --agent plan --model zai-coding-plan/glm-4.6
+	// stdin: Review the last commit.
 }
