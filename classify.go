@@ -680,7 +680,11 @@ func TerminalDiagnostic(runner string, stream Stream, line string) bool {
 //     an assistant message with an error category (the synthetic message
 //     carrying an API error): its text, then " (api error: <category>)".
 //   - opencode (run --format json): error: "<error.name>: <data.message>",
-//     then " (statusCode: N)" when set.
+//     then " (statusCode: N)" when set, and " (provider request)" for an
+//     UnknownError that is Bun's fetch failing to connect ("Unable to
+//     connect. Is the computer able to access the url?"): opencode reports
+//     the model request's connection failure that way, without a provider
+//     name, and the classifier needs one.
 //   - gemini (stream-json): result with status error:
 //     "<error.type>: <error.message>"; error with severity error: message.
 //
@@ -909,8 +913,16 @@ func opencodeDiagnostic(line string) (string, bool) {
 	if ev.Error.Data.StatusCode != nil {
 		text += " (statusCode: " + strconv.Itoa(*ev.Error.Data.StatusCode) + ")"
 	}
+	if ev.Error.Name == "UnknownError" && strings.Contains(ev.Error.Data.Message, bunConnectFailed) {
+		text += " (provider request)"
+	}
 	return text, true
 }
+
+// bunConnectFailed is the message of Bun's fetch when it cannot connect.
+// opencode (which runs on Bun) reports it as an UnknownError when the model
+// request itself cannot connect; the error event carries no provider name.
+const bunConnectFailed = "Unable to connect. Is the computer able to access the url?"
 
 func geminiDiagnostic(line string) (string, bool) {
 	var ev struct {

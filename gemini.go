@@ -1,17 +1,354 @@
 package pilot
 
 import (
+	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 )
 
-// GeminiRunner runs the gemini CLI. (Being built.)
+// GeminiRunner runs gemini-cli non-interactively:
+//
+//	gemini --output-format stream-json [--model M] --approval-mode MODE
+//	       [--admin-policy FILE] [--resume ID] [Args...] --prompt=<prompt>
+//
+// The prompt is one --prompt=… argument, so a prompt that starts with "-"
+// is never read as a flag. Linux limits one argument to 128 KiB, so a longer
+// prompt is refused.
+//
+// Modes: code, test and resume run with --approval-mode yolo: in a
+// non-interactive run gemini denies every tool that would ask for approval,
+// so without it the worker could neither edit files nor run commands.
+// Explore and review run in plan mode (--approval-mode plan), gemini's
+// read-only mode. A non-interactive run may leave plan mode on its own
+// (the exit_plan_mode tool is allowed without asking there, and it switches
+// the session to yolo), so pilot also writes RunDir/gemini-read-only.toml, a
+// policy that denies exit_plan_mode, and loads it with --admin-policy (a
+// supplement to the admin tier, which outranks the user's and gemini's own
+// rules; gemini ignores it, with a warning, where the system already has
+// admin policies; releases older than the flag, March 2026, refuse to start
+// with it). Task.Resume continues a session with --resume <id>;
+// gemini finds sessions per project directory, so a resumed task must run
+// in the same workdir. "latest" and bare indexes are refused: pilot resumes
+// by session id.
+//
+// gemini reads its key from GEMINI_API_KEY: when CredentialEnv names
+// another variable, the Command asks for the secret there too (SecretEnv).
+//
+// Isolation (Provider.Isolated or BaseURL): GEMINI_CLI_HOME points at
+// RunDir/gemini-home, so the worker's ~/.gemini (settings, login, trusted
+// folders, sessions) is its own, and GEMINI_CLI_TRUST_WORKSPACE=true trusts
+// the workdir, which an isolated home has no trust list for (gemini refuses
+// to run headless in an untrusted folder, exit 55). Without isolation the
+// user's own trust list decides. BaseURL is passed as GOOGLE_GEMINI_BASE_URL,
+// which makes gemini use its "gateway" auth: the endpoint must speak the
+// Gemini API (generateContent and streamGenerateContent under /v1beta),
+// not OpenAI's chat completions, and the key goes in the x-goog-api-key
+// header. An isolated worker's sessions stay in its home, so its verdict's
+// Resume is "<RunDir>/gemini-home/<session id>", and resuming from such a
+// value runs gemini with that home again; a bare session id cannot be
+// resumed by an isolated provider, and is refused.
+//
+// Its stream-json events: init (the session id), message (assistant text
+// arrives as deltas), tool_use and tool_result (paired by tool_id; several
+// open at once are parallel calls, and the phase is tool-running while any
+// is open), error (severity warning is a notice, not a failure) and result,
+// which ends every run that gemini itself ends: status success is completed
+// (empty without assistant text), status error a failure classified from
+// its error, and a turn limit (error type FatalTurnLimitedError or
+// MaxSessionTurnsError, the "Maximum session turns exceeded" error event,
+// or exit 53) step_capped_partial. Usage comes from the result's stats:
+// input tokens without the cached ones, output tokens, and cached tokens
+// as cache reads; gemini reports no cost. Failures before the session
+// starts have no result: exit 41 (auth) and the other documented codes are
+// classified by [ClassifyExitCode]. Exit 0 without a result is incomplete.
+// gemini retries rate limits and server errors itself; its stderr notice
+// "Attempt N failed: …. Retrying after Dms..." tells pilot's stall policy
+// to expect silence for D.
+//
+// A trap: after an API error gemini exits with the HTTP status itself
+// (process.exit(429)), which the system truncates to 8 bits, so a 400 to
+// 415 exits 144 to 159 and looks like a death by signal (128+N). When the
+// stream has reported the error in a result event, pilot judges by that
+// event and does not infer a signal from such a code.
 type GeminiRunner struct{}
 
 // Name implements Runner.
 func (GeminiRunner) Name() string { return RunnerGemini }
 
+// geminiMaxPrompt is the longest prompt gemini can take: Linux's limit on
+// one argument (MAX_ARG_STRLEN, 128 KiB), less "--prompt=" and its NUL.
+const geminiMaxPrompt = 128<<10 - len("--prompt=") - 1
+
+// geminiReadOnlyPolicy keeps an explore or review worker in plan mode.
+const geminiReadOnlyPolicy = `# Written by pilot for an explore or review task: the worker stays read-only.
+# A non-interactive gemini may leave plan mode with exit_plan_mode, which
+# then approves every tool (yolo); this admin-tier rule denies it.
+[[rule]]
+toolName = "exit_plan_mode"
+decision = "deny"
+priority = 100
+denyMessage = "This task is read-only: stay in plan mode and report your findings as your answer."
+`
+
 // Command implements Runner.
-func (GeminiRunner) Command(ctx context.Context, a Attempt) (*Command, error) {
-	return nil, errors.New("the gemini runner is not built yet")
+func (GeminiRunner) Command(_ context.Context, a Attempt) (*Command, error) {
+	p := a.Provider
+	if len(a.Prompt) > geminiMaxPrompt {
+		return nil, fmt.Errorf("the task prompt is %d bytes: gemini takes its prompt as one argument, and Linux limits one argument to %d bytes; shorten the task", len(a.Prompt), 128<<10)
+	}
+	argv := []string{program(p, RunnerGemini), "--output-format", "stream-json"}
+	if p.Model != "" {
+		argv = append(argv, "--model", p.Model)
+	}
+	switch a.Task.Mode {
+	case ModeExplore, ModeReview:
+		policy := filepath.Join(a.RunDir, "gemini-read-only.toml")
+		if err := os.WriteFile(policy, []byte(geminiReadOnlyPolicy), 0o600); err != nil {
+			return nil, fmt.Errorf("writing the read-only policy: %w", err)
+		}
+		argv = append(argv, "--approval-mode", "plan", "--admin-policy", policy)
+	default:
+		argv = append(argv, "--approval-mode", "yolo")
+	}
+
+	home, err := isolatedDir(a, "gemini-home")
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{}
+	if r := a.Task.Resume; r != "" {
+		id := r
+		if from, sid, ok := resumeFromStore(r); ok {
+			if st, err := os.Stat(filepath.Join(from, ".gemini")); err != nil || !st.IsDir() {
+				return nil, fmt.Errorf("cannot resume %q: %s holds no gemini home (was the run directory removed?)", r, from)
+			}
+			id, home = sid, from
+		} else if home != "" {
+			return nil, fmt.Errorf("provider %q is isolated, so gemini keeps each session in the run directory that made it; resume with that verdict's \"resume\" value (<run dir>/gemini-home/<session id>), not the bare session id %q", p.Name, r)
+		}
+		if err := checkResumeID(id); err != nil {
+			return nil, err
+		}
+		if id == "latest" || strings.Trim(id, "0123456789") == "" {
+			return nil, fmt.Errorf("%q is not a session id: gemini would read it as the latest session or a list index; resume with the \"resume\" value of the earlier run's verdict", id)
+		}
+		argv = append(argv, "--resume", id)
+	}
+	if home != "" {
+		env["GEMINI_CLI_HOME"] = home
+		env["GEMINI_CLI_TRUST_WORKSPACE"] = "true"
+	}
+	if p.BaseURL != "" {
+		env["GOOGLE_GEMINI_BASE_URL"] = p.BaseURL
+	}
+	argv = append(argv, p.Args...)
+	argv = append(argv, "--prompt="+a.Prompt)
+
+	cmd := &Command{Argv: argv, Env: env, Watcher: &geminiWatcher{home: home}}
+	if p.CredentialEnv != "" && p.CredentialEnv != "GEMINI_API_KEY" {
+		cmd.SecretEnv = []string{"GEMINI_API_KEY"}
+	}
+	return cmd, nil
 }
+
+// geminiWatcher follows one gemini --output-format stream-json stream.
+type geminiWatcher struct {
+	streamWatch
+	home string // the isolated gemini home, if any
+
+	pending  []string // tool_use ids without a tool_result
+	answered bool     // assistant text
+	capped   bool     // the turn limit was reported
+	result   string   // the result event's status, once seen
+	resLine  string   // the result event, when it reports an error
+	errLine  string   // the last error event of severity error
+}
+
+// geminiEvent is the part of a stream-json event pilot reads.
+type geminiEvent struct {
+	Type      string `json:"type"`
+	SessionID string `json:"session_id"`
+	Role      string `json:"role"`
+	Content   string `json:"content"`
+	ToolID    string `json:"tool_id"`
+	Severity  string `json:"severity"`
+	Message   string `json:"message"`
+	Status    string `json:"status"`
+	Error     struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Stats *struct {
+		InputTokens  *float64 `json:"input_tokens"`
+		OutputTokens float64  `json:"output_tokens"`
+		Cached       float64  `json:"cached"`
+		Input        *float64 `json:"input"`
+	} `json:"stats"`
+}
+
+// geminiTurnLimit reports whether a result error or error event names
+// gemini's session turn limit.
+func geminiTurnLimit(errType, message string) bool {
+	switch errType {
+	case "FatalTurnLimitedError", "MaxSessionTurnsError":
+		return true
+	}
+	return message == "Maximum session turns exceeded"
+}
+
+// Line implements Watcher.
+func (w *geminiWatcher) Line(l Line) {
+	if l.Truncated {
+		return
+	}
+	if l.Stream == Stderr {
+		if d, ok := geminiRetryDelay(l.Data); ok {
+			w.quiet(d)
+		}
+		return
+	}
+	if l.Stream != Stdout {
+		return
+	}
+	var ev geminiEvent
+	if !isJSONObjectLine(l.Data) || json.Unmarshal(l.Data, &ev) != nil {
+		return
+	}
+	switch ev.Type {
+	case "init":
+		if ev.SessionID != "" {
+			w.sessionID = ev.SessionID
+		}
+		w.setPhase(PhaseAwaitingModel, "stream:init", nil)
+	case "message":
+		if ev.Role == "assistant" && strings.TrimSpace(ev.Content) != "" {
+			w.answered = true
+		}
+		if len(w.pending) == 0 {
+			w.setPhase(PhaseAwaitingModel, "stream:message", nil)
+		}
+	case "tool_use":
+		if ev.ToolID != "" && !slices.Contains(w.pending, ev.ToolID) {
+			w.pending = append(w.pending, ev.ToolID)
+		}
+		w.setPhase(PhaseToolRunning, "stream:tool_use", w.pending)
+	case "tool_result":
+		if i := slices.Index(w.pending, ev.ToolID); i >= 0 {
+			w.pending = slices.Delete(w.pending, i, i+1)
+		}
+		if len(w.pending) > 0 {
+			w.setPhase(PhaseToolRunning, "stream:tool_use", w.pending)
+		} else {
+			w.setPhase(PhaseAwaitingModel, "stream:tool_result", nil)
+		}
+	case "error":
+		if ev.Severity == "error" {
+			w.errLine = clip(string(l.Data), 2000)
+		}
+		if geminiTurnLimit("", ev.Message) {
+			w.capped = true
+		}
+	case "result":
+		w.result = ev.Status
+		w.pending = nil
+		if ev.Status == "success" {
+			w.setPhase(PhaseFinished, "stream:result", nil)
+		} else {
+			w.resLine = clip(string(l.Data), 2000)
+			if ev.Error.Type == "" && ev.Error.Message == "" && w.errLine != "" {
+				// An invalid stream ends in a bare status error; the
+				// error event before it says what went wrong.
+				w.resLine = w.errLine
+			}
+			if geminiTurnLimit(ev.Error.Type, "") {
+				w.capped = true
+			}
+			w.setPhase(PhaseErrored, "stream:result", nil)
+		}
+		if s := ev.Stats; s != nil {
+			u := &Usage{OutputTokens: int64(s.OutputTokens), CacheReadTokens: int64(s.Cached)}
+			switch {
+			case s.Input != nil:
+				u.InputTokens = int64(*s.Input)
+			case s.InputTokens != nil:
+				u.InputTokens = max(int64(*s.InputTokens)-int64(s.Cached), 0)
+			}
+			w.usage = u
+		}
+	}
+}
+
+// Finish implements Watcher.
+func (w *geminiWatcher) Finish(e Exit) Result {
+	if w.home != "" && w.sessionID != "" {
+		w.resume = filepath.Join(w.home, w.sessionID)
+	}
+	if w.ended(e) {
+		return w.session(JudgeExit(e))
+	}
+	switch {
+	case w.capped || StepCapExit(RunnerGemini, e.Code):
+		return w.session(Result{Outcome: StepCappedPartial})
+	case w.result == "success":
+		if w.answered {
+			return w.session(Result{Outcome: Completed})
+		}
+		return w.session(Result{Outcome: Empty})
+	case w.result != "":
+		if d := e.Diagnostic; d == nil || d.Evidence == "" {
+			if _, ok := ClassifyExitCode(RunnerGemini, e.Code); ok {
+				return w.session(JudgeExit(e))
+			}
+		}
+		return w.session(reportedFailure(e, RunnerGemini, w.resLine))
+	case e.Code != 0:
+		return w.session(JudgeExit(e))
+	}
+	return w.session(incomplete(RunnerGemini, "a result event"))
+}
+
+// geminiRetryDelay reads the delay of gemini's retry notice on stderr
+// (packages/core/src/utils/retry.ts: "Attempt 2 failed: <message>. Retrying
+// after 5123ms..."), which gemini waits out in silence.
+func geminiRetryDelay(line []byte) (time.Duration, bool) {
+	const mark = "Retrying after "
+	i := bytes.LastIndex(line, []byte(mark))
+	if i < 0 {
+		return 0, false
+	}
+	rest := line[i+len(mark):]
+	n := 0
+	for n < len(rest) && n < 10 && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || !bytes.HasPrefix(rest[n:], []byte("ms")) {
+		return 0, false
+	}
+	ms, err := strconv.Atoi(string(rest[:n]))
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// ended is [ended] for gemini, which exits with an API error's HTTP status
+// (truncated to 8 bits): once a result event has reported the error, an
+// exit code of 144 to 159 is a 400 to 415, not a signal.
+func (w *geminiWatcher) ended(e Exit) bool {
+	if !e.Started || e.Terminated || e.Signal != 0 {
+		return true
+	}
+	if w.result == "error" && e.Code >= 144 && e.Code <= 159 {
+		return false
+	}
+	return ended(e)
+}
+
+var _ PhaseWatcher = (*geminiWatcher)(nil)
