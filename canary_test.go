@@ -42,7 +42,7 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 					fakeagent.EnvCallOut:    callOut,
 					fakeagent.EnvReplayExit: "1",
 				}
-				victim := pilot.Provider{Name: "victim", Runner: rn.Name(), Binary: exe, Model: "m1", CredentialEnv: "VICTIM_KEY", Env: env}
+				victim := pilot.Provider{Name: "victim", Runner: rn.Name(), Binary: exe, Model: "prov/m1", CredentialEnv: "VICTIM_KEY", Env: env}
 				if rn.Name() == pilot.RunnerCommand {
 					victim.Binary, victim.Model = "", ""
 					victim.Argv = []string{exe, "--key-in-argv=" + victimKey}
