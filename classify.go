@@ -173,8 +173,8 @@ func classRank(c FailureClass) int {
 // connection refused", or "status code 500" in a web test, prove nothing.
 // HTTP statuses match only on digit boundaries ("1429 files" and "port 5000"
 // hold no status). Retry notices (codex "Reconnecting... 2/5 (…)", Claude
-// api_retry, pi auto_retry_start) are retries in progress and never
-// evidence.
+// api_retry, pi auto_retry_start, gemini's "Retrying with backoff..." and
+// "Retrying after 5000ms...") are retries in progress and never evidence.
 //
 // When several lines prove a class, the strongest class wins in this order:
 // provider-auth, provider-quota, context-limit, provider-rate-limit,
@@ -239,7 +239,7 @@ var (
 	// Retries in progress: codex's reconnect notices, Claude's api_retry
 	// event and pi's auto_retry_start event (when raw JSON is classified),
 	// and "retrying in N" notices.
-	reRetryInProgress = regexp.MustCompile(`reconnecting\.\.\.\s*\d+\s*/\s*\d+|"subtype"\s*:\s*"api_retry"|"type"\s*:\s*"auto_retry_start"|\bretrying in\b`)
+	reRetryInProgress = regexp.MustCompile(`reconnecting\.\.\.\s*\d+\s*/\s*\d+|"subtype"\s*:\s*"api_retry"|"type"\s*:\s*"auto_retry_start"|\bretrying in\b|\bretrying with backoff\b|\bretrying after \d+\s*ms\b`)
 
 	// Provider markers. backend and tunnel count only next to a model
 	// word (reBackendModel): on their own they name the project's own
@@ -327,7 +327,7 @@ var (
 		"config.toml", "wire_api", "no model", "claude-code:", "trusted directory", "--verbose",
 		"providermodelnotfound", "messageoutputlength", "contentfilter", "structuredoutput", "messageaborted",
 	}
-	retryWords = []string{"reconnecting", "api_retry", "auto_retry_start", "retrying in"}
+	retryWords = []string{"reconnecting", "api_retry", "auto_retry_start", "retrying in", "retrying with backoff", "retrying after"}
 )
 
 func containsAny(s string, words []string) bool {

@@ -175,6 +175,8 @@ var cliClassifyCases = []classifyCase{
 	same("codex connection failed", "codex's reqwest connect failure", connection, "Connection failed: error sending request for url (http://127.0.0.1:8080/v1/responses)"),
 	same("codex error reading server response", "codex's body-read failure", stream, "Error while reading the server response: error decoding response body"),
 	weak("codex reconnecting with cause", "a retry in progress, never evidence", "Reconnecting... 2/5 (request timed out)"),
+	weak("gemini retry with backoff", "a retry in progress, never evidence", `Attempt 1 failed with status 429. Retrying with backoff... ApiError: {"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}`),
+	weak("gemini retry after delay", "a retry in progress, never evidence", "Attempt 2 failed: fetch failed. Retrying after 5000ms..."),
 	weak("codex reconnecting bare", "a retry in progress, never evidence", "Reconnecting... 1/5"),
 	weak("codex reconnecting stream disconnected", "a retry in progress even when its cause is a stream drop", "Reconnecting... 5/5 (stream disconnected before completion: Transport error: error decoding response body)"),
 	same("codex config chat wire api", "a fatal config error of no narrower class", generic, `Error loading config.toml: wire_api = "chat" is no longer supported.`),
