@@ -64,10 +64,13 @@ type Task struct {
 	// Label is a free-form name carried into events and the verdict.
 	Label string
 	// Resume continues an earlier session instead of starting a new one:
-	// the Resume field of that run's Verdict (a CLI's session id, or
-	// pi's session file). It is required in ModeResume, where the worker
-	// may write as in ModeCode; other modes may set it too. A runner
-	// that cannot resume refuses it.
+	// the Resume field of that run's Verdict, from a provider of the same
+	// runner. That is the CLI's session id, or a path: pi's session file,
+	// or for an isolated worker (whose sessions live in its own run
+	// directory) its session file or store, which the runner carries over
+	// into the new worker's config dir. It is required in ModeResume,
+	// where the worker may write as in ModeCode; other modes may set it
+	// too. A runner that cannot resume refuses it.
 	Resume string
 }
 

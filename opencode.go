@@ -183,29 +183,6 @@ func writeOpencodeConfig(path string, p Provider) error {
 	return nil
 }
 
-// resumeFromStore splits a resume value of the form <store>/<session id>,
-// which an isolated worker's verdict gives (its session store lives in its
-// run directory), into the store and the id. A bare session id is not
-// such a value.
-func resumeFromStore(resume string) (store, id string, ok bool) {
-	if !filepath.IsAbs(resume) {
-		return "", "", false
-	}
-	store, id = filepath.Split(filepath.Clean(resume))
-	if id == "" {
-		return "", "", false
-	}
-	return filepath.Clean(store), id, true
-}
-
-// checkResumeID refuses a session id that the CLI would read as a flag.
-func checkResumeID(id string) error {
-	if id == "" || strings.HasPrefix(id, "-") || strings.ContainsAny(id, "\x00\n") {
-		return fmt.Errorf("%q is not a session id: resume with the \"resume\" value of the earlier run's verdict", id)
-	}
-	return nil
-}
-
 // opencodeWatcher follows one `opencode run --format json` stream.
 type opencodeWatcher struct {
 	streamWatch
@@ -343,19 +320,5 @@ func (w *opencodeWatcher) Finish(e Exit) Result {
 	return w.session(Result{Outcome: Empty})
 }
 
-// isJSONObjectLine reports whether b looks like a JSON object (after spaces), so
-// plain-text lines are skipped without a decode.
-func isJSONObjectLine(b []byte) bool {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\r':
-			continue
-		case '{':
-			return true
-		}
-		return false
-	}
-	return false
-}
 
 var _ PhaseWatcher = (*opencodeWatcher)(nil)

@@ -159,9 +159,9 @@ type Result struct {
 	// SessionID is the worker's own id for its session (codex's thread
 	// id, Claude's session_id), when its stream gave one.
 	SessionID string
-	// Resume is what Task.Resume takes to continue this session: the
-	// session id for most CLIs, the session file for pi. Empty means
-	// SessionID.
+	// Resume is what Task.Resume takes to continue this session when it
+	// is not SessionID: a path (pi's session file; an isolated worker's
+	// session file or store). Empty means SessionID.
 	Resume string
 	// Usage is the token usage (and cost) the worker reported, if any.
 	Usage *Usage

@@ -112,8 +112,9 @@ type Verdict struct {
 	OutputIncomplete bool `json:"output_incomplete,omitempty"`
 
 	// SessionID is the worker's own session id, when its stream gave one;
-	// Resume is what Task.Resume takes to continue the session (the
-	// session id, or pi's session file).
+	// Resume is what Task.Resume takes to continue the session: the
+	// session id, or a path (pi's session file; an isolated worker's
+	// session file or store, see Task.Resume).
 	SessionID string `json:"session_id,omitempty"`
 	Resume    string `json:"resume,omitempty"`
 	// Usage is the token usage and cost the worker reported, if any.
