@@ -320,5 +320,4 @@ func (w *opencodeWatcher) Finish(e Exit) Result {
 	return w.session(Result{Outcome: Empty})
 }
 
-
 var _ PhaseWatcher = (*opencodeWatcher)(nil)
