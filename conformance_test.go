@@ -27,9 +27,9 @@ import (
 //	{
 //	  "source": "where the stream came from (research file and line, upstream test, or built from the format)",
 //	  "mode": "code",                 // the task's mode; default code
-//	  "resume": "",                   // Task.Resume
+//	  "resume": "",                   // Task.Resume; "{case_dir}" is the case's directory
 //	  "exit_code": 0, "signal": 0,    // how the replaying worker ends
-//	  "argv_contains": ["resume", "ID"], // optional: in this order in the worker's argv
+//	  "argv_contains": ["resume", "ID"], // optional: in this order in the worker's argv ({case_dir} too)
 //	  "phases": ["awaiting-model", "tool-running"], // optional: the stream phases, fed line by line
 //	  "tags": ["parallel-tools"],     // optional: what else the case covers, for the coverage table
 //	                                  // ("tool-use" for a CLI whose stream never shows a tool running)
@@ -94,6 +94,19 @@ func loadConformance(t *testing.T, runner string) map[string]conformanceCase {
 		}
 		if c.Mode == "" {
 			c.Mode = pilot.ModeCode
+		}
+		// {case_dir} is the case's directory, absolute: resume paths.
+		dir, err := filepath.Abs(filepath.Dir(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Resume = strings.ReplaceAll(c.Resume, "{case_dir}", dir)
+		for i, a := range c.ArgvContains {
+			c.ArgvContains[i] = strings.ReplaceAll(a, "{case_dir}", dir)
+		}
+		quoted, _ := json.Marshal(dir)
+		for k, v := range c.Want {
+			c.Want[k] = bytes.ReplaceAll(v, []byte("{case_dir}"), quoted[1:len(quoted)-1])
 		}
 		cases[strings.TrimSuffix(f, ".json")] = c
 	}
