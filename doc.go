@@ -19,6 +19,27 @@
 // each end the worker the same way: SIGTERM to every process of its tree,
 // the Grace period, then SIGKILL. Their failure classes stay distinct.
 //
+// # Agent CLIs
+//
+// The built-in runners ([BuiltinRunners]) drive pi, codex, Claude Code,
+// opencode and gemini-cli in their non-interactive JSON modes, and the
+// command runner any program. Each builds its CLI's command line for the
+// task's mode, gives the worker its own config dir when the provider asks
+// ([Provider].Isolated, or a BaseURL, for which pilot writes the CLI's own
+// endpoint config), and returns a [PhaseWatcher] that reads the CLI's event
+// stream: the phase (fed to the [StallPolicy], with announced retry delays
+// treated as expected silence), the session id, token usage and cost, and
+// the outcome. A verdict is completed only when the CLI's own stream says
+// the task finished; pi's exit 0 after a failed model call and Claude
+// Code's API errors reported as successful results are failures, and a CLI
+// that exits 0 without its terminal event is [FailIncomplete]. Task.Resume
+// continues an earlier session from its verdict's Resume value.
+//
+// Built-in providers ([DefaultProviders], [LoadRegistry]) keep
+// pilot-workers' names; a providers file adds or replaces them.
+// Credentials come from the environment, 0600 files under the user's
+// config dir, or a chain of both ([DefaultCredentials]).
+//
 // # Process trees
 //
 // Agent CLIs start their tools in process groups and sessions of their own,
