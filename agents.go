@@ -2,6 +2,7 @@ package pilot
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,4 +178,23 @@ func isJSONObjectLine(b []byte) bool {
 		return false
 	}
 	return false
+}
+
+// copyFile copies the file src to dst, created or truncated with mode 0600:
+// a session or transcript carried into a new worker's isolated config dir.
+func copyFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -191,7 +190,7 @@ func claudeResume(a Attempt, cfg, resume string) (string, error) {
 	if err := os.MkdirAll(dst, 0o700); err != nil {
 		return "", fmt.Errorf("copying the transcript to resume: %w", err)
 	}
-	if err := claudeCopyFile(resume, filepath.Join(dst, id+".jsonl")); err != nil {
+	if err := copyFile(filepath.Join(dst, id+".jsonl"), resume); err != nil {
 		return "", fmt.Errorf("copying the transcript to resume: %w", err)
 	}
 	// Subagent transcripts and spilled tool results live beside it, in a
@@ -239,24 +238,6 @@ func claudeProjectDir(workdir string) string {
 	return b.String()
 }
 
-// claudeCopyFile copies the regular file src to dst, mode 0600.
-func claudeCopyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
 // claudeCopyTree copies the regular files and directories under src to dst (files
 // 0600, directories 0700); symbolic links and other special files are left
 // out. A missing src copies nothing.
@@ -277,7 +258,7 @@ func claudeCopyTree(src, dst string) error {
 		case d.IsDir():
 			return os.MkdirAll(target, 0o700)
 		case d.Type().IsRegular():
-			return claudeCopyFile(p, target)
+			return copyFile(target, p)
 		}
 		return nil
 	})
