@@ -3,7 +3,6 @@ package pilot_test
 import (
 	"context"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,10 +21,6 @@ import (
 func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 	const victimKey = "canary-victim-6f1e9b2d-secret"
 	const otherKey = "canary-other-a3c47e10-secret"
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, rn := range pilot.BuiltinRunners() {
 		for _, setup := range []string{"plain", "isolated", "base_url"} {
 			if rn.Name() == pilot.RunnerCommand && setup != "plain" {
@@ -33,19 +28,13 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 			}
 			t.Run(rn.Name()+"/"+setup, func(t *testing.T) {
 				t.Parallel()
-				callOut := filepath.Join(t.TempDir(), "call.json")
-				env := map[string]string{
-					fakeagent.EnvFakeAgent:  "1",
-					"GORACE":                "atexit_sleep_ms=0",
-					fakeagent.EnvReplay:     filepath.Join(t.TempDir(), "nothing"),
-					fakeagent.EnvReplayEcho: "VICTIM_KEY",
-					fakeagent.EnvCallOut:    callOut,
-					fakeagent.EnvReplayExit: "1",
-				}
-				victim := pilot.Provider{Name: "victim", Runner: rn.Name(), Binary: exe, Model: "prov/m1", CredentialEnv: "VICTIM_KEY", Env: env}
+				victim := replayProvider(t, rn.Name(), filepath.Join(t.TempDir(), "nothing"))
+				victim.Name, victim.Model, victim.CredentialEnv = "victim", "prov/m1", "VICTIM_KEY"
+				victim.Env[fakeagent.EnvReplayEcho] = "VICTIM_KEY"
+				victim.Env[fakeagent.EnvReplayExit] = "1"
 				if rn.Name() == pilot.RunnerCommand {
+					victim.Argv = []string{victim.Binary, "--key-in-argv=" + victimKey}
 					victim.Binary, victim.Model = "", ""
-					victim.Argv = []string{exe, "--key-in-argv=" + victimKey}
 				}
 				switch setup {
 				case "isolated":
@@ -70,22 +59,7 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 				if strings.Contains(string(vj), victimKey) || strings.Contains(string(vj), otherKey) {
 					t.Errorf("the verdict holds a secret: %s", vj)
 				}
-				n := 0
-				filepath.WalkDir(d.RunDir, func(path string, de fs.DirEntry, err error) error {
-					if err != nil || de.IsDir() || de.Type()&fs.ModeSymlink != 0 {
-						return err
-					}
-					data, err := os.ReadFile(path)
-					if err != nil {
-						t.Errorf("reading %s: %v", path, err)
-						return nil
-					}
-					n++
-					if strings.Contains(string(data), victimKey) || strings.Contains(string(data), otherKey) {
-						t.Errorf("%s holds a secret:\n%s", path, data)
-					}
-					return nil
-				})
+				n := noSecretIn(t, d.RunDir, victimKey, otherKey)
 				if n < 3 {
 					t.Errorf("walked %d files in the run directory; want at least record, stream and events", n)
 				}
@@ -93,14 +67,7 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 				if !strings.Contains(string(stream), "invalid api key: [REDACTED]") {
 					t.Errorf("stream.log does not show the redacted echo:\n%s", stream)
 				}
-				data, err := os.ReadFile(callOut)
-				if err != nil {
-					t.Fatalf("the worker never ran: %v", err)
-				}
-				var call fakeagent.Call
-				if err := json.Unmarshal(data, &call); err != nil {
-					t.Fatal(err)
-				}
+				call, _ := readCall(t, victim)
 				got := false
 				for _, kv := range call.Env {
 					if strings.Contains(kv, otherKey) {

@@ -2,9 +2,7 @@ package pilot_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,28 +13,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/fakeagent"
 )
 
-// claudeAttempt is an attempt for the claude runner in a fresh run dir.
-func claudeAttempt(t *testing.T, p pilot.Provider, mode pilot.Mode, resume string) pilot.Attempt {
-	t.Helper()
-	dir := t.TempDir()
-	if p.Name == "" {
-		p.Name = "claude"
-	}
-	p.Runner = pilot.RunnerClaude
-	return pilot.Attempt{
-		Task:        pilot.Task{Provider: p.Name, Mode: mode, Prompt: "fix the bug", Resume: resume},
-		Provider:    p,
-		RunID:       "r1",
-		RunDir:      dir,
-		TaskFile:    filepath.Join(dir, "task.md"),
-		Prompt:      "fix the bug",
-		Workdir:     dir,
-		SessionPath: filepath.Join(dir, "session.jsonl"),
-	}
-}
+// claudePrompt is the claude tests' prompt, which goes on stdin.
+const claudePrompt = "fix the bug"
 
 func TestClaudeCommandArgv(t *testing.T) {
 	const id = "a4b5c6d7-e8f9-40a1-9b2c-3d4e5f607182"
@@ -69,15 +49,12 @@ func TestClaudeCommandArgv(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := claudeAttempt(t, tc.p, tc.mode, tc.resume)
-			cmd, err := pilot.ClaudeRunner{}.Command(context.Background(), a)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := agentAttempt(t, pilot.RunnerClaude, tc.p, tc.mode, tc.resume, claudePrompt, "")
+			cmd := agentCommand(t, pilot.ClaudeRunner{}, a)
 			if diff := cmp.Diff(tc.want, cmd.Argv); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}
-			if string(cmd.Stdin) != "fix the bug" {
+			if string(cmd.Stdin) != claudePrompt {
 				t.Errorf("stdin = %q, want the prompt", cmd.Stdin)
 			}
 			if cmd.Env != nil || cmd.SecretEnv != nil || cmd.SessionPath != "" {
@@ -112,11 +89,8 @@ func TestClaudeCommandEnv(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := claudeAttempt(t, tc.p, pilot.ModeCode, "")
-			cmd, err := pilot.ClaudeRunner{}.Command(context.Background(), a)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := agentAttempt(t, pilot.RunnerClaude, tc.p, pilot.ModeCode, "", claudePrompt, "")
+			cmd := agentCommand(t, pilot.ClaudeRunner{}, a)
 			want := map[string]string{}
 			for k, v := range tc.env {
 				want[k] = v
@@ -167,15 +141,7 @@ func TestClaudeCommandRefusals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := claudeAttempt(t, tc.p, pilot.ModeResume, tc.resume)
-			a.Prompt = tc.prompt
-			cmd, err := pilot.ClaudeRunner{}.Command(context.Background(), a)
-			if err == nil {
-				t.Fatalf("no error; argv %q", cmd.Argv)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not say %q", err, tc.want)
-			}
+			wantRefusal(t, pilot.ClaudeRunner{}, agentAttempt(t, pilot.RunnerClaude, tc.p, pilot.ModeResume, tc.resume, tc.prompt, ""), tc.want)
 		})
 	}
 }
@@ -204,11 +170,8 @@ func TestClaudeResumeIsolated(t *testing.T) {
 
 	// The first worker: its watcher finds the transcript Claude Code
 	// wrote in its config dir.
-	first := claudeAttempt(t, p, pilot.ModeCode, "")
-	cmd, err := pilot.ClaudeRunner{}.Command(context.Background(), first)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := agentAttempt(t, pilot.RunnerClaude, p, pilot.ModeCode, "", claudePrompt, "")
+	cmd := agentCommand(t, pilot.ClaudeRunner{}, first)
 	oldProject := filepath.Join(first.RunDir, "claude-config", "projects", "-elsewhere-repo")
 	transcript := filepath.Join(oldProject, id+".jsonl")
 	mustWrite(t, transcript, `{"type":"user","sessionId":"`+id+`"}`+"\n")
@@ -220,11 +183,8 @@ func TestClaudeResumeIsolated(t *testing.T) {
 	}
 
 	// The second worker resumes it.
-	second := claudeAttempt(t, p, pilot.ModeResume, res.Resume)
-	cmd, err = pilot.ClaudeRunner{}.Command(context.Background(), second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := agentAttempt(t, pilot.RunnerClaude, p, pilot.ModeResume, res.Resume, claudePrompt, "")
+	cmd = agentCommand(t, pilot.ClaudeRunner{}, second)
 	if last := cmd.Argv[len(cmd.Argv)-1]; last != "--resume="+id {
 		t.Errorf("argv %q does not end with --resume=%s", cmd.Argv, id)
 	}
@@ -277,50 +237,11 @@ func claudeLine(t *testing.T, path string, n int, session string) string {
 // names, which no file in the run dir holds.
 func TestClaudeDispatchIsolated(t *testing.T) {
 	const secret = "sk-ant-test-0123456789abcdef"
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix, err := filepath.Abs("testdata/claude/stream/success")
-	if err != nil {
-		t.Fatal(err)
-	}
-	callOut := filepath.Join(t.TempDir(), "call.json")
-	p := pilot.Provider{
-		Name:          "claude-gw",
-		Runner:        pilot.RunnerClaude,
-		Binary:        exe,
-		CredentialEnv: "GW_CLAUDE_KEY",
-		BaseURL:       "http://127.0.0.1:9",
-		Env: map[string]string{
-			fakeagent.EnvFakeAgent: "1",
-			"GORACE":               "atexit_sleep_ms=0",
-			fakeagent.EnvReplay:    prefix,
-			fakeagent.EnvCallOut:   callOut,
-		},
-	}
-	d := testDispatcher(t, p)
-	d.Credentials = pilot.EnvCredentials{LookupEnv: func(k string) (string, bool) {
-		if k == "GW_CLAUDE_KEY" {
-			return secret, true
-		}
-		return "", false
-	}}
-	v, err := d.Dispatch(context.Background(), pilot.Task{Provider: p.Name, Mode: pilot.ModeCode, Prompt: "the task text"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.Verdict != pilot.Completed {
-		t.Fatalf("verdict %+v", v)
-	}
-	var call fakeagent.Call
-	data, err := os.ReadFile(callOut)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &call); err != nil {
-		t.Fatal(err)
-	}
+	p := replayProvider(t, pilot.RunnerClaude, "testdata/claude/stream/success")
+	p.Name, p.CredentialEnv, p.BaseURL = "claude-gw", "GW_CLAUDE_KEY", "http://127.0.0.1:9"
+	d := secretDispatcher(t, p, secret)
+	v := dispatchCompleted(t, d, pilot.Task{Provider: p.Name, Mode: pilot.ModeCode, Prompt: "the task text"})
+	call, env := readCall(t, p)
 	if call.Stdin != "the task text" {
 		t.Errorf("stdin %q, want the prompt", call.Stdin)
 	}
@@ -328,11 +249,6 @@ func TestClaudeDispatchIsolated(t *testing.T) {
 		if strings.Contains(a, "the task text") {
 			t.Errorf("the prompt is in argv %q", call.Argv)
 		}
-	}
-	env := map[string]string{}
-	for _, kv := range call.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
 	}
 	runDir := filepath.Dir(v.Record)
 	want := map[string]string{
@@ -347,22 +263,13 @@ func TestClaudeDispatchIsolated(t *testing.T) {
 			t.Errorf("worker env %s=%q, want %q", k, env[k], w)
 		}
 	}
-	err = filepath.WalkDir(runDir, func(path string, de fs.DirEntry, err error) error {
-		if err != nil || de.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if bytes.Contains(data, []byte(secret)) {
-			t.Errorf("%s holds the secret", path)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noSecretIn(t, runDir, secret)
+}
+
+// claudeWatcher is the watcher of a plain claude provider's command.
+func claudeWatcher(t *testing.T) pilot.PhaseWatcher {
+	t.Helper()
+	return agentWatcher(t, pilot.ClaudeRunner{}, agentAttempt(t, pilot.RunnerClaude, pilot.Provider{}, pilot.ModeCode, "", claudePrompt, ""))
 }
 
 // TestClaudeWatcher feeds streams to the watcher line by line and checks
@@ -446,11 +353,7 @@ func TestClaudeWatcher(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd, err := pilot.ClaudeRunner{}.Command(context.Background(), claudeAttempt(t, pilot.Provider{}, pilot.ModeCode, ""))
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := cmd.Watcher.(pilot.PhaseWatcher)
+			w := claudeWatcher(t)
 			var got []step
 			for _, l := range tc.lines {
 				feed(w, l)
@@ -477,11 +380,7 @@ func TestClaudeWatcher(t *testing.T) {
 // TestClaudeWatcherRetryQuiet checks that an api_retry announces its delay
 // and that the model's next message ends it.
 func TestClaudeWatcherRetryQuiet(t *testing.T) {
-	cmd, err := pilot.ClaudeRunner{}.Command(context.Background(), claudeAttempt(t, pilot.Provider{}, pilot.ModeCode, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := cmd.Watcher.(pilot.PhaseWatcher)
+	w := claudeWatcher(t)
 	before := time.Now()
 	feed(w, `{"type":"system","subtype":"init","session_id":"s"}`,
 		`{"type":"system","subtype":"api_retry","attempt":3,"max_retries":10,"retry_delay_ms":90000,"error_status":429,"error":"rate_limit"}`)
@@ -498,11 +397,7 @@ func TestClaudeWatcherRetryQuiet(t *testing.T) {
 // TestClaudeWatcherIgnores checks that stderr and truncated lines never
 // move the phase or count as the result.
 func TestClaudeWatcherIgnores(t *testing.T) {
-	cmd, err := pilot.ClaudeRunner{}.Command(context.Background(), claudeAttempt(t, pilot.Provider{}, pilot.ModeCode, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := cmd.Watcher.(pilot.PhaseWatcher)
+	w := claudeWatcher(t)
 	result := []byte(`{"type":"result","subtype":"success","is_error":false,"result":"done"}`)
 	w.Line(pilot.Line{Stream: pilot.Stderr, Data: result, Size: int64(len(result))})
 	w.Line(pilot.Line{Stream: pilot.Stdout, Data: result[:20], Size: 1 << 30, Truncated: true})
@@ -518,20 +413,17 @@ func TestClaudeWatcherIgnores(t *testing.T) {
 // the usage its messages carried, each message once however many lines it
 // was split into.
 func TestClaudeWatcherUsageWithoutResult(t *testing.T) {
-	cmd, err := pilot.ClaudeRunner{}.Command(context.Background(), claudeAttempt(t, pilot.Provider{}, pilot.ModeCode, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := claudeWatcher(t)
 	u := func(in, out int) string {
 		return `"usage":{"input_tokens":` + strconv.Itoa(in) + `,"output_tokens":` + strconv.Itoa(out) + `,"cache_read_input_tokens":100,"cache_creation_input_tokens":10}`
 	}
-	feed(cmd.Watcher,
+	feed(w,
 		`{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"a"}],`+u(5, 1)+`}}`,
 		`{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t","name":"Bash","input":{}}],`+u(5, 9)+`}}`,
 		`{"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"b"}],`+u(2, 3)+`}}`,
 		`{"type":"assistant","message":{"id":"syn","model":"<synthetic>","content":[{"type":"text","text":"API Error"}],`+u(7, 7)+`},"error":"unknown"}`,
 	)
-	res := cmd.Watcher.Finish(pilot.Exit{Runner: "claude", Started: true, Code: 143})
+	res := w.Finish(pilot.Exit{Runner: "claude", Started: true, Code: 143})
 	want := &pilot.Usage{InputTokens: 7, OutputTokens: 12, CacheReadTokens: 200, CacheWriteTokens: 20}
 	if diff := cmp.Diff(want, res.Usage); diff != "" {
 		t.Errorf("usage (-want +got):\n%s", diff)
@@ -552,35 +444,17 @@ func FuzzClaudeWatcher(f *testing.F) {
 		f.Add(data, 1, true)
 	}
 	f.Add([]byte(`{"type":"assistant","message":{"content":[{"type":"tool_use"}]}}`+"\n"+`{"type":"user","message":{"content":[{"type":"tool_result"}]}}`), 143, false)
+	// Not isolated: nothing is written in the run dir.
+	a := agentAttempt(f, pilot.RunnerClaude, pilot.Provider{Name: "c"}, pilot.ModeCode, "", "x", "")
 	f.Fuzz(func(t *testing.T, data []byte, code int, stderr bool) {
-		cmd, err := pilot.ClaudeRunner{}.Command(context.Background(), pilot.Attempt{
-			Task: pilot.Task{Mode: pilot.ModeCode}, Provider: pilot.Provider{Name: "c", Runner: "claude"},
-			RunDir: "/nonexistent/run", Prompt: "x", // not isolated: nothing is written
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := cmd.Watcher.(pilot.PhaseWatcher)
 		s := pilot.Stdout
 		if stderr {
 			s = pilot.Stderr
 		}
+		var lines []pilot.Line
 		for i, l := range bytes.Split(data, []byte("\n")) {
-			w.Line(pilot.Line{Stream: s, Data: l, Size: int64(len(l)), Truncated: i%7 == 6})
-			w.StreamState()
+			lines = append(lines, pilot.Line{Stream: s, Data: l, Size: int64(len(l)), Truncated: i%7 == 6})
 		}
-		res := w.Finish(pilot.Exit{Runner: "claude", Started: true, Code: code, StdoutBytes: int64(len(data))})
-		switch res.Outcome {
-		case pilot.Completed, pilot.StepCappedPartial, pilot.Empty:
-			if res.FailureClass != "" {
-				t.Fatalf("%s with class %s", res.Outcome, res.FailureClass)
-			}
-		case pilot.Failed:
-			if res.FailureClass == "" {
-				t.Fatal("failed without a class")
-			}
-		default:
-			t.Fatalf("outcome %q", res.Outcome)
-		}
+		fuzzWatcher(t, pilot.ClaudeRunner{}, a, lines, pilot.Exit{Runner: "claude", Started: true, Code: code, StdoutBytes: int64(len(data))})
 	})
 }

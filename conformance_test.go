@@ -2,7 +2,6 @@ package pilot_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -114,10 +113,6 @@ func loadConformance(t *testing.T, runner string) map[string]conformanceCase {
 }
 
 func TestConformance(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, rn := range conformanceRunners() {
 		t.Run(rn.Name(), func(t *testing.T) {
 			cases := loadConformance(t, rn.Name())
@@ -127,44 +122,17 @@ func TestConformance(t *testing.T) {
 			for prefix, c := range cases {
 				t.Run(filepath.Base(prefix), func(t *testing.T) {
 					t.Parallel()
-					abs, err := filepath.Abs(prefix)
-					if err != nil {
-						t.Fatal(err)
-					}
 					if c.Phases != nil {
-						checkStreamPhases(t, rn, abs, c)
+						checkStreamPhases(t, rn, prefix, c)
 					}
-					callOut := filepath.Join(t.TempDir(), "call.json")
-					p := pilot.Provider{
-						Name:   rn.Name(),
-						Runner: rn.Name(),
-						Binary: exe,
-						Env: map[string]string{
-							fakeagent.EnvFakeAgent:    "1",
-							"GORACE":                  "atexit_sleep_ms=0",
-							fakeagent.EnvReplay:       abs,
-							fakeagent.EnvReplayExit:   strconv.Itoa(c.ExitCode),
-							fakeagent.EnvReplaySignal: strconv.Itoa(c.Signal),
-							fakeagent.EnvCallOut:      callOut,
-						},
-					}
+					p := replayProvider(t, rn.Name(), prefix)
+					p.Env[fakeagent.EnvReplayExit] = strconv.Itoa(c.ExitCode)
+					p.Env[fakeagent.EnvReplaySignal] = strconv.Itoa(c.Signal)
 					d := testDispatcher(t, p)
-					v, err := d.Dispatch(context.Background(), pilot.Task{
-						Provider: p.Name, Mode: c.Mode, Prompt: "the conformance task", Resume: c.Resume,
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
+					v := mustDispatch(t, d, pilot.Task{Provider: p.Name, Mode: c.Mode, Prompt: "the conformance task", Resume: c.Resume})
 					checkVerdict(t, v, c.Want)
 					if c.ArgvContains != nil {
-						var call fakeagent.Call
-						data, err := os.ReadFile(callOut)
-						if err != nil {
-							t.Fatalf("the worker never ran: %v", err)
-						}
-						if err := json.Unmarshal(data, &call); err != nil {
-							t.Fatal(err)
-						}
+						call, _ := readCall(t, p)
 						if !subsequence(call.Argv, c.ArgvContains) {
 							t.Errorf("argv %q does not hold %q in order", call.Argv, c.ArgvContains)
 						}
@@ -223,24 +191,7 @@ func checkVerdict(t *testing.T, v pilot.Verdict, want map[string]json.RawMessage
 // line and compares the distinct phases it showed with c.Phases.
 func checkStreamPhases(t *testing.T, rn pilot.Runner, prefix string, c conformanceCase) {
 	t.Helper()
-	dir := t.TempDir()
-	cmd, err := rn.Command(context.Background(), pilot.Attempt{
-		Task:        pilot.Task{Provider: rn.Name(), Mode: c.Mode, Prompt: "the conformance task", Resume: c.Resume},
-		Provider:    pilot.Provider{Name: rn.Name(), Runner: rn.Name()},
-		RunID:       "conformance",
-		RunDir:      dir,
-		TaskFile:    filepath.Join(dir, "task.md"),
-		Prompt:      "the conformance task",
-		Workdir:     dir,
-		SessionPath: filepath.Join(dir, "session.jsonl"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pw, ok := cmd.Watcher.(pilot.PhaseWatcher)
-	if !ok {
-		t.Fatalf("the %s watcher (%T) does not follow phases", rn.Name(), cmd.Watcher)
-	}
+	pw := agentWatcher(t, rn, agentAttempt(t, rn.Name(), pilot.Provider{}, c.Mode, c.Resume, "the conformance task", ""))
 	data, err := os.ReadFile(prefix + ".stdout")
 	if err != nil {
 		t.Fatal(err)

@@ -45,11 +45,8 @@ func TestGeminiCommandArgv(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := attemptFor(t, tc.p, tc.mode, tc.resume)
-			cmd, err := pilot.GeminiRunner{}.Command(context.Background(), a)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := agentAttempt(t, pilot.RunnerGemini, tc.p, tc.mode, tc.resume, flagPrompt, "/work/tree")
+			cmd := agentCommand(t, pilot.GeminiRunner{}, a)
 			policy := filepath.Join(a.RunDir, "gemini-read-only.toml")
 			want := append([]string(nil), tc.want...)
 			for i, s := range want {
@@ -106,18 +103,14 @@ func TestGeminiCommandRefusals(t *testing.T) {
 			if tc.resume != "" {
 				mode = pilot.ModeResume
 			}
-			a := attemptFor(t, tc.p, mode, tc.resume)
+			prompt := flagPrompt
 			if tc.prompt != "" {
-				a.Prompt = tc.prompt
+				prompt = tc.prompt
 			}
-			_, err := pilot.GeminiRunner{}.Command(context.Background(), a)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want one mentioning %q", err, tc.want)
-			}
+			wantRefusal(t, pilot.GeminiRunner{}, agentAttempt(t, pilot.RunnerGemini, tc.p, mode, tc.resume, prompt, ""), tc.want)
 		})
 	}
-	a := attemptFor(t, base, pilot.ModeCode, "")
-	a.Prompt = strings.Repeat("x", 100<<10)
+	a := agentAttempt(t, pilot.RunnerGemini, base, pilot.ModeCode, "", strings.Repeat("x", 100<<10), "")
 	if _, err := (pilot.GeminiRunner{}).Command(context.Background(), a); err != nil {
 		t.Errorf("a 100 KiB prompt: %v", err)
 	}
@@ -127,22 +120,15 @@ func TestGeminiCommandRefusals(t *testing.T) {
 // under the name gemini reads; its resume value finds that home again.
 func TestGeminiBaseURLIsolationAndResume(t *testing.T) {
 	const secret = "AIza-gemini-test-secret-5678"
-	callOut := filepath.Join(t.TempDir(), "call.json")
-	p := replayProvider(t, pilot.RunnerGemini, "testdata/gemini/stream/success", callOut)
+	p := replayProvider(t, pilot.RunnerGemini, "testdata/gemini/stream/success")
 	p.BaseURL = "http://127.0.0.1:9"
 	p.CredentialEnv = "GW_KEY"
-	d := secretDispatcher(t, p, "GW_KEY", secret)
+	d := secretDispatcher(t, p, secret)
 
-	v, err := d.Dispatch(context.Background(), pilot.Task{Provider: p.Name, Mode: pilot.ModeCode, Prompt: "add a flag"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.Verdict != pilot.Completed {
-		t.Fatalf("verdict %s (%s)", v.Verdict, v.FailureClass)
-	}
+	v := dispatchCompleted(t, d, pilot.Task{Provider: p.Name, Mode: pilot.ModeCode, Prompt: "add a flag"})
 	runDir := filepath.Dir(v.Record)
 	home := filepath.Join(runDir, "gemini-home")
-	call, env := readCall(t, callOut)
+	call, env := readCall(t, p)
 	for k, want := range map[string]string{
 		"GEMINI_CLI_HOME":            home,
 		"GEMINI_CLI_TRUST_WORKSPACE": "true",
@@ -170,10 +156,8 @@ func TestGeminiBaseURLIsolationAndResume(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(home, ".gemini"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Dispatch(context.Background(), pilot.Task{Provider: p.Name, Mode: pilot.ModeResume, Prompt: "go on", Resume: v.Resume}); err != nil {
-		t.Fatal(err)
-	}
-	call, env = readCall(t, callOut)
+	mustDispatch(t, d, pilot.Task{Provider: p.Name, Mode: pilot.ModeResume, Prompt: "go on", Resume: v.Resume})
+	call, env = readCall(t, p)
 	if !subsequence(call.Argv, []string{"--resume", sid}) {
 		t.Errorf("resume argv %q has no --resume %s", call.Argv, sid)
 	}
@@ -186,23 +170,22 @@ func TestGeminiBaseURLIsolationAndResume(t *testing.T) {
 func TestGeminiSecretEnv(t *testing.T) {
 	for cred, want := range map[string][]string{"": nil, "GEMINI_API_KEY": nil, "MY_KEY": {"GEMINI_API_KEY"}} {
 		p := pilot.Provider{Name: "gm", Runner: pilot.RunnerGemini, CredentialEnv: cred}
-		cmd, err := pilot.GeminiRunner{}.Command(context.Background(), attemptFor(t, p, pilot.ModeCode, ""))
-		if err != nil {
-			t.Fatal(err)
-		}
+		cmd := agentCommand(t, pilot.GeminiRunner{}, agentAttempt(t, pilot.RunnerGemini, p, pilot.ModeCode, "", flagPrompt, ""))
 		if diff := cmp.Diff(want, cmd.SecretEnv); diff != "" {
 			t.Errorf("credential %q: SecretEnv (-want +got):\n%s", cred, diff)
 		}
 	}
 }
 
+// geminiWatcher is the watcher of a plain gemini provider's command.
+func geminiWatcher(t *testing.T) pilot.PhaseWatcher {
+	t.Helper()
+	return agentWatcher(t, pilot.GeminiRunner{}, agentAttempt(t, pilot.RunnerGemini, pilot.Provider{Name: "gm"}, pilot.ModeCode, "", flagPrompt, ""))
+}
+
 // Parallel tool calls stay pending until each has its result.
 func TestGeminiWatcherPendingTools(t *testing.T) {
-	cmd, err := pilot.GeminiRunner{}.Command(context.Background(), attemptFor(t, pilot.Provider{Name: "gm", Runner: pilot.RunnerGemini}, pilot.ModeCode, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := cmd.Watcher.(pilot.PhaseWatcher)
+	w := geminiWatcher(t)
 	steps := []struct {
 		line    string
 		phase   pilot.SessionPhase
@@ -271,18 +254,13 @@ func TestGeminiWatcherFinish(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd, err := pilot.GeminiRunner{}.Command(context.Background(), attemptFor(t, pilot.Provider{Name: "gm", Runner: pilot.RunnerGemini}, pilot.ModeCode, ""))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range tc.lines {
-				cmd.Watcher.Line(pilot.Line{Stream: pilot.Stdout, Data: []byte(l), Size: int64(len(l))})
-			}
+			w := geminiWatcher(t)
+			feed(w, tc.lines...)
 			if tc.name == "truncated result is not read" {
-				cmd.Watcher.Line(pilot.Line{Stream: pilot.Stdout, Data: []byte(ok), Size: 1 << 30, Truncated: true})
+				w.Line(pilot.Line{Stream: pilot.Stdout, Data: []byte(ok), Size: 1 << 30, Truncated: true})
 			}
 			tc.exit.Runner = pilot.RunnerGemini
-			res := cmd.Watcher.Finish(tc.exit)
+			res := w.Finish(tc.exit)
 			if res.Outcome != tc.want || res.FailureClass != tc.class {
 				t.Errorf("Finish = %s %s, want %s %s (%+v)", res.Outcome, res.FailureClass, tc.want, tc.class, res)
 			}
@@ -293,18 +271,13 @@ func TestGeminiWatcherFinish(t *testing.T) {
 // An invalid stream ends in a result error without an error object: the
 // error event before it is the evidence.
 func TestGeminiWatcherInvalidStreamEvidence(t *testing.T) {
-	cmd, err := pilot.GeminiRunner{}.Command(context.Background(), attemptFor(t, pilot.Provider{Name: "gm", Runner: pilot.RunnerGemini}, pilot.ModeCode, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range []string{
+	w := geminiWatcher(t)
+	feed(w,
 		`{"type":"init","session_id":"s1","model":"m"}`,
 		`{"type":"error","severity":"error","message":"Model stream ended with an invalid chunk or missing finish reason."}`,
 		`{"type":"result","status":"error","stats":{}}`,
-	} {
-		cmd.Watcher.Line(pilot.Line{Stream: pilot.Stdout, Data: []byte(l), Size: int64(len(l))})
-	}
-	res := cmd.Watcher.Finish(pilot.Exit{Runner: pilot.RunnerGemini, Started: true})
+	)
+	res := w.Finish(pilot.Exit{Runner: pilot.RunnerGemini, Started: true})
 	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailGeneric || res.Evidence == nil ||
 		!strings.Contains(res.Evidence.Line, "invalid chunk") || res.Evidence.Source != "gemini:stdout" {
 		t.Errorf("Finish = %+v (evidence %+v); want generic-error with the error event as evidence", res, res.Evidence)
@@ -338,11 +311,7 @@ func TestGeminiWatcherRetryQuiet(t *testing.T) {
 		{"Retrying after 99999999999999999999ms...", 0},
 	}
 	for _, tc := range tests {
-		cmd, err := pilot.GeminiRunner{}.Command(context.Background(), attemptFor(t, pilot.Provider{Name: "gm", Runner: pilot.RunnerGemini}, pilot.ModeCode, ""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := cmd.Watcher.(pilot.PhaseWatcher)
+		w := geminiWatcher(t)
 		before := time.Now()
 		w.Line(pilot.Line{Stream: pilot.Stderr, Data: []byte(tc.line), Size: int64(len(tc.line))})
 		_, quiet, _ := w.StreamState()

@@ -1,36 +1,18 @@
 package pilot_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/fakeagent"
 )
-
-// attemptFor builds an Attempt for a runner's Command in a fresh run dir.
-func attemptFor(t *testing.T, p pilot.Provider, mode pilot.Mode, resume string) pilot.Attempt {
-	t.Helper()
-	dir := t.TempDir()
-	return pilot.Attempt{
-		Task:     pilot.Task{Provider: p.Name, Mode: mode, Prompt: "-fix the bug \"now\"", Resume: resume},
-		Provider: p,
-		RunID:    "r1",
-		RunDir:   dir,
-		TaskFile: filepath.Join(dir, "task.md"),
-		Prompt:   "-fix the bug \"now\"",
-		Workdir:  "/work/tree",
-	}
-}
 
 func TestOpencodeCommandArgv(t *testing.T) {
 	base := pilot.Provider{Name: "oc", Runner: pilot.RunnerOpencode}
@@ -60,11 +42,8 @@ func TestOpencodeCommandArgv(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := attemptFor(t, tc.p, tc.mode, tc.resume)
-			cmd, err := pilot.OpencodeRunner{}.Command(context.Background(), a)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := agentAttempt(t, pilot.RunnerOpencode, tc.p, tc.mode, tc.resume, flagPrompt, "/work/tree")
+			cmd := agentCommand(t, pilot.OpencodeRunner{}, a)
 			if diff := cmp.Diff(tc.want, cmd.Argv); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}
@@ -116,79 +95,9 @@ func TestOpencodeCommandRefusals(t *testing.T) {
 			if tc.resume != "" {
 				mode = pilot.ModeResume
 			}
-			_, err := pilot.OpencodeRunner{}.Command(context.Background(), attemptFor(t, tc.p, mode, tc.resume))
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want one mentioning %q", err, tc.want)
-			}
+			wantRefusal(t, pilot.OpencodeRunner{}, agentAttempt(t, pilot.RunnerOpencode, tc.p, mode, tc.resume, flagPrompt, ""), tc.want)
 		})
 	}
-}
-
-// replayProvider is a provider of runner rn whose binary is the fake agent
-// replaying the conformance case prefix and recording its call in callOut.
-func replayProvider(t *testing.T, rn, prefix, callOut string) pilot.Provider {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	abs, err := filepath.Abs(prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pilot.Provider{
-		Name: rn, Runner: rn, Binary: exe,
-		Env: map[string]string{
-			fakeagent.EnvFakeAgent: "1", "GORACE": "atexit_sleep_ms=0",
-			fakeagent.EnvReplay: abs, fakeagent.EnvReplayExit: "0", fakeagent.EnvCallOut: callOut,
-		},
-	}
-}
-
-// readCall reads what the fake agent recorded about its run.
-func readCall(t *testing.T, path string) (fakeagent.Call, map[string]string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("the worker never ran: %v", err)
-	}
-	var c fakeagent.Call
-	if err := json.Unmarshal(data, &c); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{}
-	for _, kv := range c.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	return c, env
-}
-
-// secretDispatcher is testDispatcher with name holding secret.
-func secretDispatcher(t *testing.T, p pilot.Provider, name, secret string) *pilot.Dispatcher {
-	d := testDispatcher(t, p)
-	d.Credentials = pilot.EnvCredentials{LookupEnv: func(k string) (string, bool) {
-		if k == name {
-			return secret, true
-		}
-		return "", false
-	}}
-	return d
-}
-
-// noSecretIn fails if any file under dir holds secret.
-func noSecretIn(t *testing.T, dir, secret string) {
-	t.Helper()
-	filepath.WalkDir(dir, func(path string, de os.DirEntry, err error) error {
-		if err != nil || de.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err == nil && bytes.Contains(data, []byte(secret)) {
-			t.Errorf("%s holds the secret", path)
-		}
-		return nil
-	})
 }
 
 // A BaseURL provider gets an isolated XDG tree, an opencode config that
@@ -196,23 +105,16 @@ func noSecretIn(t *testing.T, dir, secret string) {
 // the session store again.
 func TestOpencodeBaseURLIsolationAndResume(t *testing.T) {
 	const secret = "sk-opencode-test-secret-1234"
-	callOut := filepath.Join(t.TempDir(), "call.json")
-	p := replayProvider(t, pilot.RunnerOpencode, "testdata/opencode/stream/success", callOut)
+	p := replayProvider(t, pilot.RunnerOpencode, "testdata/opencode/stream/success")
 	p.BaseURL = "http://127.0.0.1:9/v1"
 	p.Model = "glm-4.6"
 	p.CredentialEnv = "GLM_API_KEY"
-	d := secretDispatcher(t, p, "GLM_API_KEY", secret)
+	d := secretDispatcher(t, p, secret)
 
-	v, err := d.Dispatch(context.Background(), pilot.Task{Provider: p.Name, Mode: pilot.ModeCode, Prompt: "add a flag"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.Verdict != pilot.Completed {
-		t.Fatalf("verdict %s (%s)", v.Verdict, v.FailureClass)
-	}
+	v := dispatchCompleted(t, d, pilot.Task{Provider: p.Name, Mode: pilot.ModeCode, Prompt: "add a flag"})
 	runDir := filepath.Dir(v.Record)
 	store := filepath.Join(runDir, "opencode")
-	call, env := readCall(t, callOut)
+	call, env := readCall(t, p)
 	if !subsequence(call.Argv, []string{"--model", "pilot/glm-4.6"}) {
 		t.Errorf("argv %q has no --model pilot/glm-4.6", call.Argv)
 	}
@@ -232,18 +134,7 @@ func TestOpencodeBaseURLIsolationAndResume(t *testing.T) {
 		t.Errorf("the worker's GLM_API_KEY is not the secret")
 	}
 
-	cfgPath := filepath.Join(store, "config", "opencode", "opencode.json")
-	st, err := os.Stat(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Mode().Perm() != 0o600 {
-		t.Errorf("config mode %v, want 0600", st.Mode().Perm())
-	}
-	data, err := os.ReadFile(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := readPrivateFile(t, filepath.Join(store, "config", "opencode", "opencode.json"))
 	var cfg struct {
 		Model    string `json:"model"`
 		Provider map[string]struct {
@@ -267,11 +158,8 @@ func TestOpencodeBaseURLIsolationAndResume(t *testing.T) {
 	if v.SessionID != sid || v.Resume != filepath.Join(store, sid) {
 		t.Fatalf("session %q resume %q; want %q and %q", v.SessionID, v.Resume, sid, filepath.Join(store, sid))
 	}
-	v2, err := d.Dispatch(context.Background(), pilot.Task{Provider: p.Name, Mode: pilot.ModeResume, Prompt: "go on", Resume: v.Resume})
-	if err != nil {
-		t.Fatal(err)
-	}
-	call, env = readCall(t, callOut)
+	v2 := mustDispatch(t, d, pilot.Task{Provider: p.Name, Mode: pilot.ModeResume, Prompt: "go on", Resume: v.Resume})
+	call, env = readCall(t, p)
 	if !subsequence(call.Argv, []string{"--session", sid}) {
 		t.Errorf("resume argv %q has no --session %s", call.Argv, sid)
 	}
@@ -286,14 +174,16 @@ func TestOpencodeBaseURLIsolationAndResume(t *testing.T) {
 	}
 }
 
+// opencodeWatcher is the watcher of a plain opencode provider's command.
+func opencodeWatcher(t *testing.T) pilot.PhaseWatcher {
+	t.Helper()
+	return agentWatcher(t, pilot.OpencodeRunner{}, agentAttempt(t, pilot.RunnerOpencode, pilot.Provider{Name: "oc"}, pilot.ModeCode, "", flagPrompt, ""))
+}
+
 // Phases and usage of a stream fed line by line, including lines the
 // watcher must skip.
 func TestOpencodeWatcherPhases(t *testing.T) {
-	cmd, err := pilot.OpencodeRunner{}.Command(context.Background(), attemptFor(t, pilot.Provider{Name: "oc", Runner: pilot.RunnerOpencode}, pilot.ModeCode, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := cmd.Watcher.(pilot.PhaseWatcher)
+	w := opencodeWatcher(t)
 	if _, _, ok := w.StreamState(); ok {
 		t.Fatal("a phase before any line")
 	}
@@ -361,15 +251,10 @@ func TestOpencodeWatcherFinish(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd, err := pilot.OpencodeRunner{}.Command(context.Background(), attemptFor(t, pilot.Provider{Name: "oc", Runner: pilot.RunnerOpencode}, pilot.ModeCode, ""))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range tc.lines {
-				cmd.Watcher.Line(pilot.Line{Stream: pilot.Stdout, Data: []byte(l), Size: int64(len(l))})
-			}
+			w := opencodeWatcher(t)
+			feed(w, tc.lines...)
 			tc.exit.Runner = pilot.RunnerOpencode
-			res := cmd.Watcher.Finish(tc.exit)
+			res := w.Finish(tc.exit)
 			if res.Outcome != tc.want || res.FailureClass != tc.class {
 				t.Errorf("Finish = %s %s, want %s %s (%+v)", res.Outcome, res.FailureClass, tc.want, tc.class, res)
 			}
@@ -390,45 +275,6 @@ func FuzzOpencodeWatcher(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, code int) {
 		checkFuzzedWatcher(t, pilot.OpencodeRunner{}, data, code)
 	})
-}
-
-// checkFuzzedWatcher feeds data's lines to a fresh watcher of rn and checks
-// that Finish returns a valid outcome.
-func checkFuzzedWatcher(t *testing.T, rn pilot.Runner, data []byte, code int) {
-	dir := t.TempDir()
-	cmd, err := rn.Command(context.Background(), pilot.Attempt{
-		Task: pilot.Task{Mode: pilot.ModeCode}, Provider: pilot.Provider{Name: "f", Runner: rn.Name()},
-		RunDir: dir, Prompt: "p", Workdir: dir,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pw := cmd.Watcher.(pilot.PhaseWatcher)
-	for i, l := range bytes.Split(data, []byte("\n")) {
-		stream := pilot.Stdout
-		if i%5 == 4 {
-			stream = pilot.Stderr
-		}
-		pw.Line(pilot.Line{Stream: stream, Data: l, Size: int64(len(l)), Truncated: i%7 == 6})
-		pw.StreamState()
-	}
-	code %= 256
-	if code < 0 {
-		code = -code
-	}
-	res := pw.Finish(pilot.Exit{Runner: rn.Name(), Started: true, Code: code})
-	switch res.Outcome {
-	case pilot.Completed, pilot.Empty, pilot.StepCappedPartial:
-		if res.FailureClass != "" {
-			t.Errorf("%s with failure class %s", res.Outcome, res.FailureClass)
-		}
-	case pilot.Failed:
-		if res.FailureClass == "" {
-			t.Errorf("failed without a class")
-		}
-	default:
-		t.Errorf("outcome %q (exit %s)", res.Outcome, strconv.Itoa(code))
-	}
 }
 
 func ExampleOpencodeRunner() {

@@ -1,7 +1,6 @@
 package pilot_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,28 +12,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/fakeagent"
 )
 
-// piAttempt is an attempt for the pi runner with its run dir in a temporary
-// directory.
-func piAttempt(t *testing.T, p pilot.Provider, mode pilot.Mode, resume string) pilot.Attempt {
-	t.Helper()
-	dir := t.TempDir()
-	if p.Name == "" {
-		p.Name, p.Runner = "pi", pilot.RunnerPi
-	}
-	return pilot.Attempt{
-		Task:        pilot.Task{Provider: p.Name, Mode: mode, Prompt: "-- @fix the bug", Resume: resume},
-		Provider:    p,
-		RunID:       "run1",
-		RunDir:      dir,
-		TaskFile:    filepath.Join(dir, "task.md"),
-		Prompt:      "-- @fix the bug",
-		Workdir:     dir,
-		SessionPath: filepath.Join(dir, "session.jsonl"),
-	}
-}
+// piPrompt is the pi tests' prompt: on pi's command line it would be lost
+// or read as a file.
+const piPrompt = "-- @fix the bug"
 
 func TestPiCommandArgv(t *testing.T) {
 	tests := []struct {
@@ -56,16 +38,11 @@ func TestPiCommandArgv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := tt.p
-			p.Name, p.Runner = "pi", pilot.RunnerPi
-			a := piAttempt(t, p, tt.mode, "")
-			cmd, err := pilot.PiRunner{}.Command(context.Background(), a)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := agentAttempt(t, pilot.RunnerPi, tt.p, tt.mode, "", piPrompt, "")
+			cmd := agentCommand(t, pilot.PiRunner{}, a)
 			prog := "pi"
-			if p.Binary != "" {
-				prog = p.Binary
+			if tt.p.Binary != "" {
+				prog = tt.p.Binary
 			}
 			want := append([]string{prog, "-p", "--mode", "json", "--session", a.SessionPath}, tt.want...)
 			if diff := cmp.Diff(want, cmd.Argv); diff != "" {
@@ -83,8 +60,8 @@ func TestPiCommandArgv(t *testing.T) {
 				t.Errorf("env = %v, want PERSISTENT_STORE=jsonl and PI_OFFLINE=1", cmd.Env)
 			}
 			_, isolated := cmd.Env["PI_CODING_AGENT_DIR"]
-			if isolated != (p.BaseURL != "") {
-				t.Errorf("PI_CODING_AGENT_DIR set = %v, want %v", isolated, p.BaseURL != "")
+			if isolated != (tt.p.BaseURL != "") {
+				t.Errorf("PI_CODING_AGENT_DIR set = %v, want %v", isolated, tt.p.BaseURL != "")
 			}
 			if _, ok := cmd.Watcher.(pilot.PhaseWatcher); !ok {
 				t.Errorf("watcher %T does not follow phases", cmd.Watcher)
@@ -96,27 +73,21 @@ func TestPiCommandArgv(t *testing.T) {
 func TestPiCommandEnv(t *testing.T) {
 	// A provider that sets PI_OFFLINE keeps its value: the runner's env
 	// would override it.
-	a := piAttempt(t, pilot.Provider{Name: "pi", Runner: pilot.RunnerPi, Env: map[string]string{"PI_OFFLINE": "0"}}, pilot.ModeCode, "")
-	cmd, err := pilot.PiRunner{}.Command(context.Background(), a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := agentAttempt(t, pilot.RunnerPi, pilot.Provider{Env: map[string]string{"PI_OFFLINE": "0"}}, pilot.ModeCode, "", piPrompt, "")
+	cmd := agentCommand(t, pilot.PiRunner{}, a)
 	if v, ok := cmd.Env["PI_OFFLINE"]; ok {
 		t.Errorf("runner env sets PI_OFFLINE=%s over the provider's", v)
 	}
 
 	// Isolated: a fresh, absolute agent dir, and no models.json.
-	a = piAttempt(t, pilot.Provider{Name: "pi", Runner: pilot.RunnerPi, Isolated: true}, pilot.ModeCode, "")
+	a = agentAttempt(t, pilot.RunnerPi, pilot.Provider{Isolated: true}, pilot.ModeCode, "", piPrompt, "")
 	wd, _ := os.Getwd()
 	rel, err := filepath.Rel(wd, a.RunDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.RunDir = rel // a Dispatcher with a relative RunDir
-	cmd, err = pilot.PiRunner{}.Command(context.Background(), a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd = agentCommand(t, pilot.PiRunner{}, a)
 	dir := cmd.Env["PI_CODING_AGENT_DIR"]
 	if want := filepath.Join(wd, rel, "pi-agent"); dir != want {
 		t.Errorf("PI_CODING_AGENT_DIR = %q, want %q", dir, want)
@@ -153,14 +124,7 @@ func TestPiCommandRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := tt.p
-			p.Name, p.Runner = "pi", pilot.RunnerPi
-			a := piAttempt(t, p, pilot.ModeCode, tt.resume)
-			a.Prompt = tt.prompt
-			_, err := pilot.PiRunner{}.Command(context.Background(), a)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want one containing %q", err, tt.want)
-			}
+			wantRefusal(t, pilot.PiRunner{}, agentAttempt(t, pilot.RunnerPi, tt.p, pilot.ModeCode, tt.resume, tt.prompt, ""), tt.want)
 		})
 	}
 }
@@ -174,11 +138,8 @@ func TestPiCommandResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mode := range []pilot.Mode{pilot.ModeResume, pilot.ModeExplore} {
-		a := piAttempt(t, pilot.Provider{}, mode, rel)
-		cmd, err := pilot.PiRunner{}.Command(context.Background(), a)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := agentAttempt(t, pilot.RunnerPi, pilot.Provider{}, mode, rel, piPrompt, "")
+		cmd := agentCommand(t, pilot.PiRunner{}, a)
 		want := []string{"pi", "-p", "--mode", "json", "--session", abs}
 		if mode == pilot.ModeExplore {
 			want = append(want, "--tools", "read,grep,find,ls")
@@ -203,60 +164,22 @@ func TestPiCommandResume(t *testing.T) {
 // credential variable and never holds the secret, the secret only in that
 // variable, and the verdict's resume pointing at the session file.
 func TestPiDispatchBaseURL(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix, err := filepath.Abs("testdata/pi/stream/success-gen-a")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const secret = "sk-pilot-test-4f9c2e"
-	callOut := filepath.Join(t.TempDir(), "call.json")
-	p := pilot.Provider{
-		Name: "local", Runner: pilot.RunnerPi, Binary: exe,
-		Model: "qwen3-coder", BaseURL: "http://127.0.0.1:8080/v1", CredentialEnv: "LOCAL_LLM_KEY",
-		Env: map[string]string{
-			fakeagent.EnvFakeAgent: "1",
-			"GORACE":               "atexit_sleep_ms=0",
-			fakeagent.EnvReplay:    prefix,
-			fakeagent.EnvCallOut:   callOut,
-		},
-	}
-	d := testDispatcher(t, p)
-	d.Credentials = pilot.EnvCredentials{LookupEnv: func(k string) (string, bool) {
-		return secret, k == "LOCAL_LLM_KEY"
-	}}
-	v, err := d.Dispatch(context.Background(), pilot.Task{Provider: "local", Mode: pilot.ModeCode, Prompt: "-rename the flag"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.Verdict != pilot.Completed {
-		t.Errorf("verdict %s (%s), want completed", v.Verdict, v.FailureClass)
-	}
+	p := replayProvider(t, pilot.RunnerPi, "testdata/pi/stream/success-gen-a")
+	p.Name, p.Model, p.BaseURL, p.CredentialEnv = "local", "qwen3-coder", "http://127.0.0.1:8080/v1", "LOCAL_LLM_KEY"
+	d := secretDispatcher(t, p, secret)
+	v := dispatchCompleted(t, d, pilot.Task{Provider: "local", Mode: pilot.ModeCode, Prompt: "-rename the flag"})
 	runDir := filepath.Dir(v.Record)
 	if want := filepath.Join(runDir, "session.jsonl"); v.Resume != want {
 		t.Errorf("resume = %q, want the session file %q", v.Resume, want)
 	}
 
-	var call fakeagent.Call
-	data, err := os.ReadFile(callOut)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &call); err != nil {
-		t.Fatal(err)
-	}
+	call, env := readCall(t, p)
 	if call.Stdin != "-rename the flag" {
 		t.Errorf("stdin = %q, want the prompt", call.Stdin)
 	}
 	if !subsequence(call.Argv, []string{"--session", v.Resume, "--provider", "pilot", "--model", "qwen3-coder"}) {
 		t.Errorf("argv %q", call.Argv)
-	}
-	env := map[string]string{}
-	for _, kv := range call.Env {
-		k, val, _ := strings.Cut(kv, "=")
-		env[k] = val
 	}
 	agentDir := filepath.Join(runDir, "pi-agent")
 	for k, want := range map[string]string{"PI_CODING_AGENT_DIR": agentDir, "LOCAL_LLM_KEY": secret, "PERSISTENT_STORE": "jsonl", "PI_OFFLINE": "1"} {
@@ -265,18 +188,7 @@ func TestPiDispatchBaseURL(t *testing.T) {
 		}
 	}
 
-	path := filepath.Join(agentDir, "models.json")
-	st, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Mode().Perm() != 0o600 {
-		t.Errorf("models.json mode %v, want 0600", st.Mode().Perm())
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := readPrivateFile(t, filepath.Join(agentDir, "models.json"))
 	if strings.Contains(string(raw), secret) {
 		t.Fatalf("models.json holds the secret:\n%s", raw)
 	}
@@ -304,11 +216,8 @@ func TestPiDispatchBaseURL(t *testing.T) {
 }
 
 func TestPiModelsWithoutCredential(t *testing.T) {
-	a := piAttempt(t, pilot.Provider{Name: "pi", Runner: pilot.RunnerPi, Model: "m", BaseURL: "http://127.0.0.1:9/v1"}, pilot.ModeCode, "")
-	cmd, err := pilot.PiRunner{}.Command(context.Background(), a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := agentAttempt(t, pilot.RunnerPi, pilot.Provider{Model: "m", BaseURL: "http://127.0.0.1:9/v1"}, pilot.ModeCode, "", piPrompt, "")
+	cmd := agentCommand(t, pilot.PiRunner{}, a)
 	raw, err := os.ReadFile(filepath.Join(cmd.Env["PI_CODING_AGENT_DIR"], "models.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -322,11 +231,7 @@ func TestPiModelsWithoutCredential(t *testing.T) {
 
 func piWatcher(t *testing.T) pilot.PhaseWatcher {
 	t.Helper()
-	cmd, err := pilot.PiRunner{}.Command(context.Background(), piAttempt(t, pilot.Provider{}, pilot.ModeCode, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cmd.Watcher.(pilot.PhaseWatcher)
+	return agentWatcher(t, pilot.PiRunner{}, agentAttempt(t, pilot.RunnerPi, pilot.Provider{}, pilot.ModeCode, "", piPrompt, ""))
 }
 
 // Lines for the watcher tests, in pi's JSON.stringify form.
@@ -496,27 +401,12 @@ func FuzzPiWatcher(f *testing.F) {
 		`{"type":"tool_execution_start","toolCallId":5}`, `{"type":"agent_end","messages":[null,{"role":"assistant","usage":{"input":-1e300}}],"willRetry":"x"}`} {
 		f.Add(s, 0, false)
 	}
+	a := agentAttempt(f, pilot.RunnerPi, pilot.Provider{}, pilot.ModeCode, "", "x", "")
 	f.Fuzz(func(t *testing.T, data string, code int, truncated bool) {
-		cmd, err := pilot.PiRunner{}.Command(context.Background(), pilot.Attempt{
-			Provider: pilot.Provider{Name: "pi", Runner: pilot.RunnerPi}, Prompt: "x", SessionPath: "/tmp/s.jsonl",
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := cmd.Watcher.(pilot.PhaseWatcher)
+		var lines []pilot.Line
 		for _, l := range strings.Split(data, "\n") {
-			w.Line(pilot.Line{Stream: pilot.Stdout, Data: []byte(l), Size: int64(len(l)), Truncated: truncated})
-			w.StreamState()
+			lines = append(lines, pilot.Line{Stream: pilot.Stdout, Data: []byte(l), Size: int64(len(l)), Truncated: truncated})
 		}
-		res := w.Finish(pilot.Exit{Runner: "pi", Started: true, Code: code})
-		switch res.Outcome {
-		case pilot.Completed, pilot.Empty, pilot.StepCappedPartial:
-		case pilot.Failed:
-			if res.FailureClass == "" {
-				t.Errorf("failed without a class: %+v", res)
-			}
-		default:
-			t.Errorf("outcome %q", res.Outcome)
-		}
+		fuzzWatcher(t, pilot.PiRunner{}, a, lines, pilot.Exit{Runner: "pi", Started: true, Code: code})
 	})
 }
