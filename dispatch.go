@@ -144,6 +144,12 @@ type Dispatcher struct {
 // directory could not be written. What the worker did, including failing
 // to start, is always the Verdict.
 func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
+	return d.dispatch(ctx, t, attemptLink{})
+}
+
+// dispatch is Dispatch with the attempt's links to earlier attempts, which
+// go into its record (see DispatchWithRetry).
+func (d *Dispatcher) dispatch(ctx context.Context, t Task, link attemptLink) (Verdict, error) {
 	if err := ctx.Err(); err != nil {
 		return Verdict{}, fmt.Errorf("pilot: dispatch not started: %w", err)
 	}
@@ -161,7 +167,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 			return Verdict{}, &CredentialError{Provider: p.prov.Name, Env: p.prov.CredentialEnv}
 		}
 	}
-	r := &run{d: cfg, task: p.task, prov: p.prov, runner: p.runner, secret: secret}
+	r := &run{d: cfg, task: p.task, prov: p.prov, runner: p.runner, secret: secret, link: link}
 	r.prepared = func() error { return nil }
 	r.runningWritten = func() error { return nil }
 	// Enough bytes for 500 characters of any width, plus room to redact a
@@ -314,6 +320,7 @@ type run struct {
 	prov   Provider
 	runner Runner
 	secret Secret
+	link   attemptLink
 
 	id      string
 	dir     string
@@ -367,6 +374,12 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		IdleTimeout: r.idleTimeout().Seconds(),
 		StreamLog:   filepath.Join(r.dir, "stream.log"),
 		EventsLog:   filepath.Join(r.dir, "events.log"),
+
+		RetryKey:       r.link.key,
+		Attempt:        r.link.attempt,
+		PreviousRecord: r.link.previous,
+		ResumedFrom:    r.link.resumedFrom,
+		ResumeFallback: r.link.fallback,
 	}
 	defer r.closeLogs()
 

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 )
 
 // A Job is one task of a Fanout.
@@ -18,6 +18,10 @@ type Job struct {
 	// Worktree runs the task in a fresh git worktree of Task.Workdir, on
 	// a branch of its own; see Fanout.
 	Worktree bool
+	// Key is the job's name in the retry state when Fanout.Retry is set;
+	// zero fields take RetryKey's defaults, and a job whose key another
+	// job already has gets "#2", "#3"... added to its Task.
+	Key RetryKey
 }
 
 // Label is the job's name in verdicts and events: "provider:mode".
@@ -45,6 +49,10 @@ type Fanout struct {
 	// set; nil means worktrees under the Dispatcher's run directory (see
 	// DefaultWorktrees).
 	Worktrees Worktrees
+	// Retry, when set, runs each job with DispatchWithRetry under this
+	// policy. A job holds its slot of MaxParallel only while an attempt
+	// runs, never while it waits to retry. Jobs share Retry.State.
+	Retry *RetryPolicy
 }
 
 // EventWarning is a fanout-level warning (Message says what), such as test
@@ -108,32 +116,91 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 	if limit <= 0 || limit > len(jobs) {
 		limit = len(jobs)
 	}
+	var keys []RetryKey
+	if f.Retry != nil {
+		keys = retryKeys(jobs)
+	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	verdicts := make([]Verdict, len(jobs))
 	fanoutID := newRunID(time.Now(), "fanout")
-	var g errgroup.Group
-	g.SetLimit(limit)
+	// Jobs take their first slot in job order (the semaphore serves
+	// waiters first come, first served); a retry waits its turn behind
+	// them.
+	sem := semaphore.NewWeighted(int64(limit))
+	var wg sync.WaitGroup
 	for i := range jobs {
-		if runCtx.Err() != nil {
+		if err := sem.Acquire(runCtx, 1); err != nil {
 			verdicts[i] = synthesized(jobs[i], nil, "", true)
 			continue
 		}
-		g.Go(func() error {
-			v := f.runJob(runCtx, i, jobs[i], wts, fanoutID)
+		s := &fanoutSlot{sem: sem, held: true}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.release()
+			var key RetryKey
+			if keys != nil {
+				key = keys[i]
+			}
+			v := f.runJob(runCtx, i, jobs[i], wts, fanoutID, s, key)
 			if f.FailFast && !v.Verdict.Success() {
 				cancel(fmt.Errorf("fail-fast: job %d (%s) ended %s", i, jobs[i].Label(), v.Verdict))
 			}
 			verdicts[i] = v
-			return nil
-		})
+		}()
 	}
-	g.Wait()
+	wg.Wait()
 	return verdicts, nil
 }
 
+// fanoutSlot is one job's hold on the fanout's parallelism.
+type fanoutSlot struct {
+	sem  *semaphore.Weighted
+	held bool
+}
+
+func (s *fanoutSlot) acquire(ctx context.Context) error {
+	if s.held {
+		return nil
+	}
+	if err := s.sem.Acquire(ctx, 1); err != nil {
+		return err
+	}
+	s.held = true
+	return nil
+}
+
+func (s *fanoutSlot) release() {
+	if s.held {
+		s.held = false
+		s.sem.Release(1)
+	}
+}
+
+// retryKeys is every job's retry key, with its defaults filled and
+// duplicates told apart.
+func retryKeys(jobs []Job) []RetryKey {
+	keys := make([]RetryKey, len(jobs))
+	seen := map[[2]string]int{}
+	for i, j := range jobs {
+		k := j.Key
+		if k.Task == "" {
+			k.Task = TaskKey(j.Task)
+		}
+		k = k.withDefaults(j.Task)
+		id := [2]string{k.Task, k.Stage}
+		seen[id]++
+		if n := seen[id]; n > 1 {
+			k.Task = fmt.Sprintf("%s#%d", k.Task, n)
+		}
+		keys[i] = k
+	}
+	return keys
+}
+
 // runJob dispatches one job and always returns its verdict.
-func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fanoutID string) Verdict {
+func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fanoutID string, sl *fanoutSlot, key RetryKey) Verdict {
 	if ctx.Err() != nil {
 		return synthesized(job, nil, "", true)
 	}
@@ -173,7 +240,18 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fano
 		wt = &info
 		task.Workdir = info.Path
 	}
-	v, err := d.Dispatch(ctx, task)
+	var v Verdict
+	var err error
+	if f.Retry != nil {
+		v, err = retryTask(ctx, d.dispatch, d.Observer, task, key, *f.Retry, sl)
+		if err != nil && v.RunID != "" {
+			// The attempt ran but its budget could not be kept.
+			v.StderrTail = truncateTail(v.StderrTail + "\npilot: " + err.Error())
+			err = nil
+		}
+	} else {
+		v, err = d.Dispatch(ctx, task)
+	}
 	if err != nil {
 		v = synthesized(job, nil, err.Error(), ctx.Err() != nil)
 	}

@@ -72,6 +72,18 @@ type Record struct {
 
 	StreamLog string `json:"stream_log"`
 	EventsLog string `json:"events_log"`
+
+	// RetryKey, Attempt and the links below are set for attempts of
+	// DispatchWithRetry: the task's key in the retry state, the attempt's
+	// number (1 for the first), the record of the attempt before it,
+	// ResumedFrom when this attempt continues that attempt's session, and
+	// ResumeFallback when a resume found its session gone and this
+	// attempt starts afresh instead (it says why).
+	RetryKey       string `json:"retry_key,omitempty"`
+	Attempt        int    `json:"attempt,omitempty"`
+	PreviousRecord string `json:"previous_record,omitempty"`
+	ResumedFrom    string `json:"resumed_from,omitempty"`
+	ResumeFallback string `json:"resume_fallback,omitempty"`
 }
 
 // FailureReport renders the record's failure for humans and logs (its

@@ -127,6 +127,17 @@ type Verdict struct {
 	// none of its own (fanout); Interrupted marks one cut short.
 	Synthesized bool `json:"synthesized,omitempty"`
 	Interrupted bool `json:"interrupted,omitempty"`
+
+	// Attempts is how many attempts DispatchWithRetry made (0 when the
+	// task was blocked before any); the rest of the verdict is the last
+	// attempt's. ResumedFrom is the record whose session the last attempt
+	// continued. Blocked is set when the task's failure budget ran out (or
+	// it was blocked already), with BlockedReason ("recovery failure limit
+	// exhausted: 10/10").
+	Attempts      int    `json:"attempts,omitempty"`
+	ResumedFrom   string `json:"resumed_from,omitempty"`
+	Blocked       bool   `json:"blocked,omitempty"`
+	BlockedReason string `json:"blocked_reason,omitempty"`
 }
 
 // Usage is the tokens a worker reported using, and the cost where its CLI
@@ -203,6 +214,15 @@ const (
 	// EventPhase: the worker's native session moved to another phase
 	// (Session holds the new state).
 	EventPhase = "worker_runner.phase"
+	// EventRetry: an attempt of DispatchWithRetry failed and another
+	// follows (Retry says when and how).
+	EventRetry = "worker_runner.retry"
+	// EventResumeFallback: the session an attempt was to resume is gone;
+	// the next attempt starts a fresh session.
+	EventResumeFallback = "worker_runner.resume_fallback"
+	// EventBlocked: the task's failure budget ran out, or it was blocked
+	// already; nothing more runs until the block is cleared.
+	EventBlocked = "worker_runner.blocked"
 )
 
 // An Event is one thing that happened during a dispatch. Exactly one of
@@ -219,6 +239,8 @@ type Event struct {
 	// stall check of an EventStallInspection.
 	Session    *PiSessionState
 	Inspection *StallInspection
+	// Retry describes an EventRetry, EventResumeFallback or EventBlocked.
+	Retry *RetryInfo
 }
 
 // MarshalJSON writes started and verdict events as their contract objects
@@ -237,5 +259,6 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Message    string           `json:"message,omitempty"`
 		Session    *PiSessionState  `json:"session,omitempty"`
 		Inspection *StallInspection `json:"inspection,omitempty"`
-	}{e.Type, e.RunID, e.Time, e.Message, e.Session, e.Inspection})
+		Retry      *RetryInfo       `json:"retry,omitempty"`
+	}{e.Type, e.RunID, e.Time, e.Message, e.Session, e.Inspection, e.Retry})
 }

@@ -64,3 +64,41 @@ func (p *Pending) Abort() {
 	p.f.Close()
 	os.Remove(p.f.Name())
 }
+
+// WriteFileSync is WriteFile made durable: the data is synced before the
+// rename and the directory after it, so that once it returns the new
+// content survives a crash of the machine.
+func WriteFileSync(path string, data []byte, perm os.FileMode) (err error) {
+	p, err := Prepare(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			p.Abort()
+		}
+	}()
+	if _, err = p.f.Write(data); err != nil {
+		return err
+	}
+	if perm != 0o600 {
+		if err = p.f.Chmod(perm); err != nil {
+			return err
+		}
+	}
+	if err = p.f.Sync(); err != nil {
+		return err
+	}
+	if err = p.f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(p.f.Name(), p.path); err != nil {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
+}

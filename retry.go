@@ -1,0 +1,610 @@
+package pilot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Defaults of RetryPolicy's zero-valued fields.
+const (
+	// DefaultMaxFailures is the budget of consecutive failures of one
+	// task and stage (the seed dispatcher's RECOVERY_FAILURE_LIMIT).
+	DefaultMaxFailures = 10
+	// DefaultRateLimitCap bounds the wait a provider's retry-after asks
+	// for.
+	DefaultRateLimitCap = 60 * time.Second
+	// DefaultRateLimitRetries is how many rate-limited attempts that did
+	// no work in a row are re-dispatched without counting as failures.
+	DefaultRateLimitRetries = 5
+	// DefaultResumePrompt is the prompt of an attempt that continues the
+	// session of a failed one.
+	DefaultResumePrompt = "Continue this session and complete the current task."
+
+	backoffBase = 10 * time.Second
+	backoffMax  = 5 * time.Minute
+)
+
+// A RetryPolicy says when DispatchWithRetry runs a task again, how long it
+// waits first, and when it gives up. The zero value is the default policy;
+// fields are configuration and are never changed.
+//
+// After a failed attempt:
+//
+//   - provider-auth, provider-quota, spawn-failed and cancelled, the
+//     classes in NonRetryable, and classes neither Retryable nor in Retry
+//     or Resume are not retried.
+//   - session-stall and context-limit (Resume) are retried in the same
+//     session when the attempt gave a Verdict.Resume: the task's prompt
+//     becomes ResumePrompt and the next record's resumed_from names the
+//     failed attempt's record. Without a session to resume they start
+//     afresh.
+//   - the other retryable classes (network and stream failures, server
+//     errors, generic-error, timeouts; see FailureClass.Retryable) and
+//     the classes in Retry run the task again afresh.
+//
+// Every failed attempt counts against the budget of MaxFailures
+// consecutive failures of the task's key and stage, which a success
+// resets; the failure that reaches it blocks the task (no wait, no further
+// attempt), and a blocked or exhausted task invokes nothing. Two failures
+// do not count: a provider-rate-limit of an attempt that did no work (no
+// output tokens, no tool call), re-dispatched after the provider's
+// retry-after (at most RateLimitCap), and a resume whose session is gone,
+// which falls back once to a fresh session at once.
+//
+// Before each retry DispatchWithRetry waits Backoff(failures); a
+// rate-limited attempt waits at least the provider's retry-after (capped).
+// The wait never holds a Fanout slot.
+type RetryPolicy struct {
+	// MaxFailures is the budget of consecutive failures before the task
+	// is blocked; DefaultMaxFailures when zero. 1 means a single attempt.
+	MaxFailures int
+	// Backoff is the wait before the retry that follows the n-th
+	// consecutive failure; DefaultBackoff when nil.
+	Backoff func(n int) time.Duration
+	// Sleep waits d or until ctx is done (then it returns ctx's error);
+	// nil means a timer. Tests inject their own clock here.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// ResumePrompt is the prompt of an attempt that continues a failed
+	// attempt's session; DefaultResumePrompt when empty.
+	ResumePrompt string
+	// Retry adds classes (the caller's own) that are retried afresh;
+	// Resume replaces the classes retried in the same session (nil means
+	// session-stall and context-limit); NonRetryable names classes never
+	// retried, whatever the other lists say.
+	Retry        []FailureClass
+	Resume       []FailureClass
+	NonRetryable []FailureClass
+	// RateLimitCap bounds a provider's retry-after; DefaultRateLimitCap
+	// when zero. RateLimitRetries bounds the uncounted re-dispatches of
+	// rate-limited attempts that did no work, in a row;
+	// DefaultRateLimitRetries when zero, none when negative.
+	RateLimitCap     time.Duration
+	RateLimitRetries int
+	// State keeps the budgets, blocks and last attempts across restarts;
+	// nil keeps them in memory for this call only.
+	State *StateStore
+}
+
+// DefaultResumeClasses are the failure classes retried in the same session
+// when RetryPolicy.Resume is nil.
+var DefaultResumeClasses = []FailureClass{FailSessionStall, FailContextLimit}
+
+// neverRetried are the classes no policy retries.
+var neverRetried = []FailureClass{FailProviderAuth, FailProviderQuota, FailSpawn, FailCancelled}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MaxFailures <= 0 {
+		p.MaxFailures = DefaultMaxFailures
+	}
+	if p.Backoff == nil {
+		p.Backoff = DefaultBackoff
+	}
+	if p.Sleep == nil {
+		p.Sleep = sleepCtx
+	}
+	if p.ResumePrompt == "" {
+		p.ResumePrompt = DefaultResumePrompt
+	}
+	if p.Resume == nil {
+		p.Resume = DefaultResumeClasses
+	}
+	if p.RateLimitCap <= 0 {
+		p.RateLimitCap = DefaultRateLimitCap
+	}
+	switch {
+	case p.RateLimitRetries == 0:
+		p.RateLimitRetries = DefaultRateLimitRetries
+	case p.RateLimitRetries < 0:
+		p.RateLimitRetries = 0
+	}
+	return p
+}
+
+// retries reports whether a failure of class c is retried, and whether in
+// the same session.
+func (p RetryPolicy) retries(c FailureClass) (retry, resume bool) {
+	if slices.Contains(neverRetried, c) || slices.Contains(p.NonRetryable, c) {
+		return false, false
+	}
+	if slices.Contains(p.Resume, c) {
+		return true, true
+	}
+	return c.Retryable() || slices.Contains(p.Retry, c), false
+}
+
+// DefaultBackoff is min(10 s · 2^(n-1), 5 min), less a random jitter of up
+// to a fifth, so that siblings that failed together do not retry together.
+func DefaultBackoff(n int) time.Duration {
+	d := BackoffCeiling(n)
+	return d - time.Duration(rand.Int64N(int64(d/5)+1))
+}
+
+// BackoffCeiling is DefaultBackoff without the jitter: min(10 s · 2^(n-1),
+// 5 min).
+func BackoffCeiling(n int) time.Duration {
+	d := backoffBase
+	for i := 1; i < n && d < backoffMax; i++ {
+		d *= 2
+	}
+	return min(d, backoffMax)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A RetryKey names a task in the retry state. Its budget is per Task and
+// Stage.
+type RetryKey struct {
+	// Task is the task's name; empty means TaskKey(task).
+	Task string
+	// Stage is the step of the task the budget counts ("worker",
+	// "review"); empty means the task's mode.
+	Stage string
+	// Group is what StateStore.ClearBlocked selects by; empty means
+	// DefaultGroup(Task).
+	Group string
+}
+
+func (k RetryKey) withDefaults(t Task) RetryKey {
+	if k.Task == "" {
+		k.Task = TaskKey(t)
+	}
+	if k.Stage == "" {
+		k.Stage = string(t.Mode)
+	}
+	if k.Group == "" {
+		k.Group = DefaultGroup(k.Task)
+	}
+	return k
+}
+
+// TaskKey is the default name of a task in the retry state: its Label when
+// it has one, else "provider:mode:" and the task file's base name (or
+// "prompt") with a short hash of its absolute path (or of the prompt), so
+// that the same task gets the same key in every run.
+func TaskKey(t Task) string {
+	if t.Label != "" {
+		return t.Label
+	}
+	name, src := "prompt", t.Prompt
+	if t.TaskFile != "" {
+		abs, err := filepath.Abs(t.TaskFile)
+		if err != nil {
+			abs = t.TaskFile
+		}
+		name, src = filepath.Base(abs), abs
+	}
+	sum := sha256.Sum256([]byte(src))
+	return t.Provider + ":" + string(t.Mode) + ":" + safeName(name, '_') + "@" + hex.EncodeToString(sum[:4])
+}
+
+// RetryInfo describes a retry, a resume fallback or a block, in events.
+type RetryInfo struct {
+	Key   string `json:"key"`
+	Stage string `json:"stage"`
+	// Attempt is the number of the attempt that failed, Record its record
+	// and FailureClass its class.
+	Attempt      int          `json:"attempt"`
+	Record       string       `json:"record,omitempty"`
+	FailureClass FailureClass `json:"failure_class,omitempty"`
+	// Failures is the count of consecutive failures after this one, of
+	// MaxFailures; Counted is false for a failure that did not count.
+	Failures    int  `json:"failures"`
+	MaxFailures int  `json:"max_failures"`
+	Counted     bool `json:"counted"`
+	// DelayMS is the wait before the next attempt; Resume is set when it
+	// continues the failed attempt's session.
+	DelayMS int64 `json:"delay_ms"`
+	Resume  bool  `json:"resume,omitempty"`
+	// Reason says why the task is blocked or the resume fell back.
+	Reason string `json:"reason,omitempty"`
+}
+
+// attemptLink is what an attempt's record says of the attempts before it.
+type attemptLink struct {
+	key         string
+	attempt     int
+	previous    string
+	resumedFrom string
+	fallback    string
+}
+
+// attemptFunc runs one attempt (Dispatcher.dispatch, or a test's fake).
+type attemptFunc func(ctx context.Context, t Task, link attemptLink) (Verdict, error)
+
+// slot is a concurrency slot an attempt holds while it runs (Fanout's);
+// nil means none.
+type slot interface {
+	acquire(ctx context.Context) error
+	release()
+}
+
+// DispatchWithRetry dispatches t, and again after each failure the policy
+// retries, until an attempt succeeds, a failure is not retried, the budget
+// of consecutive failures runs out, or ctx is done. Every attempt is a
+// Dispatch of its own, with its own run directory and record; each record
+// after the first names the one before (previous_record, and resumed_from
+// when it continues that attempt's session).
+//
+// The verdict is the last attempt's, with Attempts set, and Blocked and
+// BlockedReason when the budget ran out. A task that is blocked already,
+// or whose budget is used up, is not dispatched: its verdict is
+// synthesized, with Attempts 0 and Blocked set. When ctx ends during a wait
+// the last verdict is returned with Interrupted set.
+//
+// After a restart, a task whose last attempt (per p.State) failed in a class
+// retried in the same session resumes that session (see ResumeFromRecord),
+// unless t.Resume is set.
+//
+// A non-nil error means pilot failed, as for Dispatch; when the state store
+// could not be written, the error comes with the verdict of the attempt
+// that ran.
+func (d *Dispatcher) DispatchWithRetry(ctx context.Context, t Task, key RetryKey, p RetryPolicy) (Verdict, error) {
+	return retryTask(ctx, d.dispatch, d.Observer, t, key, p, nil)
+}
+
+// retryTask is DispatchWithRetry over any attempt function, holding sl (if
+// any) for each attempt and never during a wait.
+func retryTask(ctx context.Context, attempt attemptFunc, observe func(Event), t Task, key RetryKey, p RetryPolicy, sl slot) (Verdict, error) {
+	p = p.withDefaults()
+	key = key.withDefaults(t)
+	store := p.State
+	if store == nil {
+		store = &StateStore{dryRun: true, now: time.Now}
+	}
+	emit := func(typ, runID, eventsLog, msg string, info RetryInfo) {
+		e := Event{Type: typ, RunID: runID, Time: time.Now().UTC(), Message: msg, Retry: &info}
+		if eventsLog != "" {
+			appendEvent(eventsLog, e)
+		}
+		if observe != nil {
+			observe(e)
+		}
+	}
+	info := func(attempt int, v Verdict, fails int, counted bool) RetryInfo {
+		return RetryInfo{Key: key.Task, Stage: key.Stage, Attempt: attempt, Record: v.Record,
+			FailureClass: v.FailureClass, Failures: fails, MaxFailures: p.MaxFailures, Counted: counted}
+	}
+	update := func(f func(*TaskState)) error {
+		return store.UpdateTask(key.Task, func(s *TaskState) {
+			s.Group = key.Group
+			f(s)
+		})
+	}
+
+	ts := store.Task(key.Task)
+	fails := ts.RecoveryFailures[key.Stage]
+	if ts.Blocked == "" && fails >= p.MaxFailures {
+		reason := fmt.Sprintf("recovery failure limit exhausted: %d/%d", fails, p.MaxFailures)
+		if err := update(func(s *TaskState) { s.Blocked = reason }); err != nil {
+			return Verdict{}, err
+		}
+		ts.Blocked = reason
+	}
+	if ts.Blocked != "" {
+		v := blockedVerdict(t, ts)
+		emit(EventBlocked, "", "", "not dispatched: "+ts.Blocked,
+			RetryInfo{Key: key.Task, Stage: key.Stage, Record: ts.LastRecord, FailureClass: ts.LastFailureClass,
+				Failures: fails, MaxFailures: p.MaxFailures, Reason: ts.Blocked})
+		return v, nil
+	}
+
+	cur := t
+	link := attemptLink{key: key.Task, attempt: 1}
+	if t.Resume == "" && fails > 0 && ts.LastStage == key.Stage && ts.LastRecord != "" {
+		// A restart: continue the failed attempt's session if it can be.
+		if rec, err := ReadRecord(ts.LastRecord); err == nil && rec.Provider == t.Provider {
+			if res, err := resumeFromRecord(rec, p.Resume); err == nil {
+				cur = resumeTask(t, res, p.ResumePrompt)
+				link.previous, link.resumedFrom = ts.LastRecord, ts.LastRecord
+			}
+		}
+	}
+	var v Verdict
+	attempts, free, fellBack := 0, 0, false
+	for {
+		if sl != nil {
+			if err := sl.acquire(ctx); err != nil {
+				if attempts == 0 {
+					return Verdict{}, fmt.Errorf("pilot: dispatch not started: %w", err)
+				}
+				v.Interrupted = true
+				return v, nil
+			}
+		}
+		av, err := attempt(ctx, cur, link)
+		if sl != nil {
+			sl.release()
+		}
+		if err != nil {
+			if attempts > 0 {
+				err = fmt.Errorf("pilot: attempt %d of %s: %w", attempts+1, key.Task, err)
+			}
+			return Verdict{}, err
+		}
+		attempts++
+		v = av
+		v.Attempts = attempts
+		v.ResumedFrom = link.resumedFrom
+		eventsLog := ""
+		if v.Record != "" {
+			eventsLog = filepath.Join(filepath.Dir(v.Record), "events.log")
+		}
+
+		if v.Verdict.Success() {
+			return v, update(func(s *TaskState) {
+				delete(s.RecoveryFailures, key.Stage)
+				s.LastRecord, s.LastFailureClass, s.LastStage = v.Record, "", key.Stage
+			})
+		}
+		class := v.FailureClass
+		if class == FailCancelled || ctx.Err() != nil {
+			// The caller stopped it: not the task's failure.
+			if ctx.Err() != nil {
+				v.Interrupted = true
+			}
+			return v, nil
+		}
+		if link.resumedFrom != "" && !fellBack {
+			if line, gone := sessionGone(v); gone {
+				fellBack = true
+				reason := "the session to resume is gone (" + line + "); starting a fresh session"
+				i := info(attempts, v, fails, false)
+				i.Reason = reason
+				emit(EventResumeFallback, v.RunID, eventsLog, reason, i)
+				cur = t
+				link = attemptLink{key: key.Task, attempt: attempts + 1, previous: v.Record, fallback: reason}
+				continue
+			}
+		}
+		if class == FailProviderRateLimit && free < p.RateLimitRetries && noWork(v) {
+			free++
+			delay := min(p.Backoff(free), p.RateLimitCap)
+			if v.RetryAfterMS > 0 {
+				delay = min(time.Duration(v.RetryAfterMS)*time.Millisecond, p.RateLimitCap)
+			}
+			i := info(attempts, v, fails, false)
+			i.DelayMS, i.Resume = delay.Milliseconds(), cur.Resume != t.Resume
+			emit(EventRetry, v.RunID, eventsLog, fmt.Sprintf("rate limited before doing any work: retrying in %s (not counted)", delay), i)
+			link = attemptLink{key: key.Task, attempt: attempts + 1, previous: v.Record, resumedFrom: link.resumedFrom}
+			if err := p.Sleep(ctx, delay); err != nil {
+				v.Interrupted = true
+				return v, nil
+			}
+			continue
+		}
+		free = 0
+
+		fails++
+		reason := ""
+		if fails >= p.MaxFailures {
+			reason = fmt.Sprintf("recovery failure limit exhausted: %d/%d", fails, p.MaxFailures)
+		}
+		if err := update(func(s *TaskState) {
+			if s.RecoveryFailures == nil {
+				s.RecoveryFailures = map[string]int{}
+			}
+			s.RecoveryFailures[key.Stage] = fails
+			s.LastRecord, s.LastFailureClass, s.LastStage = v.Record, class, key.Stage
+			if reason != "" {
+				s.Blocked = reason
+			}
+		}); err != nil {
+			return v, err
+		}
+		if reason != "" {
+			v.Blocked, v.BlockedReason = true, reason
+			i := info(attempts, v, fails, true)
+			i.Reason = reason
+			emit(EventBlocked, v.RunID, eventsLog, reason, i)
+			return v, nil
+		}
+		retry, resume := p.retries(class)
+		if !retry {
+			return v, nil
+		}
+		next, resumedFrom := t, ""
+		if resume && v.Resume != "" {
+			next, resumedFrom = resumeTask(t, v.Resume, p.ResumePrompt), v.Record
+		}
+		delay := p.Backoff(fails)
+		if class == FailProviderRateLimit && v.RetryAfterMS > 0 {
+			delay = max(delay, min(time.Duration(v.RetryAfterMS)*time.Millisecond, p.RateLimitCap))
+		}
+		i := info(attempts, v, fails, true)
+		i.DelayMS, i.Resume = delay.Milliseconds(), resumedFrom != ""
+		how := "afresh"
+		if resumedFrom != "" {
+			how = "in the same session"
+		}
+		emit(EventRetry, v.RunID, eventsLog, fmt.Sprintf("attempt %d failed (%s, %d/%d): retrying %s in %s",
+			attempts, class, fails, p.MaxFailures, how, delay.Round(time.Millisecond)), i)
+		cur = next
+		link = attemptLink{key: key.Task, attempt: attempts + 1, previous: v.Record, resumedFrom: resumedFrom}
+		if err := p.Sleep(ctx, delay); err != nil {
+			v.Interrupted = true
+			return v, nil
+		}
+	}
+}
+
+// resumeTask is t continuing the session resume with prompt.
+func resumeTask(t Task, resume, prompt string) Task {
+	t.Resume = resume
+	t.Prompt = prompt
+	t.TaskFile = ""
+	return t
+}
+
+// blockedVerdict is the synthesized verdict of a task not dispatched
+// because it is blocked.
+func blockedVerdict(t Task, ts TaskState) Verdict {
+	v := Verdict{
+		Type:          VerdictType,
+		Provider:      t.Provider,
+		Mode:          t.Mode,
+		Label:         t.Label,
+		Verdict:       Failed,
+		Record:        ts.LastRecord,
+		StderrTail:    truncateTail("pilot: not dispatched: " + ts.Blocked),
+		Synthesized:   true,
+		Blocked:       true,
+		BlockedReason: ts.Blocked,
+	}
+	v.FailureClass = ts.LastFailureClass
+	if v.FailureClass == "" {
+		v.FailureClass = FailGeneric
+	}
+	v.FailureSource = "pilot-retry-budget"
+	return v
+}
+
+// noWork reports whether a failed attempt did no work: no output tokens
+// reported and no tool call in its session.
+func noWork(v Verdict) bool {
+	if v.Usage != nil && v.Usage.OutputTokens > 0 {
+		return false
+	}
+	if v.Record == "" {
+		return true
+	}
+	rec, err := ReadRecord(v.Record)
+	if err != nil || rec.SessionRecord == nil {
+		return true
+	}
+	s := rec.SessionRecord
+	return len(s.ExpectedToolCallIDs) == 0 && len(s.CompletedToolCallIDs) == 0 && len(s.PendingToolCallIDs) == 0
+}
+
+// sessionGoneMarkers are what the CLIs print when asked to resume a session
+// they do not have: Claude Code, and pi for an id it cannot find.
+var sessionGoneMarkers = []string{"No conversation found", "No session found matching"}
+
+// sessionGoneScan is how much of the end of stream.log sessionGone reads.
+const sessionGoneScan = 64 << 10
+
+// sessionGone reports whether a failed resume failed because its session is
+// gone, with the line that says so: in the evidence, the stderr tail or the
+// end of the attempt's stream.log.
+func sessionGone(v Verdict) (string, bool) {
+	texts := []string{v.EvidenceExcerpt, v.StderrTail}
+	if v.Record != "" {
+		if f, err := os.Open(filepath.Join(filepath.Dir(v.Record), "stream.log")); err == nil {
+			if st, err := f.Stat(); err == nil {
+				off := max(st.Size()-sessionGoneScan, 0)
+				if data, err := io.ReadAll(io.NewSectionReader(f, off, st.Size()-off)); err == nil {
+					texts = append(texts, string(data))
+				}
+			}
+			f.Close()
+		}
+	}
+	for _, text := range texts {
+		for _, m := range sessionGoneMarkers {
+			if i := strings.Index(text, m); i >= 0 {
+				line := text[i:]
+				if j := strings.IndexAny(line, "\r\n\"}"); j >= 0 {
+					line = line[:j]
+				}
+				return line, true
+			}
+		}
+	}
+	return "", false
+}
+
+// appendEvent adds e to an events.log, best effort: the log is evidence,
+// not the outcome.
+func appendEvent(path string, e Event) {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return
+	}
+	f.Write(append(data, '\n'))
+	f.Close()
+}
+
+// ErrNotResumable is returned by ResumeFromRecord for a record that cannot
+// be resumed; the error's text says why.
+var ErrNotResumable = errors.New("pilot: record cannot be resumed")
+
+// ResumeFromRecord returns the Task.Resume value that continues the session
+// of the attempt whose record.json is at path: a failed attempt (status
+// "error") of a class retried in the same session (DefaultResumeClasses)
+// that gave a session to resume, whose native session file, when it had
+// one, still exists. It is how a restarted orchestrator picks up a failed
+// attempt (the seed's laguna_resume_locator); the record's runner and model
+// say which provider may resume it.
+func ResumeFromRecord(path string) (string, error) {
+	rec, err := ReadRecord(path)
+	if err != nil {
+		return "", fmt.Errorf("pilot: reading record %s: %w", path, err)
+	}
+	return resumeFromRecord(rec, DefaultResumeClasses)
+}
+
+func resumeFromRecord(rec Record, classes []FailureClass) (string, error) {
+	notResumable := func(why string) error { return fmt.Errorf("%w: %s (run %s)", ErrNotResumable, why, rec.RunID) }
+	switch {
+	case rec.Status != string(Failed):
+		return "", notResumable("its status is " + rec.Status + ", not error")
+	case !slices.Contains(classes, rec.FailureClass):
+		return "", notResumable("its failure class " + string(rec.FailureClass) + " is not resumed")
+	case rec.Resume == "":
+		return "", notResumable("it gave no session to resume")
+	}
+	if rec.SessionRecord != nil && rec.NativeSessionPath != "" {
+		if _, err := os.Stat(rec.NativeSessionPath); err != nil {
+			return "", notResumable("its native session " + rec.NativeSessionPath + " is gone")
+		}
+	}
+	if filepath.IsAbs(rec.Resume) {
+		if _, err := os.Stat(rec.Resume); err != nil {
+			return "", notResumable("its session " + rec.Resume + " is gone")
+		}
+	}
+	return rec.Resume, nil
+}
