@@ -1,0 +1,642 @@
+package pilot_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pilotworkers/pilot"
+)
+
+// The retry policy, ported from the seed dispatcher's ReviewRetryTest and
+// RepetitionLimitTest: fake attempts (scripted verdicts with records on
+// disk), a fake clock, and a fake slot. Nothing sleeps.
+
+// outcome is one scripted attempt: its failure class ("" for success) and
+// what else its verdict says.
+type outcome struct {
+	class      pilot.FailureClass
+	resume     string // Verdict.Resume
+	retryAfter time.Duration
+	outTokens  int64
+	evidence   string
+	toolCall   bool // the record's session shows a tool call
+}
+
+func fail(c pilot.FailureClass) outcome { return outcome{class: c} }
+
+var ok = outcome{}
+
+// call is what one attempt was asked to do.
+type call struct {
+	task pilot.Task
+	link pilot.TestLink
+}
+
+// fakeAttempts plays outcomes in order, one per attempt, writing each
+// attempt's record.json (attempt-N/record.json under dir). It fails the test
+// when asked for more attempts than it has.
+type fakeAttempts struct {
+	t        *testing.T
+	dir      string
+	outcomes []outcome
+	mu       sync.Mutex
+	calls    []call
+	// during, when set, runs inside each attempt (slot checks).
+	during func()
+}
+
+func newFake(t *testing.T, outcomes ...outcome) *fakeAttempts {
+	return &fakeAttempts{t: t, dir: t.TempDir(), outcomes: outcomes}
+}
+
+func (f *fakeAttempts) record(i int) string {
+	return filepath.Join(f.dir, fmt.Sprintf("attempt-%d", i), "record.json")
+}
+
+func (f *fakeAttempts) attempt(ctx context.Context, task pilot.Task, link pilot.TestLink) (pilot.Verdict, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := len(f.calls)
+	f.calls = append(f.calls, call{task, link})
+	if i >= len(f.outcomes) {
+		f.t.Errorf("attempt %d: only %d were scripted", i+1, len(f.outcomes))
+		return pilot.Verdict{}, errors.New("no more scripted attempts")
+	}
+	if f.during != nil {
+		f.during()
+	}
+	o := f.outcomes[i]
+	v := pilot.Verdict{Type: pilot.VerdictType, Provider: task.Provider, Mode: task.Mode,
+		RunID: fmt.Sprintf("run-%d", i), Verdict: pilot.Completed, Record: f.record(i), Resume: o.resume}
+	if o.class != "" {
+		v.Verdict = pilot.Failed
+		v.FailureClass = o.class
+		v.RetryAfterMS = o.retryAfter.Milliseconds()
+		v.EvidenceExcerpt = o.evidence
+	}
+	if o.outTokens > 0 {
+		v.Usage = &pilot.Usage{OutputTokens: o.outTokens}
+	}
+	rec := pilot.Record{RunID: v.RunID, Provider: task.Provider, Mode: task.Mode, Runner: "pi", Model: "m",
+		Status: string(v.Verdict), Failure: v.Failure, Resume: v.Resume,
+		Attempt: link.Attempt, PreviousRecord: link.Previous, ResumedFrom: link.ResumedFrom, ResumeFallback: link.Fallback}
+	if o.toolCall {
+		rec.SessionRecord = &pilot.SessionRecord{CompletedToolCallIDs: []string{"call-1"}}
+	}
+	writeJSONFile(f.t, v.Record, rec)
+	return v, nil
+}
+
+func (f *fakeAttempts) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}
+
+func writeJSONFile(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeClock records the waits asked of it and returns at once.
+type fakeClock struct {
+	mu     sync.Mutex
+	delays []time.Duration
+	// at, when set, runs at every wait (slot checks, cancellation).
+	at func(d time.Duration) error
+}
+
+func (c *fakeClock) sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	c.delays = append(c.delays, d)
+	at := c.at
+	c.mu.Unlock()
+	if at != nil {
+		return at(d)
+	}
+	return nil
+}
+
+func (c *fakeClock) waits() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.delays...)
+}
+
+// fixedBackoff is a deterministic backoff: n seconds.
+func fixedBackoff(n int) time.Duration { return time.Duration(n) * time.Second }
+
+var piTask = pilot.Task{Provider: "pi", Mode: pilot.ModeCode, Prompt: "implement the thing"}
+
+func retry(t *testing.T, f *fakeAttempts, p pilot.RetryPolicy, key pilot.RetryKey, sl *pilot.TestSlot) (pilot.Verdict, []pilot.Event) {
+	t.Helper()
+	var mu sync.Mutex
+	var events []pilot.Event
+	v, err := pilot.RetryWith(context.Background(), f.attempt, func(e pilot.Event) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}, piTask, key, p, sl)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	return v, events
+}
+
+func openState(t *testing.T, path string) *pilot.StateStore {
+	t.Helper()
+	s, err := pilot.OpenState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestRetryTwoControlViolationsThenSucceeds(t *testing.T) {
+	const violation = pilot.FailureClass("review-control-violation")
+	f := newFake(t, fail(violation), fail(violation), ok)
+	clock := &fakeClock{}
+	v, _ := retry(t, f, pilot.RetryPolicy{Retry: []pilot.FailureClass{violation}, Sleep: clock.sleep, Backoff: fixedBackoff}, pilot.RetryKey{}, nil)
+	if v.Verdict != pilot.Completed || v.Record != f.record(2) || v.Attempts != 3 || v.Blocked {
+		t.Errorf("verdict %s record %s attempts %d blocked %v; want completed, %s, 3, not blocked", v.Verdict, v.Record, v.Attempts, v.Blocked, f.record(2))
+	}
+	if f.count() != 3 {
+		t.Errorf("%d attempts, want 3", f.count())
+	}
+	if diff := cmp.Diff([]time.Duration{time.Second, 2 * time.Second}, clock.waits()); diff != "" {
+		t.Errorf("waits (-want +got):\n%s", diff)
+	}
+	for i, c := range f.calls {
+		if c.task.Prompt != piTask.Prompt || c.task.Resume != "" {
+			t.Errorf("attempt %d: prompt %q resume %q; want the task afresh", i+1, c.task.Prompt, c.task.Resume)
+		}
+		want := pilot.TestLink{Key: pilot.TaskKey(piTask), Attempt: i + 1}
+		if i > 0 {
+			want.Previous = f.record(i - 1)
+		}
+		if diff := cmp.Diff(want, c.link); diff != "" {
+			t.Errorf("attempt %d link (-want +got):\n%s", i+1, diff)
+		}
+	}
+}
+
+func TestRetryControlViolationsDoNotBlock(t *testing.T) {
+	const violation = pilot.FailureClass("review-control-violation")
+	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
+	f := newFake(t, fail(violation), fail(violation), fail(violation), ok)
+	clock := &fakeClock{}
+	v, _ := retry(t, f, pilot.RetryPolicy{Retry: []pilot.FailureClass{violation}, Sleep: clock.sleep, State: state},
+		pilot.RetryKey{Task: "group/01_task", Stage: "review"}, nil)
+	if v.Verdict != pilot.Completed || v.Record != f.record(3) || f.count() != 4 {
+		t.Errorf("verdict %s record %s after %d attempts; want completed, %s, 4", v.Verdict, v.Record, f.count(), f.record(3))
+	}
+	ts := state.Task("group/01_task")
+	if ts.Blocked != "" || ts.RecoveryFailures["review"] != 0 || ts.Group != "group" || ts.LastRecord != f.record(3) {
+		t.Errorf("state after success: %+v; want unblocked, no failures, group \"group\", the last record", ts)
+	}
+}
+
+func TestRetryDoesNotRetryUnknownOrNonRetryableClasses(t *testing.T) {
+	for _, tt := range []struct {
+		class pilot.FailureClass
+		p     pilot.RetryPolicy
+	}{
+		// The seed's obsolete work-log failure: a class pilot does not
+		// know is not retried.
+		{class: "work-log-incomplete"},
+		// A caller's class marked non-retryable, even when listed as
+		// retryable too.
+		{class: "work-log-runtime-write", p: pilot.RetryPolicy{
+			Retry: []pilot.FailureClass{"work-log-runtime-write"}, NonRetryable: []pilot.FailureClass{"work-log-runtime-write"}}},
+		{class: pilot.FailProviderAuth},
+		{class: pilot.FailProviderQuota, p: pilot.RetryPolicy{Retry: []pilot.FailureClass{pilot.FailProviderQuota}}},
+		{class: pilot.FailSpawn},
+		{class: pilot.FailCancelled},
+		{class: pilot.FailProcessTerminated},
+		{class: pilot.FailGeneric, p: pilot.RetryPolicy{NonRetryable: []pilot.FailureClass{pilot.FailGeneric}}},
+	} {
+		t.Run(string(tt.class), func(t *testing.T) {
+			f := newFake(t, fail(tt.class), ok)
+			clock := &fakeClock{}
+			tt.p.Sleep = clock.sleep
+			v, _ := retry(t, f, tt.p, pilot.RetryKey{}, nil)
+			if v.Verdict != pilot.Failed || v.FailureClass != tt.class || v.Record != f.record(0) || v.Attempts != 1 || v.Blocked {
+				t.Errorf("verdict %s %s record %s attempts %d blocked %v; want the first attempt's failure, not blocked",
+					v.Verdict, v.FailureClass, v.Record, v.Attempts, v.Blocked)
+			}
+			if f.count() != 1 || len(clock.waits()) != 0 {
+				t.Errorf("%d attempts and %d waits, want 1 and 0", f.count(), len(clock.waits()))
+			}
+		})
+	}
+}
+
+func TestRetryStallTwiceInTheSameSession(t *testing.T) {
+	const prompt = "Think in English. Final in Korean. Continue this session and complete the current task."
+	f := newFake(t,
+		outcome{class: pilot.FailSessionStall, resume: "/sessions/a.jsonl"},
+		outcome{class: pilot.FailSessionStall, resume: "/sessions/a.jsonl"},
+		ok)
+	clock := &fakeClock{}
+	v, events := retry(t, f, pilot.RetryPolicy{ResumePrompt: prompt, Sleep: clock.sleep}, pilot.RetryKey{}, nil)
+	if v.Verdict != pilot.Completed || v.Record != f.record(2) || v.ResumedFrom != f.record(1) {
+		t.Errorf("verdict %s record %s resumed from %s; want completed, %s, resumed from %s", v.Verdict, v.Record, v.ResumedFrom, f.record(2), f.record(1))
+	}
+	if f.count() != 3 {
+		t.Fatalf("%d attempts, want 3", f.count())
+	}
+	for i, c := range f.calls {
+		if c.task.Provider != piTask.Provider || c.task.Mode != piTask.Mode {
+			t.Errorf("attempt %d ran %s/%s; want the same provider and mode", i+1, c.task.Provider, c.task.Mode)
+		}
+	}
+	if c := f.calls[0]; c.task.Prompt != piTask.Prompt || c.task.Resume != "" {
+		t.Errorf("first attempt: prompt %q resume %q; want the task itself", c.task.Prompt, c.task.Resume)
+	}
+	for i := 1; i < 3; i++ {
+		c := f.calls[i]
+		if c.task.Prompt != prompt || c.task.Resume != "/sessions/a.jsonl" || c.task.TaskFile != "" {
+			t.Errorf("attempt %d: prompt %q resume %q task file %q; want the resume prompt in the failed session", i+1, c.task.Prompt, c.task.Resume, c.task.TaskFile)
+		}
+		if c.link.ResumedFrom != f.record(i-1) || c.link.Previous != f.record(i-1) {
+			t.Errorf("attempt %d resumed from %q (previous %q), want %q", i+1, c.link.ResumedFrom, c.link.Previous, f.record(i-1))
+		}
+	}
+	if len(clock.waits()) != 2 {
+		t.Errorf("%d waits, want 2", len(clock.waits()))
+	}
+	retries := 0
+	for _, e := range events {
+		if e.Type == pilot.EventRetry {
+			retries++
+			if !e.Retry.Resume || !e.Retry.Counted {
+				t.Errorf("retry event %+v: want a counted resume", e.Retry)
+			}
+		}
+	}
+	if retries != 2 {
+		t.Errorf("%d retry events, want 2", retries)
+	}
+}
+
+func TestRetryStallWithoutASessionStartsAfresh(t *testing.T) {
+	f := newFake(t, fail(pilot.FailContextLimit), ok)
+	v, _ := retry(t, f, pilot.RetryPolicy{Sleep: (&fakeClock{}).sleep}, pilot.RetryKey{}, nil)
+	if v.Verdict != pilot.Completed || f.count() != 2 {
+		t.Fatalf("verdict %s after %d attempts", v.Verdict, f.count())
+	}
+	if c := f.calls[1]; c.task.Prompt != piTask.Prompt || c.task.Resume != "" || c.link.ResumedFrom != "" {
+		t.Errorf("second attempt %+v; want the task afresh", c)
+	}
+}
+
+func TestRetryConnectionAndGenericFailuresWithTwoWaits(t *testing.T) {
+	f := newFake(t, fail(pilot.FailProviderConnection), fail(pilot.FailGeneric), ok)
+	clock := &fakeClock{}
+	v, _ := retry(t, f, pilot.RetryPolicy{Sleep: clock.sleep}, pilot.RetryKey{}, nil)
+	if v.Verdict != pilot.Completed || v.Record != f.record(2) || f.count() != 3 || v.Attempts != 3 {
+		t.Errorf("verdict %s record %s attempts %d (%d calls)", v.Verdict, v.Record, v.Attempts, f.count())
+	}
+	waits := clock.waits()
+	if len(waits) != 2 {
+		t.Fatalf("waits %v, want 2", waits)
+	}
+	// The default backoff: 10 s then 20 s, each less at most a fifth.
+	for i, w := range waits {
+		hi := pilot.BackoffCeiling(i + 1)
+		if w > hi || w < hi-hi/5 {
+			t.Errorf("wait %d: %s, want in [%s, %s]", i+1, w, hi-hi/5, hi)
+		}
+	}
+}
+
+func TestRetryTenthFailureBlocksWithoutCooldownOrSlot(t *testing.T) {
+	outcomes := make([]outcome, pilot.DefaultMaxFailures)
+	for i := range outcomes {
+		outcomes[i] = fail(pilot.FailProviderStreamDisconnect)
+	}
+	f := newFake(t, outcomes...)
+	var held bool
+	var heldDuringAttempts int
+	sl := &pilot.TestSlot{
+		Acquire: func(context.Context) error {
+			if held {
+				t.Error("slot acquired twice")
+			}
+			held = true
+			return nil
+		},
+		Release: func() { held = false },
+	}
+	f.during = func() {
+		if held {
+			heldDuringAttempts++
+		}
+	}
+	type observation struct {
+		d    time.Duration
+		held bool
+	}
+	var seen []observation
+	clock := &fakeClock{at: func(d time.Duration) error {
+		seen = append(seen, observation{d, held})
+		return nil
+	}}
+	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
+	v, events := retry(t, f, pilot.RetryPolicy{Sleep: clock.sleep, State: state}, pilot.RetryKey{Task: "w/1", Stage: "worker"}, sl)
+	if v.Verdict != pilot.Failed || v.Record != f.record(9) || !v.Blocked || v.BlockedReason != "recovery failure limit exhausted: 10/10" || v.Attempts != 10 {
+		t.Errorf("verdict %s record %s blocked %v %q attempts %d", v.Verdict, v.Record, v.Blocked, v.BlockedReason, v.Attempts)
+	}
+	if f.count() != pilot.DefaultMaxFailures {
+		t.Errorf("%d attempts, want %d", f.count(), pilot.DefaultMaxFailures)
+	}
+	if heldDuringAttempts != pilot.DefaultMaxFailures {
+		t.Errorf("the slot was held during %d attempts, want all %d", heldDuringAttempts, pilot.DefaultMaxFailures)
+	}
+	if len(seen) != pilot.DefaultMaxFailures-1 {
+		t.Errorf("%d waits, want %d (none after the blocking failure)", len(seen), pilot.DefaultMaxFailures-1)
+	}
+	for i, o := range seen {
+		if o.held {
+			t.Errorf("wait %d (%s) held the slot", i+1, o.d)
+		}
+	}
+	if held {
+		t.Error("the slot is still held")
+	}
+	ts := state.Task("w/1")
+	if ts.Blocked != "recovery failure limit exhausted: 10/10" || ts.RecoveryFailures["worker"] != 10 {
+		t.Errorf("state %+v", ts)
+	}
+	if last := events[len(events)-1]; last.Type != pilot.EventBlocked || last.Retry.Reason != v.BlockedReason {
+		t.Errorf("last event %+v, want the block", last)
+	}
+}
+
+func TestRetryBudgetSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".git", "pilot", "state.json")
+	key := pilot.RetryKey{Task: "group/01_task", Stage: "worker"}
+	first, err := pilot.OpenState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.UpdateTask(key.Task, func(s *pilot.TaskState) {
+		s.RecoveryFailures = map[string]int{"worker": pilot.DefaultMaxFailures - 1}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+
+	// The restarted dispatcher: one more failure blocks.
+	second := openState(t, path)
+	f := newFake(t, fail(pilot.FailGeneric), ok)
+	clock := &fakeClock{}
+	v, _ := retry(t, f, pilot.RetryPolicy{Sleep: clock.sleep, State: second}, key, nil)
+	if !v.Blocked || !strings.Contains(v.BlockedReason, "recovery failure limit exhausted") || v.Record != f.record(0) {
+		t.Errorf("verdict blocked %v %q record %s", v.Blocked, v.BlockedReason, v.Record)
+	}
+	if f.count() != 1 || len(clock.waits()) != 0 {
+		t.Errorf("%d attempts, %d waits; want 1 and 0", f.count(), len(clock.waits()))
+	}
+	second.Close()
+
+	third := openState(t, path)
+	if ts := third.Task(key.Task); !strings.Contains(ts.Blocked, "recovery failure limit exhausted: 10/10") {
+		t.Errorf("after another restart: %+v", ts)
+	}
+}
+
+func TestRetryExhaustedBudgetInvokesNothing(t *testing.T) {
+	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
+	key := pilot.RetryKey{Task: "group/01_task", Stage: "worker"}
+	last := filepath.Join(t.TempDir(), "record.json")
+	if err := state.UpdateTask(key.Task, func(s *pilot.TaskState) {
+		s.RecoveryFailures = map[string]int{"worker": pilot.DefaultMaxFailures}
+		s.LastRecord, s.LastFailureClass = last, pilot.FailProviderStreamDisconnect
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f := newFake(t)
+	clock := &fakeClock{}
+	v, events := retry(t, f, pilot.RetryPolicy{Sleep: clock.sleep, State: state}, key, nil)
+	if f.count() != 0 || len(clock.waits()) != 0 {
+		t.Errorf("%d attempts, %d waits; want none", f.count(), len(clock.waits()))
+	}
+	want := "recovery failure limit exhausted: 10/10"
+	if !v.Blocked || v.BlockedReason != want || v.Attempts != 0 || !v.Synthesized || v.Record != last ||
+		v.Verdict != pilot.Failed || v.FailureClass != pilot.FailProviderStreamDisconnect {
+		t.Errorf("verdict %+v", v)
+	}
+	if got := state.Task(key.Task).Blocked; got != want {
+		t.Errorf("state blocked %q, want %q", got, want)
+	}
+	if len(events) != 1 || events[0].Type != pilot.EventBlocked {
+		t.Errorf("events %+v, want one block", events)
+	}
+	// Blocked now: still nothing runs, whatever the budget.
+	v, _ = retry(t, f, pilot.RetryPolicy{MaxFailures: 50, Sleep: clock.sleep, State: state}, key, nil)
+	if f.count() != 0 || !v.Blocked {
+		t.Errorf("a blocked task ran: %d attempts, blocked %v", f.count(), v.Blocked)
+	}
+}
+
+func TestRetryRateLimitWithoutWorkIsNotCounted(t *testing.T) {
+	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
+	f := newFake(t,
+		outcome{class: pilot.FailProviderRateLimit, retryAfter: 30 * time.Second},
+		outcome{class: pilot.FailProviderRateLimit, retryAfter: 10 * time.Minute},
+		ok)
+	clock := &fakeClock{}
+	v, events := retry(t, f, pilot.RetryPolicy{MaxFailures: 2, Sleep: clock.sleep, Backoff: fixedBackoff, State: state}, pilot.RetryKey{Task: "t"}, nil)
+	// Two rate limits would exhaust a budget of 2 if they counted.
+	if v.Verdict != pilot.Completed || f.count() != 3 || v.Blocked {
+		t.Errorf("verdict %s after %d attempts, blocked %v", v.Verdict, f.count(), v.Blocked)
+	}
+	if diff := cmp.Diff([]time.Duration{30 * time.Second, pilot.DefaultRateLimitCap}, clock.waits()); diff != "" {
+		t.Errorf("waits: the retry-after, then the cap (-want +got):\n%s", diff)
+	}
+	for _, e := range events {
+		if e.Type == pilot.EventRetry && e.Retry.Counted {
+			t.Errorf("a rate limit without work counted: %+v", e.Retry)
+		}
+	}
+}
+
+func TestRetryRateLimitAfterWorkCounts(t *testing.T) {
+	for _, o := range []outcome{
+		{class: pilot.FailProviderRateLimit, retryAfter: 45 * time.Second, outTokens: 12},
+		{class: pilot.FailProviderRateLimit, retryAfter: 45 * time.Second, toolCall: true},
+	} {
+		f := newFake(t, o, o)
+		clock := &fakeClock{}
+		v, _ := retry(t, f, pilot.RetryPolicy{MaxFailures: 2, Sleep: clock.sleep, Backoff: fixedBackoff}, pilot.RetryKey{}, nil)
+		if !v.Blocked || f.count() != 2 {
+			t.Errorf("%+v: blocked %v after %d attempts; want blocked after 2", o, v.Blocked, f.count())
+		}
+		// The wait is the longer of the backoff (1 s) and the retry-after.
+		if diff := cmp.Diff([]time.Duration{45 * time.Second}, clock.waits()); diff != "" {
+			t.Errorf("waits (-want +got):\n%s", diff)
+		}
+	}
+}
+
+func TestRetryResumeOfAGoneSessionFallsBackOnce(t *testing.T) {
+	f := newFake(t,
+		outcome{class: pilot.FailSessionStall, resume: "sess-1"},
+		outcome{class: pilot.FailGeneric, evidence: "No conversation found with session ID: sess-1"},
+		outcome{class: pilot.FailSessionStall, resume: "sess-2"},
+		outcome{class: pilot.FailGeneric, evidence: "No conversation found with session ID: sess-2"},
+		ok)
+	clock := &fakeClock{}
+	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
+	v, events := retry(t, f, pilot.RetryPolicy{Sleep: clock.sleep, Backoff: fixedBackoff, State: state}, pilot.RetryKey{Task: "t"}, nil)
+	if v.Verdict != pilot.Completed || f.count() != 5 {
+		t.Fatalf("verdict %s after %d attempts", v.Verdict, f.count())
+	}
+	// Attempt 3 is the fallback: the task afresh, at once, not counted.
+	c := f.calls[2]
+	if c.task.Resume != "" || c.task.Prompt != piTask.Prompt || c.link.ResumedFrom != "" || c.link.Previous != f.record(1) ||
+		!strings.Contains(c.link.Fallback, "No conversation found with session ID: sess-1") {
+		t.Errorf("fallback attempt %+v", c)
+	}
+	// Attempt 5 follows a second gone session: no second fallback, an
+	// ordinary (counted) retry of a generic error, afresh.
+	if c := f.calls[4]; c.link.Fallback != "" || c.task.Resume != "" {
+		t.Errorf("attempt 5 %+v: want an ordinary retry", c)
+	}
+	// Waits: after attempt 1 (1 failure), none for the fallback, after
+	// attempt 3 (2 failures) and attempt 4 (3 failures).
+	if diff := cmp.Diff([]time.Duration{1 * time.Second, 2 * time.Second, 3 * time.Second}, clock.waits()); diff != "" {
+		t.Errorf("waits (-want +got):\n%s", diff)
+	}
+	fallbacks := 0
+	for _, e := range events {
+		if e.Type == pilot.EventResumeFallback {
+			fallbacks++
+		}
+	}
+	if fallbacks != 1 {
+		t.Errorf("%d fallback events, want 1", fallbacks)
+	}
+	var rec pilot.Record
+	data, _ := os.ReadFile(f.record(2))
+	json.Unmarshal(data, &rec)
+	if rec.ResumeFallback == "" || rec.PreviousRecord != f.record(1) {
+		t.Errorf("the fallback's record: resume_fallback %q previous %q", rec.ResumeFallback, rec.PreviousRecord)
+	}
+}
+
+// A failed attempt's record is enough to resume it after a restart (the
+// seed's laguna_resume_locator).
+func TestResumeFromRecordAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	native := filepath.Join(dir, "session.jsonl")
+	os.WriteFile(native, []byte("{}\n"), 0o600)
+	recPath := filepath.Join(dir, "record.json")
+	rec := pilot.Record{RunID: "r1", Provider: "pi", Runner: "pi", Model: "laguna-s:2.1", Status: "error",
+		Failure: pilot.Failure{FailureClass: pilot.FailSessionStall}, Resume: native,
+		SessionRecord: &pilot.SessionRecord{NativeSessionPath: native}}
+	writeJSONFile(t, recPath, rec)
+	got, err := pilot.ResumeFromRecord(recPath)
+	if err != nil || got != native {
+		t.Fatalf("ResumeFromRecord = %q, %v; want %q", got, err, native)
+	}
+
+	// A restarted retry picks it up: the first attempt resumes it.
+	state := openState(t, filepath.Join(dir, "state.json"))
+	key := pilot.RetryKey{Task: "t", Stage: string(piTask.Mode)}
+	if err := state.UpdateTask(key.Task, func(s *pilot.TaskState) {
+		s.RecoveryFailures = map[string]int{key.Stage: 1}
+		s.LastRecord, s.LastFailureClass, s.LastStage = recPath, pilot.FailSessionStall, key.Stage
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f := newFake(t, ok)
+	v, _ := retry(t, f, pilot.RetryPolicy{State: state}, key, nil)
+	if c := f.calls[0]; c.task.Resume != native || c.task.Prompt != pilot.DefaultResumePrompt || c.link.ResumedFrom != recPath {
+		t.Errorf("first attempt after the restart: %+v; want a resume of %s", c, native)
+	}
+	if v.ResumedFrom != recPath || state.Task("t").RecoveryFailures[key.Stage] != 0 {
+		t.Errorf("verdict resumed from %q; state %+v", v.ResumedFrom, state.Task("t"))
+	}
+
+	// Not resumable: the session is gone, or the class is not resumed.
+	os.Remove(native)
+	if _, err := pilot.ResumeFromRecord(recPath); !errors.Is(err, pilot.ErrNotResumable) || !strings.Contains(err.Error(), "gone") {
+		t.Errorf("gone session: %v", err)
+	}
+	rec.Failure.FailureClass = pilot.FailProviderAuth
+	os.WriteFile(native, []byte("{}\n"), 0o600)
+	writeJSONFile(t, recPath, rec)
+	if _, err := pilot.ResumeFromRecord(recPath); !errors.Is(err, pilot.ErrNotResumable) {
+		t.Errorf("provider-auth: %v", err)
+	}
+}
+
+func TestRetryWaitCutByCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFake(t, fail(pilot.FailGeneric), ok)
+	clock := &fakeClock{at: func(time.Duration) error {
+		cancel()
+		return ctx.Err()
+	}}
+	v, err := pilot.RetryWith(ctx, f.attempt, nil, piTask, pilot.RetryKey{}, pilot.RetryPolicy{Sleep: clock.sleep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.Interrupted || v.Attempts != 1 || f.count() != 1 {
+		t.Errorf("interrupted %v attempts %d (%d calls); want the first verdict, interrupted", v.Interrupted, v.Attempts, f.count())
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	for n, want := range map[int]time.Duration{
+		1: 10 * time.Second, 2: 20 * time.Second, 3: 40 * time.Second, 5: 160 * time.Second,
+		6: 5 * time.Minute, 9: 5 * time.Minute, 1000: 5 * time.Minute,
+	} {
+		if got := pilot.BackoffCeiling(n); got != want {
+			t.Errorf("BackoffCeiling(%d) = %s, want %s", n, got, want)
+		}
+		for range 50 {
+			if got := pilot.DefaultBackoff(n); got > want || got < want-want/5 {
+				t.Fatalf("DefaultBackoff(%d) = %s, want in [%s, %s]", n, got, want-want/5, want)
+			}
+		}
+	}
+}
+
+func TestTaskKeyIsStable(t *testing.T) {
+	a := pilot.Task{Provider: "pi", Mode: pilot.ModeCode, TaskFile: "/work/tasks/one.md"}
+	b := a
+	b.TaskFile = "/work/other/one.md"
+	if pilot.TaskKey(a) != pilot.TaskKey(a) || pilot.TaskKey(a) == pilot.TaskKey(b) {
+		t.Errorf("keys %q %q: want stable and distinct", pilot.TaskKey(a), pilot.TaskKey(b))
+	}
+	if k := pilot.TaskKey(a); !strings.HasPrefix(k, "pi:code:one.md@") || strings.Contains(k, "/") {
+		t.Errorf("key %q", k)
+	}
+	a.Label = "alpha/01_task"
+	if pilot.TaskKey(a) != "alpha/01_task" {
+		t.Errorf("labelled key %q", pilot.TaskKey(a))
+	}
+}
