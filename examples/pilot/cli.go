@@ -173,6 +173,8 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	fs.Var(seconds{&t.IdleTimeout}, "idle-timeout", "limit in `seconds` without any output (default 900)")
 	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
+	var rf retryFlags
+	addRetryFlags(fs, &rf)
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -202,6 +204,12 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 			t.Provider, strings.Join(reg.Names(), ", "))
 	}
 
+	policy, closeState, err := rf.policy(ctx, t.Workdir, stderr, name)
+	if err != nil {
+		return badInput(stderr, name, "%v", err)
+	}
+	defer closeState()
+
 	d := &pilot.Dispatcher{Providers: reg, RunDir: runDir, Credentials: pilot.DefaultCredentials()}
 	var mu sync.Mutex
 	var started *pilot.Started
@@ -211,8 +219,12 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 			started = e.Started
 			mu.Unlock()
 			if !stream {
+				// One started line per attempt.
 				writeJSON(stdout, e.Started)
 			}
+		}
+		if e.Retry != nil {
+			fmt.Fprintf(stderr, "pilot %s: %s\n", name, e.Message)
 		}
 	}
 	if stream {
@@ -226,7 +238,17 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 			w.Write(append(append([]byte(nil), l.Data...), '\n'))
 		}
 	}
-	v, err := d.Dispatch(ctx, t)
+	var v pilot.Verdict
+	if policy != nil {
+		v, err = d.DispatchWithRetry(ctx, t, pilot.RetryKey{}, *policy)
+		if err != nil && v.RunID != "" {
+			// The attempt ran; its budget could not be kept.
+			fmt.Fprintf(stderr, "pilot %s: %v\n", name, err)
+			err = nil
+		}
+	} else {
+		v, err = d.Dispatch(ctx, t)
+	}
 	if err != nil {
 		return badInput(stderr, name, "%v", err)
 	}

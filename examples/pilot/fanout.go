@@ -181,6 +181,8 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
 	fs.BoolVar(&failFast, "fail-fast", false, "cancel the other jobs as soon as one fails")
+	var rf retryFlags
+	addRetryFlags(fs, &rf)
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -213,12 +215,17 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		labels[i] = jobs[i].Label()
 	}
+	policy, closeState, err := rf.policy(ctx, workdir, stderr, "fanout")
+	if err != nil {
+		return fanoutBadInput(stderr, "%v", err)
+	}
+	defer closeState()
 	prog := newProgress(stderr, labels)
 	d := &pilot.Dispatcher{Providers: reg, RunDir: runDir, Credentials: pilot.DefaultCredentials()}
 	if prog.term != nil {
 		d.OnLine = prog.line
 	}
-	f := &pilot.Fanout{Dispatcher: d, MaxParallel: maxParallel, FailFast: failFast, OnEvent: prog.event}
+	f := &pilot.Fanout{Dispatcher: d, MaxParallel: maxParallel, FailFast: failFast, OnEvent: prog.event, Retry: policy}
 	prog.start()
 	verdicts, err := f.Run(ctx, jobs)
 	prog.stop()

@@ -100,6 +100,8 @@ func (p *progress) event(i int, e pilot.Event) {
 		p.printJSON(e.Started)
 	case e.Type == pilot.EventWarning:
 		p.print(e.Message)
+	case e.Retry != nil && i >= 0 && i < len(p.rows):
+		p.print("pilot fanout: " + p.rows[i].Label + ": " + e.Message)
 	}
 	if i < 0 || i >= len(p.rows) {
 		return
@@ -112,6 +114,7 @@ func (p *progress) event(i int, e pilot.Event) {
 	case e.Started != nil:
 		r.Started = now
 		r.Phase = "running"
+		r.Ended, r.Verdict, r.OK = time.Time{}, "", false // a retry's attempt
 		p.runs[e.Started.RunID] = i
 	case e.Verdict != nil:
 		r.Ended = now
@@ -120,6 +123,8 @@ func (p *progress) event(i int, e pilot.Event) {
 		r.Phase = string(e.Session.Phase)
 	case e.Type == pilot.EventTerminate:
 		r.Phase = "terminating"
+	case e.Type == pilot.EventRetry:
+		r.Phase = "retry wait"
 	}
 }
 
@@ -209,7 +214,7 @@ func termSize(f *os.File) (width, height int, ok bool) {
 // A progressRow is one job in the live table.
 type progressRow struct {
 	Label   string
-	Phase   string    // session phase, "running" or "terminating"; "" before the start
+	Phase   string    // session phase, "running", "terminating" or "retry wait"; "" before the start
 	Started time.Time // zero until the worker started
 	Last    time.Time // the job's last event or output line
 	Ended   time.Time // zero until the verdict

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+)
+
+// retrySleep is the retry policy's clock; nil means real timers. Tests set
+// it.
+var retrySleep func(ctx context.Context, d time.Duration) error
+
+// retryFlags are --max-failures and --state, shared by dispatch, run and
+// fanout.
+type retryFlags struct {
+	maxFailures int
+	stateDir    string
+}
+
+func addRetryFlags(fs *flag.FlagSet, rf *retryFlags) {
+	rf.maxFailures = 1
+	fs.Func("max-failures", "consecutive failures of a job before it is blocked; retryable failures are retried until then (default 1: one attempt, no retry)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive number of failures, got %q", s)
+		}
+		rf.maxFailures = n
+		return nil
+	})
+	fs.StringVar(&rf.stateDir, "state", "", "`directory` of the state file ("+pilot.StateFileName+") that keeps failure budgets and blocked jobs across runs (default: .git/pilot of the workdir's repository, when --max-failures is above 1)")
+}
+
+// policy returns the retry policy the flags ask for, or nil when they ask
+// for none (one attempt and no state: pilot-workers' behaviour), and a
+// function that releases the state file.
+func (rf retryFlags) policy(ctx context.Context, workdir string, stderr io.Writer, cmd string) (*pilot.RetryPolicy, func(), error) {
+	if rf.maxFailures == 1 && rf.stateDir == "" {
+		return nil, func() {}, nil
+	}
+	path := ""
+	if rf.stateDir != "" {
+		path = filepath.Join(rf.stateDir, pilot.StateFileName)
+	} else if p, err := pilot.DefaultStatePath(ctx, workdir); err == nil {
+		path = p
+	} else {
+		fmt.Fprintf(stderr, "pilot %s: note: %s is not in a git repository; failure budgets last for this run only (give --state DIR to keep them)\n", cmd, workdir)
+	}
+	p := &pilot.RetryPolicy{MaxFailures: rf.maxFailures, Sleep: retrySleep}
+	if path == "" {
+		return p, func() {}, nil
+	}
+	s, err := pilot.OpenState(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.State = s
+	return p, func() { s.Close() }, nil
+}

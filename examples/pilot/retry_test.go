@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+)
+
+// fakeWaits replaces the retry clock for one test and returns the waits it
+// was asked for.
+func fakeWaits(t *testing.T) *[]time.Duration {
+	var waits []time.Duration
+	old := retrySleep
+	retrySleep = func(_ context.Context, d time.Duration) error {
+		waits = append(waits, d)
+		return nil
+	}
+	t.Cleanup(func() { retrySleep = old })
+	return &waits
+}
+
+// jsonLines parses every line of out as a JSON object.
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var ms []map[string]any
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %q (%v)", l, err)
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+func TestDispatchMaxFailuresRetriesThenBlocks(t *testing.T) {
+	waits := fakeWaits(t)
+	f := newFixture(t, map[string][]string{"broken": {"err=boom", "exit=3"}})
+	state := filepath.Join(f.dir, "state")
+	code, out, errOut := runCLI(f.args("dispatch", "broken", "--max-failures", "3", "--state", state)...)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1 (stderr %q)", code, errOut)
+	}
+	lines := jsonLines(t, out)
+	if len(lines) != 4 {
+		t.Fatalf("%d lines, want a started line per attempt and the verdict:\n%s", len(lines), out)
+	}
+	for _, l := range lines[:3] {
+		if l["type"] != pilot.StartedType {
+			t.Errorf("line %v, want a started line", l)
+		}
+	}
+	v := lines[3]
+	if v["type"] != pilot.VerdictType || v["verdict"] != "error" || v["failure_class"] != "generic-error" ||
+		v["attempts"] != 3.0 || v["blocked"] != true || v["blocked_reason"] != "recovery failure limit exhausted: 3/3" {
+		t.Errorf("verdict %v", v)
+	}
+	if len(*waits) != 2 || strings.Count(errOut, "retrying afresh") != 2 {
+		t.Errorf("%d waits; stderr %q; want 2 retries", len(*waits), errOut)
+	}
+	rec, err := pilot.ReadRecord(v["record"].(string))
+	if err != nil || rec.Attempt != 3 || rec.PreviousRecord == "" {
+		t.Errorf("last record: attempt %d previous %q (%v)", rec.Attempt, rec.PreviousRecord, err)
+	}
+
+	// A new process (this run again) sees the block and runs nothing; the
+	// two-line shape holds.
+	before, _ := os.ReadDir(f.runDir)
+	code, out, errOut = runCLI(f.args("dispatch", "broken", "--max-failures", "3", "--state", state)...)
+	lines = jsonLines(t, out)
+	if code != exitFailed || len(lines) != 2 || lines[1]["blocked"] != true || lines[1]["attempts"] != nil {
+		t.Errorf("exit %d, stdout:\n%s\nstderr %q; want a blocked verdict and no attempt", code, out, errOut)
+	}
+	if after, _ := os.ReadDir(f.runDir); len(after) != len(before) {
+		t.Errorf("the blocked task ran: %d run directories, were %d", len(after), len(before))
+	}
+}
+
+func TestDispatchMaxFailuresSucceedsOnRetry(t *testing.T) {
+	waits := fakeWaits(t)
+	f := newFixture(t, nil)
+	// Fails until the marker exists; the first attempt makes it.
+	marker := filepath.Join(f.dir, "marker")
+	writeProviders(t, f.providers, map[string]map[string]any{"flaky": {
+		"runner": "command",
+		"argv":   []string{"sh", "-c", "if [ -e " + marker + " ]; then echo done; else touch " + marker + "; echo boom >&2; exit 3; fi"},
+	}})
+	state := filepath.Join(f.dir, "state")
+	code, out, errOut := runCLI(f.args("dispatch", "flaky", "--max-failures", "2", "--state", state)...)
+	lines := jsonLines(t, out)
+	if code != exitOK || len(lines) != 3 {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr %q", code, out, errOut)
+	}
+	if v := lines[2]; v["verdict"] != "completed" || v["attempts"] != 2.0 || v["blocked"] != nil {
+		t.Errorf("verdict %v", v)
+	}
+	if len(*waits) != 1 {
+		t.Errorf("waits %v", *waits)
+	}
+	s, err := pilot.OpenState(filepath.Join(state, pilot.StateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, name := range s.Tasks() {
+		if ts := s.Task(name); len(ts.RecoveryFailures) != 0 || ts.Blocked != "" {
+			t.Errorf("after the success: %+v", ts)
+		}
+	}
+}
+
+func TestDispatchDefaultIsOneAttemptWithoutRetryFields(t *testing.T) {
+	waits := fakeWaits(t)
+	f := newFixture(t, map[string][]string{"broken": {"err=boom", "exit=3"}})
+	code, out, _ := runCLI(f.args("dispatch", "broken")...)
+	lines := jsonLines(t, out)
+	if code != exitFailed || len(lines) != 2 {
+		t.Fatalf("exit %d, stdout:\n%s", code, out)
+	}
+	for _, k := range []string{"attempts", "blocked", "blocked_reason", "resumed_from"} {
+		if _, ok := lines[1][k]; ok {
+			t.Errorf("the verdict has %q without --max-failures: %v", k, lines[1])
+		}
+	}
+	if len(*waits) != 0 {
+		t.Errorf("%d waits", len(*waits))
+	}
+	if _, err := os.Stat(filepath.Join(f.workdir, ".git")); err == nil {
+		t.Error("a .git appeared")
+	}
+}
+
+func TestDispatchStateInTheRepositoryByDefault(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	fakeWaits(t)
+	f := newFixture(t, map[string][]string{"broken": {"err=boom", "exit=3"}})
+	if out, err := exec.Command("git", "init", "-q", f.workdir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	code, _, errOut := runCLI(f.args("dispatch", "broken", "--max-failures", "2")...)
+	if code != exitFailed {
+		t.Fatalf("exit %d (%s)", code, errOut)
+	}
+	s, err := pilot.OpenState(filepath.Join(f.workdir, ".git", "pilot", "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if tasks := s.Tasks(); len(tasks) != 1 || s.Task(tasks[0]).Blocked != "recovery failure limit exhausted: 2/2" {
+		t.Errorf("state: %v", tasks)
+	}
+}
+
+func TestDispatchStateProblemsAreBadInput(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=hi"}})
+	state := filepath.Join(f.dir, "state")
+	os.MkdirAll(state, 0o700)
+	path := filepath.Join(state, pilot.StateFileName)
+
+	os.WriteFile(path, []byte("{broken"), 0o600)
+	code, out, errOut := runCLI(f.args("dispatch", "ok", "--state", state)...)
+	if code != exitBadInput || out != "" || !strings.Contains(errOut, path) || !strings.Contains(errOut, "move it aside") {
+		t.Errorf("corrupt state: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	os.WriteFile(path, []byte("{}"), 0o600)
+	held, err := pilot.OpenState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCLI(f.args("dispatch", "ok", "--max-failures", "2", "--state", state)...)
+	held.Close()
+	if code != exitBadInput || out != "" || !strings.Contains(errOut, "locked") {
+		t.Errorf("locked state: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	for _, bad := range []string{"0", "-1", "x"} {
+		code, _, errOut := runCLI(f.args("dispatch", "ok", "--max-failures", bad)...)
+		if code != exitBadInput || !strings.Contains(errOut, "positive number of failures") {
+			t.Errorf("--max-failures %s: exit %d, stderr %q", bad, code, errOut)
+		}
+	}
+}
+
+func TestFanoutMaxFailures(t *testing.T) {
+	waits := fakeWaits(t)
+	f := newFixture(t, map[string][]string{"broken": {"err=boom", "exit=3"}, "ok": {"out=hi"}})
+	state := filepath.Join(f.dir, "state")
+	code, out, errOut := runCLI(f.fanoutArgs("--providers", "broken,ok", "--mode", "review", "--task-file", f.taskFile,
+		"--max-failures", "2", "--state", state, "--max-parallel", "1")...)
+	if code != exitFailed {
+		t.Fatalf("exit %d (%s)", code, errOut)
+	}
+	vs := fanoutVerdicts(t, out)
+	if len(vs) != 2 || vs[0]["blocked"] != true || vs[0]["attempts"] != 2.0 || vs[1]["verdict"] != "completed" || vs[1]["attempts"] != 1.0 {
+		t.Errorf("verdicts %v", vs)
+	}
+	if len(*waits) != 1 || !strings.Contains(errOut, "broken:review: attempt 1 failed (generic-error, 1/2)") {
+		t.Errorf("%d waits; stderr:\n%s", len(*waits), errOut)
+	}
+	s, err := pilot.OpenState(filepath.Join(state, pilot.StateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := len(s.Tasks()); n != 2 {
+		t.Errorf("%d tasks in the state, want 2", n)
+	}
+}
