@@ -71,8 +71,23 @@
 //
 // The library never prints and never installs signal handlers: the caller
 // cancels the context (the example command uses signal.NotifyContext). It
-// does not retry, schedule or sandbox beyond the environment and process
-// tree; those are the caller's, or later layers'. It runs on Linux only.
+// does not schedule or sandbox beyond the environment and process tree, and
+// retries only when asked ([Dispatcher.DispatchWithRetry], Fanout.Retry);
+// the rest is the caller's, or later layers'. It runs on Linux only.
+//
+// # Retries and state
+//
+// [Dispatcher.DispatchWithRetry] runs a task again after failures its
+// [RetryPolicy] retries: afresh after network, stream, server and generic
+// failures, in the same session (with a resume prompt) after a session-stall
+// or context-limit, never after provider-auth, provider-quota, spawn-failed
+// or cancelled. Each attempt is a dispatch of its own whose record names the
+// attempt before it. A budget of consecutive failures per task and stage
+// blocks the task when it runs out; the waits between attempts grow from 10 s
+// to 5 min and never hold a Fanout slot. A [StateStore] keeps budgets, blocks
+// and the last attempt in a locked, durably written JSON file, so that a
+// restarted orchestrator blocks at the same limit and can resume a failed
+// attempt's session ([ResumeFromRecord]).
 //
 // # Errors and verdicts
 //
