@@ -348,3 +348,48 @@ func TestDefaultStatePath(t *testing.T) {
 		t.Error("a directory outside any repository has a default state path")
 	}
 }
+
+// Whatever a state file holds, opening it either fails closed with a
+// *StateError or gives a state that writes back and reads back the same.
+func FuzzStateFile(f *testing.F) {
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{broken`))
+	f.Add([]byte(`{"version":1,"tasks":{"alpha/01":{"group":"alpha","recovery_failures":{"worker":9},"counters":{"review_no_progress":2},"blocked":"x","updated_at":"2026-01-02T03:04:05Z"}},"groups":{"alpha":{"status":"running","updated_at":"2026-01-02T03:04:05Z"}}}`))
+	f.Add([]byte(`{"version":2}`))
+	f.Add([]byte(`{"version":1,"tasks":{"a":{"recovery_failures":{"w":-3}}}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "state.json")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := pilot.OpenState(path)
+		if err != nil {
+			var se *pilot.StateError
+			if !errors.As(err, &se) || se.Path != path {
+				t.Fatalf("error %v is not a *StateError naming the file", err)
+			}
+			return
+		}
+		tasks := map[string]pilot.TaskState{}
+		for _, n := range s.Tasks() {
+			tasks[n] = s.Task(n)
+		}
+		if err := s.SetGroupStatus("fuzz", "checked"); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		again, err := pilot.OpenState(path)
+		if err != nil {
+			t.Fatalf("the state pilot wrote does not read back: %v", err)
+		}
+		defer again.Close()
+		got := map[string]pilot.TaskState{}
+		for _, n := range again.Tasks() {
+			got[n] = again.Task(n)
+		}
+		if diff := cmp.Diff(tasks, got); diff != "" {
+			t.Errorf("tasks changed by a write (-before +after):\n%s", diff)
+		}
+	})
+}
