@@ -29,6 +29,7 @@ commands:
   dispatch     Run one task; stdout is exactly two JSON lines: started, verdict.
   run          Run one task, streaming the worker's output; ends with a summary line.
   fanout       Run several tasks at once; stdout is one JSON array of verdicts, in job order.
+  state        Show the retry state (failure budgets, blocked jobs); --clear-blocked GROUP unblocks.
   worktrees    List the worktrees fanout jobs made (kept ones hold changes); 'worktrees prune'.
   demo         Run scripted jobs on the built-in fake agent (no API key, no network).
   providers    List the providers: runner, model and credential status (never a value).
@@ -51,6 +52,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdDispatch(ctx, args[1:], stdout, stderr, false)
 	case "run":
 		return cmdDispatch(ctx, args[1:], stdout, stderr, true)
+	case "state":
+		return cmdState(ctx, args[1:], stdout, stderr)
 	case "worktrees":
 		return cmdWorktrees(ctx, args[1:], stdout, stderr)
 	case "fanout":

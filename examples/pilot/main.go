@@ -13,6 +13,12 @@
 //	pilot phase [FILE|-]
 //	pilot fanout --workdir D (--job P:M:F ... | --jobs-file J | --providers a,b --mode M --task-file F)
 //	pilot worktrees [prune] [--run-dir DIR]
+//	pilot state (--state DIR | --workdir D) [--clear-blocked GROUP [--dry-run]]
+//
+// dispatch, run and fanout take --max-failures N (consecutive failures
+// before a job is blocked; retryable failures are retried until then;
+// default 1, one attempt) and --state DIR (the state file's directory;
+// default .git/pilot of the workdir's repository when N is above 1).
 //
 // Providers are pilot's built-ins (glm, kimi-k3, pi, codex, claude, gemini;
 // see pilot.DefaultProviders) with the providers file over them: the file

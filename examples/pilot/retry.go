@@ -62,3 +62,60 @@ func (rf retryFlags) policy(ctx context.Context, workdir string, stderr io.Write
 	p.State = s
 	return p, func() { s.Close() }, nil
 }
+
+// cmdState shows the state file, and clears a group's blocked jobs.
+func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("state", "(--state DIR | --workdir D) [--clear-blocked GROUP [--dry-run]]", stderr)
+	var stateDir, workdir, group string
+	var dryRun bool
+	fs.StringVar(&stateDir, "state", "", "`directory` of the state file")
+	fs.StringVar(&workdir, "workdir", "", "a `directory` in the repository whose .git/pilot state to use (when --state is not given)")
+	fs.StringVar(&group, "clear-blocked", "", "unblock the jobs of `group` and reset their failure budgets and counters")
+	fs.BoolVar(&dryRun, "dry-run", false, "say what --clear-blocked would clear, and change nothing")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	path := ""
+	switch {
+	case stateDir != "":
+		path = filepath.Join(stateDir, pilot.StateFileName)
+	case workdir != "":
+		p, err := pilot.DefaultStatePath(ctx, workdir)
+		if err != nil {
+			return badInput(stderr, "state", "%v", err)
+		}
+		path = p
+	default:
+		return badInput(stderr, "state", "--state or --workdir is required (see pilot state --help)")
+	}
+	if dryRun && group == "" {
+		return badInput(stderr, "state", "--dry-run goes with --clear-blocked")
+	}
+	open := pilot.OpenState
+	if dryRun || group == "" {
+		// Reading, or a dry run: never create, lock or change the file.
+		open = pilot.OpenStateDryRun
+	}
+	s, err := open(path)
+	if err != nil {
+		return badInput(stderr, "state", "%v", err)
+	}
+	defer s.Close()
+	if group != "" {
+		cleared, err := s.ClearBlocked(group)
+		if err != nil {
+			return badInput(stderr, "state", "%v", err)
+		}
+		if cleared == nil {
+			cleared = []string{}
+		}
+		writeJSON(stdout, map[string]any{"state": path, "group": group, "cleared": cleared, "dry_run": dryRun})
+		return exitOK
+	}
+	tasks := map[string]pilot.TaskState{}
+	for _, n := range s.Tasks() {
+		tasks[n] = s.Task(n)
+	}
+	writeJSON(stdout, map[string]any{"state": path, "tasks": tasks})
+	return exitOK
+}

@@ -216,3 +216,63 @@ func TestFanoutMaxFailures(t *testing.T) {
 		t.Errorf("%d tasks in the state, want 2", n)
 	}
 }
+
+// The seed's dry-run retry-blocked: a dry run says what it would clear and
+// changes nothing; the real one unblocks only its group.
+func TestStateClearBlocked(t *testing.T) {
+	fakeWaits(t)
+	f := newFixture(t, map[string][]string{"broken": {"err=boom", "exit=3"}})
+	state := filepath.Join(f.dir, "state")
+	path := filepath.Join(state, pilot.StateFileName)
+
+	// Reading a state that does not exist creates nothing.
+	code, out, errOut := runCLI("state", "--state", state)
+	if code != exitOK || !strings.Contains(out, `"tasks":{}`) {
+		t.Errorf("empty state: exit %d, %q %q", code, out, errOut)
+	}
+	if _, err := os.Stat(state); err == nil {
+		t.Error("reading the state created its directory")
+	}
+
+	for _, label := range []string{"alpha/01", "beta/01"} {
+		if code, _, errOut := runCLI(f.args("dispatch", "broken", "--label", label, "--state", state)...); code != exitFailed {
+			t.Fatalf("%s: exit %d (%s)", label, code, errOut)
+		}
+	}
+	before, _ := os.ReadFile(path)
+
+	code, out, errOut = runCLI("state", "--state", state, "--clear-blocked", "alpha", "--dry-run")
+	if code != exitOK || !strings.Contains(out, `"cleared":["alpha/01"]`) || !strings.Contains(out, `"dry_run":true`) {
+		t.Errorf("dry run: exit %d, %q %q", code, out, errOut)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Errorf("the dry run changed the state:\n%s\n%s", before, after)
+	}
+	if code, _, _ := runCLI(f.args("dispatch", "broken", "--label", "alpha/01", "--state", state)...); code != exitFailed {
+		t.Errorf("exit %d", code)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Error("a blocked job changed the state")
+	}
+
+	code, out, errOut = runCLI("state", "--state", state, "--clear-blocked", "alpha")
+	if code != exitOK || !strings.Contains(out, `"cleared":["alpha/01"]`) {
+		t.Errorf("clear: exit %d, %q %q", code, out, errOut)
+	}
+	code, out, _ = runCLI("state", "--state", state)
+	var doc struct {
+		Tasks map[string]pilot.TaskState `json:"tasks"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != exitOK {
+		t.Fatalf("state: %v %q", err, out)
+	}
+	if doc.Tasks["alpha/01"].Blocked != "" || doc.Tasks["beta/01"].Blocked != "recovery failure limit exhausted: 1/1" {
+		t.Errorf("after clearing alpha: %+v", doc.Tasks)
+	}
+
+	for _, bad := range [][]string{{"state"}, {"state", "--state", state, "--dry-run"}} {
+		if code, _, errOut := runCLI(bad...); code != exitBadInput || errOut == "" {
+			t.Errorf("%v: exit %d %q", bad, code, errOut)
+		}
+	}
+}
