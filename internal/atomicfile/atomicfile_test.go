@@ -215,3 +215,24 @@ func TestWriteFileReaders(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteFileSync(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	for _, tt := range []struct {
+		data string
+		perm fs.FileMode
+	}{{"first", 0o600}, {"second, longer", 0o644}, {"", 0o600}} {
+		if err := atomicfile.WriteFileSync(path, []byte(tt.data), tt.perm); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]entry{"state.json": {Mode: tt.perm, Data: tt.data}}
+		if diff := cmp.Diff(want, snapshot(t, dir)); diff != "" {
+			t.Errorf("after writing %q (-want +got):\n%s", tt.data, diff)
+		}
+	}
+	// A directory that does not exist: an error, and nothing left.
+	if err := atomicfile.WriteFileSync(filepath.Join(dir, "missing", "x"), []byte("x"), 0o600); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("write into a missing directory: %v", err)
+	}
+}
