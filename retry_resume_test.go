@@ -1,0 +1,107 @@
+package pilot_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+)
+
+// Same-session resume and the fallback from a gone session, end to end with
+// the Claude Code runner over recorded streams: the first attempt overflows
+// its context, the retry resumes its session (--resume=ID, the resume
+// prompt on stdin), claude answers that the conversation is gone, and the
+// next attempt starts afresh with the task's own prompt and succeeds.
+func TestRetryResumesTheSessionThenFallsBackWhenItIsGone(t *testing.T) {
+	const session = "4e5f6071-8293-4a4b-b5c6-d7e8f90a1b2c" // prompt-too-long's session
+	dir := t.TempDir()
+	prefix := filepath.Join(dir, "now")
+	play := func(stdout, stderr string) {
+		t.Helper()
+		if err := os.WriteFile(prefix+".stdout", []byte(stdout), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(prefix+".stderr", []byte(stderr), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fixture := func(name string) string {
+		data, err := os.ReadFile(filepath.Join("testdata", "claude", "stream", name+".stdout"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	play(fixture("prompt-too-long"), "")
+
+	p := replayProvider(t, "claude", prefix)
+	d := testDispatcher(t, p)
+	var argvs [][]string
+	var stdins []string
+	d.Observer = func(e pilot.Event) {
+		switch e.Type {
+		case pilot.VerdictType:
+			c, _ := readCall(t, p)
+			argvs, stdins = append(argvs, c.Argv), append(stdins, c.Stdin)
+		case pilot.EventRetry:
+			play("", "No conversation found with session ID: "+session+"\n")
+		case pilot.EventResumeFallback:
+			play(fixture("success"), "")
+		}
+	}
+	waits := 0
+	task := pilot.Task{Provider: "claude", Mode: pilot.ModeCode, Prompt: "fix the bug", Workdir: t.TempDir()}
+	v, err := d.DispatchWithRetry(context.Background(), task, pilot.RetryKey{Task: "bugs/1"}, pilot.RetryPolicy{
+		Sleep: func(context.Context, time.Duration) error { waits++; return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Verdict != pilot.Completed || v.Attempts != 3 || v.ResumedFrom != "" || waits != 1 {
+		t.Fatalf("verdict %s (%s) after %d attempts, resumed from %q, %d waits; want completed after 3, afresh, 1 wait",
+			v.Verdict, v.FailureClass, v.Attempts, v.ResumedFrom, waits)
+	}
+	if len(argvs) != 3 {
+		t.Fatalf("%d worker runs, want 3", len(argvs))
+	}
+	resumeFlag := "--resume=" + session
+	if slices.Contains(argvs[0], resumeFlag) || !slices.Contains(argvs[1], resumeFlag) || slices.Contains(argvs[2], resumeFlag) {
+		t.Errorf("argvs %q: want --resume only on the second run", argvs)
+	}
+	if !strings.Contains(stdins[0], "fix the bug") || !strings.Contains(stdins[1], pilot.DefaultResumePrompt) || !strings.Contains(stdins[2], "fix the bug") {
+		t.Errorf("prompts %q: want the task, the resume prompt, the task", stdins)
+	}
+
+	// The records: each names the one before; the second resumed the
+	// first's session; the third says why it started afresh.
+	third, err := pilot.ReadRecord(v.Record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := pilot.ReadRecord(third.PreviousRecord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := pilot.ReadRecord(second.PreviousRecord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.FailureClass != pilot.FailContextLimit || first.Attempt != 1 || first.Resume != session {
+		t.Errorf("first record: %s, attempt %d, resume %q", first.FailureClass, first.Attempt, first.Resume)
+	}
+	if second.Attempt != 2 || second.ResumedFrom != second.PreviousRecord {
+		t.Errorf("second record: attempt %d resumed from %q", second.Attempt, second.ResumedFrom)
+	}
+	if third.Attempt != 3 || third.ResumedFrom != "" || !strings.Contains(third.ResumeFallback, "No conversation found with session ID: "+session) {
+		t.Errorf("third record: attempt %d resumed from %q fallback %q", third.Attempt, third.ResumedFrom, third.ResumeFallback)
+	}
+	events, err := os.ReadFile(second.EventsLog)
+	if err != nil || !strings.Contains(string(events), pilot.EventResumeFallback) {
+		t.Errorf("the gone resume's events.log has no fallback event (%v):\n%s", err, events)
+	}
+}
