@@ -523,8 +523,9 @@ var sessionGoneMarkers = []string{"No conversation found", "No session found mat
 const sessionGoneScan = 64 << 10
 
 // sessionGone reports whether a failed resume failed because its session is
-// gone, with the line that says so: in the evidence, the stderr tail or the
-// end of the attempt's stream.log.
+// gone, with the line that says so: in the evidence, the stderr tail, or the
+// end of the attempt's stream.log (its stderr lines and its result events;
+// not the rest of stdout, where a tool's output may quote anything).
 func sessionGone(v Verdict) (string, bool) {
 	texts := []string{v.EvidenceExcerpt, v.StderrTail}
 	if v.Record != "" {
@@ -532,7 +533,11 @@ func sessionGone(v Verdict) (string, bool) {
 			if st, err := f.Stat(); err == nil {
 				off := max(st.Size()-sessionGoneScan, 0)
 				if data, err := io.ReadAll(io.NewSectionReader(f, off, st.Size()-off)); err == nil {
-					texts = append(texts, string(data))
+					for _, l := range strings.Split(string(data), "\n") {
+						if strings.HasPrefix(l, "err ") || strings.HasPrefix(l, "out ") && strings.Contains(l, `"type":"result"`) {
+							texts = append(texts, l)
+						}
+					}
 				}
 			}
 			f.Close()

@@ -28,7 +28,8 @@ type outcome struct {
 	retryAfter time.Duration
 	outTokens  int64
 	evidence   string
-	toolCall   bool // the record's session shows a tool call
+	toolCall   bool   // the record's session shows a tool call
+	stream     string // the attempt's stream.log
 }
 
 func fail(c pilot.FailureClass) outcome { return outcome{class: c} }
@@ -93,6 +94,11 @@ func (f *fakeAttempts) attempt(ctx context.Context, task pilot.Task, link pilot.
 		rec.SessionRecord = &pilot.SessionRecord{CompletedToolCallIDs: []string{"call-1"}}
 	}
 	writeJSONFile(f.t, v.Record, rec)
+	if o.stream != "" {
+		if err := os.WriteFile(filepath.Join(filepath.Dir(v.Record), "stream.log"), []byte(o.stream), 0o600); err != nil {
+			f.t.Fatal(err)
+		}
+	}
 	return v, nil
 }
 
@@ -638,5 +644,28 @@ func TestTaskKeyIsStable(t *testing.T) {
 	a.Label = "alpha/01_task"
 	if pilot.TaskKey(a) != "alpha/01_task" {
 		t.Errorf("labelled key %q", pilot.TaskKey(a))
+	}
+}
+
+// A gone session is read from the stream's stderr lines and result events,
+// never from other output, where a tool may quote anything.
+func TestRetryGoneSessionEvidenceInTheStream(t *testing.T) {
+	stall := outcome{class: pilot.FailSessionStall, resume: "sess"}
+	for _, tt := range []struct {
+		name     string
+		stream   string
+		fallback bool
+	}{
+		{"result event", "out {\"type\":\"system\"}\nout {\"type\":\"result\",\"is_error\":true,\"errors\":[\"No conversation found with session ID: sess\"]}\n", true},
+		{"stderr", "err No session found matching 'sess'\n", true},
+		{"tool output", "out {\"type\":\"user\",\"content\":\"grep: No conversation found\"}\n", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(t, stall, outcome{class: pilot.FailGeneric, stream: tt.stream}, ok)
+			retry(t, f, pilot.RetryPolicy{Sleep: (&fakeClock{}).sleep}, pilot.RetryKey{}, nil)
+			if got := f.calls[2].link.Fallback != ""; got != tt.fallback {
+				t.Errorf("fallback %v, want %v (link %+v)", got, tt.fallback, f.calls[2].link)
+			}
+		})
 	}
 }
