@@ -25,7 +25,7 @@ type retryFlags struct {
 
 func addRetryFlags(fs *flag.FlagSet, rf *retryFlags) {
 	rf.maxFailures = 1
-	fs.Func("max-failures", "consecutive failures of a job before it is blocked; retryable failures are retried until then (default 1: one attempt, no retry)", func(s string) error {
+	fs.Func("max-failures", "block a job after `N` consecutive failures, retrying retryable ones until then (default 1: one attempt, no retry)", func(s string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 0 {
 			return fmt.Errorf("want a positive number of failures, got %q", s)
@@ -109,13 +109,13 @@ func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if cleared == nil {
 			cleared = []string{}
 		}
-		writeJSON(stdout, map[string]any{"state": path, "group": group, "cleared": cleared, "dry_run": dryRun})
+		writeJSON(stdout, map[string]any{"state": s.Path(), "group": group, "cleared": cleared, "dry_run": dryRun})
 		return exitOK
 	}
 	tasks := map[string]pilot.TaskState{}
 	for _, n := range s.Tasks() {
 		tasks[n] = s.Task(n)
 	}
-	writeJSON(stdout, map[string]any{"state": path, "tasks": tasks})
+	writeJSON(stdout, map[string]any{"state": s.Path(), "tasks": tasks})
 	return exitOK
 }
