@@ -276,3 +276,45 @@ func TestStateClearBlocked(t *testing.T) {
 		}
 	}
 }
+
+// Budgets survive a restart of the pilot process: two real "pilot
+// dispatch" processes (this test binary running main), a budget of 2. The
+// first fails once (one failure left), the second fails again and is
+// blocked, a third runs nothing.
+func TestDispatchBudgetAcrossProcesses(t *testing.T) {
+	f := newFixture(t, nil)
+	// One process, one attempt: the second attempt of a process would
+	// wait for real, so each attempt fails with a class that is not
+	// retried but still counts.
+	writeProviders(t, f.providers, map[string]map[string]any{"denied": {
+		"runner": "command",
+		"argv":   []string{"sh", "-c", "echo 'Error: 401 Unauthorized: invalid x-api-key from provider' >&2; exit 1"},
+	}})
+	state := filepath.Join(f.dir, "state")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pilotProcess := func() (int, []map[string]any) {
+		cmd := exec.Command(exe, f.args("dispatch", "denied", "--max-failures", "2", "--state", state)...)
+		cmd.Env = append(os.Environ(), envRunMain+"=1")
+		out, _ := cmd.Output()
+		return cmd.ProcessState.ExitCode(), jsonLines(t, string(out))
+	}
+	for i, want := range []struct {
+		blocked  bool
+		attempts any
+	}{{false, 1.0}, {true, 1.0}, {true, nil}} {
+		code, lines := pilotProcess()
+		if code != exitFailed || len(lines) != 2 {
+			t.Fatalf("process %d: exit %d, %v", i+1, code, lines)
+		}
+		v := lines[1]
+		if (v["blocked"] == true) != want.blocked || v["attempts"] != want.attempts || v["failure_class"] != "provider-auth" {
+			t.Errorf("process %d: verdict %v; want blocked %v after %v attempts", i+1, v, want.blocked, want.attempts)
+		}
+	}
+	if runs, _ := os.ReadDir(f.runDir); len(runs) != 2 {
+		t.Errorf("%d run directories, want 2: the blocked third process ran something", len(runs))
+	}
+}
