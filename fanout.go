@@ -231,7 +231,8 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fano
 	}
 	task := job.Task
 	var wt *WorktreeInfo
-	if job.Worktree {
+	if job.Worktree && !(f.Retry != nil && f.Retry.blocked(key)) {
+		// (A blocked job runs nothing: it needs no worktree.)
 		name := fmt.Sprintf("%s-%d-%s", fanoutID, i, task.Provider)
 		info, err := wts.Create(ctx, task.Workdir, safeName(name, '-'))
 		if err != nil {

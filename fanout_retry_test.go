@@ -147,3 +147,39 @@ func TestFanoutRetryKeysAndCancelledWait(t *testing.T) {
 		}
 	}
 }
+
+// A retried worktree job keeps its worktree across attempts (a resume needs
+// the same files); a blocked one gets none.
+func TestFanoutRetryWorktree(t *testing.T) {
+	repo := gitRepo(t)
+	flaky := pilot.Provider{Name: "flaky", Runner: pilot.RunnerCommand,
+		Argv: []string{"/bin/sh", "-c", "if [ -e made ]; then pwd; else touch made; exit 1; fi"}}
+	d := testDispatcher(t, flaky)
+	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
+	job := pilot.Job{Task: pilot.Task{Provider: "flaky", Mode: pilot.ModeCode, Prompt: "x", Workdir: repo, Label: "wt/1"}, Worktree: true}
+	policy := &pilot.RetryPolicy{State: state, Sleep: func(context.Context, time.Duration) error { return nil }}
+	vs, err := (&pilot.Fanout{Dispatcher: d, Retry: policy}).Run(context.Background(), []pilot.Job{job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := vs[0]
+	if v.Verdict != pilot.Completed || v.Attempts != 2 || v.Worktree == nil || !v.Worktree.Kept {
+		t.Fatalf("verdict %s after %d attempts, worktree %+v", v.Verdict, v.Attempts, v.Worktree)
+	}
+	last, _ := pilot.ReadRecord(v.Record)
+	first, _ := pilot.ReadRecord(last.PreviousRecord)
+	if first.Workdir != v.Worktree.Path || last.Workdir != v.Worktree.Path {
+		t.Errorf("attempts ran in %s and %s, want both in the worktree %s", first.Workdir, last.Workdir, v.Worktree.Path)
+	}
+
+	if err := state.UpdateTask("wt/1", func(s *pilot.TaskState) { s.Blocked = "held for review" }); err != nil {
+		t.Fatal(err)
+	}
+	vs, err = (&pilot.Fanout{Dispatcher: d, Retry: policy}).Run(context.Background(), []pilot.Job{job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := vs[0]; !v.Blocked || v.BlockedReason != "held for review" || v.Worktree != nil || v.Attempts != 0 {
+		t.Errorf("blocked job: %+v", v)
+	}
+}

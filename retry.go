@@ -143,6 +143,16 @@ func (p RetryPolicy) retries(c FailureClass) (retry, resume bool) {
 	return c.Retryable() || slices.Contains(p.Retry, c), false
 }
 
+// blocked reports whether the task of key (its defaults filled) would run
+// nothing: it is blocked, or its budget is used up.
+func (p RetryPolicy) blocked(key RetryKey) bool {
+	if p.State == nil {
+		return false
+	}
+	ts := p.State.Task(key.Task)
+	return ts.Blocked != "" || ts.RecoveryFailures[key.Stage] >= p.withDefaults().MaxFailures
+}
+
 // DefaultBackoff is min(10 s · 2^(n-1), 5 min), less a random jitter of up
 // to a fifth, so that siblings that failed together do not retry together.
 func DefaultBackoff(n int) time.Duration {
