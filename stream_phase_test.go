@@ -2,6 +2,8 @@ package pilot_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +91,7 @@ func TestStreamPhaseDrivesTheStallPolicy(t *testing.T) {
 // A retry the worker announced makes its silence expected until the retry
 // is due: the tool threshold does not end it; the task's timeout does.
 func TestAnnouncedRetryIsNotAStall(t *testing.T) {
-	d := lineDispatcher(t, "out=phase:tool-running", "out=quiet:1h", "block")
+	d := lineDispatcher(t, "out=quiet:1h", "out=phase:tool-running", "block") // the retry is announced before the phase that could stall
 	d.Stall = pilot.StallPolicy{Tool: 100 * time.Millisecond}
 	tk := task("linephase")
 	tk.Timeout = 800 * time.Millisecond
@@ -113,7 +115,13 @@ func TestFinishedWorkerEndedByPilotKeepsItsVerdict(t *testing.T) {
 		{"awaiting-model", pilot.Failed, pilot.FailIdleTimeout},
 	} {
 		t.Run(tc.phase, func(t *testing.T) {
-			d := lineDispatcher(t, "out=the answer", "out=phase:"+tc.phase, "block")
+			// The worker prints one more line only once the phase line
+			// has reached the watcher, so the idle timeout, which
+			// counts from that line, ends a worker whose phase pilot
+			// knows, however loaded the machine.
+			seen := filepath.Join(t.TempDir(), "seen")
+			d := lineDispatcher(t, "out=the answer", "out=phase:"+tc.phase, "await="+seen, "out=waiting", "block")
+			d.OnLine = onLine("phase:", func(string) { os.WriteFile(seen, nil, 0o600) })
 			tk := task("linephase")
 			tk.IdleTimeout = 200 * time.Millisecond
 			v := dispatch(t, d, tk)
