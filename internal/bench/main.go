@@ -179,7 +179,7 @@ func printTable(out []row, cfg *config) {
 			base = num(*r.Baseline)
 		}
 		if r.Ratio != nil {
-			ratio = fmt.Sprintf("%.2f", *r.Ratio)
+			ratio = fmt.Sprintf("%.3g", *r.Ratio)
 		}
 		if r.Pass {
 			result = "pass"
