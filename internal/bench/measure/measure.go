@@ -293,9 +293,13 @@ func CancelTree(d *pilot.Dispatcher, t pilot.Task) (time.Duration, error) {
 		return 0, err
 	}
 	pids = append(pids, rec.Pid)
+	// A pid alive now may be a new process that reuses it (pids wrap
+	// quickly on a busy machine): only one that carries this run's id is
+	// left over from it.
+	cookie := []byte(pilot.EnvRunID + "=" + v.RunID)
 	for _, pid := range pids {
-		if procfs.Alive(pid) {
-			return 0, fmt.Errorf("process %d is still alive after Dispatch returned", pid)
+		if env, err := procfs.Environ(pid); err == nil && procfs.Alive(pid) && procfs.HasEntry(env, cookie) {
+			return 0, fmt.Errorf("process %d of run %s is still alive after Dispatch returned", pid, v.RunID)
 		}
 	}
 	return end.Sub(time.Unix(0, cancelAt.Load())), nil
