@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
-	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/bench/measure"
 	"github.com/pilotworkers/pilot/internal/supervise"
 )
 
@@ -82,39 +81,27 @@ func BenchmarkErrgroupExec1000(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/fanout")
 }
 
-// BenchmarkFanoutInFlightMemory measures pilot's heap per running job: 64
-// workers that block, measured once all have started.
+// BenchmarkFanoutInFlightMemory (P6) measures pilot's memory per running
+// job: 256 workers at once (a shell that prints ready and sleeps), measured
+// once all have started, as the resident memory of this process and of
+// its supervisor (the workers excluded) against the same with none
+// running; heap-KiB/job is this process's Go heap alone.
 func BenchmarkFanoutInFlightMemory(b *testing.B) {
+	const n = 256
 	keepSupervisor(b)
-	d := testDispatcher(b, fakeProvider(b, "w", "out=ready", "block"))
-	jobs := make([]pilot.Job, fanoutBenchParallel)
-	for i := range jobs {
-		jobs[i] = pilot.Job{Task: pilot.Task{Provider: "w", Mode: pilot.ModeReview, Prompt: "x"}}
+	d := testDispatcher(b,
+		pilot.Provider{Name: "echo", Runner: pilot.RunnerCommand, Argv: measure.TrivialArgv},
+		pilot.Provider{Name: "block", Runner: pilot.RunnerCommand, Argv: measure.BlockingArgv})
+	if err := measure.DispatchOK(context.Background(), d, pilot.Task{Provider: "echo", Mode: pilot.ModeReview, Prompt: "x"}); err != nil {
+		b.Fatal(err) // the warm-up starts the supervisor
 	}
-	var perJob float64
+	var rss, heap float64
 	for b.Loop() {
-		ctx, cancel := context.WithCancel(context.Background())
-		var ready atomic.Int32
-		all := make(chan struct{})
-		d.OnLine = func(_ string, l pilot.Line) {
-			if string(l.Data) == "ready" && ready.Add(1) == fanoutBenchParallel {
-				close(all)
-			}
+		var err error
+		if rss, heap, err = measure.InFlight(d, n); err != nil {
+			b.Fatal(err)
 		}
-		runtime.GC()
-		var before, during runtime.MemStats
-		runtime.ReadMemStats(&before)
-		done := make(chan struct{})
-		go func() {
-			(&pilot.Fanout{Dispatcher: d}).Run(ctx, jobs)
-			close(done)
-		}()
-		<-all
-		runtime.GC()
-		runtime.ReadMemStats(&during)
-		perJob = float64(int64(during.HeapInuse)-int64(before.HeapInuse)) / fanoutBenchParallel / 1024
-		cancel()
-		<-done
 	}
-	b.ReportMetric(perJob, "KiB/job")
+	b.ReportMetric(rss, "KiB/job")
+	b.ReportMetric(heap, "heap-KiB/job")
 }

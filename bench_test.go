@@ -3,11 +3,13 @@ package pilot_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/bench/measure"
 	"github.com/pilotworkers/pilot/internal/supervise"
 )
 
@@ -75,4 +77,29 @@ func BenchmarkExecTrivial(b *testing.B) {
 // milliseconds, the unit a human compares jobs in.
 func reportMSPerJob(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/job")
+}
+
+// BenchmarkPythonStandInTrivial is P1b's baseline: the seed's architecture,
+// a Python child process per job that itself runs the worker (a minimal
+// stand-in of pilot-workers' dispatch child, internal/bench/measure's
+// standin.py). Pilot's per-job overhead is BenchmarkDispatchTrivial minus
+// BenchmarkExecTrivial; the stand-in's is this minus BenchmarkExecTrivial.
+func BenchmarkPythonStandInTrivial(b *testing.B) {
+	py, err := measure.NewPythonStandIn(b.TempDir())
+	if errors.Is(err, exec.ErrNotFound) {
+		b.Skip("python3 is not installed")
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func() {
+		if err := py.RunOK(measure.TrivialArgv); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run() // warm-up, as for Dispatch
+	for b.Loop() {
+		run()
+	}
+	reportMSPerJob(b)
 }

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pilotworkers/pilot/internal/jsonskim"
 )
 
 // ClaudeRunner runs Claude Code (the claude CLI) headless, one prompt per
@@ -279,6 +281,32 @@ type claudeWatcher struct {
 
 	result     *claudeEvent // the last result event
 	resultLine string
+
+	skim []byte // decode buffer for long lines
+}
+
+// claudeSkimBytes is the line length from which the watcher decodes a copy
+// of the line with its long string values cut (jsonskim): it needs only
+// short fields, and decoding a megabyte-long message whole costs many
+// times more than reading it.
+const claudeSkimBytes = 16 << 10
+
+// decode decodes one stream-json line into ev. A long assistant or user
+// line is decoded from its skimmed copy; anything else (a result, whose
+// text is kept, or a line the copy does not decode) is decoded whole.
+func (w *claudeWatcher) decode(data []byte, ev *claudeEvent) bool {
+	if len(data) >= claudeSkimBytes {
+		w.skim = jsonskim.Shrink(w.skim[:0], data, 1024)
+		ok := claudeDecode(w.skim, ev)
+		if cap(w.skim) > 64<<10 {
+			w.skim = nil // do not keep a big buffer for the next lines
+		}
+		if ok && (ev.Type == "assistant" || ev.Type == "user") {
+			return true
+		}
+		*ev = claudeEvent{}
+	}
+	return claudeDecode(data, ev)
 }
 
 // claudeEvent is the part of a stream-json line the watcher reads.
@@ -373,7 +401,7 @@ func (w *claudeWatcher) Line(l Line) {
 		return
 	}
 	var ev claudeEvent
-	if !claudeDecode(data, &ev) {
+	if !w.decode(data, &ev) {
 		return
 	}
 	if ev.SessionID != "" {

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"github.com/pilotworkers/pilot/internal/lines"
@@ -350,6 +351,7 @@ type run struct {
 	stderrTail  lines.Tail
 	streamTail  lines.Tail                  // both streams, for stall inspections
 	diags       map[FailureClass]Diagnostic // guarded by lineMu
+	logBuf      []byte                      // a stream.log line; guarded by lineMu
 }
 
 func (r *run) execute(ctx context.Context) (v Verdict, err error) {
@@ -1026,16 +1028,19 @@ func (r *run) line(s Stream, tag []byte, l lines.Line) {
 	sec := r.secretBytes()
 	r.lineMu.Lock()
 	defer r.lineMu.Unlock()
-	if l.Spill != nil {
+	switch out := redactBytes(l.Data, sec); {
+	case l.Spill != nil:
 		r.stream.Write(tag)
 		redactCopy(r.stream, l.Spill, sec)
 		r.stream.Write([]byte("\n"))
-	} else {
-		out := make([]byte, 0, len(tag)+len(l.Data)+1)
-		out = append(out, tag...)
-		out = append(out, redactBytes(l.Data, sec)...)
-		out = append(out, '\n')
+	case len(out) > 64<<10:
+		// A long line: three writes cost less than copying it.
+		r.stream.Write(tag)
 		r.stream.Write(out)
+		r.stream.Write([]byte("\n"))
+	default:
+		r.logBuf = append(append(append(r.logBuf[:0], tag...), out...), '\n')
+		r.stream.Write(r.logBuf)
 	}
 	line := Line{Stream: s, Data: data, Size: l.Size, Truncated: l.Truncated}
 	r.noteDiagnostic(line)
@@ -1057,10 +1062,14 @@ func (r *run) noteDiagnostic(l Line) {
 	if l.Truncated {
 		return
 	}
-	text, ok := ExtractDiagnostic(r.runner.Name(), l.Stream, string(l.Data))
+	// The line is not copied (a megabyte-long line would cost a megabyte
+	// of garbage): ExtractDiagnostic is pure and keeps nothing of it, and
+	// the text it returns, which may be part of it, is cloned.
+	text, ok := ExtractDiagnostic(r.runner.Name(), l.Stream, unsafe.String(unsafe.SliceData(l.Data), len(l.Data)))
 	if !ok || len(text) > maxDiagnosticText {
 		return
 	}
+	text = strings.Clone(text)
 	c := ClassifyFailure(text)
 	if c.Evidence == "" {
 		return

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"sync"
 )
 
 // A Line is one complete line, without its "\n".
@@ -76,6 +77,7 @@ func (s *Splitter) add(p []byte) {
 	max := s.max()
 	s.size += int64(len(p))
 	if s.spill == nil && !s.spErr && len(s.buf)+len(p) <= max {
+		s.grow(len(p))
 		s.buf = append(s.buf, p...)
 		return
 	}
@@ -104,6 +106,7 @@ func (s *Splitter) add(p []byte) {
 		if room > len(p) {
 			room = len(p)
 		}
+		s.grow(room)
 		s.buf = append(s.buf, p[:room]...)
 	}
 }
@@ -124,11 +127,67 @@ func (s *Splitter) emit(noEOL bool) {
 	s.dropSpill()
 	s.size = 0
 	s.spErr = false
-	if cap(s.buf) > 64<<10 {
-		s.buf = nil // do not keep a huge buffer after a huge line
+	if cap(s.buf) > smallBuf {
+		// Do not keep a huge buffer after a huge line: hand it to the
+		// next long line of any Splitter.
+		putBig(s.buf)
+		s.buf = nil
 	} else {
 		s.buf = s.buf[:0]
 	}
+}
+
+// smallBuf is the most a Splitter keeps between lines.
+const smallBuf = 64 << 10
+
+// bigBufs holds, by size class (1 MiB, 2 MiB, 4 MiB, ...), the buffers
+// of lines longer than smallBuf between lines, so that a stream of long
+// lines does not allocate (and the garbage collector clear) new buffers
+// for each, nor copy a line from buffer to buffer as it grows; the
+// collector empties it when they are not reused.
+var bigBufs [8]sync.Pool
+
+const bigBuf = 1 << 20 // the smallest class
+
+// bigClass returns the size class for n bytes, or -1 when n is beyond the
+// classes.
+func bigClass(n int) int {
+	for c := range bigBufs {
+		if n <= bigBuf<<c {
+			return c
+		}
+	}
+	return -1
+}
+
+func putBig(b []byte) {
+	if c := bigClass(cap(b)); c >= 0 && cap(b) == bigBuf<<c {
+		b = b[:0]
+		bigBufs[c].Put(&b)
+	}
+}
+
+// grow makes room for n more bytes in s.buf, from bigBufs when the line
+// outgrows smallBuf.
+func (s *Splitter) grow(n int) {
+	need := len(s.buf) + n
+	if need <= cap(s.buf) || need <= smallBuf {
+		return
+	}
+	c := bigClass(need)
+	if c < 0 {
+		s.buf = append(s.buf, make([]byte, n)...)[:len(s.buf)]
+		return
+	}
+	var nb []byte
+	if b, ok := bigBufs[c].Get().(*[]byte); ok {
+		nb = (*b)[:0]
+	} else {
+		nb = make([]byte, 0, bigBuf<<c)
+	}
+	nb = append(nb, s.buf...)
+	putBig(s.buf)
+	s.buf = nb
 }
 
 func (s *Splitter) dropSpill() {

@@ -1,0 +1,622 @@
+// Command bench measures pilot against its performance goals: each figure
+// side by side with a baseline measured in the same process, interleaved
+// over several rounds, and prints the medians, their ratio and whether the
+// goal is met.
+//
+//	go run ./internal/bench [-only P1,P3] [-quick] [-json] [-rounds N]
+//
+// Rows:
+//
+//	P1   Dispatch of a trivial worker ×N vs os/exec of it        ratio <= 1.10
+//	P1b  pilot's per-job overhead vs a Python child per job      >= 20× smaller
+//	P2   Fanout of 1000 trivial jobs at 64 vs errgroup + os/exec ratio <= 1.2
+//	P3   1 GiB of Claude stream-json through a dispatch vs cat   throughput >= 0.5×
+//	P3m  peak RSS of the pilot process during P3                 <= 64 MiB
+//	P4   pi session update after a 1 KiB append to 1 GiB vs a full parse
+//	                                                             <= 1 ms, flat
+//	P5   cancel → process tree gone (all ignore SIGTERM) vs grace <= grace + 100 ms
+//	P6   memory per in-flight job at parallelism 256             <= 256 KiB
+//
+// It is a report: it exits 0 whether or not the goals are met, and 1 only
+// when a measurement could not be made. The binary doubles as pilot's
+// supervisor and as the fake agent of P5.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/bench/measure"
+	"github.com/pilotworkers/pilot/internal/fakeagent"
+)
+
+// A row is one line of the report.
+type row struct {
+	ID       string   `json:"id"`
+	Pilot    float64  `json:"pilot"`
+	Baseline *float64 `json:"baseline"` // nil: the goal is absolute
+	Unit     string   `json:"unit"`
+	Ratio    *float64 `json:"ratio"`
+	Goal     string   `json:"goal"`
+	Pass     bool     `json:"pass"`
+	Note     string   `json:"note,omitempty"`
+	Skipped  bool     `json:"skipped,omitempty"`
+}
+
+type config struct {
+	quick  bool
+	rounds int
+	dir    string // a temporary directory for this run
+	exe    string // this binary
+	log    func(format string, args ...any)
+}
+
+type rowSpec struct {
+	id  string
+	run func(*config) (row, error)
+}
+
+var rows = []rowSpec{
+	{"P1", runP1},
+	{"P1b", runP1b},
+	{"P2", runP2},
+	{"P3", runP3}, // P3 and P3m come from the same runs
+	{"P4", runP4},
+	{"P5", runP5},
+	{"P6", runP6},
+}
+
+func main() {
+	if os.Getenv(fakeagent.EnvFakeAgent) != "" {
+		os.Exit(fakeagent.Main(os.Args[1:]))
+	}
+	os.Exit(run())
+}
+
+func run() int {
+	only := flag.String("only", "", "comma-separated rows to run (P1,P1b,P2,P3,P4,P5,P6); empty runs all")
+	quick := flag.Bool("quick", false, "a short run: fewer rounds and smaller inputs")
+	asJSON := flag.Bool("json", false, "print one JSON array instead of a table")
+	rounds := flag.Int("rounds", 0, "rounds per row; 0 means 5, or 3 with -quick")
+	verbose := flag.Bool("v", false, "log progress on stderr")
+	flag.Parse()
+
+	want := map[string]bool{}
+	for id := range strings.SplitSeq(*only, ",") {
+		if id = strings.TrimSpace(id); id == "" {
+			continue
+		}
+		id = strings.ToUpper(id)
+		if id == "P3M" {
+			id = "P3"
+		}
+		if !slices.ContainsFunc(rows, func(r rowSpec) bool { return strings.ToUpper(r.id) == id }) {
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1, P1b, P2, P3 (with P3m), P4, P5, P6\n", id)
+			return 2
+		}
+		want[strings.ToUpper(id)] = true
+	}
+	cfg := &config{quick: *quick, rounds: *rounds, log: func(string, ...any) {}}
+	if cfg.rounds <= 0 {
+		cfg.rounds = 5
+		if cfg.quick {
+			cfg.rounds = 3
+		}
+	}
+	if *verbose {
+		cfg.log = func(format string, args ...any) {
+			fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+		}
+	}
+	var err error
+	if cfg.exe, err = os.Executable(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+	if cfg.dir, err = os.MkdirTemp("", "pilot-bench-"); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(cfg.dir)
+	stop := measure.KeepSupervisor()
+	defer stop()
+
+	var out []row
+	failed := false
+	for _, r := range rows {
+		if len(want) > 0 && !want[strings.ToUpper(r.id)] {
+			continue
+		}
+		cfg.log("%s: running", r.id)
+		start := time.Now()
+		res, err := r.run(cfg)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", r.id, err)
+			failed = true
+			continue
+		}
+		cfg.log("%s: done in %s", r.id, time.Since(start).Round(time.Millisecond))
+		out = append(out, res)
+		if r.id == "P3" {
+			out = append(out, p3m)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // goals read "<= 1.10"
+		if out == nil {
+			out = []row{}
+		}
+		for i := range out {
+			out[i].round()
+		}
+		enc.Encode(out)
+	} else {
+		printTable(out, cfg)
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+func printTable(out []row, cfg *config) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "row\tpilot\tbaseline\tunit\tratio\tgoal\tresult\t")
+	for _, r := range out {
+		base, ratio, result := "-", "-", "short"
+		if r.Baseline != nil {
+			base = num(*r.Baseline)
+		}
+		if r.Ratio != nil {
+			ratio = fmt.Sprintf("%.3g", *r.Ratio)
+		}
+		if r.Pass {
+			result = "pass"
+		}
+		if r.Skipped {
+			result = "skipped"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.ID, num(r.Pilot), base, r.Unit, ratio, r.Goal, result)
+	}
+	tw.Flush()
+	mode := "full"
+	if cfg.quick {
+		mode = "quick"
+	}
+	fmt.Printf("\n%s run, %d rounds, medians; temporary files under %s\n", mode, cfg.rounds, filepath.Dir(cfg.dir))
+	for _, r := range out {
+		if r.Note != "" {
+			fmt.Printf("%s: %s\n", r.ID, r.Note)
+		}
+	}
+}
+
+func num(f float64) string {
+	switch a := math.Abs(f); {
+	case a >= 100:
+		return fmt.Sprintf("%.0f", f)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", f)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", f)
+	default:
+		return fmt.Sprintf("%.3f", f)
+	}
+}
+
+func ptr(f float64) *float64 { return &f }
+
+// round keeps four significant digits of r's figures, as many as a noisy
+// machine supports.
+func (r *row) round() {
+	sig := func(f float64) float64 {
+		v, _ := strconv.ParseFloat(strconv.FormatFloat(f, 'g', 4, 64), 64)
+		return v
+	}
+	r.Pilot = sig(r.Pilot)
+	if r.Baseline != nil {
+		r.Baseline = ptr(sig(*r.Baseline))
+	}
+	if r.Ratio != nil {
+		r.Ratio = ptr(sig(*r.Ratio))
+	}
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n == 0 {
+		return math.NaN()
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// interleave runs each of fs once per round, starting each round with the
+// next one, so that the machine's drifts fall on all alike.
+func interleave(rounds int, fs ...func() error) error {
+	for r := range rounds {
+		for i := range fs {
+			if err := fs[(r+i)%len(fs)](); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// trivial returns a Dispatcher for the trivial worker, its task, and
+// starts the supervisor with one warm-up dispatch.
+func trivial(cfg *config) (*pilot.Dispatcher, pilot.Task, error) {
+	runDir := filepath.Join(cfg.dir, "runs")
+	d, err := measure.Dispatcher(runDir, time.Second, pilot.Provider{Name: "echo", Runner: pilot.RunnerCommand, Argv: measure.TrivialArgv})
+	if err != nil {
+		return nil, pilot.Task{}, err
+	}
+	wd := filepath.Join(cfg.dir, "work")
+	if err := os.MkdirAll(wd, 0o700); err != nil {
+		return nil, pilot.Task{}, err
+	}
+	t := pilot.Task{Provider: "echo", Mode: pilot.ModeCode, Prompt: "x", Workdir: wd}
+	return d, t, measure.DispatchOK(context.Background(), d, t)
+}
+
+func runP1(cfg *config) (row, error) {
+	n := 200
+	if cfg.quick {
+		n = 50
+	}
+	d, t, err := trivial(cfg)
+	if err != nil {
+		return row{}, err
+	}
+	ctx := context.Background()
+	var ps, es []float64
+	err = interleave(cfg.rounds,
+		func() error {
+			m, err := measure.Sequential(n, func() error { return measure.DispatchOK(ctx, d, t) })
+			ps = append(ps, ms(m))
+			return err
+		},
+		func() error {
+			m, err := measure.Sequential(n, func() error { return measure.ExecOK(measure.TrivialArgv) })
+			es = append(es, ms(m))
+			return err
+		})
+	if err != nil {
+		return row{}, err
+	}
+	p, e := median(ps), median(es)
+	return row{ID: "P1", Pilot: p, Baseline: ptr(e), Unit: "ms/job", Ratio: ptr(p / e), Goal: "<= 1.10", Pass: p/e <= 1.10,
+		Note: fmt.Sprintf("%s ×%d sequential; run directories on %s", strings.Join(measure.TrivialArgv, " "), n, fsType(cfg.dir))}, nil
+}
+
+func runP1b(cfg *config) (row, error) {
+	// A Python job takes tens of times longer: fewer of them, so that
+	// each round gives pilot and os/exec as much time as the stand-in.
+	n, pyN := 200, 20
+	if cfg.quick {
+		n, pyN = 50, 10
+	}
+	py, err := measure.NewPythonStandIn(filepath.Join(cfg.dir))
+	if errors.Is(err, exec.ErrNotFound) {
+		return row{ID: "P1b", Unit: "ms/job overhead", Goal: ">= 20", Skipped: true, Pass: true,
+			Note: "skipped: python3 is not installed, so the Python baseline cannot run"}, nil
+	}
+	if err != nil {
+		return row{}, err
+	}
+	d, t, err := trivial(cfg)
+	if err != nil {
+		return row{}, err
+	}
+	if err := py.RunOK(measure.TrivialArgv); err != nil { // warm-up
+		return row{}, err
+	}
+	ctx := context.Background()
+	var ps, es, ys []float64
+	err = interleave(cfg.rounds,
+		func() error {
+			m, err := measure.Sequential(n, func() error { return measure.DispatchOK(ctx, d, t) })
+			ps = append(ps, ms(m))
+			return err
+		},
+		func() error {
+			m, err := measure.Sequential(n, func() error { return measure.ExecOK(measure.TrivialArgv) })
+			es = append(es, ms(m))
+			return err
+		},
+		func() error {
+			m, err := measure.Sequential(pyN, func() error { return py.RunOK(measure.TrivialArgv) })
+			ys = append(ys, ms(m))
+			return err
+		})
+	if err != nil {
+		return row{}, err
+	}
+	// Overheads per round, against that round's os/exec figure.
+	var po, yo []float64
+	for i := range ps {
+		po = append(po, ps[i]-es[i])
+		yo = append(yo, ys[i]-es[i])
+	}
+	p, y := median(po), median(yo)
+	note := fmt.Sprintf("overhead = time per job minus os/exec's (%.3f ms) in the same round; ratio = the Python stand-in's overhead / pilot's; %s", median(es), py.Python)
+	const floor = 0.01 // ms: below this, pilot's overhead is lost in the noise
+	if p < floor {
+		note += fmt.Sprintf("; pilot's overhead measured below %.2f ms (the machine's noise), so the ratio is taken against %.2f ms", floor, floor)
+	}
+	ratio := y / max(p, floor)
+	return row{ID: "P1b", Pilot: p, Baseline: ptr(y), Unit: "ms/job overhead", Ratio: ptr(ratio), Goal: ">= 20", Pass: ratio >= 20,
+		Note: note}, nil
+}
+
+func runP2(cfg *config) (row, error) {
+	jobs, par := 1000, 64
+	if cfg.quick {
+		jobs = 256
+	}
+	d, t, err := trivial(cfg)
+	if err != nil {
+		return row{}, err
+	}
+	t.Mode = pilot.ModeReview // jobs share the workdir
+	js := make([]pilot.Job, jobs)
+	for i := range js {
+		js[i] = pilot.Job{Task: t}
+	}
+	ctx := context.Background()
+	var ps, es []float64
+	err = interleave(cfg.rounds,
+		func() error {
+			start := time.Now()
+			err := measure.FanoutOK(ctx, d, js, par)
+			ps = append(ps, ms(time.Since(start)))
+			return err
+		},
+		func() error {
+			start := time.Now()
+			err := measure.ErrgroupExec(measure.TrivialArgv, jobs, par)
+			es = append(es, ms(time.Since(start)))
+			return err
+		})
+	if err != nil {
+		return row{}, err
+	}
+	p, e := median(ps), median(es)
+	return row{ID: "P2", Pilot: p, Baseline: ptr(e), Unit: "ms/fanout", Ratio: ptr(p / e), Goal: "<= 1.2", Pass: p/e <= 1.2,
+		Note: fmt.Sprintf("%d jobs, parallelism %d", jobs, par)}, nil
+}
+
+// p3m is the peak RSS row measured with P3.
+var p3m row
+
+func runP3(cfg *config) (row, error) {
+	size, big := int64(1<<30), int64(100<<20)
+	if cfg.quick {
+		size, big = 64<<20, 16<<20
+	}
+	dir := filepath.Join(cfg.dir, "p3")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return row{}, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "stream.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		return row{}, err
+	}
+	cfg.log("P3: writing %d MiB of stream-json", size>>20)
+	n, err := measure.ClaudeStream(f, size, big, rand.New(rand.NewPCG(3, 3)))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return row{}, err
+	}
+	script, err := measure.CatScript(dir)
+	if err != nil {
+		return row{}, err
+	}
+	runDir := filepath.Join(dir, "runs")
+	d, err := measure.Dispatcher(runDir, time.Second, measure.StreamProvider(script, path))
+	if err != nil {
+		return row{}, err
+	}
+	t := pilot.Task{Provider: "stream", Mode: pilot.ModeReview, Prompt: "x", Workdir: dir}
+	ctx := context.Background()
+	mib := float64(n) / (1 << 20)
+	var ps, es, rss []float64
+	err = interleave(cfg.rounds,
+		func() error {
+			// Each run writes a stream log as big as the input: remove
+			// it before the next.
+			defer os.RemoveAll(runDir)
+			if err := measure.ResetPeakRSS(); err != nil {
+				return err
+			}
+			start := time.Now()
+			if err := measure.StreamOK(ctx, d, t, n); err != nil {
+				return err
+			}
+			ps = append(ps, mib/time.Since(start).Seconds())
+			peak, err := measure.PeakRSS()
+			rss = append(rss, float64(peak)/(1<<20))
+			return err
+		},
+		func() error {
+			start := time.Now()
+			got, err := measure.CatPipe(path)
+			if err == nil && got != n {
+				err = fmt.Errorf("cat gave %d bytes, want %d", got, n)
+			}
+			es = append(es, mib/time.Since(start).Seconds())
+			return err
+		})
+	if err != nil {
+		return row{}, err
+	}
+	p, e := median(ps), median(es)
+	peak := slices.Max(rss)
+	p3m = row{ID: "P3m", Pilot: peak, Unit: "MiB peak RSS", Goal: "<= 64 MiB", Pass: peak <= 64,
+		Note: "the largest VmHWM of the pilot process over the P3 rounds (reset before each)"}
+	return row{ID: "P3", Pilot: p, Baseline: ptr(e), Unit: "MiB/s", Ratio: ptr(p / e), Goal: ">= 0.5", Pass: p/e >= 0.5,
+		Note: fmt.Sprintf("%.0f MiB of Claude stream-json (lines 100 B–1 MiB and one of %d MiB) through the claude runner's watcher and stream log on %s, vs cat into a pipe read to /dev/null", mib, big>>20, fsType(dir))}, nil
+}
+
+func runP4(cfg *config) (row, error) {
+	big := int64(1 << 30)
+	updates := 200
+	if cfg.quick {
+		big, updates = 32<<20, 50
+	}
+	dir := filepath.Join(cfg.dir, "p4")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return row{}, err
+	}
+	defer os.RemoveAll(dir)
+	gen := func(name string, size int64) (string, error) {
+		path := filepath.Join(dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			return "", err
+		}
+		measure.PiSession(f, size, rand.New(rand.NewPCG(2, 2)))
+		return path, f.Close()
+	}
+	cfg.log("P4: writing a %d MiB pi session", big>>20)
+	smallPath, err := gen("small.jsonl", 1<<20)
+	if err != nil {
+		return row{}, err
+	}
+	bigPath, err := gen("big.jsonl", big)
+	if err != nil {
+		return row{}, err
+	}
+	small, err := measure.NewPiTail(smallPath)
+	if err != nil {
+		return row{}, err
+	}
+	defer small.Close()
+	cfg.log("P4: first read of the big session")
+	large, err := measure.NewPiTail(bigPath)
+	if err != nil {
+		return row{}, err
+	}
+	defer large.Close()
+	var ps, ss, es []float64
+	upd := func(t *measure.PiTail, into *[]float64) func() error {
+		return func() error {
+			var ds []float64
+			for range updates {
+				d, err := t.AppendUpdate()
+				if err != nil {
+					return err
+				}
+				ds = append(ds, float64(d)/float64(time.Microsecond))
+			}
+			*into = append(*into, median(ds))
+			return nil
+		}
+	}
+	full := func() error {
+		d, err := measure.FullParse(bigPath)
+		es = append(es, float64(d)/float64(time.Microsecond))
+		return err
+	}
+	// A full parse of 1 GiB takes seconds: three rounds are plenty.
+	if err := interleave(min(cfg.rounds, 3), upd(large, &ps), upd(small, &ss), full); err != nil {
+		return row{}, err
+	}
+	p, s, e := median(ps), median(ss), median(es)
+	flat := p <= 2*s+50 // within 2× (plus 50 µs of noise) of the 1 MiB figure
+	return row{ID: "P4", Pilot: p, Baseline: ptr(e), Unit: "µs/update", Ratio: ptr(p / e), Goal: "<= 1 ms, flat", Pass: p <= 1000 && flat,
+		Note: fmt.Sprintf("%d MiB session; the same update at 1 MiB: %.1f µs (flat: %v); baseline = full re-parse of the %d MiB file", big>>20, s, flat, big>>20)}, nil
+}
+
+func runP5(cfg *config) (row, error) {
+	grace := 500 * time.Millisecond
+	if cfg.quick {
+		grace = 200 * time.Millisecond
+	}
+	d, err := measure.Dispatcher(filepath.Join(cfg.dir, "runs"), grace,
+		measure.FakeAgent("tree", cfg.exe, fakeagent.EnvFakeAgent, measure.CancelScript...))
+	if err != nil {
+		return row{}, err
+	}
+	t := pilot.Task{Provider: "tree", Mode: pilot.ModeReview, Prompt: "x", Workdir: cfg.dir}
+	var ps []float64
+	for range cfg.rounds {
+		m, err := measure.CancelTree(d, t)
+		if err != nil {
+			return row{}, err
+		}
+		ps = append(ps, ms(m))
+	}
+	p, g := median(ps), ms(grace)
+	return row{ID: "P5", Pilot: p, Baseline: ptr(g), Unit: "ms", Ratio: ptr(p / g), Goal: fmt.Sprintf("<= %.0f ms", g+100), Pass: p <= g+100,
+		Note: fmt.Sprintf("cancel → Dispatch returned with the tree gone; worker and 2 grandchildren (one in its own session) ignore SIGTERM; slowest %.1f ms", slices.Max(ps))}, nil
+}
+
+func runP6(cfg *config) (row, error) {
+	const n = 256
+	d, err := measure.Dispatcher(filepath.Join(cfg.dir, "runs"), time.Second,
+		pilot.Provider{Name: "block", Runner: pilot.RunnerCommand, Argv: measure.BlockingArgv})
+	if err != nil {
+		return row{}, err
+	}
+	if _, _, err := trivial(cfg); err != nil { // starts the supervisor
+		return row{}, err
+	}
+	var ps, hs []float64
+	for range min(cfg.rounds, 3) {
+		rss, heap, err := measure.InFlight(d, n)
+		if err != nil {
+			return row{}, err
+		}
+		ps, hs = append(ps, rss), append(hs, heap)
+	}
+	p := median(ps)
+	return row{ID: "P6", Pilot: p, Unit: "KiB/job", Goal: "<= 256 KiB", Pass: p <= 256,
+		Note: fmt.Sprintf("resident memory of pilot and its supervisor per running job, %d at once, workers excluded; Go heap alone %.1f KiB/job", n, median(hs))}, nil
+}
+
+// fsType names the file system dir is on, as /proc/self/mounts does.
+func fsType(dir string) string {
+	data, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return "an unknown file system"
+	}
+	best, typ := "", "an unknown file system"
+	for l := range strings.Lines(string(data)) {
+		f := strings.Fields(l)
+		if len(f) < 3 {
+			continue
+		}
+		if (dir == f[1] || strings.HasPrefix(dir, strings.TrimSuffix(f[1], "/")+"/")) && len(f[1]) >= len(best) {
+			best, typ = f[1], f[2]
+		}
+	}
+	return typ
+}
