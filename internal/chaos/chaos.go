@@ -54,6 +54,10 @@ type Report struct {
 	MissingVerdicts int `json:"missing_verdicts"`
 	OpenRecords     int `json:"open_records"`
 	HalfWritten     int `json:"half_written"`
+	// WrongVerdicts counts lone dispatches whose verdict is not the one
+	// their misbehaviour must get (a worker killed by SIGSEGV reported as
+	// completed, say); it should be 0 too.
+	WrongVerdicts int `json:"wrong_verdicts"`
 
 	// What was checked.
 	Jobs      int `json:"jobs"`      // jobs that owed a verdict
@@ -80,7 +84,7 @@ type Report struct {
 
 // OK reports whether every promise held.
 func (r *Report) OK() bool {
-	return r.Orphans == 0 && r.MissingVerdicts == 0 && r.OpenRecords == 0 && r.HalfWritten == 0
+	return r.Orphans == 0 && r.MissingVerdicts == 0 && r.OpenRecords == 0 && r.HalfWritten == 0 && r.WrongVerdicts == 0
 }
 
 // WriteText prints the figures for people.
@@ -103,6 +107,7 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "missing verdicts  %d\n", r.MissingVerdicts)
 	fmt.Fprintf(w, "open records      %d\n", r.OpenRecords)
 	fmt.Fprintf(w, "half written      %d\n", r.HalfWritten)
+	fmt.Fprintf(w, "wrong verdicts    %d\n", r.WrongVerdicts)
 	for _, p := range r.Problems {
 		fmt.Fprintln(w, "problem:", p)
 	}
@@ -127,23 +132,23 @@ type kind struct {
 
 // kinds is every kind of run, dispatches first.
 var kinds = []kind{
-	{"ignore-term", 3, dispatchKind(script{steps: []string{"ignore-term", "out=ready", "block"}, timeout: 300 * time.Millisecond})},
-	{"grandchild-holds-stdout", 3, dispatchKind(script{steps: []string{"spawn:hold", "ready", "block", "end", "out=done"}})},
-	{"setsid-double-fork", 3, dispatchKind(script{steps: doubleFork})},
+	{"ignore-term", 3, dispatchKind(script{steps: []string{"ignore-term", "out=ready", "block"}, timeout: 300 * time.Millisecond, want: "error/timeout"})},
+	{"grandchild-holds-stdout", 3, dispatchKind(script{steps: []string{"spawn:hold", "ready", "block", "end", "out=done"}, want: "completed"})},
+	{"setsid-double-fork", 3, dispatchKind(script{steps: doubleFork, want: "completed"})},
 	{"exits-while-tools-run", 3, dispatchKind(script{steps: []string{
 		"spawn", "ignore-term", "ready", "block", "end",
-		"spawn:setsid", "ready", "sleep=1h", "end", "out=done", "exit=0"}})},
+		"spawn:setsid", "ready", "sleep=1h", "end", "out=done", "exit=0"}, want: "completed"})},
 	{"big-line", 1, func(c *runCtx) {
-		c.dispatch(script{steps: []string{"out=before", "bigline=" + strconv.Itoa(c.cfg.BigLine), "out=after"}})
+		c.dispatch(script{steps: []string{"out=before", "bigline=" + strconv.Itoa(c.cfg.BigLine), "out=after"}, want: "completed"})
 	}},
-	{"flood-stderr", 2, dispatchKind(script{steps: []string{"flood=" + strconv.Itoa(8<<20), "out=done"}})},
-	{"invalid-utf8-nul", 3, dispatchKind(script{steps: invalidBytes})},
-	{"torn-final-line", 3, dispatchKind(script{steps: []string{"out=first", `raw={"type":"message_update","partial`}})},
-	{"exit-between-session-writes", 3, dispatchKind(script{steps: sessionThenExit})},
-	{"sleep-past-every-timeout", 3, dispatchKind(script{steps: []string{"sleep=1h"}, timeout: 300 * time.Millisecond, idle: 200 * time.Millisecond})},
-	{"idle-timeout", 2, dispatchKind(script{steps: []string{"out=hello", "block"}, idle: 200 * time.Millisecond})},
-	{"sigsegv", 3, dispatchKind(script{steps: []string{"out=about to crash", "err=segfault ahead", "signal=11"}})},
-	{"cancel", 3, dispatchKind(script{steps: []string{"spawn:hold", "ignore-term", "ready", "block", "end", "out=ready", "block"}, cancelOnReady: true})},
+	{"flood-stderr", 2, dispatchKind(script{steps: []string{"flood=" + strconv.Itoa(8<<20), "out=done"}, want: "completed"})},
+	{"invalid-utf8-nul", 3, dispatchKind(script{steps: invalidBytes, want: "completed"})},
+	{"torn-final-line", 3, dispatchKind(script{steps: []string{"out=first", `raw={"type":"message_update","partial`}, want: "completed"})},
+	{"exit-between-session-writes", 3, dispatchKind(script{steps: sessionThenExit, want: "error/generic-error"})},
+	{"sleep-past-every-timeout", 3, dispatchKind(script{steps: []string{"sleep=1h"}, timeout: 300 * time.Millisecond, idle: 200 * time.Millisecond, want: "error/idle-timeout"})},
+	{"idle-timeout", 2, dispatchKind(script{steps: []string{"out=hello", "block"}, idle: 200 * time.Millisecond, want: "error/idle-timeout"})},
+	{"sigsegv", 3, dispatchKind(script{steps: []string{"out=about to crash", "err=segfault ahead", "signal=11"}, want: "error/process-terminated/SIGSEGV"})},
+	{"cancel", 3, dispatchKind(script{steps: []string{"spawn:hold", "ignore-term", "ready", "block", "end", "out=ready", "block"}, cancelOnReady: true, want: "error/cancelled"})},
 	{"fanout", 6, runFanout},
 	{"pilot-sigkilled-mid-fanout", 2, runKilledPilot},
 	{"run-dir-unwritable-mid-run", 2, runDiskFull},
@@ -165,7 +170,7 @@ var invalidBytes = []string{
 	`bytes=\x00\x00nul\x00bytes\n`,
 	`bytes=\xff\xfe\xc3\x28 not utf-8 \xe2\x82\n`,
 	"err=\xff\xfe stderr not utf-8 \xc3\x28",
-	`bytes={"type":"result","text":"\x00\xff"}\n`,
+	`bytes={\"type\":\"result\",\"text\":\"\x00\xff\"}\n`,
 	"out=done",
 }
 
@@ -199,6 +204,10 @@ type script struct {
 	steps         []string
 	timeout, idle time.Duration
 	cancelOnReady bool // cancel the dispatch when the worker prints "ready"
+	// want is the verdict a lone dispatch must get: "completed", or
+	// "error/CLASS", optionally with "/SIGNAL" (how the worker died) to
+	// check that too.
+	want string
 }
 
 func dispatchKind(s script) func(*runCtx) {
@@ -225,7 +234,7 @@ type runCtx struct {
 	pids     map[int]bool // every process reported: workers, spawned
 	jobs     int          // jobs that owe a verdict
 	verdicts []pilot.Verdict
-	errs     []string // pilot errors that stand for a verdict
+	wrong    int // verdicts that are not the one the misbehaviour must get
 	problems []string
 	killed   bool // the run's pilot was SIGKILLed: its records stay running
 	injected bool // a write error was injected: pilot errors are expected
@@ -314,6 +323,17 @@ func (c *runCtx) dispatch(s script) {
 		return
 	}
 	c.verdicts = append(c.verdicts, v)
+	got := string(v.Verdict)
+	if v.FailureClass != "" {
+		got += "/" + string(v.FailureClass)
+	}
+	if v.Signal != "" {
+		got += "/" + v.Signal
+	}
+	if s.want != "" && got != s.want && !strings.HasPrefix(got, s.want+"/") {
+		c.wrong++
+		c.problem("verdict %s, want %s (stderr tail %q)", got, s.want, v.StderrTail)
+	}
 }
 
 func runFanout(c *runCtx) {
@@ -439,12 +459,12 @@ func Run(cfg Config) *Report {
 
 // result is what checking one run found.
 type result struct {
-	orphans, missing, open, half int
-	jobs, records                int
-	outcomes                     map[string]int
-	pilotErrors                  int
-	killedRecords, killedTemps   int
-	problems                     []string
+	orphans, missing, open, half, wrong int
+	jobs, records                       int
+	outcomes                            map[string]int
+	pilotErrors                         int
+	killedRecords, killedTemps          int
+	problems                            []string
 }
 
 func (r *Report) add(res result) {
@@ -452,6 +472,7 @@ func (r *Report) add(res result) {
 	r.MissingVerdicts += res.missing
 	r.OpenRecords += res.open
 	r.HalfWritten += res.half
+	r.WrongVerdicts += res.wrong
 	r.Jobs += res.jobs
 	r.Records += res.records
 	r.PilotErrors += res.pilotErrors
@@ -469,7 +490,7 @@ func (r *Report) add(res result) {
 
 // check looks at what the run left: processes, verdicts, records, files.
 func (c *runCtx) check() result {
-	res := result{outcomes: map[string]int{}, jobs: c.jobs}
+	res := result{outcomes: map[string]int{}, jobs: c.jobs, wrong: c.wrong}
 	res.problems = append(res.problems, c.problems...)
 	bad := func(n *int, format string, a ...any) {
 		*n++
