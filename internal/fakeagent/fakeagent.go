@@ -58,6 +58,17 @@ const envReadyFD = "PILOT_FAKE_AGENT_READY_FD"
 
 // Main runs the script and returns the exit status.
 func Main(args []string) int {
+	// The agent leaves the children it spawns unwaited on purpose: os/exec's
+	// leak check (GODEBUG=execwait, which tests set) is not for it.
+	if v, ok := os.LookupEnv("GODEBUG"); ok && strings.Contains(v, "execwait") {
+		var keep []string
+		for _, kv := range strings.Split(v, ",") {
+			if !strings.HasPrefix(kv, "execwait") {
+				keep = append(keep, kv)
+			}
+		}
+		os.Setenv("GODEBUG", strings.Join(keep, ","))
+	}
 	if prefix := os.Getenv(EnvReplay); prefix != "" {
 		return replay(prefix, args)
 	}

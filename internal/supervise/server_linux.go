@@ -400,7 +400,11 @@ func (s *server) shutdown() {
 	for {
 		s.reap()
 		pids := s.settledSubtree()
-		if len(pids) == 0 {
+		if len(pids) == 0 && !hasChildren() {
+			// No child at all, so no descendant: a walk of /proc can
+			// miss a process while it is being re-parented to the
+			// supervisor (its parent exiting), but that parent is
+			// still a child of the supervisor until it is reaped.
 			return
 		}
 		if time.Now().Before(deadline) {
