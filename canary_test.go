@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -114,13 +115,23 @@ var canaryFixture = map[string]string{
 // OnLine, no verdict, no error, no other worker's environment, argv or
 // stdin.
 func TestSecretCanaryEverywhere(t *testing.T) {
+	// The run directories and the workers' call records live here, so
+	// that they outlast the subtests for the search at the end.
+	base := t.TempDir()
+	keepDir := func(t *testing.T) string {
+		dir, err := os.MkdirTemp(base, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
 	provs := pilot.DefaultProviders()
 	for i := range provs {
 		if provs[i].CredentialEnv == "" {
 			provs[i].CredentialEnv = "PI_CANARY_KEY" // pi needs none: give it one
 		}
 	}
-	provs = append(provs, pilot.Provider{Name: "cmd", Runner: pilot.RunnerCommand, CredentialEnv: "CMD_CANARY_KEY"})
+	provs = append(provs, pilot.Provider{Name: "cmd", Runner: pilot.RunnerCommand, Argv: []string{"true"}, CredentialEnv: "CMD_CANARY_KEY"})
 	canary := map[string]string{} // provider → its secret
 	secretOf := map[string]string{}
 	for i, p := range provs {
@@ -137,11 +148,12 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		return "", false
 	}
 	var (
-		mu       sync.Mutex
-		texts    []string // events, lines, verdicts, errors: searched for every canary
-		calls    []string // call.json files, one per worker
-		runDirs  []string
-		outcomes = map[string]int{}
+		mu          sync.Mutex
+		texts       []string // events, lines, verdicts, errors: searched for every canary
+		calls       []string // call.json files, one per worker
+		runDirs     []string
+		outcomes    = map[string]int{}
+		inspections int
 	)
 	note := func(what string, v any) {
 		data, err := json.Marshal(v)
@@ -153,16 +165,22 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		mu.Unlock()
 	}
 	// provider returns p set up as a replaying fake agent for outcome.
-	provider := func(p pilot.Provider, outcome string) pilot.Provider {
+	provider := func(t *testing.T, p pilot.Provider, outcome string) pilot.Provider {
 		exe, err := os.Executable()
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Success replays a recorded successful stream; the others
+		// print only the key (as an auth error quoting it would) and
+		// fail, hang past the timeout, or hang silent.
 		prefix, err := filepath.Abs(canaryFixture[p.Runner])
 		if err != nil {
 			t.Fatal(err)
 		}
-		call := filepath.Join(t.TempDir(), "call.json")
+		if outcome != "success" {
+			prefix = filepath.Join(t.TempDir(), "nothing")
+		}
+		call := filepath.Join(keepDir(t), "call.json")
 		mu.Lock()
 		calls = append(calls, p.Name+" "+call)
 		mu.Unlock()
@@ -186,8 +204,17 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		}
 		return p
 	}
-	dispatcher := func(ps ...pilot.Provider) *pilot.Dispatcher {
-		d := testDispatcher(t, ps...)
+	dispatcher := func(t *testing.T, ps ...pilot.Provider) *pilot.Dispatcher {
+		// The registry holds every provider, as a real one does: pilot
+		// knows their variables hold secrets.
+		all := append([]pilot.Provider(nil), ps...)
+		for _, p := range provs {
+			if !slices.ContainsFunc(ps, func(q pilot.Provider) bool { return q.Name == p.Name }) {
+				all = append(all, p)
+			}
+		}
+		d := testDispatcher(t, all...)
+		d.RunDir = keepDir(t)
 		// Every provider's variable is in the allowlist: only pilot's
 		// own rule keeps the others' secrets out.
 		for env := range secretOf {
@@ -198,14 +225,21 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		d.Credentials = pilot.EnvCredentials{LookupEnv: lookup}
 		d.Heartbeat = 10 * time.Millisecond
 		d.Stall = pilot.StallPolicy{Start: 20 * time.Millisecond, ModelResponse: 20 * time.Millisecond, Tool: 150 * time.Millisecond}
-		d.Observer = func(e pilot.Event) { note("event", e) }
+		d.Observer = func(e pilot.Event) {
+			note("event", e)
+			if e.Type == pilot.EventStallInspection {
+				mu.Lock()
+				inspections++ // they quote the stream's tail
+				mu.Unlock()
+			}
+		}
 		d.OnLine = func(runID string, l pilot.Line) { note("line", string(l.Data)) }
 		mu.Lock()
 		runDirs = append(runDirs, d.RunDir)
 		mu.Unlock()
 		return d
 	}
-	taskFor := func(name, outcome string) pilot.Task {
+	taskFor := func(t *testing.T, name, outcome string) pilot.Task {
 		tk := pilot.Task{Provider: name, Mode: pilot.ModeCode, Prompt: "the task", Workdir: t.TempDir()}
 		switch outcome {
 		case "timeout":
@@ -221,19 +255,19 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 			t.Run(p.Name+"/"+outcome, func(t *testing.T) {
 				t.Parallel()
 				checkGoroutines(t)
-				d := dispatcher(provider(p, outcome))
+				d := dispatcher(t, provider(t, p, outcome))
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				if outcome == "cancel" {
-					obs := d.Observer
-					d.Observer = func(e pilot.Event) {
-						obs(e)
-						if e.Started != nil {
-							cancel()
-						}
+					// Once the worker has printed (its call is
+					// recorded by then), cancel it.
+					onLine := d.OnLine
+					d.OnLine = func(runID string, l pilot.Line) {
+						onLine(runID, l)
+						cancel()
 					}
 				}
-				v, err := d.Dispatch(ctx, taskFor(p.Name, outcome))
+				v, err := d.Dispatch(ctx, taskFor(t, p.Name, outcome))
 				if err != nil {
 					note("error", err.Error())
 					t.Fatal(err)
@@ -261,12 +295,12 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 			if outcome == "cancel" {
 				outcome = "stall" // the fanout is not cancelled as a whole
 			}
-			ps = append(ps, provider(p, outcome))
-			tk := taskFor(p.Name, outcome)
+			ps = append(ps, provider(t, p, outcome))
+			tk := taskFor(t, p.Name, outcome)
 			tk.Mode = pilot.ModeExplore
 			jobs = append(jobs, pilot.Job{Task: tk})
 		}
-		f := &pilot.Fanout{Dispatcher: dispatcher(ps...), OnEvent: func(_ int, e pilot.Event) { note("fanout event", e) }}
+		f := &pilot.Fanout{Dispatcher: dispatcher(t, ps...), OnEvent: func(_ int, e pilot.Event) { note("fanout event", e) }}
 		vs, err := f.Run(context.Background(), jobs)
 		if err != nil {
 			note("error", err.Error())
@@ -280,6 +314,9 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() {
+		if t.Failed() && len(texts) == 0 {
+			return
+		}
 		// After the parallel subtests: count every place a canary is
 		// where it must not be.
 		leaks := 0
@@ -348,10 +385,10 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 				t.Errorf("%s's worker did not get its own secret", owner)
 			}
 		}
-		t.Logf("secret canary: %d providers, %d workers, %d run-dir files, %d events/lines/verdicts/errors searched; outcomes %v; leaks: %d",
-			len(provs), workers, files, len(texts), outcomes, leaks)
-		if workers < len(provs)*len(all) || files < workers*3 {
-			t.Errorf("searched too little: %d workers, %d files", workers, files)
+		t.Logf("secret canary: %d providers, %d workers, %d run-dir files, %d events/lines/verdicts/errors searched (%d stall inspections); outcomes %v; leaks: %d",
+			len(provs), workers, files, len(texts), inspections, outcomes, leaks)
+		if workers < len(provs)*len(all) || files < workers*3 || inspections == 0 {
+			t.Errorf("searched too little: %d workers, %d files, %d stall inspections", workers, files, inspections)
 		}
 	})
 }
