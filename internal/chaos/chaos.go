@@ -618,6 +618,17 @@ func lastLine(data []byte) []byte {
 }
 
 func cmdline(pid int) string {
+	stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 2 {
+			return "state " + f[0] + " ppid " + f[1] + " (" + cmdArgs(pid) + ")"
+		}
+	}
+	return cmdArgs(pid)
+}
+
+func cmdArgs(pid int) string {
 	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	s := strings.ReplaceAll(strings.TrimRight(string(data), "\x00"), "\x00", " ")
 	if len(s) > 200 {
