@@ -354,7 +354,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 			owner, path, _ := strings.Cut(pc, " ")
 			data, err := os.ReadFile(path)
 			if err != nil {
-				continue // a provider set up for a run that never started
+				continue // a worker ended before it recorded its call
 			}
 			var call fakeagent.Call
 			if err := json.Unmarshal(data, &call); err != nil {
@@ -387,7 +387,10 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		}
 		t.Logf("secret canary: %d providers, %d workers, %d run-dir files, %d events/lines/verdicts/errors searched (%d stall inspections); outcomes %v; leaks: %d",
 			len(provs), workers, files, len(texts), inspections, outcomes, leaks)
-		if workers < len(provs)*len(all) || files < workers*3 || inspections == 0 {
+		// A worker that pilot ended (timeout, stall) before it had
+		// recorded its call has no environment to search; those that
+		// run until they print (success, failure, cancel) always have.
+		if workers < len(provs)*3 || files < workers*3 || inspections == 0 {
 			t.Errorf("searched too little: %d workers, %d files, %d stall inspections", workers, files, inspections)
 		}
 	})
