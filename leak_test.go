@@ -1,7 +1,10 @@
 package pilot_test
 
 import (
+	"io"
+
 	"bytes"
+	"github.com/pilotworkers/pilot"
 	"os"
 	"runtime"
 	"strings"
@@ -107,4 +110,32 @@ func leakCheckMain(code int) int {
 	case <-time.After(10 * time.Second):
 	}
 	return code
+}
+
+// TestLeakCheckSeesAPilotGoroutine: the checker is not blind. A goroutine
+// blocked in pilot's code (a session parse waiting for input) is listed
+// until it returns.
+func TestLeakCheckSeesAPilotGoroutine(t *testing.T) {
+	before := map[string]bool{}
+	for _, g := range pilotGoroutines() {
+		before[goroutineID(g)] = true
+	}
+	r, w := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pilot.ParsePiSession(r)
+	}()
+	w.Write([]byte(`{"type":"session","id":"s"}` + "\n")) // it is reading now
+	found := false
+	for _, g := range pilotGoroutines() {
+		if !before[goroutineID(g)] && strings.Contains(g, "pilot.ParsePiSession") {
+			found = true
+		}
+	}
+	w.Close()
+	<-done
+	if !found {
+		t.Errorf("the goroutine blocked in ParsePiSession was not listed")
+	}
 }
