@@ -1,15 +1,15 @@
 package pilot_test
 
 import (
-	"io"
-
 	"bytes"
-	"github.com/pilotworkers/pilot"
+	"io"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pilotworkers/pilot"
 )
 
 // checkGoroutines fails t if, when t and its subtests have ended, a
