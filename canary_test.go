@@ -1,12 +1,18 @@
 package pilot_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
@@ -86,4 +92,306 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 			})
 		}
 	}
+}
+
+// canaryFixture is a recorded successful stream of each agent CLI runner
+// (testdata/RUNNER/stream/NAME); the command runner replays pi's.
+var canaryFixture = map[string]string{
+	pilot.RunnerPi:       "testdata/pi/stream/parallel-tools-gen-b",
+	pilot.RunnerCodex:    "testdata/codex/stream/parallel-commands",
+	pilot.RunnerClaude:   "testdata/claude/stream/parallel-tools",
+	pilot.RunnerOpencode: "testdata/opencode/stream/parallel-tools",
+	pilot.RunnerGemini:   "testdata/gemini/stream/parallel-tools",
+	pilot.RunnerCommand:  "testdata/pi/stream/parallel-tools-gen-b",
+}
+
+// The secret canary across everything: every built-in provider (and a
+// command-runner one), each with a secret of its own, runs dispatches that
+// succeed, fail, time out, stall and are cancelled, and then a fanout of
+// all of them; the failing workers print their own key on stdout and
+// stderr. Each secret may then appear in one place only: its own
+// provider's worker environment, under its own variable. It must be in no
+// file under the run directories, no event, no output line handed to
+// OnLine, no verdict, no error, no other worker's environment, argv or
+// stdin.
+func TestSecretCanaryEverywhere(t *testing.T) {
+	// The run directories and the workers' call records live here, so
+	// that they outlast the subtests for the search at the end.
+	base := t.TempDir()
+	keepDir := func(t *testing.T) string {
+		dir, err := os.MkdirTemp(base, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	provs := pilot.DefaultProviders()
+	for i := range provs {
+		if provs[i].CredentialEnv == "" {
+			provs[i].CredentialEnv = "PI_CANARY_KEY" // pi needs none: give it one
+		}
+	}
+	provs = append(provs, pilot.Provider{Name: "cmd", Runner: pilot.RunnerCommand, Argv: []string{"true"}, CredentialEnv: "CMD_CANARY_KEY"})
+	canary := map[string]string{} // provider → its secret
+	secretOf := map[string]string{}
+	for i, p := range provs {
+		canary[p.Name] = fmt.Sprintf("canary-%s-%08x-secret", p.Name, 0x5eed0000+i)
+		secretOf[p.CredentialEnv] = canary[p.Name]
+	}
+	lookup := func(k string) (string, bool) {
+		if v, ok := secretOf[k]; ok {
+			return v, true
+		}
+		if k == "PATH" {
+			return os.LookupEnv(k)
+		}
+		return "", false
+	}
+	var (
+		mu          sync.Mutex
+		texts       []string // events, lines, verdicts, errors: searched for every canary
+		calls       []string // call.json files, one per worker
+		runDirs     []string
+		outcomes    = map[string]int{}
+		inspections int
+	)
+	note := func(what string, v any) {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Errorf("%s does not marshal: %v", what, err)
+		}
+		mu.Lock()
+		texts = append(texts, what+": "+string(data))
+		mu.Unlock()
+	}
+	// provider returns p set up as a replaying fake agent for outcome.
+	provider := func(t *testing.T, p pilot.Provider, outcome string) pilot.Provider {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Success replays a recorded successful stream; the others
+		// print only the key (as an auth error quoting it would) and
+		// fail, hang past the timeout, or hang silent.
+		prefix, err := filepath.Abs(canaryFixture[p.Runner])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if outcome != "success" {
+			prefix = filepath.Join(t.TempDir(), "nothing")
+		}
+		call := filepath.Join(keepDir(t), "call.json")
+		mu.Lock()
+		calls = append(calls, p.Name+" "+call)
+		mu.Unlock()
+		p.Env = map[string]string{
+			fakeagent.EnvFakeAgent: "1", "GORACE": "atexit_sleep_ms=0",
+			fakeagent.EnvReplay: prefix, fakeagent.EnvCallOut: call,
+		}
+		if p.Runner == pilot.RunnerCommand {
+			p.Argv = []string{exe, "{prompt}"}
+		} else {
+			p.Binary = exe
+		}
+		if outcome != "success" {
+			p.Env[fakeagent.EnvReplayEcho] = p.CredentialEnv
+		}
+		switch outcome {
+		case "failure":
+			p.Env[fakeagent.EnvReplayExit] = "1"
+		case "timeout", "stall", "cancel":
+			p.Env[fakeagent.EnvReplayBlock] = "1"
+		}
+		return p
+	}
+	dispatcher := func(t *testing.T, ps ...pilot.Provider) *pilot.Dispatcher {
+		// The registry holds every provider, as a real one does: pilot
+		// knows their variables hold secrets.
+		all := append([]pilot.Provider(nil), ps...)
+		for _, p := range provs {
+			if !slices.ContainsFunc(ps, func(q pilot.Provider) bool { return q.Name == p.Name }) {
+				all = append(all, p)
+			}
+		}
+		d := testDispatcher(t, all...)
+		d.RunDir = keepDir(t)
+		// Every provider's variable is in the allowlist: only pilot's
+		// own rule keeps the others' secrets out.
+		for env := range secretOf {
+			d.EnvAllow = append(d.EnvAllow, env)
+		}
+		d.EnvAllow = append(d.EnvAllow, pilot.DefaultEnvAllow...)
+		d.LookupEnv = lookup
+		d.Credentials = pilot.EnvCredentials{LookupEnv: lookup}
+		d.Heartbeat = 10 * time.Millisecond
+		d.Stall = pilot.StallPolicy{Start: 20 * time.Millisecond, ModelResponse: 20 * time.Millisecond, Tool: 150 * time.Millisecond}
+		d.Observer = func(e pilot.Event) {
+			note("event", e)
+			if e.Type == pilot.EventStallInspection {
+				mu.Lock()
+				inspections++ // they quote the stream's tail
+				mu.Unlock()
+			}
+		}
+		d.OnLine = func(runID string, l pilot.Line) { note("line", string(l.Data)) }
+		mu.Lock()
+		runDirs = append(runDirs, d.RunDir)
+		mu.Unlock()
+		return d
+	}
+	taskFor := func(t *testing.T, name, outcome string) pilot.Task {
+		tk := pilot.Task{Provider: name, Mode: pilot.ModeCode, Prompt: "the task", Workdir: t.TempDir()}
+		switch outcome {
+		case "timeout":
+			tk.Timeout = 300 * time.Millisecond
+		case "stall":
+			tk.IdleTimeout = 400 * time.Millisecond
+		}
+		return tk
+	}
+	all := []string{"success", "failure", "timeout", "stall", "cancel"}
+	for _, p := range provs {
+		for _, outcome := range all {
+			t.Run(p.Name+"/"+outcome, func(t *testing.T) {
+				t.Parallel()
+				checkGoroutines(t)
+				d := dispatcher(t, provider(t, p, outcome))
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if outcome == "cancel" {
+					// Once the worker has printed (its call is
+					// recorded by then), cancel it.
+					onLine := d.OnLine
+					d.OnLine = func(runID string, l pilot.Line) {
+						onLine(runID, l)
+						cancel()
+					}
+				}
+				v, err := d.Dispatch(ctx, taskFor(t, p.Name, outcome))
+				if err != nil {
+					note("error", err.Error())
+					t.Fatal(err)
+				}
+				note("verdict", v)
+				mu.Lock()
+				outcomes[outcome+":"+string(v.Verdict)+"/"+string(v.FailureClass)]++
+				mu.Unlock()
+				if outcome == "success" && v.Verdict != pilot.Completed {
+					t.Errorf("success run: verdict %s (%s)", v.Verdict, v.FailureClass)
+				}
+				if outcome != "success" && v.Verdict.Success() {
+					t.Errorf("%s run: verdict %s", outcome, v.Verdict)
+				}
+			})
+		}
+	}
+	t.Run("fanout", func(t *testing.T) {
+		t.Parallel()
+		checkGoroutines(t)
+		var ps []pilot.Provider
+		var jobs []pilot.Job
+		for i, p := range provs {
+			outcome := all[i%len(all)]
+			if outcome == "cancel" {
+				outcome = "stall" // the fanout is not cancelled as a whole
+			}
+			ps = append(ps, provider(t, p, outcome))
+			tk := taskFor(t, p.Name, outcome)
+			tk.Mode = pilot.ModeExplore
+			jobs = append(jobs, pilot.Job{Task: tk})
+		}
+		f := &pilot.Fanout{Dispatcher: dispatcher(t, ps...), OnEvent: func(_ int, e pilot.Event) { note("fanout event", e) }}
+		vs, err := f.Run(context.Background(), jobs)
+		if err != nil {
+			note("error", err.Error())
+			t.Fatal(err)
+		}
+		for _, v := range vs {
+			note("verdict", v)
+		}
+		if len(vs) != len(jobs) {
+			t.Errorf("%d verdicts for %d jobs", len(vs), len(jobs))
+		}
+	})
+	t.Cleanup(func() {
+		if t.Failed() && len(texts) == 0 {
+			return
+		}
+		// After the parallel subtests: count every place a canary is
+		// where it must not be.
+		leaks := 0
+		for _, s := range texts {
+			for name, c := range canary {
+				if strings.Contains(s, c) {
+					leaks++
+					t.Errorf("%s's canary in %.300s", name, s)
+				}
+			}
+		}
+		files := 0
+		for _, dir := range runDirs {
+			filepath.WalkDir(dir, func(path string, de fs.DirEntry, err error) error {
+				if err != nil || de.IsDir() || de.Type()&fs.ModeSymlink != 0 {
+					return err
+				}
+				data, err := os.ReadFile(path)
+				if err != nil {
+					t.Errorf("reading %s: %v", path, err)
+					return nil
+				}
+				files++
+				for name, c := range canary {
+					if bytes.Contains(data, []byte(c)) {
+						leaks++
+						t.Errorf("%s's canary in %s", name, path)
+					}
+				}
+				return nil
+			})
+		}
+		workers := 0
+		for _, pc := range calls {
+			owner, path, _ := strings.Cut(pc, " ")
+			data, err := os.ReadFile(path)
+			if err != nil {
+				continue // a worker ended before it recorded its call
+			}
+			var call fakeagent.Call
+			if err := json.Unmarshal(data, &call); err != nil {
+				t.Errorf("%s: %v", path, err)
+				continue
+			}
+			workers++
+			own := false
+			for name, c := range canary {
+				for _, kv := range call.Env {
+					if !strings.Contains(kv, c) {
+						continue
+					}
+					k, _, _ := strings.Cut(kv, "=")
+					if name == owner && kv == k+"="+c && secretOf[k] == c {
+						own = true
+						continue
+					}
+					leaks++
+					t.Errorf("%s's worker environment holds %s's canary: %s", owner, name, kv)
+				}
+				if strings.Contains(strings.Join(call.Argv, "\x00")+call.Stdin, c) {
+					leaks++
+					t.Errorf("%s's worker argv or stdin holds %s's canary", owner, name)
+				}
+			}
+			if !own {
+				t.Errorf("%s's worker did not get its own secret", owner)
+			}
+		}
+		t.Logf("secret canary: %d providers, %d workers, %d run-dir files, %d events/lines/verdicts/errors searched (%d stall inspections); outcomes %v; leaks: %d",
+			len(provs), workers, files, len(texts), inspections, outcomes, leaks)
+		// A worker that pilot ended (timeout, stall) before it had
+		// recorded its call has no environment to search; those that
+		// run until they print (success, failure, cancel) always have.
+		if workers < len(provs)*3 || files < workers*3 || inspections == 0 {
+			t.Errorf("searched too little: %d workers, %d files, %d stall inspections", workers, files, inspections)
+		}
+	})
 }

@@ -397,6 +397,11 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 			r.runningWritten()
 			if werr := writeRecord(r.recPath, r.final, &r.rec); werr != nil {
 				err = errors.Join(err, fmt.Errorf("pilot: closing out %s: %w", r.recPath, werr))
+				// A record that cannot be closed out (a full disk)
+				// must not go on saying "running": remove it.
+				if rerr := os.Remove(r.recPath); rerr == nil {
+					err = errors.Join(err, fmt.Errorf("pilot: removed %s, which still said running", r.recPath))
+				}
 			}
 		}
 		if r.final != nil {

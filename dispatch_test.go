@@ -57,6 +57,7 @@ func summarize(v pilot.Verdict) summary {
 }
 
 func TestDispatchOutcomes(t *testing.T) {
+	checkGoroutines(t)
 	tests := []struct {
 		name   string
 		script []string
@@ -86,6 +87,7 @@ func TestDispatchOutcomes(t *testing.T) {
 }
 
 func TestDispatchStderrTailAndLogs(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "fake", "out=to stdout", "flood=100000", "err=the last words", "exit=1"))
 	v := dispatch(t, d, task("fake"))
 	if len([]rune(v.StderrTail)) > 500 {
@@ -157,6 +159,7 @@ func eventTypes(events []map[string]any) []any {
 }
 
 func TestDispatchWallClockTimeout(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "fake", "out=working", "block"))
 	tk := task("fake")
 	tk.Timeout = 300 * time.Millisecond
@@ -167,6 +170,7 @@ func TestDispatchWallClockTimeout(t *testing.T) {
 }
 
 func TestDispatchIdleTimeout(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "fake", "out=one line, then silence", "block"))
 	tk := task("fake")
 	tk.IdleTimeout = 300 * time.Millisecond
@@ -177,6 +181,7 @@ func TestDispatchIdleTimeout(t *testing.T) {
 }
 
 func TestDispatchContextCancel(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "fake", "out=ready", "block"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -204,6 +209,7 @@ func anyStrings(xs []any) []string {
 }
 
 func TestDispatchAlreadyCancelledStartsNothing(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "fake", "out=never"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -214,6 +220,7 @@ func TestDispatchAlreadyCancelledStartsNothing(t *testing.T) {
 }
 
 func TestSIGTERMIgnoringWorkerIsKilledAfterGrace(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "fake", "ignore-term", "out=ready", "block"))
 	d.Grace = 200 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
@@ -238,6 +245,7 @@ func TestSIGTERMIgnoringWorkerIsKilledAfterGrace(t *testing.T) {
 }
 
 func TestGrandchildHoldingThePipeDoesNotHangDispatch(t *testing.T) {
+	checkGoroutines(t)
 	// The grandchild keeps the worker's stdout open and ignores SIGTERM;
 	// the worker exits at once.
 	d := testDispatcher(t, fakeProvider(t, "fake", "spawn:hold", "ignore-term", "ready", "block", "end", "out=done"))
@@ -260,6 +268,7 @@ func TestGrandchildHoldingThePipeDoesNotHangDispatch(t *testing.T) {
 }
 
 func TestSetsidGrandchildLeftBehindIsKilled(t *testing.T) {
+	checkGoroutines(t)
 	// A daemon: the worker's child starts a grandchild in its own session
 	// and exits; then the worker exits too.
 	d := testDispatcher(t, fakeProvider(t, "fake",
@@ -296,6 +305,7 @@ func processesWithEnv(t *testing.T, entry string) []int {
 }
 
 func TestDispatcherSIGKILLedLeavesNoWorkerOrDescendant(t *testing.T) {
+	checkGoroutines(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -348,6 +358,7 @@ func TestDispatcherSIGKILLedLeavesNoWorkerOrDescendant(t *testing.T) {
 func childrenOf(pid int) []int { return procfs.Children(pid) }
 
 func TestSixteenMiBLineArrivesWholeWithBoundedMemory(t *testing.T) {
+	checkGoroutines(t)
 	const size = 16 << 20
 	d := testDispatcher(t, fakeProvider(t, "fake", "out=before", "bigline="+strconv.Itoa(size), "out=after"))
 	d.MaxLineBytes = 1 << 20
@@ -401,6 +412,7 @@ func assertNoSpillLeft(t *testing.T, dir string) {
 }
 
 func TestCredentialPreflightFailureSpawnsNothing(t *testing.T) {
+	checkGoroutines(t)
 	marker := filepath.Join(t.TempDir(), "spawned")
 	p := pilot.Provider{
 		Name:          "glm",
@@ -435,6 +447,7 @@ func assertEmptyDir(t *testing.T, dir string) {
 }
 
 func TestSecretCanaryStaysWithItsProvider(t *testing.T) {
+	checkGoroutines(t)
 	const canaryA = "canary-secret-A-5f1e2d3c"
 	const canaryB = "canary-secret-B-9a8b7c6d"
 	env := map[string]string{"A_API_KEY": canaryA, "B_API_KEY": canaryB, "PATH": os.Getenv("PATH")}
@@ -538,6 +551,7 @@ func (failingRunner) Command(context.Context, pilot.Attempt) (*pilot.Command, er
 }
 
 func TestRecordIsClosedOutOnEveryPath(t *testing.T) {
+	checkGoroutines(t)
 	cases := []struct {
 		name    string
 		prov    pilot.Provider
@@ -582,6 +596,7 @@ func TestRecordIsClosedOutOnEveryPath(t *testing.T) {
 }
 
 func TestSpawnFailureIsAVerdict(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t, pilot.Provider{Name: "p", Runner: pilot.RunnerCommand, Argv: []string{"no-such-agent-cli"}})
 	v := dispatch(t, d, task("p"))
 	if diff := cmp.Diff(summary{pilot.Failed, pilot.FailSpawn, nil, ""}, summarize(v)); diff != "" {
@@ -593,6 +608,7 @@ func TestSpawnFailureIsAVerdict(t *testing.T) {
 }
 
 func TestNoGoroutineLeaks(t *testing.T) {
+	checkGoroutines(t)
 	base := runtime.NumGoroutine()
 	d := testDispatcher(t, fakeProvider(t, "fake", "out=hi", "spawn:hold", "ready", "block", "end"))
 	for i := 0; i < 3; i++ {
@@ -618,6 +634,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 }
 
 func TestStartedEventAndVerdictContract(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "fake", "out=hi"))
 	var seen []pilot.Event
 	d.Observer = func(e pilot.Event) { seen = append(seen, e) }
@@ -646,6 +663,7 @@ func TestStartedEventAndVerdictContract(t *testing.T) {
 }
 
 func TestTaskFileIsKeptWhetherOrNotTheWorkerReadsIt(t *testing.T) {
+	checkGoroutines(t)
 	reads := fakeProvider(t, "reads")
 	reads.Argv = []string{"/bin/sh", "-c", `cat "$1"`, "sh", "{task_file}"}
 	reads.Env = nil
@@ -676,6 +694,7 @@ func TestTaskFileIsKeptWhetherOrNotTheWorkerReadsIt(t *testing.T) {
 // Many dispatches at once share one supervisor; each gets its own verdict
 // and every tree, daemons included, is gone afterwards.
 func TestConcurrentDispatchesShareTheSupervisor(t *testing.T) {
+	checkGoroutines(t)
 	scripts := map[string][]string{
 		"plain":  {"out=hi"},
 		"fails":  {"err=no", "exit=5"},

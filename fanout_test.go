@@ -25,6 +25,7 @@ func fanoutJobs(mode pilot.Mode, providers ...string) []pilot.Job {
 }
 
 func TestFanoutVerdictsInJobOrder(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t,
 		fakeProvider(t, "slow", "sleep=200ms", "out=slow done"),
 		fakeProvider(t, "fast", "out=fast done"),
@@ -60,6 +61,7 @@ func TestFanoutVerdictsInJobOrder(t *testing.T) {
 }
 
 func TestFanoutGuardsSpawnNothing(t *testing.T) {
+	checkGoroutines(t)
 	marker := filepath.Join(t.TempDir(), "spawned")
 	touch := pilot.Provider{Name: "touch", Runner: pilot.RunnerCommand, Argv: []string{"/bin/sh", "-c", "touch " + marker + "; echo ok"}}
 	keyed := touch
@@ -103,6 +105,7 @@ func TestFanoutGuardsSpawnNothing(t *testing.T) {
 }
 
 func TestFanoutWarnsAboutTestJobsSharingAWorkdir(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "a", "out=ok"), fakeProvider(t, "b", "out=ok"))
 	var warnings []string
 	f := &pilot.Fanout{Dispatcher: d, OnEvent: func(i int, e pilot.Event) {
@@ -120,6 +123,7 @@ func TestFanoutWarnsAboutTestJobsSharingAWorkdir(t *testing.T) {
 }
 
 func TestFanoutMaxParallel(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "w", "out=ok"))
 	var running, peak atomic.Int32
 	f := &pilot.Fanout{Dispatcher: d, MaxParallel: 3, OnEvent: func(_ int, e pilot.Event) {
@@ -148,6 +152,7 @@ func TestFanoutMaxParallel(t *testing.T) {
 // Cancelling the context ends running workers and starts no more; every
 // job still has a verdict and nothing is left running.
 func TestFanoutCancelGivesEveryJobAVerdict(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "w", "out=ready", "block"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -174,6 +179,7 @@ func TestFanoutCancelGivesEveryJobAVerdict(t *testing.T) {
 }
 
 func TestFanoutFailFast(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "bad", "exit=1"), fakeProvider(t, "slow", "out=x", "block"))
 	f := &pilot.Fanout{Dispatcher: d, FailFast: true}
 	vs, err := f.Run(context.Background(), fanoutJobs(pilot.ModeReview, "bad", "slow"))
@@ -207,6 +213,7 @@ func gitRepo(t *testing.T) string {
 // Two code jobs in worktrees of one repository: the one that changes a file
 // keeps its worktree, the other's is removed, and the inventory says so.
 func TestFanoutWorktrees(t *testing.T) {
+	checkGoroutines(t)
 	repo := gitRepo(t)
 	writer := pilot.Provider{Name: "writer", Runner: pilot.RunnerCommand,
 		Argv: []string{"/bin/sh", "-c", "echo change > made-by-pilot.txt && pwd"}}
@@ -252,6 +259,7 @@ func TestFanoutWorktrees(t *testing.T) {
 }
 
 func TestFanoutWorktreeNeedsARepository(t *testing.T) {
+	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "w", "out=x"))
 	notRepo := t.TempDir()
 	_, err := (&pilot.Fanout{Dispatcher: d}).Run(context.Background(), []pilot.Job{

@@ -40,7 +40,9 @@ func TestMain(m *testing.M) {
 	// A race-detector build waits a second at exit by default; the
 	// supervisor and the fake agents are this binary.
 	os.Setenv("GORACE", "atexit_sleep_ms=0")
-	os.Exit(m.Run())
+	// os/exec panics (in a finalizer) for a started Cmd never waited for.
+	os.Setenv("GODEBUG", strings.TrimPrefix(os.Getenv("GODEBUG")+",execwait=2", ","))
+	os.Exit(leakCheckMain(m.Run()))
 }
 
 const envDispatcherChild = "PILOT_TEST_DISPATCHER_CHILD"

@@ -38,6 +38,7 @@ func stallDispatcher(t *testing.T, script ...string) *pilot.Dispatcher {
 
 // test_pi_silent_awaiting_model_is_inspected_without_termination
 func TestSilentAwaitingModelIsInspectedNotTerminated(t *testing.T) {
+	checkGoroutines(t)
 	release := filepath.Join(t.TempDir(), "release")
 	script := append(sessionScript(sessHeader, sessUser, sessToolCall, sessToolResult), "await="+release, "out=answer")
 	d := stallDispatcher(t, script...)
@@ -97,6 +98,7 @@ func cmpIgnoreSessionVolatile() []cmp.Option {
 // A long tool run inside the tool threshold is not killed, not even by a
 // short idle timeout.
 func TestToolRunningUnderTheToolThresholdIsNotKilled(t *testing.T) {
+	checkGoroutines(t)
 	script := append(sessionScript(sessHeader, sessUser, sessToolCall), "out=tool started", "sleep=1s")
 	script = append(script, sessionScript(sessToolResult, sessFinal)...)
 	script = append(script, "out=done")
@@ -115,6 +117,7 @@ func TestToolRunningUnderTheToolThresholdIsNotKilled(t *testing.T) {
 
 // test_pi_incomplete_sequential_batch_uses_tool_timeout, at the Dispatcher.
 func TestToolRunningPastTheToolThresholdIsASessionStall(t *testing.T) {
+	checkGoroutines(t)
 	script := append(sessionScript(sessHeader, sessUser, sessToolCall), "out=tool started", "block")
 	d := stallDispatcher(t, script...)
 	d.Stall = pilot.StallPolicy{Tool: 200 * time.Millisecond}
@@ -146,6 +149,7 @@ func TestToolRunningPastTheToolThresholdIsASessionStall(t *testing.T) {
 // test_pi_json_stream_progress_prevents_native_only_stall: output counts as
 // activity even when the session file stands still.
 func TestStreamProgressPreventsAStall(t *testing.T) {
+	checkGoroutines(t)
 	// 1.2 s of ticks, 40 ms apart, against a 400 ms tool threshold: only
 	// the output keeps the worker alive.
 	script := append(sessionScript(sessHeader, sessUser, sessToolCall), "tick=30/40ms")
@@ -166,6 +170,7 @@ func TestStreamProgressPreventsAStall(t *testing.T) {
 
 // A phase change reaches the observer and events.log.
 func TestPhaseChangesAreEvents(t *testing.T) {
+	checkGoroutines(t)
 	release := filepath.Join(t.TempDir(), "release")
 	script := append(sessionScript(sessHeader, sessUser, sessToolCall), "await="+release)
 	script = append(script, sessionScript(sessToolResult, sessFinal)...)

@@ -7,6 +7,9 @@
 //	out=TEXT        print TEXT and a newline on stdout
 //	err=TEXT        print TEXT and a newline on stderr
 //	raw=TEXT        print TEXT on stdout with no newline
+//	bytes=ESCAPED   print ESCAPED, read as the inside of a Go string literal
+//	                (\x00, \xff, \n, ...), on stdout with no newline: for
+//	                NUL bytes and invalid UTF-8, which an argument cannot hold
 //	bigline=N       print one line of N bytes (a repeating pattern) on stdout
 //	flood=N         write at least N bytes of text lines to stderr
 //	printenv=NAME   print "NAME=value" or "NAME unset" on stdout
@@ -18,6 +21,8 @@
 //	ready           tell the parent fake agent this child is ready (see spawn)
 //	session=PATH    use PATH as the native session file for sess= steps
 //	sess=JSON       append JSON and a newline to the session file
+//	sessraw=TEXT    append TEXT, with no newline, to the session file (a
+//	                torn entry, as a writer that died mid-write leaves)
 //	tick=N/DURATION print N numbered lines on stdout, DURATION apart
 //	await=PATH      wait until PATH exists (checked every 5 ms)
 //	signal=N        die from signal N (the process execs a shell that kills itself)
@@ -53,6 +58,17 @@ const envReadyFD = "PILOT_FAKE_AGENT_READY_FD"
 
 // Main runs the script and returns the exit status.
 func Main(args []string) int {
+	// The agent leaves the children it spawns unwaited on purpose: os/exec's
+	// leak check (GODEBUG=execwait, which tests set) is not for it.
+	if v, ok := os.LookupEnv("GODEBUG"); ok && strings.Contains(v, "execwait") {
+		var keep []string
+		for _, kv := range strings.Split(v, ",") {
+			if !strings.HasPrefix(kv, "execwait") {
+				keep = append(keep, kv)
+			}
+		}
+		os.Setenv("GODEBUG", strings.Join(keep, ","))
+	}
 	if prefix := os.Getenv(EnvReplay); prefix != "" {
 		return replay(prefix, args)
 	}
@@ -96,6 +112,14 @@ func Main(args []string) int {
 		case "raw":
 			fmt.Fprint(out, val)
 			out.Flush()
+		case "bytes":
+			b, err := strconv.Unquote(`"` + val + `"`)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: bytes: %q is not a Go string body: %v\n", val, err)
+				return 2
+			}
+			out.WriteString(b)
+			out.Flush()
 		case "bigline":
 			n, _ := strconv.Atoi(val)
 			writePattern(out, n)
@@ -135,13 +159,16 @@ func Main(args []string) int {
 			}
 		case "session":
 			session = val
-		case "sess":
+		case "sess", "sessraw":
+			if name == "sess" {
+				val += "\n"
+			}
 			f, err := os.OpenFile(session, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "fakeagent: session: %v\n", err)
 				return 2
 			}
-			f.WriteString(val + "\n")
+			f.WriteString(val)
 			f.Close()
 		case "tick":
 			n, d, _ := strings.Cut(val, "/")

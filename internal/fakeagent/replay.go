@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // Replay mode plays back a recorded run of an agent CLI, whatever its
@@ -19,6 +20,8 @@ import (
 //	PILOT_FAKE_CALL_OUT=PATH   first write {"argv", "stdin", "env"} to PATH
 //	PILOT_FAKE_REPLAY_ECHO=VAR print VAR's value on stdout and stderr too,
 //	                           as a CLI that quotes its key in an error would
+//	PILOT_FAKE_REPLAY_BLOCK=1  then wait forever instead of exiting, as a
+//	                           CLI that hangs would
 //
 // When PREFIX.session exists and the arguments hold "--session PATH" (pi's
 // flag), the session file is copied to PATH before any output, as pi
@@ -29,6 +32,7 @@ const (
 	EnvReplaySignal = "PILOT_FAKE_REPLAY_SIGNAL"
 	EnvCallOut      = "PILOT_FAKE_CALL_OUT"
 	EnvReplayEcho   = "PILOT_FAKE_REPLAY_ECHO"
+	EnvReplayBlock  = "PILOT_FAKE_REPLAY_BLOCK"
 )
 
 // Call is what PILOT_FAKE_CALL_OUT receives: how the fake agent was run.
@@ -72,6 +76,11 @@ func replay(prefix string, args []string) int {
 		line := "invalid api key: " + os.Getenv(v) + "\n"
 		os.Stdout.WriteString(line)
 		os.Stderr.WriteString(line)
+	}
+	if os.Getenv(EnvReplayBlock) != "" {
+		for {
+			time.Sleep(time.Hour)
+		}
 	}
 	if n, err := strconv.Atoi(os.Getenv(EnvReplaySignal)); err == nil && n > 0 {
 		// As the signal= step: a shell that replaces this process dies

@@ -213,13 +213,13 @@ func spawn() (*client, error) {
 		// default makes every exit wait a second.
 		env = append(env, "GORACE="+v)
 	}
-	cmd := &exec.Cmd{
-		Path:        "/proc/self/exe",
-		Args:        []string{"pilot-supervisor"},
-		Env:         env,
-		ExtraFiles:  []*os.File{theirs},
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-	}
+	// exec.Command, not a bare Cmd: os/exec's execwait leak check
+	// (GODEBUG=execwait, which tests set) covers it.
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{"pilot-supervisor"}
+	cmd.Env = env
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		fc.Close()
 		return nil, fmt.Errorf("supervise: starting the supervisor (%s re-executed): %w", "/proc/self/exe", err)

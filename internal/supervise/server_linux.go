@@ -123,6 +123,12 @@ func (s *server) read(reqs chan<- request) {
 	oob := make([]byte, syscall.CmsgSpace(16*4))
 	for {
 		n, oobn, _, _, err := s.conn.ReadMsgUnix(buf, oob)
+		if err != nil {
+			// On an error (ECONNRESET when the client was killed
+			// with replies unread) the counts may be -1: a slice
+			// with them would panic and leave every tree running.
+			n, oobn = max(n, 0), max(oobn, 0)
+		}
 		if oobn > 0 {
 			if cmsgs, perr := syscall.ParseSocketControlMessage(oob[:oobn]); perr == nil {
 				for _, cm := range cmsgs {
@@ -400,7 +406,11 @@ func (s *server) shutdown() {
 	for {
 		s.reap()
 		pids := s.settledSubtree()
-		if len(pids) == 0 {
+		if len(pids) == 0 && !hasChildren() {
+			// No child at all, so no descendant: a walk of /proc can
+			// miss a process while it is being re-parented to the
+			// supervisor (its parent exiting), but that parent is
+			// still a child of the supervisor until it is reaped.
 			return
 		}
 		if time.Now().Before(deadline) {

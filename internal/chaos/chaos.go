@@ -1,0 +1,887 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/fakeagent"
+	"github.com/pilotworkers/pilot/internal/procfs"
+)
+
+// Config is one chaos session.
+type Config struct {
+	Runs     int
+	Seed     uint64
+	Parallel int
+	// Dir holds the runs' directories, each removed once checked.
+	Dir string
+	// Exe is the program that is the fake agent and the child pilot
+	// (see main and childMain).
+	Exe string
+	// BigLine is the size of the big-line kind's one line.
+	BigLine int
+	// KeepDir, when set, receives the directories of runs that broke a
+	// promise.
+	KeepDir string
+	// Log, when set, receives each problem as it is found.
+	Log io.Writer
+	// Kinds, when set, limits the mix to these kinds.
+	Kinds []string
+}
+
+// Report is the figures of a chaos session.
+type Report struct {
+	Runs  int            `json:"runs"`
+	Kinds map[string]int `json:"kinds"`
+	// The promises: each should be 0.
+	Orphans         int `json:"orphans"`
+	MissingVerdicts int `json:"missing_verdicts"`
+	OpenRecords     int `json:"open_records"`
+	HalfWritten     int `json:"half_written"`
+	// WrongVerdicts counts lone dispatches whose verdict is not the one
+	// their misbehaviour must get (a worker killed by SIGSEGV reported as
+	// completed, say); it should be 0 too.
+	WrongVerdicts int `json:"wrong_verdicts"`
+
+	// What was checked.
+	Jobs      int `json:"jobs"`      // jobs that owed a verdict
+	Records   int `json:"records"`   // record.json files read
+	Processes int `json:"processes"` // distinct processes seen (workers and descendants)
+	// Outcomes counts verdicts by "verdict/failure_class".
+	Outcomes map[string]int `json:"outcomes"`
+	// PilotErrors counts jobs whose verdict is pilot's own failure to
+	// keep its records (the injected write errors), each with its
+	// synthesized verdict.
+	PilotErrors int `json:"pilot_errors"`
+	// KilledPilotRecords counts the records of pilots SIGKILLed mid-run:
+	// they say "running" (nothing is left to close them out), which
+	// their provenance pid shows to be stale.
+	KilledPilotRecords int `json:"killed_pilot_records"`
+	// KilledPilotTempFiles counts the prepared (empty) temporary files
+	// for final records that SIGKILLed pilots left.
+	KilledPilotTempFiles int     `json:"killed_pilot_temp_files"`
+	Seconds              float64 `json:"seconds"`
+	Seed                 uint64  `json:"seed"`
+	// Problems describes the first broken promises.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// OK reports whether every promise held.
+func (r *Report) OK() bool {
+	return r.Orphans == 0 && r.MissingVerdicts == 0 && r.OpenRecords == 0 && r.HalfWritten == 0 && r.WrongVerdicts == 0
+}
+
+// WriteText prints the figures for people.
+func (r *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "runs              %d (seed %d, %.1fs)\n", r.Runs, r.Seed, r.Seconds)
+	fmt.Fprintf(w, "kinds            ")
+	for _, k := range sortedKeys(r.Kinds) {
+		fmt.Fprintf(w, " %s=%d", k, r.Kinds[k])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "jobs              %d (records read %d, processes seen %d)\n", r.Jobs, r.Records, r.Processes)
+	fmt.Fprintf(w, "outcomes         ")
+	for _, k := range sortedKeys(r.Outcomes) {
+		fmt.Fprintf(w, " %s=%d", k, r.Outcomes[k])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "pilot errors      %d (injected write errors, each job with a synthesized verdict)\n", r.PilotErrors)
+	fmt.Fprintf(w, "killed pilots     %d records left running, %d prepared temp files left\n", r.KilledPilotRecords, r.KilledPilotTempFiles)
+	fmt.Fprintf(w, "orphans           %d\n", r.Orphans)
+	fmt.Fprintf(w, "missing verdicts  %d\n", r.MissingVerdicts)
+	fmt.Fprintf(w, "open records      %d\n", r.OpenRecords)
+	fmt.Fprintf(w, "half written      %d\n", r.HalfWritten)
+	fmt.Fprintf(w, "wrong verdicts    %d\n", r.WrongVerdicts)
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, "problem:", p)
+	}
+}
+
+func sortedKeys(m map[string]int) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// A kind is one way of abusing pilot.
+type kind struct {
+	name string
+	// weight is how often it is drawn relative to the others.
+	weight int
+	run    func(c *runCtx)
+}
+
+// kinds is every kind of run, dispatches first.
+var kinds = []kind{
+	{"ignore-term", 3, dispatchKind(script{steps: []string{"ignore-term", "out=ready", "block"}, timeout: 300 * time.Millisecond, want: "error/timeout"})},
+	{"grandchild-holds-stdout", 3, dispatchKind(script{steps: []string{"spawn:hold", "ready", "block", "end", "out=done"}, want: "completed"})},
+	{"setsid-double-fork", 3, dispatchKind(script{steps: doubleFork, want: "completed"})},
+	{"exits-while-tools-run", 3, dispatchKind(script{steps: []string{
+		"spawn", "ignore-term", "ready", "block", "end",
+		"spawn:setsid", "ready", "sleep=1h", "end", "out=done", "exit=0"}, want: "completed"})},
+	{"big-line", 1, func(c *runCtx) {
+		c.dispatch(script{steps: []string{"out=before", "bigline=" + strconv.Itoa(c.cfg.BigLine), "out=after"}, want: "completed"})
+	}},
+	{"flood-stderr", 2, dispatchKind(script{steps: []string{"flood=" + strconv.Itoa(8<<20), "out=done"}, want: "completed"})},
+	{"invalid-utf8-nul", 3, dispatchKind(script{steps: invalidBytes, want: "completed"})},
+	{"torn-final-line", 3, dispatchKind(script{steps: []string{"out=first", `raw={"type":"message_update","partial`}, want: "completed"})},
+	{"exit-between-session-writes", 3, dispatchKind(script{steps: sessionThenExit, want: "error/generic-error"})},
+	{"sleep-past-every-timeout", 3, dispatchKind(script{steps: []string{"sleep=1h"}, timeout: 300 * time.Millisecond, idle: 200 * time.Millisecond, want: "error/idle-timeout"})},
+	{"idle-timeout", 2, dispatchKind(script{steps: []string{"out=hello", "block"}, idle: 200 * time.Millisecond, want: "error/idle-timeout"})},
+	{"sigsegv", 3, dispatchKind(script{steps: []string{"out=about to crash", "err=segfault ahead", "signal=11"}, want: "error/process-terminated/SIGSEGV"})},
+	{"cancel", 3, dispatchKind(script{steps: []string{"spawn:hold", "ignore-term", "ready", "block", "end", "out=ready", "block"}, cancelOnReady: true, want: "error/cancelled"})},
+	{"fanout", 6, runFanout},
+	{"pilot-sigkilled-mid-fanout", 2, runKilledPilot},
+	{"run-dir-unwritable-mid-run", 2, runDiskFull},
+	{"two-pilots-one-run-dir", 2, runTwoPilots},
+}
+
+// doubleFork: the worker starts a setsid'd child that starts a setsid'd,
+// SIGTERM-ignoring grandchild and exits, leaving it to the subreaper.
+var doubleFork = []string{
+	"spawn:setsid,hold",
+	"spawn:setsid,hold", "ignore-term", "ready", "block", "end",
+	"ready", "exit=0",
+	"end",
+	"out=done",
+}
+
+// invalidBytes writes NUL bytes and invalid UTF-8 on both streams.
+var invalidBytes = []string{
+	`bytes=\x00\x00nul\x00bytes\n`,
+	`bytes=\xff\xfe\xc3\x28 not utf-8 \xe2\x82\n`,
+	"err=\xff\xfe stderr not utf-8 \xc3\x28",
+	`bytes={\"type\":\"result\",\"text\":\"\x00\xff\"}\n`,
+	"out=done",
+}
+
+// sessionThenExit writes a pi session entry by entry and dies between two
+// writes, the last entry torn.
+var sessionThenExit = []string{
+	"session={session_path}",
+	`sess={"type":"session","version":3,"id":"chaos","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}`,
+	`sess={"type":"message","id":"u1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"go"}]}}`,
+	`sessraw={"type":"message","id":"a1","parentId":"u1","message":{"role":"assis`,
+	"out=between writes",
+	"exit=1",
+}
+
+// fanoutScripts are the misbehaviours a fanout's jobs draw from.
+var fanoutScripts = []script{
+	{steps: []string{"out=fine"}},
+	{steps: []string{"err=failing", "exit=3"}},
+	{steps: []string{"ignore-term", "out=ready", "block"}, timeout: 300 * time.Millisecond},
+	{steps: []string{"spawn:hold", "ready", "block", "end", "out=done"}},
+	{steps: doubleFork},
+	{steps: invalidBytes},
+	{steps: sessionThenExit},
+	{steps: []string{"out=about to crash", "signal=11"}},
+	{steps: []string{"out=hello", "block"}, idle: 200 * time.Millisecond},
+	{steps: []string{"flood=" + strconv.Itoa(1<<20), "raw=torn"}},
+}
+
+// script is one worker's behaviour and the task's limits.
+type script struct {
+	steps         []string
+	timeout, idle time.Duration
+	cancelOnReady bool // cancel the dispatch when the worker prints "ready"
+	// want is the verdict a lone dispatch must get: "completed", or
+	// "error/CLASS", optionally with "/SIGNAL" (how the worker died) to
+	// check that too.
+	want string
+}
+
+func dispatchKind(s script) func(*runCtx) {
+	return func(c *runCtx) { c.dispatch(s) }
+}
+
+// grace is the Dispatchers' grace period: short, so that runs that end a
+// worker are quick; every kill is the supervisor's, however short.
+const grace = 200 * time.Millisecond
+
+// envTag marks every process of one run: the providers set it, so the
+// worker and all its descendants carry it.
+const envTag = "PILOT_CHAOS_TAG"
+
+// runCtx is one run in progress and what it found.
+type runCtx struct {
+	cfg  *Config
+	rng  *rand.Rand
+	kind string
+	dir  string // the run's run directory
+	tag  string // envTag=value
+
+	mu       sync.Mutex
+	pids     map[int]bool // every process reported: workers, spawned
+	jobs     int          // jobs that owe a verdict
+	verdicts []pilot.Verdict
+	wrong    int // verdicts that are not the one the misbehaviour must get
+	problems []string
+	killed   bool // the run's pilot was SIGKILLed: its records stay running
+	injected bool // a write error was injected: pilot errors are expected
+}
+
+func (c *runCtx) problem(format string, a ...any) {
+	c.mu.Lock()
+	c.problems = append(c.problems, c.kind+": "+fmt.Sprintf(format, a...))
+	c.mu.Unlock()
+}
+
+func (c *runCtx) addPid(pid int) {
+	if pid > 0 {
+		c.mu.Lock()
+		c.pids[pid] = true
+		c.mu.Unlock()
+	}
+}
+
+// provider is a command-runner provider running the fake agent with steps.
+func (c *runCtx) provider(name string, steps []string) pilot.Provider {
+	tk, tv, _ := strings.Cut(c.tag, "=")
+	return pilot.Provider{
+		Name:   name,
+		Runner: pilot.RunnerCommand,
+		Argv:   append([]string{c.cfg.Exe}, steps...),
+		Env:    map[string]string{fakeagent.EnvFakeAgent: "1", tk: tv, "GORACE": "atexit_sleep_ms=0"},
+	}
+}
+
+// dispatcher is a Dispatcher over ps writing into the run's directory,
+// noting every worker and spawned pid; onReady is called for a worker's
+// "ready" line.
+func (c *runCtx) dispatcher(onReady func(), ps ...pilot.Provider) *pilot.Dispatcher {
+	reg, err := pilot.NewRegistry(ps...)
+	if err != nil {
+		panic(err) // the providers are this program's own
+	}
+	return &pilot.Dispatcher{
+		Providers: reg,
+		RunDir:    c.dir,
+		Grace:     grace,
+		WaitDelay: time.Second,
+		LookupEnv: func(k string) (string, bool) {
+			if k == "PATH" {
+				return os.LookupEnv(k)
+			}
+			return "", false
+		},
+		Observer: func(e pilot.Event) {
+			if e.Started != nil {
+				c.addPid(e.Started.Pid)
+			}
+		},
+		OnLine: func(_ string, l pilot.Line) {
+			if l.Stream != pilot.Stdout {
+				return
+			}
+			if s, ok := bytes.CutPrefix(l.Data, []byte("spawned ")); ok {
+				n, _ := strconv.Atoi(string(s))
+				c.addPid(n)
+			}
+			if string(l.Data) == "ready" && onReady != nil {
+				onReady()
+			}
+		},
+	}
+}
+
+func (s script) task(provider string, mode pilot.Mode, workdir string) pilot.Task {
+	return pilot.Task{Provider: provider, Mode: mode, Prompt: "chaos", Workdir: workdir, Timeout: s.timeout, IdleTimeout: s.idle}
+}
+
+func (c *runCtx) dispatch(s script) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var onReady func()
+	if s.cancelOnReady {
+		onReady = cancel
+	}
+	d := c.dispatcher(onReady, c.provider("chaos", s.steps))
+	c.jobs = 1
+	v, err := d.Dispatch(ctx, s.task("chaos", pilot.ModeCode, c.cfg.Dir))
+	if err != nil {
+		c.problem("Dispatch: %v", err)
+		return
+	}
+	c.verdicts = append(c.verdicts, v)
+	got := string(v.Verdict)
+	if v.FailureClass != "" {
+		got += "/" + string(v.FailureClass)
+	}
+	if v.Signal != "" {
+		got += "/" + v.Signal
+	}
+	if s.want != "" && got != s.want && !strings.HasPrefix(got, s.want+"/") {
+		c.wrong++
+		c.problem("verdict %s, want %s (stderr tail %q)", got, s.want, v.StderrTail)
+	}
+}
+
+func runFanout(c *runCtx) {
+	n := 2 + c.rng.IntN(5)
+	var ps []pilot.Provider
+	var jobs []pilot.Job
+	cancelAt := -1
+	if c.rng.IntN(4) == 0 {
+		cancelAt = c.rng.IntN(n)
+	}
+	for i := 0; i < n; i++ {
+		s := fanoutScripts[c.rng.IntN(len(fanoutScripts))]
+		steps := s.steps
+		if i == cancelAt {
+			steps = []string{"out=ready", "block"}
+		}
+		name := "p" + strconv.Itoa(i)
+		ps = append(ps, c.provider(name, steps))
+		jobs = append(jobs, pilot.Job{Task: s.task(name, pilot.ModeExplore, c.cfg.Dir)})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var onReady func()
+	if cancelAt >= 0 {
+		onReady = cancel // only the cancelling job prints a bare "ready"
+	}
+	f := &pilot.Fanout{
+		Dispatcher:  c.dispatcher(onReady, ps...),
+		MaxParallel: c.rng.IntN(n + 1),
+		FailFast:    c.rng.IntN(3) == 0,
+	}
+	c.jobs = n
+	vs, err := f.Run(ctx, jobs)
+	if err != nil {
+		c.problem("Fanout.Run: %v", err)
+		return
+	}
+	if len(vs) != n {
+		c.problem("%d verdicts for %d jobs", len(vs), n)
+	}
+	c.verdicts = append(c.verdicts, vs...)
+}
+
+// Run runs cfg's session and returns its figures.
+func Run(cfg Config) *Report {
+	start := time.Now()
+	rep := &Report{Runs: cfg.Runs, Seed: cfg.Seed, Kinds: map[string]int{}, Outcomes: map[string]int{}}
+	pool := kinds
+	if len(cfg.Kinds) > 0 {
+		pool = nil
+		for _, k := range kinds {
+			for _, want := range cfg.Kinds {
+				if k.name == want {
+					pool = append(pool, k)
+				}
+			}
+		}
+	}
+	total := 0
+	for _, k := range pool {
+		total += k.weight
+	}
+	var mu sync.Mutex
+	seen := map[int]bool{}
+	idx := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < cfg.Parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range idx {
+				rng := rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
+				pick := rng.IntN(total)
+				k := pool[0]
+				for _, kk := range pool {
+					if pick < kk.weight {
+						k = kk
+						break
+					}
+					pick -= kk.weight
+				}
+				c := &runCtx{
+					cfg:  &cfg,
+					rng:  rng,
+					kind: k.name,
+					dir:  filepath.Join(cfg.Dir, fmt.Sprintf("run-%05d", i)),
+					tag:  fmt.Sprintf("%s=%d-%d", envTag, cfg.Seed, i),
+					pids: map[int]bool{},
+				}
+				k.run(c)
+				res := c.check()
+				mu.Lock()
+				rep.Kinds[k.name]++
+				rep.add(res)
+				for p := range c.pids {
+					seen[p] = true
+				}
+				mu.Unlock()
+				if len(res.problems) > 0 {
+					if cfg.Log != nil {
+						for _, p := range res.problems {
+							fmt.Fprintf(cfg.Log, "run %d: %s\n", i, p)
+						}
+					}
+					if cfg.KeepDir != "" {
+						os.MkdirAll(cfg.KeepDir, 0o700)
+						os.Rename(c.dir, filepath.Join(cfg.KeepDir, filepath.Base(c.dir)))
+					}
+				}
+				os.RemoveAll(c.dir)
+			}
+		}()
+	}
+	for i := 0; i < cfg.Runs; i++ {
+		idx <- i
+	}
+	close(idx)
+	wg.Wait()
+	rep.Processes = len(seen)
+	rep.Seconds = time.Since(start).Seconds()
+	return rep
+}
+
+// result is what checking one run found.
+type result struct {
+	orphans, missing, open, half, wrong int
+	jobs, records                       int
+	outcomes                            map[string]int
+	pilotErrors                         int
+	killedRecords, killedTemps          int
+	problems                            []string
+}
+
+func (r *Report) add(res result) {
+	r.Orphans += res.orphans
+	r.MissingVerdicts += res.missing
+	r.OpenRecords += res.open
+	r.HalfWritten += res.half
+	r.WrongVerdicts += res.wrong
+	r.Jobs += res.jobs
+	r.Records += res.records
+	r.PilotErrors += res.pilotErrors
+	r.KilledPilotRecords += res.killedRecords
+	r.KilledPilotTempFiles += res.killedTemps
+	for k, n := range res.outcomes {
+		r.Outcomes[k] += n
+	}
+	for _, p := range res.problems {
+		if len(r.Problems) < 20 {
+			r.Problems = append(r.Problems, p)
+		}
+	}
+}
+
+// check looks at what the run left: processes, verdicts, records, files.
+func (c *runCtx) check() result {
+	res := result{outcomes: map[string]int{}, jobs: c.jobs, wrong: c.wrong}
+	res.problems = append(res.problems, c.problems...)
+	bad := func(n *int, format string, a ...any) {
+		*n++
+		res.problems = append(res.problems, c.kind+": "+fmt.Sprintf(format, a...))
+	}
+
+	// No process of the run may be alive: the ones reported (workers,
+	// spawned descendants) and any process carrying the run's tag, which
+	// every descendant inherits. Dispatch and Fanout.Run return only
+	// once the trees are gone, so nothing is waited for; a SIGKILLed
+	// pilot's supervisor gets its grace period (see runKilledPilot).
+	for _, pid := range procfs.WithEnv(c.tag) {
+		c.addPid(pid)
+		bad(&res.orphans, "process %d of the run is still alive: %s", pid, cmdline(pid))
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+
+	// Every job has a verdict.
+	got := 0
+	for _, v := range c.verdicts {
+		if v.Verdict == "" {
+			continue
+		}
+		got++
+		key := string(v.Verdict)
+		if v.FailureClass != "" {
+			key += "/" + string(v.FailureClass)
+		}
+		if v.Synthesized {
+			key += "/synthesized"
+		}
+		res.outcomes[key]++
+		if v.Synthesized && strings.Contains(v.StderrTail, "pilot:") && c.injected {
+			res.pilotErrors++
+		}
+		if _, err := json.Marshal(v); err != nil {
+			bad(&res.half, "verdict does not marshal: %v", err)
+		}
+		if v.Record != "" && !v.Synthesized {
+			rec, err := pilot.ReadRecord(v.Record)
+			switch {
+			case err != nil:
+				bad(&res.open, "the verdict's record %s: %v", v.Record, err)
+			case rec.Verdict != v.Verdict:
+				bad(&res.open, "record %s says %q, the verdict %q", v.Record, rec.Verdict, v.Verdict)
+			}
+		}
+	}
+	if got < c.jobs {
+		bad(&res.missing, "%d of %d jobs have no verdict", c.jobs-got, c.jobs)
+	}
+
+	// Every record closed out, nothing half written.
+	filepath.WalkDir(c.dir, func(path string, de fs.DirEntry, err error) error {
+		if err != nil {
+			if !os.IsNotExist(err) {
+				bad(&res.half, "walking %s: %v", path, err)
+			}
+			return nil
+		}
+		if de.IsDir() {
+			return nil
+		}
+		name := de.Name()
+		switch {
+		case name == "record.json":
+			res.records++
+			rec, err := pilot.ReadRecord(path)
+			switch {
+			case err != nil:
+				bad(&res.half, "%s does not parse: %v", path, err)
+			case rec.Status == pilot.StatusRunning && c.killed:
+				res.killedRecords++
+			case rec.Status == pilot.StatusRunning:
+				bad(&res.open, "%s still says running", path)
+			case rec.EndedAt == nil:
+				bad(&res.open, "%s has status %q but no ended_at", path, rec.Status)
+			}
+		case strings.HasPrefix(name, ".record.json.tmp-") && c.killed:
+			if st, err := os.Stat(path); err == nil && st.Size() != 0 {
+				bad(&res.half, "%s: a temporary record with %d bytes", path, st.Size())
+			}
+			res.killedTemps++
+		case strings.Contains(name, ".tmp-"), strings.HasPrefix(name, ".line-spill-"):
+			bad(&res.half, "%s is a temporary file left behind", path)
+		case name == "events.log":
+			if err := jsonLines(path); err != nil {
+				bad(&res.half, "%s: %v", path, err)
+			}
+		}
+		return nil
+	})
+	return res
+}
+
+// jsonLines checks that every line of path is a JSON object and that the
+// file ends with a newline.
+func jsonLines(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	if data[len(data)-1] != '\n' {
+		return fmt.Errorf("the last line is torn: %q", lastLine(data))
+	}
+	for i, l := range bytes.Split(data[:len(data)-1], []byte("\n")) {
+		if !json.Valid(l) {
+			return fmt.Errorf("line %d is not JSON: %q", i+1, l)
+		}
+	}
+	return nil
+}
+
+func lastLine(data []byte) []byte {
+	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+		data = data[i+1:]
+	}
+	if len(data) > 200 {
+		data = data[:200]
+	}
+	return data
+}
+
+func cmdline(pid int) string {
+	stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 2 {
+			return "state " + f[0] + " ppid " + f[1] + " (" + cmdArgs(pid) + ")"
+		}
+	}
+	return cmdArgs(pid)
+}
+
+func cmdArgs(pid int) string {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	s := strings.ReplaceAll(strings.TrimRight(string(data), "\x00"), "\x00", " ")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// --- kinds with a pilot process of their own ---
+
+// childSpec is what a child pilot runs: a fanout of one job per script.
+type childSpec struct {
+	RunDir  string     `json:"run_dir"`
+	Workdir string     `json:"workdir"`
+	Tag     string     `json:"tag"`
+	Jobs    []childJob `json:"jobs"`
+	// FullOnReady makes the child's files unwritable (RLIMIT_FSIZE 0,
+	// SIGXFSZ ignored: writes fail with EFBIG) once a worker prints
+	// "ready", then creates Trigger for the workers to go on.
+	FullOnReady bool   `json:"full_on_ready,omitempty"`
+	Trigger     string `json:"trigger,omitempty"`
+}
+
+const envChild = "PILOT_CHAOS_CHILD"
+
+// childJob is one job of a child pilot: the worker's steps and the task's
+// limits (0: the defaults).
+type childJob struct {
+	Steps     []string `json:"steps"`
+	TimeoutMS int64    `json:"timeout_ms,omitempty"`
+	IdleMS    int64    `json:"idle_ms,omitempty"`
+}
+
+// child is a started child pilot.
+type child struct {
+	cmd   *exec.Cmd
+	lines chan string // its stdout, line by line, closed at its end
+}
+
+func (c *runCtx) startChild(spec childSpec) (*child, error) {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(c.cfg.Exe)
+	cmd.Env = append(os.Environ(), envChild+"="+string(data), "GORACE=atexit_sleep_ms=0")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	ch := &child{cmd: cmd, lines: make(chan string, 64)}
+	go func() {
+		defer close(ch.lines)
+		br := bufio.NewReaderSize(out, 1<<20)
+		for {
+			l, err := br.ReadString('\n')
+			if l != "" {
+				ch.lines <- strings.TrimSuffix(l, "\n")
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
+
+// follow reads the child's lines, noting pids, until it ends or stop
+// returns true for a line; it returns the verdicts the child printed.
+func (c *runCtx) follow(ch *child, stop func(string) bool) []pilot.Verdict {
+	var vs []pilot.Verdict
+	for l := range ch.lines {
+		switch {
+		case strings.HasPrefix(l, "pid "):
+			n, _ := strconv.Atoi(l[len("pid "):])
+			c.addPid(n)
+		case strings.HasPrefix(l, "verdicts "):
+			if err := json.Unmarshal([]byte(l[len("verdicts "):]), &vs); err != nil {
+				c.problem("the child's verdicts do not parse: %v", err)
+			}
+		case strings.HasPrefix(l, "error "):
+			c.problem("child pilot: %s", l[len("error "):])
+		}
+		if stop != nil && stop(l) {
+			return vs
+		}
+	}
+	return vs
+}
+
+func (c *runCtx) childSpec(scripts ...script) childSpec {
+	spec := childSpec{RunDir: c.dir, Workdir: c.cfg.Dir, Tag: c.tag}
+	for _, s := range scripts {
+		spec.Jobs = append(spec.Jobs, childJob{Steps: s.steps, TimeoutMS: s.timeout.Milliseconds(), IdleMS: s.idle.Milliseconds()})
+	}
+	return spec
+}
+
+// runKilledPilot: a child pilot runs a fanout whose workers hold setsid'd
+// grandchildren; once every worker is ready the child is SIGKILLed. Its
+// supervisor must end every tree (after the grace period).
+func runKilledPilot(c *runCtx) {
+	n := 1 + c.rng.IntN(3)
+	var scripts []script
+	for i := 0; i < n; i++ {
+		switch c.rng.IntN(3) {
+		case 0:
+			scripts = append(scripts, script{steps: []string{"spawn:setsid", "ignore-term", "ready", "block", "end", "out=ready", "block"}})
+		case 1:
+			scripts = append(scripts, script{steps: append(append([]string{}, doubleFork[:len(doubleFork)-1]...), "ignore-term", "out=ready", "block")})
+		default:
+			scripts = append(scripts, script{steps: []string{"spawn:hold", "ready", "block", "end", "out=ready", "flood=1048576", "block"}})
+		}
+	}
+	ch, err := c.startChild(c.childSpec(scripts...))
+	if err != nil {
+		c.problem("starting the child pilot: %v", err)
+		return
+	}
+	c.killed = true
+	ready := 0
+	c.follow(ch, func(l string) bool {
+		if l == "line ready" {
+			ready++
+		}
+		return ready == n
+	})
+	// The supervisor is the child's child: it must not outlive it either.
+	for _, p := range procfs.Children(ch.cmd.Process.Pid) {
+		c.addPid(p)
+	}
+	tagged := procfs.WithEnv(c.tag)
+	for _, p := range tagged {
+		c.addPid(p)
+	}
+	ch.cmd.Process.Signal(syscall.SIGKILL)
+	for range ch.lines {
+	}
+	ch.cmd.Wait()
+	c.mu.Lock()
+	var pids []int
+	for p := range c.pids {
+		pids = append(pids, p)
+	}
+	c.mu.Unlock()
+	// The supervisor sees its control socket close, SIGTERMs every
+	// tree, waits the grace period and SIGKILLs: wait for that (pidfds,
+	// no polling), bounded well past the grace period.
+	waitGone(pids, 30*time.Second)
+}
+
+// runDiskFull: a child pilot runs a fanout of two jobs; when a worker is
+// ready the child's files become unwritable (RLIMIT_FSIZE 0: every write
+// that would grow a file fails with EFBIG, as on a full disk), and the
+// workers go on writing output. Every job still gets a verdict (a
+// synthesized one carrying pilot's error when pilot could not keep its
+// records) and no record may be left saying running.
+func runDiskFull(c *runCtx) {
+	spec := c.childSpec(
+		script{steps: []string{"out=ready", "await={run_dir}/../go", "flood=262144", "out=done"}},
+		fanoutScripts[c.rng.IntN(len(fanoutScripts))],
+	)
+	spec.FullOnReady = true
+	spec.Trigger = filepath.Join(c.dir, "go")
+	ch, err := c.startChild(spec)
+	if err != nil {
+		c.problem("starting the child pilot: %v", err)
+		return
+	}
+	c.injected = true
+	c.jobs = len(spec.Jobs)
+	c.verdicts = c.follow(ch, nil)
+	if err := ch.cmd.Wait(); err != nil {
+		c.problem("child pilot: %v", err)
+	}
+}
+
+// runTwoPilots: two child pilots run fanouts into one run directory at
+// once.
+func runTwoPilots(c *runCtx) {
+	var chs []*child
+	for p := 0; p < 2; p++ {
+		n := 1 + c.rng.IntN(3)
+		var scripts []script
+		for i := 0; i < n; i++ {
+			scripts = append(scripts, fanoutScripts[c.rng.IntN(len(fanoutScripts))])
+		}
+		spec := c.childSpec(scripts...)
+		ch, err := c.startChild(spec)
+		if err != nil {
+			c.problem("starting child pilot %d: %v", p, err)
+			continue
+		}
+		c.jobs += n
+		chs = append(chs, ch)
+	}
+	var wg sync.WaitGroup
+	for _, ch := range chs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vs := c.follow(ch, nil)
+			if err := ch.cmd.Wait(); err != nil {
+				c.problem("child pilot: %v", err)
+			}
+			c.mu.Lock()
+			c.verdicts = append(c.verdicts, vs...)
+			c.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+}
+
+// waitGone waits until every pid has exited or timeout passes, without
+// polling: pidfds in an epoll set.
+func waitGone(pids []int, timeout time.Duration) {
+	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return
+	}
+	defer syscall.Close(ep)
+	live := 0
+	for _, pid := range pids {
+		fd, _, errno := syscall.Syscall(434 /* pidfd_open */, uintptr(pid), 0, 0)
+		if errno != 0 {
+			continue // already gone
+		}
+		defer syscall.Close(int(fd))
+		if syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, int(fd), &syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd)}) == nil {
+			live++
+		}
+	}
+	deadline := time.Now().Add(timeout)
+	events := make([]syscall.EpollEvent, 16)
+	for live > 0 {
+		ms := int(time.Until(deadline).Milliseconds())
+		if ms <= 0 {
+			return
+		}
+		n, err := syscall.EpollWait(ep, events, ms)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		for _, ev := range events[:n] {
+			live--
+			syscall.EpollCtl(ep, syscall.EPOLL_CTL_DEL, int(ev.Fd), nil)
+		}
+	}
+}

@@ -1,0 +1,43 @@
+package supervise
+
+import (
+	"net"
+	"os"
+	"syscall"
+	"testing"
+)
+
+// A client killed with replies unread resets the control socket: the
+// supervisor's read must end (so that it terminates every job) rather than
+// panic on the error's counts. The chaos suite found this: a SIGKILLed
+// pilot's grandchildren were left to init.
+func TestReadEndsOnAResetControlSocket(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fds[0]), "supervisor-side")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{conn: c.(*net.UnixConn)}
+	defer s.conn.Close()
+	// A reply the client never reads, then the client is gone.
+	s.send(&msg{Op: opExited, ID: 1})
+	syscall.Close(fds[1])
+
+	reqs := make(chan request)
+	done := make(chan any)
+	go func() {
+		defer func() { done <- recover() }()
+		s.read(reqs)
+	}()
+	for range reqs {
+		t.Error("a request from a closed socket")
+	}
+	if p := <-done; p != nil {
+		t.Fatalf("read panicked: %v", p)
+	}
+}
