@@ -622,7 +622,8 @@ func cmdline(pid int) string {
 	if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
 		f := strings.Fields(string(stat[i+1:]))
 		if len(f) > 2 {
-			return "state " + f[0] + " ppid " + f[1] + " (" + cmdArgs(pid) + ")"
+			ppid, _ := strconv.Atoi(f[1])
+			return "state " + f[0] + " ppid " + f[1] + " (" + cmdArgs(pid) + "); parent: " + cmdArgs(ppid)
 		}
 	}
 	return cmdArgs(pid)

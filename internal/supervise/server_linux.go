@@ -360,7 +360,7 @@ func (s *server) treeOnce(j *job) (out []int, dead bool) {
 			dead = true
 			continue
 		}
-		env, err := procfs.Environ(c)
+		env, err := settledEnviron(c)
 		if err != nil {
 			continue
 		}
@@ -380,6 +380,24 @@ func (s *server) treeOnce(j *job) (out []int, dead bool) {
 		}
 	}
 	return out, dead
+}
+
+// settledEnviron reads pid's environment. A process in the middle of
+// execve shows an empty one for a moment (its new memory map exists before
+// the kernel records where its environment lies), which would make a
+// worker's descendant look like a stranger: an empty answer is asked again
+// a few times, briefly, before it is believed (a process may really have
+// cleared its environment).
+func settledEnviron(pid int) ([]byte, error) {
+	delay := 100 * time.Microsecond
+	for i := 0; ; i++ {
+		env, err := procfs.Environ(pid)
+		if err != nil || len(env) > 0 || i == 6 {
+			return env, err
+		}
+		time.Sleep(delay)
+		delay *= 2
+	}
 }
 
 func (s *server) ownedByAny(env []byte) bool {
