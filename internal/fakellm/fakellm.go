@@ -12,7 +12,8 @@
 //
 // The three POST endpoints above that answer a model turn are "turn"
 // requests. Each turn request, on whichever of the three APIs it arrives,
-// takes the next step of the one script, in arrival order (the script is
+// (unless Script.Aside claims it) takes the next step of the one script, in
+// arrival order (the script is
 // global, not per API: a test drives one CLI, which speaks one API). Every
 // request, turn or not, is recorded (see Server.Requests). Paths are also
 // served without the /v1 prefix, for clients whose base URL already ends
@@ -91,6 +92,11 @@ type Script struct {
 	Model string
 	// Steps answer successive turn requests, in arrival order.
 	Steps []Step
+	// Aside, if set, sees each turn request first; when it returns true,
+	// its step answers that request and the script does not advance (for
+	// a CLI's side requests, such as a title or a command-prefix check
+	// made with a small model). It must be safe for concurrent use.
+	Aside func(Request) (Step, bool)
 }
 
 // Call is one tool call in an answer.
@@ -139,6 +145,10 @@ func Text(text string) Step { return Step{Text: text} }
 
 // Tools is an answer with these tool calls in one message.
 func Tools(calls ...Call) Step { return Step{Calls: calls} }
+
+// ToolCall is a tool call of the tool name with args, marshalled to JSON
+// (e.g. codex's "shell" tool takes {"command": ["bash", "-lc", "ls"]}).
+func ToolCall(name string, args any) Call { return Call{Name: name, Arguments: mustJSON(args)} }
 
 // Bash is a tool call of the tool name with {"command": command}.
 func Bash(name, command string) Call {
@@ -194,13 +204,16 @@ type Request struct {
 	Body any
 	// BodyError is why the body could not be decoded ("" if it could).
 	BodyError string
-	// Turn is the turn number (from 1) for a turn request, 0 otherwise.
+	// Turn is the turn number (from 1) of a turn request that went to the
+	// script (answered or exhausted), 0 otherwise (including Aside ones).
 	Turn int
 	// Step is the index in Script.Steps of the step that answered, -1 if
 	// none did.
 	Step int
 	// Exhausted says the script had no step left for this turn request.
 	Exhausted bool
+	// Aside says Script.Aside answered this turn request.
+	Aside bool
 }
 
 // Fingerprint is how the server records an API key: a short hash, so a test
@@ -221,6 +234,7 @@ type Server struct {
 	once   sync.Once
 	served chan struct{} // closed when Serve returns
 
+	aside    func(Request) (Step, bool)
 	mu       sync.Mutex
 	steps    []Step
 	next     int // index of the next step
@@ -244,6 +258,7 @@ func New(script Script) *Server {
 		done:   make(chan struct{}),
 		served: make(chan struct{}),
 		steps:  append([]Step(nil), script.Steps...),
+		aside:  script.Aside,
 	}
 	if s.model == "" {
 		s.model = "fake-model"
@@ -376,6 +391,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.record(rec)
 		writeError(w, which, http.StatusBadRequest, "fakellm: "+rec.BodyError)
 		return
+	}
+	if s.aside != nil {
+		if step, ok := s.aside(rec); ok {
+			rec.Aside = true
+			s.record(rec)
+			s.answer(w, r, which, step, 0, rec.Body)
+			return
+		}
 	}
 	step, turn, exhausted := s.take(&rec)
 	if exhausted != "" {

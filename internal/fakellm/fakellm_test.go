@@ -2,12 +2,14 @@ package fakellm
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"sort"
 	"strings"
@@ -822,4 +824,77 @@ func TestCloseTwiceAndAfter(t *testing.T) {
 	if _, err := http.Get(s.URL() + "/v1/models"); err == nil {
 		t.Errorf("a closed server answered")
 	}
+}
+
+func TestAsideAndToolCall(t *testing.T) {
+	c := newClient(t)
+	shell := ToolCall("shell", map[string]any{"command": []string{"bash", "-lc", "ls"}})
+	s := New(Script{
+		Steps: []Step{Tools(shell), Text("done")},
+		Aside: func(r Request) (Step, bool) {
+			if field(r.Body, "model") == "small" {
+				return Text("a title"), true
+			}
+			return Step{}, false
+		},
+	})
+	defer s.Close()
+	var got []string
+	for _, model := range []string{"small", "big", "small", "big"} {
+		m := decode[map[string]any](t, readBody(t, post(t, c, s, "/v1/messages", map[string]any{"model": model})))
+		got = append(got, mustJSON(m["content"]))
+	}
+	want := []string{
+		`[{"text":"a title","type":"text"}]`,
+		`[{"id":"toolu_1_0","input":{"command":["bash","-lc","ls"]},"name":"shell","type":"tool_use"}]`,
+		`[{"text":"a title","type":"text"}]`,
+		`[{"text":"done","type":"text"}]`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("answers (-want +got):\n%s", diff)
+	}
+	var asides []bool
+	for _, r := range s.Requests() {
+		asides = append(asides, r.Aside)
+	}
+	if diff := cmp.Diff([]bool{true, false, true, false}, asides); diff != "" {
+		t.Errorf("Aside in records (-want +got):\n%s", diff)
+	}
+}
+
+// FuzzTurnRequest feeds any body to each turn endpoint: the server answers
+// 200 with a whole answer or 400 naming the problem, and records it.
+func FuzzTurnRequest(f *testing.F) {
+	f.Add(0, []byte(`{"stream":true}`))
+	f.Add(1, []byte(`{"stream":true,"stream_options":{"include_usage":true}}`))
+	f.Add(2, []byte(`{"stream":false,"model":"x"}`))
+	f.Add(0, []byte(`{"stream":"yes","stream_options":7}`))
+	f.Add(1, []byte(`[1,2]`))
+	f.Add(2, []byte(`{`))
+	f.Add(2, []byte(``))
+	paths := []string{"/v1/chat/completions", "/v1/responses", "/v1/messages"}
+	f.Fuzz(func(t *testing.T, which int, body []byte) {
+		s := New(Script{Steps: []Step{Tools(Bash("bash", "ls")).Forever()}})
+		defer s.Close()
+		path := paths[(which%3+3)%3]
+		w := httptest.NewRecorder()
+		s.serve(w, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
+		out := w.Body.String()
+		switch w.Code {
+		case 200:
+			if !json.Valid([]byte(out)) && !strings.Contains(out, "[DONE]") &&
+				!strings.Contains(out, "response.completed") && !strings.Contains(out, "message_stop") {
+				t.Errorf("%s: an incomplete answer: %q", path, out)
+			}
+		case 400:
+			if !strings.Contains(out, "fakellm: body is not JSON") {
+				t.Errorf("%s: 400 without the reason: %q", path, out)
+			}
+		default:
+			t.Errorf("%s: status %d: %q", path, w.Code, out)
+		}
+		if n := len(s.Requests()); n != 1 {
+			t.Errorf("%d records", n)
+		}
+	})
 }
