@@ -23,6 +23,15 @@ func readAll(r *http.Request, limit int64) ([]byte, error) {
 
 // answer writes step's answer to a turn request.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, which api, step Step, turn int, body any) {
+	rc := http.NewResponseController(w)
+	// hangUp closes the connection, when the server closes before the
+	// answer's first byte: the client sees a broken connection, not an
+	// empty answer.
+	hangUp := func() {
+		if conn, _, err := rc.Hijack(); err == nil {
+			conn.Close()
+		}
+	}
 	if step.Delay > 0 {
 		t := time.NewTimer(step.Delay)
 		defer t.Stop()
@@ -31,6 +40,17 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, which api, step 
 		case <-r.Context().Done():
 			return
 		case <-s.done:
+			hangUp()
+			return
+		}
+	}
+	if step.Silent {
+		select {
+		case <-step.Wake:
+		case <-r.Context().Done():
+			return
+		case <-s.done:
+			hangUp()
 			return
 		}
 	}
@@ -76,7 +96,6 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, which api, step 
 		w.Header().Set("Content-Type", "application/json")
 	}
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
 	n := len(frames)
 	if step.Hold || step.Drop {
 		n = len(frames) / 2
@@ -99,9 +118,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, which api, step 
 		}
 	}
 	if step.Hold || step.Drop {
-		if conn, _, err := rc.Hijack(); err == nil {
-			conn.Close()
-		}
+		hangUp()
 	}
 }
 

@@ -35,6 +35,10 @@
 //	                                response.failed with that code, as codex
 //	                                expects
 //	s.WithDelay(d)                  wait d before the first byte
+//	s.Silenced(wake)                send nothing, not even the status line,
+//	                                until wake is closed (then answer as
+//	                                scripted) or the server closes (then
+//	                                close the connection)
 //	s.Held(release)                 send the first half of the answer, flush,
 //	                                then hold the connection open, sending
 //	                                nothing, until release is closed (then
@@ -133,7 +137,11 @@ type Step struct {
 	// Overflow makes this the API's context-length error.
 	Overflow bool
 
-	Delay   time.Duration   // before the first byte
+	Delay time.Duration // before the first byte
+	// Silent sends nothing, not even the status line, until Wake is closed
+	// (nil: until the server closes); then the answer goes on as scripted.
+	Silent  bool
+	Wake    <-chan struct{}
 	Hold    bool            // stop mid-way, hold the connection open
 	Release <-chan struct{} // ends a held answer when closed (nil: only Close)
 	Drop    bool            // stop mid-way, close the connection
@@ -174,6 +182,10 @@ func ContextOverflow() Step { return Step{Overflow: true} }
 
 // WithDelay returns s waiting d before its first byte.
 func (s Step) WithDelay(d time.Duration) Step { s.Delay = d; return s }
+
+// Silenced returns s sending nothing until wake is closed (nil: until the
+// server closes, when the connection is closed with no answer).
+func (s Step) Silenced(wake <-chan struct{}) Step { s.Silent, s.Wake = true, wake; return s }
 
 // WithUsage returns s reporting u.
 func (s Step) WithUsage(u Usage) Step { s.Usage = u; return s }

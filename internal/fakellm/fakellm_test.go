@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -897,4 +899,81 @@ func FuzzTurnRequest(f *testing.F) {
 			t.Errorf("%d records", n)
 		}
 	})
+}
+
+// rawPost sends a POST on a raw connection, so a test can see whether any
+// byte of the answer came.
+func rawPost(t *testing.T, s *Server, path, body string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		path, len(body), body)
+	return conn
+}
+
+func TestSilent(t *testing.T) {
+	wake := make(chan struct{})
+	s := start(t, Text("awake").Silenced(wake), Text("never").Silenced(nil))
+
+	conn := rawPost(t, s, "/v1/chat/completions", `{"stream":true}`)
+	// Nothing comes while the step is silent. (A deadline that must pass:
+	// its length bounds only how long the test looks.)
+	conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	var one [1]byte
+	if n, err := conn.Read(one[:]); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("silent step: read %d bytes, %v; want nothing", n, err)
+	}
+	close(wake)
+	conn.SetReadDeadline(time.Time{})
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := newSSE(resp.Body).all()
+	if err != nil || readChat(t, evs).Text != "awake" {
+		t.Errorf("woken answer: %v, %v", evs, err)
+	}
+
+	// Silent until Close: Close ends it with a closed connection.
+	conn = rawPost(t, s, "/v1/messages", `{"stream":true}`)
+	waitTurns(t, s, 2)
+	s.Close()
+	if b, err := io.ReadAll(conn); len(b) != 0 || err != nil {
+		t.Errorf("silent step after Close: %q, %v; want the connection closed, no byte", b, err)
+	}
+}
+
+func TestCloseDuringDelay(t *testing.T) {
+	s := start(t, Text("late").WithDelay(time.Hour))
+	conn := rawPost(t, s, "/v1/responses", `{"stream":true}`)
+	waitTurns(t, s, 1)
+	s.Close()
+	if b, err := io.ReadAll(conn); len(b) != 0 || err != nil {
+		t.Errorf("delayed step after Close: %q, %v; want the connection closed, no byte", b, err)
+	}
+}
+
+// waitTurns waits until n turn requests have reached the script, checking
+// at each scheduler turn (the server signals nothing else).
+func waitTurns(t *testing.T, s *Server, n int) {
+	t.Helper()
+	for {
+		turns := 0
+		for _, r := range s.Requests() {
+			if r.Turn > 0 {
+				turns++
+			}
+		}
+		if turns >= n {
+			return
+		}
+		if t.Context().Err() != nil {
+			t.Fatal("the server never took the step")
+		}
+		runtime.Gosched()
+	}
 }
