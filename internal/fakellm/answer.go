@@ -54,6 +54,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, which api, step 
 			return
 		}
 	}
+	for k, vs := range step.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.Header().Set("X-Request-Id", "req_fakellm_"+strconv.Itoa(turn))
 	if step.Status != 0 {
 		if step.RetryAfter != "" {
 			w.Header().Set("Retry-After", step.RetryAfter)

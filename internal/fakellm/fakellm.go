@@ -54,6 +54,9 @@
 // request (from 1) answers with ids like "chatcmpl-n", "resp_n", "msg_n",
 // and tool call ids like "call_n_i" / "toolu_n_i".
 //
+// Every answer to a turn request carries the header x-request-id:
+// req_fakellm_N (N is 0 for an Aside answer), plus the step's Header.
+//
 // When the script has no step left, a turn request gets HTTP 500 with an
 // error body in the API's shape whose message says "fakellm: script
 // exhausted", and its record has Exhausted set.
@@ -134,6 +137,9 @@ type Step struct {
 	Status     int
 	Message    string
 	RetryAfter string // the retry-after header, if set
+	// Header holds extra response headers (e.g. retry-after-ms,
+	// x-should-retry), set on any answer.
+	Header http.Header
 	// Overflow makes this the API's context-length error.
 	Overflow bool
 

@@ -580,11 +580,16 @@ func TestErrors(t *testing.T) {
 
 func TestForeverAndExhausted(t *testing.T) {
 	c := newClient(t)
-	s := start(t, Text("first"), RateLimited("1").Forever(), Text("never reached"))
+	limited := RateLimited("1")
+	limited.Header = http.Header{"Retry-After-Ms": {"1000"}, "X-Should-Retry": {"true"}}
+	s := start(t, Text("first"), limited.Forever(), Text("never reached"))
 	post(t, c, s, "/v1/messages", map[string]any{})
-	for range 5 {
-		if resp := post(t, c, s, "/v1/chat/completions", map[string]any{}); resp.StatusCode != 429 {
-			t.Fatalf("status %d, want 429 every time", resp.StatusCode)
+	for i := range 5 {
+		resp := post(t, c, s, "/v1/chat/completions", map[string]any{})
+		h := resp.Header
+		if resp.StatusCode != 429 || h.Get("Retry-After") != "1" || h.Get("Retry-After-Ms") != "1000" ||
+			h.Get("X-Should-Retry") != "true" || h.Get("X-Request-Id") != fmt.Sprintf("req_fakellm_%d", i+2) {
+			t.Fatalf("status %d, headers %v: want 429 every time with the scripted headers", resp.StatusCode, h)
 		}
 	}
 	if n := s.Remaining(); n != 0 {
