@@ -10,21 +10,25 @@
 //	POST /v1/messages/count_tokens   {"input_tokens": N}; consumes no step
 //	GET  /v1/models                  the script's model; consumes no step
 //
-// The three POST endpoints above that answer a model turn are "turn"
-// requests. Each turn request, on whichever of the three APIs it arrives,
-// (unless Script.Aside claims it) takes the next step of the one script, in
-// arrival order (the script is
-// global, not per API: a test drives one CLI, which speaks one API). Every
-// request, turn or not, is recorded (see Server.Requests). Paths are also
-// served without the /v1 prefix, for clients whose base URL already ends
-// in /v1 and those whose does not.
+// The three POST endpoints that answer a model turn take "turn" requests.
+// The script is global, not per API (a test drives one CLI, which speaks
+// one API): each turn request, on whichever API it arrives, takes the next
+// step, in arrival order, unless Script.Aside claims it first (for a CLI's
+// side requests). Every request, turn or not, is recorded with its method,
+// path, headers and decoded JSON body (see Request); an API key is recorded
+// only as its Fingerprint. Paths are also served without the /v1 prefix,
+// for clients whose base URL already ends in /v1.
 //
 // A Script is a model name and a list of steps. A Step says what its request
 // gets; the constructors build the kinds:
 //
 //	Text("hi")                      an answer with text, finish "stop"/"end_turn"
 //	Tools(Call{...}, Call{...})     one message with these tool calls (finish
-//	                                "tool_calls"/"tool_use"), optionally with text
+//	                                "tool_calls"/"tool_use"), optionally with
+//	                                text; a Call names the tool as the CLI
+//	                                declared it: Bash("bash", "ls"),
+//	                                Read("Read", "file_path", "/x"),
+//	                                ToolCall("shell", map[string]any{...})
 //	Status(500, "boom")             that HTTP status and an error body in the
 //	                                API's own shape
 //	RateLimited("2")                429 with retry-after: 2
@@ -88,6 +92,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -420,6 +425,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	step, turn, exhausted := s.take(&rec)
 	if exhausted != "" {
+		w.Header().Set("X-Request-Id", "req_fakellm_"+strconv.Itoa(turn))
 		writeError(w, which, http.StatusInternalServerError, exhausted)
 		return
 	}
