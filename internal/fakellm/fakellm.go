@@ -28,7 +28,7 @@
 //	                                text; a Call names the tool as the CLI
 //	                                declared it: Bash("bash", "ls"),
 //	                                Read("Read", "file_path", "/x"),
-//	                                ToolCall("shell", map[string]any{...})
+//	                                ToolCall("exec_command", map[string]any{...})
 //	Status(500, "boom")             that HTTP status and an error body in the
 //	                                API's own shape
 //	RateLimited("2")                429 with retry-after: 2
@@ -113,8 +113,11 @@ type Script struct {
 
 // Call is one tool call in an answer.
 type Call struct {
-	// Name is the tool's name as the CLI declared it (e.g. "bash" for pi
-	// and opencode, "Bash" for Claude Code, "shell" for codex).
+	// Name is the tool's name as the CLI declared it in the request's
+	// tools. Seen here: pi 0.73 "bash" {"command"} and "read" {"path"};
+	// Claude Code 2.1 "Bash" {"command", "description"} and "Read"
+	// {"file_path"}; codex 0.171 "exec_command" {"cmd"}; opencode "bash"
+	// {"command", "description"} and "read" {"filePath"}.
 	Name string
 	// Arguments is the tool's input, a JSON object text.
 	Arguments string
@@ -166,7 +169,7 @@ func Text(text string) Step { return Step{Text: text} }
 func Tools(calls ...Call) Step { return Step{Calls: calls} }
 
 // ToolCall is a tool call of the tool name with args, marshalled to JSON
-// (e.g. codex's "shell" tool takes {"command": ["bash", "-lc", "ls"]}).
+// (e.g. ToolCall("exec_command", map[string]string{"cmd": "ls"}) for codex).
 func ToolCall(name string, args any) Call { return Call{Name: name, Arguments: mustJSON(args)} }
 
 // Bash is a tool call of the tool name with {"command": command}.
