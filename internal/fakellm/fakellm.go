@@ -114,10 +114,11 @@ type Script struct {
 // Call is one tool call in an answer.
 type Call struct {
 	// Name is the tool's name as the CLI declared it in the request's
-	// tools. Seen here: pi 0.73 "bash" {"command"} and "read" {"path"};
-	// Claude Code 2.1 "Bash" {"command", "description"} and "Read"
-	// {"file_path"}; codex 0.171 "exec_command" {"cmd"}; opencode "bash"
-	// {"command", "description"} and "read" {"filePath"}.
+	// tools. Run against this server: pi 0.73 "bash" {"command"} and
+	// "read" {"path"}; Claude Code 2.1 "Bash" {"command", "description"};
+	// codex 0.171 "exec_command" {"cmd"}. Not run here: Claude Code "Read"
+	// {"file_path"}; opencode "bash" {"command", "description"} and "read"
+	// {"filePath"}.
 	Name string
 	// Arguments is the tool's input, a JSON object text.
 	Arguments string
