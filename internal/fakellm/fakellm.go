@@ -116,9 +116,9 @@ type Call struct {
 	// Name is the tool's name as the CLI declared it in the request's
 	// tools. Run against this server: pi 0.73 "bash" {"command"} and
 	// "read" {"path"}; Claude Code 2.1 "Bash" {"command", "description"};
-	// codex 0.171 "exec_command" {"cmd"}. Not run here: Claude Code "Read"
-	// {"file_path"}; opencode "bash" {"command", "description"} and "read"
-	// {"filePath"}.
+	// codex 0.171 "exec_command" {"cmd"}; opencode 1.18 "bash" {"command",
+	// "description"}. Not run here: Claude Code "Read" {"file_path"};
+	// opencode "read" {"filePath"}.
 	Name string
 	// Arguments is the tool's input, a JSON object text.
 	Arguments string
@@ -483,4 +483,48 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write([]byte(mustJSON(v)))
+}
+
+// AsideSystem is a Script.Aside that answers with step every turn request
+// whose system prompt starts with prefix: on Chat, a "system" message's
+// string content; on Messages, the "system" field (a string or text
+// blocks); on Responses, the "instructions" field. For example opencode
+// asks for a session title with a system prompt starting "You are a title
+// generator", before the turn the script is for.
+func AsideSystem(prefix string, step Step) func(Request) (Step, bool) {
+	return func(r Request) (Step, bool) {
+		for _, p := range systemPrompts(r.Body) {
+			if strings.HasPrefix(p, prefix) {
+				return step, true
+			}
+		}
+		return Step{}, false
+	}
+}
+
+// systemPrompts returns the system prompt texts of a turn request body.
+func systemPrompts(body any) []string {
+	var out []string
+	text := func(v any) {
+		switch v := v.(type) {
+		case string:
+			out = append(out, v)
+		case []any:
+			for _, b := range v {
+				if t, ok := field(b, "text").(string); ok {
+					out = append(out, t)
+				}
+			}
+		}
+	}
+	if msgs, ok := field(body, "messages").([]any); ok {
+		for _, m := range msgs {
+			if field(m, "role") == "system" || field(m, "role") == "developer" {
+				text(field(m, "content"))
+			}
+		}
+	}
+	text(field(body, "system"))
+	text(field(body, "instructions"))
+	return out
 }

@@ -982,3 +982,29 @@ func waitTurns(t *testing.T, s *Server, n int) {
 		runtime.Gosched()
 	}
 }
+
+func TestAsideSystem(t *testing.T) {
+	aside := AsideSystem("You are a title generator", Text("t"))
+	for _, tc := range []struct {
+		name string
+		body string
+		want bool
+	}{
+		{"chat system", `{"messages":[{"role":"system","content":"You are a title generator. Only."},{"role":"user","content":"x"}]}`, true},
+		{"chat developer blocks", `{"messages":[{"role":"developer","content":[{"type":"text","text":"You are a title generator"}]}]}`, true},
+		{"chat user only", `{"messages":[{"role":"user","content":"You are a title generator"}]}`, false},
+		{"chat other system", `{"messages":[{"role":"system","content":"You are opencode"}]}`, false},
+		{"messages system string", `{"system":"You are a title generator","messages":[]}`, true},
+		{"messages system blocks", `{"system":[{"type":"text","text":"x"},{"type":"text","text":"You are a title generator"}]}`, true},
+		{"responses instructions", `{"instructions":"You are a title generator","input":[]}`, true},
+		{"no body", `null`, false},
+		{"odd shapes", `{"messages":"no","system":7,"instructions":{"a":1}}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, got := aside(Request{Body: decode[any](t, tc.body)})
+			if got != tc.want {
+				t.Errorf("AsideSystem on %s = %v, want %v", tc.body, got, tc.want)
+			}
+		})
+	}
+}
