@@ -14,7 +14,8 @@
 // The script is global, not per API (a test drives one CLI, which speaks
 // one API): each turn request, on whichever API it arrives, takes the next
 // step, in arrival order, unless Script.Aside claims it first (for a CLI's
-// side requests). Every request, turn or not, is recorded with its method,
+// side requests: AsideSystem matches opencode's title request). Every
+// request, turn or not, is recorded with its method,
 // path, headers and decoded JSON body (see Request); an API key is recorded
 // only as its Fingerprint. Paths are also served without the /v1 prefix,
 // for clients whose base URL already ends in /v1.
@@ -83,6 +84,18 @@
 //     input_json_delta), content_block_stop, then message_delta (stop_reason,
 //     usage) and message_stop. With "stream": false the answer is one JSON
 //     message (as on the other two APIs).
+//
+// Seen running the real CLIs against this server (pi 0.73, codex 0.171,
+// Claude Code 2.1.332, opencode 1.18): each runs a tool call and reports
+// the scripted usage; opencode first asks for a session title on the same
+// endpoint (answer it with AsideSystem), and with NPM_CONFIG_REGISTRY set
+// to this server it asks for /@opencode-ai/plugin, gets a 404 and goes on;
+// codex maps response.failed with
+// context_length_exceeded to "ran out of room in the model's context
+// window" and shows x-request-id in its retry messages; Claude Code
+// retries a dropped stream with a new streamed request, and after a held
+// stream goes idle (CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS) asks again with
+// "stream": false.
 package fakellm
 
 import (
