@@ -54,6 +54,9 @@
 //	s.Forever()                     this step answers this request and every
 //	                                later one (e.g. 429 every time)
 //
+// Delay and Silenced apply to every step; Held and Dropped cut answers
+// (an error step's body is always sent whole).
+//
 // Each answer carries the step's Usage (zero means DefaultUsage), so usage
 // numbers are deterministic. Ids are deterministic too: the n-th turn
 // request (from 1) answers with ids like "chatcmpl-n", "resp_n", "msg_n",
@@ -240,7 +243,8 @@ type Request struct {
 	KeyHeader string
 	// Key is Fingerprint of the API key the request carried ("" if none).
 	Key string
-	// Body is the decoded JSON body (nil if there was none).
+	// Body is the decoded JSON body (nil if there was none). Records share
+	// it: read it, do not change it.
 	Body any
 	// BodyError is why the body could not be decoded ("" if it could).
 	BodyError string
