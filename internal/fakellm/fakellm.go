@@ -55,7 +55,8 @@
 //	                                later one (e.g. 429 every time)
 //
 // Delay and Silenced apply to every step; Held and Dropped cut answers
-// (an error step's body is always sent whole).
+// (a Status step, and ContextOverflow on Chat and Messages, send their
+// error body whole).
 //
 // Each answer carries the step's Usage (zero means DefaultUsage), so usage
 // numbers are deterministic. Ids are deterministic too: the n-th turn
