@@ -223,6 +223,21 @@ func (g *netGuard) close() {
 	g.wg.Wait()
 }
 
+// escapes returns the recorded requests that were meant for a host beyond
+// 127.0.0.1: proxy requests (CONNECT, or an absolute URL). A request in
+// origin form ("GET /@scope%2fname") was sent to the guard as the npm
+// registry (NPM_CONFIG_REGISTRY): that is the block working, not an
+// escape.
+func (g *netGuard) escapes() []string {
+	var out []string
+	for _, r := range g.seen() {
+		if _, target, _ := strings.Cut(r, " "); !strings.HasPrefix(target, "/") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // seen returns the request lines recorded so far.
 func (g *netGuard) seen() []string {
 	g.mu.Lock()
