@@ -1,0 +1,9 @@
+// Package e2e holds pilot's end-to-end tests: the real agent CLIs (pi,
+// codex, Claude Code, opencode, gemini-cli), installed from the pinned
+// package.json in this folder, driven through pilot's Dispatcher.
+//
+// The CLIs live in node_modules here (cd e2e && npm ci). Without them the
+// tests skip and say so; PILOT_E2E_REQUIRE=1 turns a missing CLI into a
+// failure. NOTES.md records how each CLI runs offline against a base URL
+// on 127.0.0.1. The package has no non-test code.
+package e2e
