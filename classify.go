@@ -289,7 +289,7 @@ var (
 	reServerStrong = regexp.MustCompile(`currently experiencing high demand|overloaded_error`)
 	reServerWeak   = regexp.MustCompile(`overloaded|internal.?server.?error|internal.?error|server.?error|service.?unavailable|bad gateway|gateway time-?out|temporarily unavailable|high demand`)
 
-	reStreamStrong = regexp.MustCompile(`stream disconnected before completion|connection closed mid-response|request ended without sending any chunks|error while reading the server response`)
+	reStreamStrong = regexp.MustCompile(`stream disconnected before completion|connection closed mid-response|connection to the api was lost|request ended without sending any chunks|error while reading the server response`)
 	reStreamWeak   = regexp.MustCompile(`other side closed|mid-?response|mid-?stream|premature close|stream (?:was )?(?:disconnected|closed|ended|interrupted|terminated|dropped|error|reset|aborted)|(?:disconnected|closed|ended|terminated|dropped|interrupted) (?:the )?stream|unexpected end of (?:stream|data)|incomplete (?:chunked|response|stream)|before \[?done\]?|crashed before stream`)
 	// Causes that mean the request never reached the provider: a "stream
 	// disconnected" around one of them is a connection failure.
@@ -671,7 +671,8 @@ func TerminalDiagnostic(runner string, stream Stream, line string) bool {
 //   - pi: message_end, turn_end, a session file's message entry, or the last
 //     message of agent_end, when it is an assistant message with stopReason
 //     "error": its errorMessage ("Request error" when empty, as pi's text
-//     mode prints); auto_retry_end with success false: its finalError.
+//     mode prints; " (provider error)" added to a "<status> <body>" that
+//     proves nothing alone); auto_retry_end with success false: its finalError.
 //     Anything else pi prints on stdout is the model's event stream, and a
 //     model may write "provider_tunnel_error: connection refused" as text.
 //   - codex (exec --json): turn.failed: error.message; a top-level error:
@@ -681,7 +682,8 @@ func TerminalDiagnostic(runner string, stream Stream, line string) bool {
 //     errors), then " (api_error_status: N)" when the status is set and
 //     " (terminal_reason: R)" when R says more than api_error or completed;
 //     an assistant message with an error category (the synthetic message
-//     carrying an API error): its text, then " (api error: <category>)".
+//     carrying an API error): its text, and " (api error: <category>)"
+//     when the text alone proves no class.
 //   - opencode (run --format json): error: "<error.name>: <data.message>",
 //     then " (statusCode: N)" when set, and " (provider request)" for an
 //     UnknownError that is Bun's fetch failing to connect ("Unable to
@@ -739,7 +741,20 @@ func (m piMessage) diagnostic() (string, bool) {
 	if m.ErrorMessage == "" {
 		return "Request error", true
 	}
-	return m.ErrorMessage, true
+	return piErrorText(m.ErrorMessage), true
+}
+
+// piErrorText is the text to classify for an errorMessage of pi's model
+// call. pi writes an HTTP failure as "<status> <body>"; the body is
+// whatever the endpoint sent ("500 upstream boom"), which may hold no word
+// that proves a provider. The message comes from the model call itself, so
+// a leading status is the provider's: when the message proves nothing
+// alone, " (provider error)" is added, which lets the status count.
+func piErrorText(msg string) string {
+	if reStatusLead.MatchString(strings.ToLower(msg)) && ClassifyFailure(msg).Evidence == "" {
+		return msg + " (provider error)"
+	}
+	return msg
 }
 
 func piDiagnostic(line string) (string, bool) {
@@ -810,9 +825,12 @@ func codexDiagnostic(line string) (string, bool) {
 // with is_error, and the synthetic assistant message that carries an API
 // error's text with its category in "error" (authentication_failed,
 // billing_error, rate_limit, invalid_request, server_error, unknown). The
-// category is kept as " (api error: <category>)": Claude Code's texts
-// ("Invalid API key · Fix external API key", "Rate limit exceeded") do not
-// always say by themselves that the API refused.
+// category is added as " (api error: <category>)" when the text alone
+// proves nothing: Claude Code's texts ("Invalid API key · Fix external API
+// key", "Rate limit exceeded") do not always say by themselves that the
+// API refused. A text that does prove a class keeps it: the category is
+// coarse (server_error for a refused connection and a dropped stream
+// alike).
 func claudeDiagnostic(line string) (string, bool) {
 	// Most lines are the model's messages: skip them without decoding.
 	if !strings.Contains(line, `"is_error"`) && !strings.Contains(line, `"error"`) {
@@ -855,6 +873,13 @@ func claudeDiagnostic(line string) (string, bool) {
 			}
 		}
 		text := strings.Join(texts, " ")
+		if text != "" && ClassifyFailure(text).Evidence != "" {
+			// The text proves its class ("Connection refused ...
+			// (ECONNREFUSED)"); Claude's coarse category
+			// (server_error for any transport trouble) would only
+			// blur it.
+			return text, true
+		}
 		if text != "" {
 			text += " "
 		}

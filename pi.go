@@ -559,6 +559,7 @@ func (w *piWatcher) failure(e Exit, last *piFinal) Result {
 		// What pi's text mode prints then.
 		text = "Request " + last.stopReason
 	}
+	text = piErrorText(text)
 	e.Diagnostic = nil
 	if c := ClassifyFailure(text); c.Evidence != "" {
 		e.Diagnostic = &Diagnostic{Classification: c, Source: RunnerPi + ":stdout"}

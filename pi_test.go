@@ -334,6 +334,11 @@ func TestPiWatcherFinish(t *testing.T) {
 			pilot.Exit{}, pilot.Failed, pilot.FailGeneric, "Request aborted"},
 		{"unclassified error", []string{piHeader, piAgentStart, piError("model said no"), piAgentEnd},
 			pilot.Exit{Diagnostic: &pilot.Diagnostic{Classification: rateLimit, Source: "pi:stderr"}}, pilot.Failed, pilot.FailGeneric, "model said no"},
+		// pi's "<status> <body>" with a body that names no provider (seen
+		// from pi 0.73 against a local endpoint answering 500): the
+		// status is the provider's.
+		{"bare status and body", []string{piHeader, piAgentStart, piError("500 fakellm: boom"), piAgentEnd},
+			pilot.Exit{}, pilot.Failed, pilot.FailProviderServerError, "500 fakellm: boom (provider error)"},
 		{"retry announced, pi exits", []string{piHeader, piAgentStart, piError("Connection error."), `{"type":"agent_end","messages":[],"willRetry":true}`},
 			pilot.Exit{}, pilot.Failed, pilot.FailProviderConnection, "Connection error."},
 		{"last message asked for tools", []string{piHeader, piAgentStart, piToolsTwo, piAgentEnd},
