@@ -52,7 +52,8 @@ import (
 // must come from CredentialEnv (the runner refuses an isolated provider
 // without one, unless BaseURL names an endpoint that needs no key). With
 // BaseURL, pilot writes CODEX_HOME/config.toml with a custom model provider
-// "pilot": base_url is BaseURL (codex appends "/responses": the endpoint
+// "pilot" (and with plugin sync and analytics off, which would reach
+// beyond the endpoint): base_url is BaseURL (codex appends "/responses": the endpoint
 // must serve OpenAI's Responses API, since codex dropped wire_api "chat"),
 // env_key names CredentialEnv (the secret itself is never written), and
 // model is Provider.Model, which BaseURL requires. codex keeps its threads
@@ -222,6 +223,11 @@ func writeCodexConfig(path string, p Provider) error {
 	b.WriteString("# environment variable env_key names; no secret is stored here.\n")
 	fmt.Fprintf(&b, "model = %s\n", tomlString(p.Model))
 	b.WriteString("model_provider = \"pilot\"\n\n")
+	// A custom endpoint is not OpenAI's service: no plugin sync with it at
+	// start-up, no analytics after the turn (both reach beyond the
+	// endpoint; seen from codex 0.171).
+	b.WriteString("[features]\nplugins = false\n\n")
+	b.WriteString("[analytics]\nenabled = false\n\n")
 	b.WriteString("[model_providers.pilot]\n")
 	fmt.Fprintf(&b, "name = %s\n", tomlString("pilot "+p.Name))
 	fmt.Fprintf(&b, "base_url = %s\n", tomlString(p.BaseURL))

@@ -159,6 +159,10 @@ func codexParseTOML(t *testing.T, text string) map[string]string {
 		if !ok {
 			t.Fatalf("line %d: %q is not key = value", i+1, line)
 		}
+		if val == "true" || val == "false" {
+			out[table+key] = val
+			continue
+		}
 		s, err := codexUnquoteTOML(val)
 		if err != nil {
 			t.Fatalf("line %d: %q: %v", i+1, line, err)
@@ -254,6 +258,8 @@ func TestCodexConfigTOMLQuoting(t *testing.T) {
 			want := map[string]string{
 				"model":                          model,
 				"model_provider":                 "pilot",
+				"features.plugins":               "false",
+				"analytics.enabled":              "false",
 				"model_providers.pilot.name":     "pilot cx",
 				"model_providers.pilot.base_url": p.BaseURL,
 				"model_providers.pilot.env_key":  "LOCAL_KEY",
@@ -321,7 +327,8 @@ func TestCodexIsolatedDispatch(t *testing.T) {
 			}
 			got := codexParseTOML(t, string(cfg))
 			if got["model_providers.pilot.env_key"] != "LOCAL_KEY" || got["model_providers.pilot.base_url"] != baseURL ||
-				got["model"] != "local-model" || got["model_provider"] != "pilot" {
+				got["model"] != "local-model" || got["model_provider"] != "pilot" ||
+				got["features.plugins"] != "false" || got["analytics.enabled"] != "false" {
 				t.Errorf("config.toml:\n%s", cfg)
 			}
 		})

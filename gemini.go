@@ -144,6 +144,9 @@ func (GeminiRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 	if home != "" {
 		env["GEMINI_CLI_HOME"] = home
 		env["GEMINI_CLI_TRUST_WORKSPACE"] = "true"
+		if err := writeGeminiSettings(home, p); err != nil {
+			return nil, err
+		}
 	}
 	if p.BaseURL != "" {
 		env["GOOGLE_GEMINI_BASE_URL"] = p.BaseURL
@@ -352,3 +355,31 @@ func (w *geminiWatcher) ended(e Exit) bool {
 }
 
 var _ PhaseWatcher = (*geminiWatcher)(nil)
+
+// geminiSettings is the settings.json pilot writes into a fresh isolated
+// gemini home: authenticate with the API key from the environment (with
+// GOOGLE_GEMINI_BASE_URL set and no auth type chosen, gemini 0.61 picks
+// its "gateway" auth and refuses it: "Invalid auth method selected.", exit
+// 41), and send no usage statistics (without this, gemini reaches for its
+// statistics service at start-up).
+const geminiSettings = `{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false}}` + "\n"
+
+// writeGeminiSettings writes home/.gemini/settings.json for a provider with
+// an API key, unless the home already has one (a resumed store).
+func writeGeminiSettings(home string, p Provider) error {
+	if p.CredentialEnv == "" {
+		return nil
+	}
+	dir := filepath.Join(home, ".gemini")
+	path := filepath.Join(dir, "settings.json")
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating the gemini home: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(geminiSettings), 0o600); err != nil {
+		return fmt.Errorf("writing the gemini settings: %w", err)
+	}
+	return nil
+}

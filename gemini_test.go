@@ -2,6 +2,7 @@ package pilot_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -152,9 +153,16 @@ func TestGeminiBaseURLIsolationAndResume(t *testing.T) {
 	if v.SessionID != sid || v.Resume != filepath.Join(home, sid) {
 		t.Fatalf("session %q resume %q; want %q and %q", v.SessionID, v.Resume, sid, filepath.Join(home, sid))
 	}
-	// gemini would have made its ~/.gemini there.
-	if err := os.Mkdir(filepath.Join(home, ".gemini"), 0o700); err != nil {
-		t.Fatal(err)
+	// pilot chose the API key and turned usage statistics off in the
+	// fresh home; gemini keeps its ~/.gemini there.
+	settings := readPrivateFile(t, filepath.Join(home, ".gemini", "settings.json"))
+	var set struct {
+		Security struct{ Auth struct{ SelectedType string } }
+		Privacy  struct{ UsageStatisticsEnabled *bool }
+	}
+	if err := json.Unmarshal(settings, &set); err != nil || set.Security.Auth.SelectedType != "gemini-api-key" ||
+		set.Privacy.UsageStatisticsEnabled == nil || *set.Privacy.UsageStatisticsEnabled {
+		t.Errorf("settings.json %s (%v): want the API key selected and usage statistics off", settings, err)
 	}
 	mustDispatch(t, d, pilot.Task{Provider: p.Name, Mode: pilot.ModeResume, Prompt: "go on", Resume: v.Resume})
 	call, env = readCall(t, p)
