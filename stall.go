@@ -80,7 +80,8 @@ func (a StallAction) MarshalText() ([]byte, error) { return []byte(a.String()), 
 // threshold off. Per phase:
 //
 //	starting                   inspect after Start; never terminated
-//	awaiting-model             inspect after ModelResponse; never terminated
+//	awaiting-model             inspect after ModelResponse; terminated after
+//	                           ModelStall only when it is set
 //	finished, errored          inspect after ModelResponse; never terminated
 //	tool-running               terminate after Tool; no inspection
 //	unknown (and any other)    inspect after ModelResponse; terminate after Tool
@@ -105,6 +106,12 @@ type StallPolicy struct {
 	// Tool is the silence after which a worker running a tool, or in an
 	// unknown phase, is terminated; DefaultStallTool when zero.
 	Tool time.Duration
+	// ModelStall, when above zero, is the silence after which a worker
+	// awaiting the model is terminated as a session-stall too: for a
+	// caller that knows its model answers quickly and would rather retry
+	// than wait out the IdleTimeout. Zero (the default) never ends a
+	// worker for awaiting the model.
+	ModelStall time.Duration
 }
 
 func stallDefault(d, def time.Duration) (time.Duration, bool) {
@@ -133,7 +140,9 @@ func (p StallPolicy) InspectAfter(phase SessionPhase) (time.Duration, bool) {
 // terminated, and false if silence alone never ends it in that phase.
 func (p StallPolicy) StallTimeout(phase SessionPhase) (time.Duration, bool) {
 	switch phase {
-	case PhaseStarting, PhaseAwaitingModel, PhaseFinished, PhaseErrored:
+	case PhaseAwaitingModel:
+		return p.ModelStall, p.ModelStall > 0
+	case PhaseStarting, PhaseFinished, PhaseErrored:
 		return 0, false
 	}
 	return stallDefault(p.Tool, DefaultStallTool)

@@ -134,3 +134,24 @@ func TestFinishedWorkerEndedByPilotKeepsItsVerdict(t *testing.T) {
 		})
 	}
 }
+
+// A caller that sets ModelStall ends a worker silent while awaiting the
+// model as a session-stall; by default awaiting the model is only
+// inspected (TestSilentAwaitingModelIsInspectedNotTerminated).
+func TestModelStallEndsASilentModelWait(t *testing.T) {
+	d := lineDispatcher(t, "out=phase:awaiting-model", "block")
+	d.Stall = pilot.StallPolicy{ModelResponse: 20 * time.Millisecond, ModelStall: 100 * time.Millisecond}
+	var inspected bool
+	d.Observer = func(e pilot.Event) {
+		if e.Type == pilot.EventStallInspection && e.Inspection.Phase == pilot.PhaseAwaitingModel {
+			inspected = true // the terminating check is an inspection too
+		}
+	}
+	v := dispatch(t, d, task("linephase"))
+	if v.FailureClass != pilot.FailSessionStall || v.SessionPhase != pilot.PhaseAwaitingModel {
+		t.Fatalf("verdict %s/%q in phase %q; want session-stall in awaiting-model", v.Verdict, v.FailureClass, v.SessionPhase)
+	}
+	if !inspected {
+		t.Errorf("no stall inspection in awaiting-model")
+	}
+}

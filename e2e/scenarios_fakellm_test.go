@@ -83,7 +83,7 @@ func script(t *testing.T, s scenario, cli, workdir string) (fakellm.Script, pilo
 		policy.ModelResponse = time.Second
 		steps = []fakellm.Step{fakellm.Text("done").WithDelay(4 * time.Second)}
 	case "silent-stall-terminated":
-		policy.ModelResponse, policy.Tool = time.Second, 3*time.Second
+		policy.ModelResponse, policy.Tool, policy.ModelStall = time.Second, 3*time.Second, 3*time.Second
 		steps = []fakellm.Step{fakellm.Text("never sent").Silenced(nil)}
 	case "connection-refused":
 		// No server: runScenario points the CLI at a closed port.
