@@ -222,7 +222,13 @@ func runScenario(t *testing.T, s scenario, c cli, want expect) {
 		t.Errorf("verdict %q class %q (evidence %s: %q), want %q %q (%s); stderr tail: %s",
 			v.Verdict, v.FailureClass, v.EvidenceSource, v.EvidenceExcerpt, want.verdict, want.class, want.why, v.StderrTail)
 	}
-	if want.source != "" && v.EvidenceSource != want.source {
+	switch {
+	case want.source == "pilot":
+		// pilot's own policy ended it: the proof is the policy, not a line.
+		if v.FailureSource != pilot.SourcePilotPolicy || v.TerminationInitiator != "pilot" {
+			t.Errorf("failure source %q, termination initiator %q; want %q by pilot", v.FailureSource, v.TerminationInitiator, pilot.SourcePilotPolicy)
+		}
+	case want.source != "" && v.EvidenceSource != want.source:
 		t.Errorf("evidence source %q, want %q", v.EvidenceSource, want.source)
 	}
 	mu.Lock()
