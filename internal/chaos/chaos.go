@@ -269,13 +269,29 @@ func (c *runCtx) provider(name string, steps []string) pilot.Provider {
 // noting every worker and spawned pid; onReady is called for a worker's
 // "ready" line.
 func (c *runCtx) dispatcher(onReady func(), ps ...pilot.Provider) *pilot.Dispatcher {
-	reg, err := pilot.NewRegistry(ps...)
+	d, err := newDispatcher(c.dir, ps, c.addPid, func(line string) {
+		if line == "ready" && onReady != nil {
+			onReady()
+		}
+	})
 	if err != nil {
 		panic(err) // the providers are this program's own
 	}
+	return d
+}
+
+// newDispatcher is the Dispatcher of a chaos run and of a child pilot: ps,
+// runDir, PATH alone from the environment, and test-sized grace periods.
+// pid is told every worker's pid and every "spawned PID" a worker prints;
+// line gets every stdout line.
+func newDispatcher(runDir string, ps []pilot.Provider, pid func(int), line func(string)) (*pilot.Dispatcher, error) {
+	reg, err := pilot.NewRegistry(ps...)
+	if err != nil {
+		return nil, err
+	}
 	return &pilot.Dispatcher{
 		Providers: reg,
-		RunDir:    c.dir,
+		RunDir:    runDir,
 		Grace:     grace,
 		WaitDelay: time.Second,
 		LookupEnv: func(k string) (string, bool) {
@@ -286,7 +302,7 @@ func (c *runCtx) dispatcher(onReady func(), ps ...pilot.Provider) *pilot.Dispatc
 		},
 		Observer: func(e pilot.Event) {
 			if e.Started != nil {
-				c.addPid(e.Started.Pid)
+				pid(e.Started.Pid)
 			}
 		},
 		OnLine: func(_ string, l pilot.Line) {
@@ -294,14 +310,13 @@ func (c *runCtx) dispatcher(onReady func(), ps ...pilot.Provider) *pilot.Dispatc
 				return
 			}
 			if s, ok := bytes.CutPrefix(l.Data, []byte("spawned ")); ok {
-				n, _ := strconv.Atoi(string(s))
-				c.addPid(n)
+				if n, err := strconv.Atoi(string(s)); err == nil {
+					pid(n)
+				}
 			}
-			if string(l.Data) == "ready" && onReady != nil {
-				onReady()
-			}
+			line(string(l.Data))
 		},
-	}
+	}, nil
 }
 
 func (s script) task(provider string, mode pilot.Mode, workdir string) pilot.Task {

@@ -57,40 +57,16 @@ func childMain() int {
 			IdleTimeout: time.Duration(j.IdleMS) * time.Millisecond,
 		}})
 	}
-	reg, err := pilot.NewRegistry(ps...)
+	var full sync.Once
+	d, err := newDispatcher(spec.RunDir, ps, func(pid int) { say("pid " + strconv.Itoa(pid)) }, func(line string) {
+		say("line " + line)
+		if spec.FullOnReady && line == "ready" {
+			full.Do(func() { fillDisk(spec.Trigger) })
+		}
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos child:", err)
 		return 2
-	}
-	var full sync.Once
-	d := &pilot.Dispatcher{
-		Providers: reg,
-		RunDir:    spec.RunDir,
-		Grace:     grace,
-		WaitDelay: time.Second,
-		LookupEnv: func(k string) (string, bool) {
-			if k == "PATH" {
-				return os.LookupEnv(k)
-			}
-			return "", false
-		},
-		Observer: func(e pilot.Event) {
-			if e.Started != nil {
-				say("pid " + strconv.Itoa(e.Started.Pid))
-			}
-		},
-		OnLine: func(_ string, l pilot.Line) {
-			if l.Stream != pilot.Stdout {
-				return
-			}
-			if s, ok := strings.CutPrefix(string(l.Data), "spawned "); ok {
-				say("pid " + s)
-			}
-			say("line " + string(l.Data))
-			if spec.FullOnReady && string(l.Data) == "ready" {
-				full.Do(func() { fillDisk(spec.Trigger) })
-			}
-		},
 	}
 	f := &pilot.Fanout{Dispatcher: d}
 	vs, err := f.Run(context.Background(), jobs)
