@@ -366,10 +366,10 @@ func dispatchCompleted(t testing.TB, d *pilot.Dispatcher, task pilot.Task) pilot
 }
 
 // noSecretIn fails if any file under dir (symbolic links aside) holds one
-// of secrets, or cannot be read; it returns how many files it read.
-func noSecretIn(t testing.TB, dir string, secrets ...string) int {
+// of secrets, or cannot be read; it returns how many files it read and how
+// many secrets it found in them.
+func noSecretIn(t testing.TB, dir string, secrets ...string) (files, found int) {
 	t.Helper()
-	n := 0
 	err := filepath.WalkDir(dir, func(path string, de fs.DirEntry, err error) error {
 		if err != nil || de.IsDir() || de.Type()&fs.ModeSymlink != 0 {
 			return err
@@ -379,10 +379,11 @@ func noSecretIn(t testing.TB, dir string, secrets ...string) int {
 			t.Errorf("reading %s: %v", path, err)
 			return nil
 		}
-		n++
+		files++
 		for _, s := range secrets {
 			if bytes.Contains(data, []byte(s)) {
-				t.Errorf("%s holds a secret:\n%s", path, data)
+				found++
+				t.Errorf("%s holds the secret %q:\n%s", path, s, data)
 			}
 		}
 		return nil
@@ -390,7 +391,7 @@ func noSecretIn(t testing.TB, dir string, secrets ...string) int {
 	if err != nil {
 		t.Error(err)
 	}
-	return n
+	return files, found
 }
 
 // readPrivateFile reads the file at path, which must have mode 0600.
