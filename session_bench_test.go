@@ -34,13 +34,9 @@ func BenchmarkParsePiSession(b *testing.B) {
 	}
 }
 
-// BenchmarkPiSessionTailAppend1KiB measures one PiSessionTail.Update after
-// 1 KiB was appended to a large session file, at two file sizes, to show
-// that the cost does not depend on the size. The large size is 64 MiB;
-// PILOT_BENCH_PI_SESSION_MIB sets it, e.g. for 1 GiB:
-//
-//	PILOT_BENCH_PI_SESSION_MIB=1024 go test -run '^$' -bench PiSessionTailAppend -benchtime 20x .
-func BenchmarkPiSessionTailAppend1KiB(b *testing.B) {
+// piBenchSizes is the session sizes, in MiB, the session benchmarks run at:
+// 1 and a large size, 64 unless PILOT_BENCH_PI_SESSION_MIB sets it.
+func piBenchSizes(b *testing.B) []int64 {
 	large := int64(64)
 	if v := os.Getenv("PILOT_BENCH_PI_SESSION_MIB"); v != "" {
 		mib, err := strconv.ParseInt(v, 10, 64)
@@ -49,7 +45,17 @@ func BenchmarkPiSessionTailAppend1KiB(b *testing.B) {
 		}
 		large = mib
 	}
-	for _, mib := range []int64{1, large} {
+	return []int64{1, large}
+}
+
+// BenchmarkPiSessionTailAppend1KiB measures one PiSessionTail.Update after
+// 1 KiB was appended to a large session file, at two file sizes, to show
+// that the cost does not depend on the size. The large size is 64 MiB;
+// PILOT_BENCH_PI_SESSION_MIB sets it, e.g. for 1 GiB:
+//
+//	PILOT_BENCH_PI_SESSION_MIB=1024 go test -run '^$' -bench PiSessionTailAppend -benchtime 20x .
+func BenchmarkPiSessionTailAppend1KiB(b *testing.B) {
+	for _, mib := range piBenchSizes(b) {
 		b.Run(fmt.Sprintf("size=%dMiB", mib), func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "session.jsonl")
 			f, err := os.Create(path)
@@ -119,15 +125,7 @@ func BenchmarkPiSessionTailAppend1KiB(b *testing.B) {
 // BenchmarkPiSessionTailAppend1KiB (PILOT_BENCH_PI_SESSION_MIB sets the
 // large one).
 func BenchmarkPiSessionFullReparse(b *testing.B) {
-	large := int64(64)
-	if v := os.Getenv("PILOT_BENCH_PI_SESSION_MIB"); v != "" {
-		mib, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || mib <= 0 {
-			b.Fatalf("PILOT_BENCH_PI_SESSION_MIB=%q: want a positive number of MiB", v)
-		}
-		large = mib
-	}
-	for _, mib := range []int64{1, large} {
+	for _, mib := range piBenchSizes(b) {
 		b.Run(fmt.Sprintf("size=%dMiB", mib), func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "session.jsonl")
 			f, err := os.Create(path)
