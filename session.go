@@ -970,23 +970,7 @@ func (s *piScan) object(member func(key string)) {
 		}
 		s.i++
 		member(key)
-		if s.bad {
-			return
-		}
-		s.ws()
-		if s.i >= len(s.b) {
-			s.fail()
-			return
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			s.depth--
-			return
-		default:
-			s.fail()
+		if s.bad || s.next('}') {
 			return
 		}
 	}
@@ -1007,26 +991,31 @@ func (s *piScan) array(elem func()) {
 	}
 	for !s.bad {
 		elem()
-		if s.bad {
-			return
-		}
-		s.ws()
-		if s.i >= len(s.b) {
-			s.fail()
-			return
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			s.depth--
-			return
-		default:
-			s.fail()
+		if s.bad || s.next(']') {
 			return
 		}
 	}
+}
+
+// next reads what follows a member or element: a ',' (false: another
+// comes) or the container's closing byte (true: it ended). Anything else
+// is a failure, which also ends it.
+func (s *piScan) next(closing byte) bool {
+	s.ws()
+	switch {
+	case s.i >= len(s.b):
+		s.fail()
+		return true
+	case s.b[s.i] == ',':
+		s.i++
+		return false
+	case s.b[s.i] == closing:
+		s.i++
+		s.depth--
+		return true
+	}
+	s.fail()
+	return true
 }
 
 // key reads an object key. Only the keys pilot looks for are kept; others
