@@ -282,6 +282,16 @@ func trivial(cfg *config) (*pilot.Dispatcher, pilot.Task, error) {
 	return d, t, measure.DispatchOK(context.Background(), d, t)
 }
 
+// sequential is one side of an interleaved round: n runs of job one after
+// another, their time per job in milliseconds added to into.
+func sequential(n int, into *[]float64, job func() error) func() error {
+	return func() error {
+		m, err := measure.Sequential(n, job)
+		*into = append(*into, ms(m))
+		return err
+	}
+}
+
 func runP1(cfg *config) (row, error) {
 	n := 200
 	if cfg.quick {
@@ -294,16 +304,8 @@ func runP1(cfg *config) (row, error) {
 	ctx := context.Background()
 	var ps, es []float64
 	err = interleave(cfg.rounds,
-		func() error {
-			m, err := measure.Sequential(n, func() error { return measure.DispatchOK(ctx, d, t) })
-			ps = append(ps, ms(m))
-			return err
-		},
-		func() error {
-			m, err := measure.Sequential(n, func() error { return measure.ExecOK(measure.TrivialArgv) })
-			es = append(es, ms(m))
-			return err
-		})
+		sequential(n, &ps, func() error { return measure.DispatchOK(ctx, d, t) }),
+		sequential(n, &es, func() error { return measure.ExecOK(measure.TrivialArgv) }))
 	if err != nil {
 		return row{}, err
 	}
@@ -337,21 +339,9 @@ func runP1b(cfg *config) (row, error) {
 	ctx := context.Background()
 	var ps, es, ys []float64
 	err = interleave(cfg.rounds,
-		func() error {
-			m, err := measure.Sequential(n, func() error { return measure.DispatchOK(ctx, d, t) })
-			ps = append(ps, ms(m))
-			return err
-		},
-		func() error {
-			m, err := measure.Sequential(n, func() error { return measure.ExecOK(measure.TrivialArgv) })
-			es = append(es, ms(m))
-			return err
-		},
-		func() error {
-			m, err := measure.Sequential(pyN, func() error { return py.RunOK(measure.TrivialArgv) })
-			ys = append(ys, ms(m))
-			return err
-		})
+		sequential(n, &ps, func() error { return measure.DispatchOK(ctx, d, t) }),
+		sequential(n, &es, func() error { return measure.ExecOK(measure.TrivialArgv) }),
+		sequential(pyN, &ys, func() error { return py.RunOK(measure.TrivialArgv) }))
 	if err != nil {
 		return row{}, err
 	}
