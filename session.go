@@ -944,16 +944,7 @@ func (s *piScan) number() {
 // object checks an object at s.i, calling member for each key with s.i
 // just after the ':'; member must consume the value.
 func (s *piScan) object(member func(key string)) {
-	s.depth++
-	if s.depth > jsMaxDepth {
-		s.fail()
-		return
-	}
-	s.i++ // '{'
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		s.depth--
+	if !s.enter('}') {
 		return
 	}
 	for !s.bad {
@@ -977,16 +968,7 @@ func (s *piScan) object(member func(key string)) {
 }
 
 func (s *piScan) array(elem func()) {
-	s.depth++
-	if s.depth > jsMaxDepth {
-		s.fail()
-		return
-	}
-	s.i++ // '['
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		s.depth--
+	if !s.enter(']') {
 		return
 	}
 	for !s.bad {
@@ -995,6 +977,25 @@ func (s *piScan) array(elem func()) {
 			return
 		}
 	}
+}
+
+// enter steps into the object or array at s.i, whose closing byte is
+// closing, and reports whether it has members to read: false when it is
+// empty (then s.i is past it) or nested too deep (a failure).
+func (s *piScan) enter(closing byte) bool {
+	s.depth++
+	if s.depth > jsMaxDepth {
+		s.fail()
+		return false
+	}
+	s.i++ // the opening byte
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == closing {
+		s.i++
+		s.depth--
+		return false
+	}
+	return true
 }
 
 // next reads what follows a member or element: a ',' (false: another
