@@ -7,13 +7,12 @@ import (
 )
 
 // A scenario is one row of issue 7's table: what the scripted model does,
-// and what pilot must report for each CLI. The runs themselves need
-// internal/fakellm and live in scenarios_fakellm_test.go (build tag
-// e2e_fakellm) until it lands; this table compiles, and is checked, today.
+// and what pilot must report for each CLI. The runs are in
+// scenarios_run_test.go.
 type scenario struct {
 	name string
 	// model says what the scripted server does, in words; the fakellm
-	// script is built from the name in scenarios_fakellm_test.go.
+	// script is built from the name in scenarios_run_test.go.
 	model string
 	// want is the verdict per CLI (pi, codex, claude, opencode). A CLI
 	// missing from want does not run the scenario.

@@ -1,11 +1,7 @@
-//go:build e2e_fakellm
-
 // The scenario runs of issue 7, each through Dispatcher.Dispatch with the
-// real runner against internal/fakellm. They are behind the e2e_fakellm
-// build tag until internal/fakellm is merged: then drop the tag (and
-// scenarios_nofakellm_test.go). Run them with:
+// real runner against internal/fakellm. Run them with:
 //
-//	cd e2e && npm ci && cd .. && go test -tags e2e_fakellm -run TestScenarios ./e2e
+//	cd e2e && npm ci && cd .. && go test -run TestScenarios ./e2e
 
 package e2e_test
 
