@@ -689,13 +689,28 @@ func TerminalDiagnostic(runner string, stream Stream, line string) bool {
 //     UnknownError that is Bun's fetch failing to connect ("Unable to
 //     connect. Is the computer able to access the url?"): opencode reports
 //     the model request's connection failure that way, without a provider
-//     name, and the classifier needs one.
+//     name, and the classifier needs one. " (provider stream closed)" is
+//     added to an error carrying Bun's "The socket connection was closed
+//     unexpectedly": the provider closed a connection it had accepted, which
+//     the AI SDK still words "Cannot connect to API" (see
+//     opencodeErrorText). On stderr, opencode's own log lines
+//     (--print-logs: "timestamp=… level=… message=…") are diagnostics only
+//     when they are the model call's "stream error" (level ERROR, not the
+//     small model's side request): its error.error, worded like the error
+//     event ("AI_APICallError: m" becomes "APICallError: m"). Its other log
+//     lines never count: they quote the model's tool input (a bash
+//     command's text) and opencode's own chatter.
 //   - gemini (stream-json): result with status error:
 //     "<error.type>: <error.message>"; error with severity error: message.
 //
 // Unknown runners and "command" have no JSON stream: their stdout never
 // counts. Blank lines and retry notices never count.
 func ExtractDiagnostic(runner string, stream Stream, line string) (text string, ok bool) {
+	if runner == RunnerOpencode && stream == Stderr {
+		if l, isLog := parseOpencodeLog(line); isLog {
+			return opencodeLogDiagnostic(l)
+		}
+	}
 	if stream == Stderr {
 		if strings.TrimSpace(line) == "" || retryInProgress(strings.ToLower(line)) {
 			return "", false
@@ -931,26 +946,157 @@ func opencodeDiagnostic(line string) (string, bool) {
 	if json.Unmarshal([]byte(line), &ev) != nil || ev.Type != "error" {
 		return "", false
 	}
-	text := ev.Error.Name
-	if ev.Error.Data.Message != "" {
+	return opencodeErrorText(ev.Error.Name, ev.Error.Data.Message, ev.Error.Data.StatusCode), true
+}
+
+// opencodeErrorText is the text to classify for an opencode error named name
+// with message msg (and HTTP status, when known): "<name>: <msg>", then
+// " (statusCode: N)", then a note for Bun's connection failures, whose words
+// alone prove no provider class:
+//
+//   - " (provider request)" for an UnknownError holding Bun's "Unable to
+//     connect. Is the computer able to access the url?": opencode reports
+//     the model request's connection failure that way, without a provider
+//     name.
+//   - " (provider stream closed)" for Bun's "The socket connection was closed
+//     unexpectedly": the endpoint accepted the connection and closed it
+//     before the answer was whole. The AI SDK wraps every failed fetch as
+//     "Cannot connect to API: …", but this one did connect: Bun reports a
+//     response cut mid-stream this way when the close arrives before fetch
+//     has handed the response over (seen against fakellm's Dropped step,
+//     which sends the status line and half the stream, then closes). It is
+//     Bun's wording of undici's "other side closed", which is a stream
+//     disconnect too.
+func opencodeErrorText(name, msg string, status *int) string {
+	text := name
+	if msg != "" {
 		if text != "" {
 			text += ": "
 		}
-		text += ev.Error.Data.Message
+		text += msg
 	}
-	if ev.Error.Data.StatusCode != nil {
-		text += " (statusCode: " + strconv.Itoa(*ev.Error.Data.StatusCode) + ")"
+	if status != nil {
+		text += " (statusCode: " + strconv.Itoa(*status) + ")"
 	}
-	if ev.Error.Name == "UnknownError" && strings.Contains(ev.Error.Data.Message, bunConnectFailed) {
+	switch {
+	case name == "UnknownError" && strings.Contains(msg, bunConnectFailed):
 		text += " (provider request)"
+	case strings.Contains(msg, bunSocketClosed):
+		text += " (provider stream closed)"
 	}
-	return text, true
+	return text
 }
 
 // bunConnectFailed is the message of Bun's fetch when it cannot connect.
 // opencode (which runs on Bun) reports it as an UnknownError when the model
 // request itself cannot connect; the error event carries no provider name.
 const bunConnectFailed = "Unable to connect. Is the computer able to access the url?"
+
+// bunSocketClosed is the message of Bun's fetch when the other side closes
+// a connection before the response is whole.
+const bunSocketClosed = "The socket connection was closed unexpectedly"
+
+// An opencodeLog is one of opencode's log lines, as --print-logs writes them
+// to stderr: logfmt, "timestamp=2026-11-30T07:16:13.903Z level=ERROR
+// run=ccd5097b message="stream error" providerID=pilot … small=false …
+// error.error="AI_APICallError: fakellm: boom"". Only the fields pilot reads
+// are kept.
+type opencodeLog struct {
+	Level     string // DEBUG, INFO, WARN, ERROR
+	Message   string
+	SessionID string // session.id
+	Small     string // "true" for the small model's side requests (the title)
+	Err       string // error.error: the failed model call's error
+	ID        string // id (message=created: the new session's id)
+	Action    string // action.action (message=evaluated: allow, deny, ask)
+	Perm      string // permission (message=evaluated)
+}
+
+// parseOpencodeLog reads line as one of opencode's log lines; isLog is false
+// when it is not one (a line opencode printed itself, a crash).
+func parseOpencodeLog(line string) (l opencodeLog, isLog bool) {
+	if !strings.HasPrefix(line, "timestamp=") || !strings.Contains(line, " level=") {
+		return l, false
+	}
+	rest := line
+	for rest != "" {
+		var key, val string
+		key, val, rest = nextLogfmt(rest)
+		switch key {
+		case "level":
+			l.Level = val
+		case "message":
+			l.Message = val
+		case "session.id":
+			l.SessionID = val
+		case "small":
+			l.Small = val
+		case "error.error":
+			l.Err = val
+		case "id":
+			l.ID = val
+		case "action.action":
+			l.Action = val
+		case "permission":
+			l.Perm = val
+		}
+	}
+	return l, true
+}
+
+// nextLogfmt reads the first key=value pair of s and returns what follows.
+// A value is bare (up to the next space) or a JSON string in quotes; a
+// quoted value that does not decode is kept as written between the quotes.
+// Text that is no pair (a key without "=") is skipped up to the next space.
+func nextLogfmt(s string) (key, val, rest string) {
+	s = strings.TrimLeft(s, " ")
+	eq := strings.IndexAny(s, "= ")
+	if eq < 0 || s[eq] == ' ' {
+		if eq < 0 {
+			return "", "", ""
+		}
+		return "", "", s[eq:]
+	}
+	key, s = s[:eq], s[eq+1:]
+	if !strings.HasPrefix(s, `"`) {
+		if sp := strings.IndexByte(s, ' '); sp >= 0 {
+			return key, s[:sp], s[sp:]
+		}
+		return key, s, ""
+	}
+	end := 1
+	for end < len(s) && s[end] != '"' {
+		if s[end] == '\\' {
+			end++
+		}
+		end++
+	}
+	if end >= len(s) {
+		// No closing quote: the value runs to the end of the line.
+		return key, s[1:], ""
+	}
+	quoted := s[:end+1]
+	if err := json.Unmarshal([]byte(quoted), &val); err != nil {
+		val = quoted[1 : len(quoted)-1]
+	}
+	return key, val, s[end+1:]
+}
+
+// opencodeLogDiagnostic is the diagnostic text of an opencode log line: the
+// main model call's "stream error", worded like the error event.
+func opencodeLogDiagnostic(l opencodeLog) (string, bool) {
+	if l.Level != "ERROR" || l.Message != "stream error" || l.Small == "true" || strings.TrimSpace(l.Err) == "" {
+		return "", false
+	}
+	name, msg, found := strings.Cut(l.Err, ": ")
+	if !found || strings.ContainsAny(name, " ") {
+		name, msg = "", l.Err
+	}
+	// The AI SDK's error names carry an "AI_" prefix ("AI_APICallError")
+	// that its error events do not.
+	name = strings.TrimPrefix(name, "AI_")
+	return opencodeErrorText(name, msg, nil), true
+}
 
 func geminiDiagnostic(line string) (string, bool) {
 	var ev struct {

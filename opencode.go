@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // OpencodeRunner runs the opencode CLI non-interactively:
@@ -48,25 +49,51 @@ import (
 // an isolated provider, and is refused.
 //
 // Its stream (one JSON event per stdout line, each with the session id)
-// says when a model step starts (step_start) and ends (step_finish, with the
-// step's tokens and cost, which pilot sums), the answer text, and a tool only
-// once it has finished (tool_use, completed or error): opencode never says a
-// tool is running. So the phase between step_start and step_finish is
-// unknown ("stream:opencode-step", a model call or its tools), which gets
-// the stall policy's conservative tool-sized threshold, and after a
-// step_finish asking for tools it is awaiting-model. Verdict: an error event
-// (APIError, ProviderAuthError, ContextOverflowError, ...) is a failure,
-// classified from its name, message and statusCode; the done event (newer
-// builds) or a final step_finish (reason other than "tool-calls"; older
-// builds have no done) ends the run: completed with answer text, empty
-// without, and step_capped_partial when the last step stopped at the
-// model's output limit (reason "length"; opencode has no turn cap in a run).
-// Exit 0 without either is incomplete.
+// says when a model step's answer starts arriving (step_start) and ends
+// (step_finish, with the step's tokens and cost, which pilot sums), the
+// answer text, and a tool only once it has finished (tool_use, completed or
+// error); it says nothing while opencode waits for the model's first byte,
+// runs a tool, or retries a failed model call. So pilot runs it with
+// --print-logs and reads its log lines on stderr too (opencode 1.18.33):
 //
-// opencode retries rate limits and server errors silently, and some API
-// errors make it hang with no output and no exit (issues #8203, #40747,
-// #42268); nothing in its stream shows either, so the stall policy
-// (unknown phase) and the idle timeout end such a worker.
+//	message=stream … small=false         a model call goes out: awaiting-model
+//	message=evaluated … action.action=allow
+//	                                     a tool's permission was granted and
+//	                                     the tool runs: tool-running
+//	level=ERROR message="stream error" … error.error="AI_APICallError: …"
+//	                                     the model call failed; opencode
+//	                                     retries it (below): awaiting-model
+//
+// The small model's side requests (the session title, small=true) are not
+// the task's model calls and are skipped. After a tool_use the step goes
+// on (another tool, or the model's answer): the phase is unknown
+// ("stream:tool_use") until the next line says more; after a step_finish
+// asking for tools it is awaiting-model. A stream without log lines (an
+// older build, or logs turned off through Args) keeps the old reading: from
+// step_start to step_finish the phase is unknown ("stream:opencode-step"),
+// which gets the stall policy's conservative tool-sized threshold.
+//
+// Retries: opencode retries a failed model call that is retryable (HTTP 429
+// and 5xx, connection failures, isRetryable API errors; not 401 or a
+// context overflow) 5 times, waiting 2 s × 2^(n−1) plus up to 25 % jitter
+// before retry n, at most 30 s, or what a retry-after header asks; then it
+// reports the last error and exits 1. Its log says nothing of the wait, so
+// pilot counts the bound of that schedule after each "stream error" as
+// expected silence. opencode has no setting for the number of retries.
+//
+// Verdict: an error event (APIError, ProviderAuthError,
+// ContextOverflowError, ...) is a failure, classified from its name, message
+// and statusCode (its own classification, when it proves a class, before
+// the log's earlier "stream error" lines); the done event (newer builds) or
+// a final step_finish (reason other than "tool-calls"; older builds have no
+// done) ends the run: completed with answer text, empty without, and
+// step_capped_partial when the last step stopped at the model's output
+// limit (reason "length"; opencode has no turn cap in a run). Exit 0
+// without either is incomplete.
+//
+// Some API errors have been reported to make opencode hang with no output
+// and no exit (issues #8203, #40747, #42268); the stall policy and the idle
+// timeout end such a worker.
 type OpencodeRunner struct{}
 
 // Name implements Runner.
@@ -79,7 +106,11 @@ const opencodeProvider = "pilot"
 // Command implements Runner.
 func (OpencodeRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 	p := a.Provider
-	argv := []string{program(p, RunnerOpencode), "run", "--format", "json"}
+	// --print-logs puts opencode's log on stderr, where the watcher reads
+	// what the JSON stream does not say: a model call going out, a tool
+	// starting, an API error it will retry. --log-level INFO keeps an
+	// inherited OPENCODE_LOG_LEVEL from hiding those lines.
+	argv := []string{program(p, RunnerOpencode), "run", "--format", "json", "--print-logs", "--log-level", "INFO"}
 	if a.Task.Mode == ModeExplore || a.Task.Mode == ModeReview {
 		argv = append(argv, "--agent", "plan")
 	}
@@ -183,10 +214,14 @@ func writeOpencodeConfig(path string, p Provider) error {
 	return nil
 }
 
-// opencodeWatcher follows one `opencode run --format json` stream.
+// opencodeWatcher follows one `opencode run --format json --print-logs`
+// stream: the JSON events on stdout, the log lines on stderr.
 type opencodeWatcher struct {
 	streamWatch
 	store string // the isolated session store, if any
+
+	logs    bool // a log line was seen: the phases come from them too
+	retries int  // the current step's model calls that failed so far
 
 	answered   bool   // a text event with text
 	steps      int    // step_finish events seen
@@ -226,9 +261,38 @@ type opencodeTokens struct {
 // not tell apart.
 const reasonOpencodeStep = "stream:opencode-step"
 
+// opencodeMaxRetries is how many times opencode retries a failed model call
+// (its session retry policy stops after attempt 5), and the delays are its
+// backoff: opencodeRetryDelay·2^(n−1) plus up to 25 % jitter, at most
+// opencodeRetryMaxDelay when the error carried no retry-after header.
+const (
+	opencodeMaxRetries    = 5
+	opencodeRetryDelay    = 2 * time.Second
+	opencodeRetryMaxDelay = 30 * time.Second
+)
+
+// opencodeRetryWait is the longest opencode waits before retrying after the
+// n-th failed call of a step (from 1), by its backoff without a retry-after
+// header; 0 once it no longer retries.
+func opencodeRetryWait(n int) time.Duration {
+	if n < 1 || n > opencodeMaxRetries {
+		return 0
+	}
+	d := opencodeRetryDelay << (n - 1)
+	d += d / 4
+	return min(d, opencodeRetryMaxDelay)
+}
+
 // Line implements Watcher.
 func (w *opencodeWatcher) Line(l Line) {
-	if l.Stream != Stdout || l.Truncated {
+	if l.Truncated {
+		return
+	}
+	if l.Stream == Stderr {
+		w.logLine(l)
+		return
+	}
+	if l.Stream != Stdout {
 		return
 	}
 	var ev opencodeEvent
@@ -242,16 +306,33 @@ func (w *opencodeWatcher) Line(l Line) {
 	}
 	switch ev.Type {
 	case "step_start":
-		w.setPhase(PhaseUnknown, reasonOpencodeStep, nil)
-	case "tool_use", "reasoning":
-		// Tools are reported only once finished: the step goes on.
-		w.setPhase(PhaseUnknown, reasonOpencodeStep, nil)
+		// The model's answer is arriving.
+		w.quiet(0)
+		if w.logs {
+			w.setPhase(PhaseAwaitingModel, "stream:step_start", nil)
+		} else {
+			w.setPhase(PhaseUnknown, reasonOpencodeStep, nil)
+		}
+	case "tool_use":
+		// A tool finished; the step goes on: another tool, or the
+		// model's answer.
+		if w.logs {
+			w.setPhase(PhaseUnknown, "stream:tool_use", nil)
+		} else {
+			w.setPhase(PhaseUnknown, reasonOpencodeStep, nil)
+		}
+	case "reasoning":
+		if !w.logs {
+			w.setPhase(PhaseUnknown, reasonOpencodeStep, nil)
+		}
 	case "text":
 		if strings.TrimSpace(ev.Part.Text) != "" {
 			w.answered = true
 		}
 	case "step_finish":
 		w.steps++
+		w.retries = 0
+		w.quiet(0)
 		w.lastReason = ev.Part.Reason
 		if t := ev.Part.Tokens; t != nil {
 			w.tokensSeen = true
@@ -274,10 +355,55 @@ func (w *opencodeWatcher) Line(l Line) {
 		if w.errLine == "" {
 			w.errLine = clip(string(l.Data), 2000)
 		}
+		w.quiet(0)
 		w.setPhase(PhaseErrored, "stream:error", nil)
 	case "done":
 		w.done = true
+		w.quiet(0)
 		w.setPhase(PhaseFinished, "stream:done", nil)
+	}
+}
+
+// logLine reads one of opencode's log lines (--print-logs, on stderr).
+// Other stderr lines are left to the diagnostics.
+func (w *opencodeWatcher) logLine(l Line) {
+	lg, ok := parseOpencodeLog(string(l.Data))
+	if !ok {
+		return
+	}
+	w.logs = true
+	if w.sessionID == "" {
+		switch {
+		case lg.Message == "created" && strings.HasPrefix(lg.ID, "ses_"):
+			// The first session created is the run's own.
+			w.sessionID = lg.ID
+		case lg.SessionID != "" && lg.Small != "true":
+			w.sessionID = lg.SessionID
+		}
+	}
+	if w.state.Phase == PhaseErrored || w.state.Phase == PhaseFinished {
+		// The stream has said how the run ends; the log's last lines
+		// (the failed call that ended it, disposing) change nothing.
+		return
+	}
+	switch lg.Message {
+	case "stream":
+		if lg.Small == "true" {
+			return
+		}
+		w.quiet(0)
+		w.setPhase(PhaseAwaitingModel, "log:stream", nil)
+	case "stream error":
+		if lg.Small == "true" || lg.Level != "ERROR" {
+			return
+		}
+		w.retries++
+		w.quiet(opencodeRetryWait(w.retries))
+		w.setPhase(PhaseAwaitingModel, "log:stream error", nil)
+	case "evaluated":
+		if lg.Action == "allow" {
+			w.setPhase(PhaseToolRunning, "log:evaluated/"+lg.Perm, nil)
+		}
 	}
 }
 
@@ -302,6 +428,15 @@ func (w *opencodeWatcher) Finish(e Exit) Result {
 		return w.session(JudgeExit(e))
 	}
 	if w.errLine != "" {
+		// opencode's own error event says how the run ended: its class
+		// comes before the earlier "stream error" log lines' (the
+		// retried calls), which may prove less ("APICallError: boom"
+		// without the status the event carries).
+		if text, ok := ExtractDiagnostic(RunnerOpencode, Stdout, w.errLine); ok {
+			if c := ClassifyFailure(text); c.Evidence != "" {
+				return w.session(DiagnosticResult(Diagnostic{Classification: c, Source: RunnerOpencode + ":stdout"}))
+			}
+		}
 		return w.session(reportedFailure(e, RunnerOpencode, w.errLine))
 	}
 	if e.Code != 0 {

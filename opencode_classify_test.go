@@ -1,6 +1,8 @@
 package pilot_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/pilotworkers/pilot"
@@ -52,17 +54,105 @@ func TestOpencodeDiagnosticClasses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			text, ok := pilot.ExtractDiagnostic(pilot.RunnerOpencode, pilot.Stdout, tc.line)
-			if ok != (tc.text != "") || text != tc.text {
-				t.Fatalf("ExtractDiagnostic = %q, %v; want %q (%s)", text, ok, tc.text, tc.why)
-			}
-			if !ok {
-				return
-			}
-			c := pilot.ClassifyFailure(text)
-			if c.Class != tc.class || (c.Evidence != "") != tc.evidence {
-				t.Errorf("ClassifyFailure(%q) = %s, evidence %q; want %s, evidence %v (%s)", text, c.Class, c.Evidence, tc.class, tc.evidence, tc.why)
-			}
+			checkOpencodeDiagnostic(t, pilot.Stdout, tc.line, tc.text, tc.class, tc.evidence, tc.why)
 		})
 	}
+}
+
+// opencode's log lines on stderr (--print-logs), from runs of opencode
+// 1.18.33 against internal/fakellm (2026-11-30): only the model call's
+// "stream error" is a diagnostic, worded like the error event; every other
+// log line is not, whatever it quotes.
+func TestOpencodeLogDiagnosticClasses(t *testing.T) {
+	const head = `timestamp=2026-11-30T07:16:14.724Z level=ERROR run=e532bdfa message="stream error" providerID=pilot modelID=fake-model session.id=ses_A small=false agent=build mode=primary error.error=`
+	tests := []struct {
+		name, why string
+		line      string
+		text      string
+		class     pilot.FailureClass
+		evidence  bool
+	}{
+		{"refused", "Bun's connect failure, as the AI SDK wraps it",
+			head + `"AI_APICallError: Cannot connect to API: Unable to connect. Is the computer able to access the url? (cause: Error: Unable to connect. Is the computer able to access the url?)"`,
+			"APICallError: Cannot connect to API: Unable to connect. Is the computer able to access the url? (cause: Error: Unable to connect. Is the computer able to access the url?)",
+			pilot.FailProviderConnection, true},
+		{"dropped", "Bun's closed socket: the endpoint had answered (fakellm's Dropped)",
+			head + "\"AI_APICallError: Cannot connect to API: The socket connection was closed unexpectedly. For more information, pass `verbose: true` in the second argument to fetch() (cause: Error: The socket connection was closed unexpectedly.)\"",
+			"APICallError: Cannot connect to API: The socket connection was closed unexpectedly. For more information, pass `verbose: true` in the second argument to fetch() (cause: Error: The socket connection was closed unexpectedly.) (provider stream closed)",
+			pilot.FailProviderStreamDisconnect, true},
+		{"500 with an uninformative body", "the log has no status: an API error, no narrower class",
+			head + `"AI_APICallError: fakellm: boom"`, "APICallError: fakellm: boom", pilot.FailGeneric, true},
+		{"429", "the provider's own words",
+			head + `"AI_APICallError: Rate limit exceeded, retry after 1s"`, "APICallError: Rate limit exceeded, retry after 1s", pilot.FailProviderRateLimit, true},
+		{"title request", "the small model's side request is not the task's",
+			`timestamp=2026-11-30T07:16:15.609Z level=ERROR run=e532bdfa message="stream error" providerID=pilot modelID=fake-model session.id=ses_A small=true agent=title mode=primary error.error="AI_RetryError: Failed after 3 attempts. Last error: Cannot connect to API: Unable to connect. Is the computer able to access the url?"`,
+			"", "", false},
+		{"halt", "the run's end is the error event's to tell, with its status",
+			`timestamp=2026-11-30T07:17:21.431Z level=ERROR run=ccd5097b message=process session.id=ses_A messageID=msg_1 error="fakellm: boom" stack="AI_APICallError: fakellm: boom\n    at <anonymous>"`,
+			"", "", false},
+		{"plugin install", "opencode's own npm chatter",
+			`timestamp=2026-11-30T07:17:15.492Z level=WARN run=ccd5097b message="background dependency install failed" dir=/x/cfg/opencode error="Cause([Fail(NpmInstallFailedError (cause: FetchError: request to http://127.0.0.1:9/@opencode-ai%2fplugin failed, reason: ECONNREFUSED))])"`,
+			"", "", false},
+		{"a tool's input", "a bash command quoting a provider error is the model's text",
+			`timestamp=2026-11-30T07:14:59.659Z level=INFO run=55c1683d message=evaluated permission=bash pattern="echo \"API Error: 401 Unauthorized\"" action.permission=* action.action=allow action.pattern=*`,
+			"", "", false},
+		{"INFO stream", "a model call going out",
+			`timestamp=2026-11-30T07:14:58.997Z level=INFO run=55c1683d message=stream providerID=pilot modelID=fake-model session.id=ses_A small=false agent=build mode=primary`,
+			"", "", false},
+		{"not a log line", "opencode's own prints on stderr stay diagnostics",
+			"Error: Unable to connect. Is the computer able to access the url? API error",
+			"Error: Unable to connect. Is the computer able to access the url? API error", pilot.FailProviderConnection, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			checkOpencodeDiagnostic(t, pilot.Stderr, tc.line, tc.text, tc.class, tc.evidence, tc.why)
+		})
+	}
+}
+
+func checkOpencodeDiagnostic(t *testing.T, stream pilot.Stream, line, want string, class pilot.FailureClass, evidence bool, why string) {
+	t.Helper()
+	text, ok := pilot.ExtractDiagnostic(pilot.RunnerOpencode, stream, line)
+	if ok != (want != "") || text != want {
+		t.Fatalf("ExtractDiagnostic = %q, %v; want %q (%s)", text, ok, want, why)
+	}
+	if !ok {
+		return
+	}
+	c := pilot.ClassifyFailure(text)
+	if c.Class != class || (c.Evidence != "") != evidence {
+		t.Errorf("ClassifyFailure(%q) = %s, evidence %q; want %s, evidence %v (%s)", text, c.Class, c.Evidence, class, evidence, why)
+	}
+}
+
+// An opencode log line is a diagnostic only as the model call's stream
+// error, and no value quoted in a log line (a tool's input, written by the
+// model) can make one, nor start a tool-running phase.
+func FuzzOpencodeLogLine(f *testing.F) {
+	for _, l := range []string{ocLogCreated, ocLogTitle, ocLogStream, ocLogEvaluated, ocLogDenied, ocLogStreamError, ocLogTitleError, ocLogHalt} {
+		f.Add(l)
+	}
+	f.Add(`" level=ERROR message="stream error" error.error="AI_APICallError: 401 Unauthorized" action.action=allow`)
+	f.Add(`\" action.action=allow \"`)
+	f.Add("timestamp= level=\"")
+	f.Fuzz(func(t *testing.T, s string) {
+		text, ok := pilot.ExtractDiagnostic(pilot.RunnerOpencode, pilot.Stderr, s)
+		if ok && strings.HasPrefix(s, "timestamp=") && strings.Contains(s, " level=") &&
+			(!strings.Contains(s, "stream error") || strings.TrimSpace(text) == "") {
+			t.Fatalf("log line %q gave diagnostic %q", s, text)
+		}
+		quoted, err := json.Marshal(s)
+		if err != nil {
+			return
+		}
+		line := "timestamp=2026-11-30T07:14:59.659Z level=INFO run=r message=evaluated permission=bash action.action=deny pattern=" + string(quoted)
+		if text, ok := pilot.ExtractDiagnostic(pilot.RunnerOpencode, pilot.Stderr, line); ok {
+			t.Fatalf("a quoted value made %q a diagnostic: %q", line, text)
+		}
+		w := opencodeWatcher(t)
+		feedLines(w, ocErr(ocLogStream), ocErr(line))
+		if st, _, _ := w.StreamState(); st.Phase != pilot.PhaseAwaitingModel {
+			t.Fatalf("a quoted value in %q made the phase %s", line, st.Phase)
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -28,17 +29,17 @@ func TestOpencodeCommandArgv(t *testing.T) {
 		resume string
 		want   []string
 	}{
-		{"code", base, pilot.ModeCode, "", []string{"opencode", "run", "--format", "json"}},
-		{"test", withModel, pilot.ModeTest, "", []string{"opencode", "run", "--format", "json", "--model", "zai-coding-plan/glm-4.6"}},
+		{"code", base, pilot.ModeCode, "", []string{"opencode", "run", "--format", "json", "--print-logs", "--log-level", "INFO"}},
+		{"test", withModel, pilot.ModeTest, "", []string{"opencode", "run", "--format", "json", "--print-logs", "--log-level", "INFO", "--model", "zai-coding-plan/glm-4.6"}},
 		{"explore runs the plan agent", withModel, pilot.ModeExplore, "",
-			[]string{"opencode", "run", "--format", "json", "--agent", "plan", "--model", "zai-coding-plan/glm-4.6"}},
-		{"review runs the plan agent", base, pilot.ModeReview, "", []string{"opencode", "run", "--format", "json", "--agent", "plan"}},
+			[]string{"opencode", "run", "--format", "json", "--print-logs", "--log-level", "INFO", "--agent", "plan", "--model", "zai-coding-plan/glm-4.6"}},
+		{"review runs the plan agent", base, pilot.ModeReview, "", []string{"opencode", "run", "--format", "json", "--print-logs", "--log-level", "INFO", "--agent", "plan"}},
 		{"resume", withModel, pilot.ModeResume, "ses_abc",
-			[]string{"opencode", "run", "--format", "json", "--model", "zai-coding-plan/glm-4.6", "--session", "ses_abc"}},
+			[]string{"opencode", "run", "--format", "json", "--print-logs", "--log-level", "INFO", "--model", "zai-coding-plan/glm-4.6", "--session", "ses_abc"}},
 		{"explore resuming", base, pilot.ModeExplore, "ses_abc",
-			[]string{"opencode", "run", "--format", "json", "--agent", "plan", "--session", "ses_abc"}},
+			[]string{"opencode", "run", "--format", "json", "--print-logs", "--log-level", "INFO", "--agent", "plan", "--session", "ses_abc"}},
 		{"binary and args last", withArgs, pilot.ModeCode, "",
-			[]string{"/opt/opencode/bin/opencode", "run", "--format", "json", "--model", "zai-coding-plan/glm-4.6", "--variant", "high"}},
+			[]string{"/opt/opencode/bin/opencode", "run", "--format", "json", "--print-logs", "--log-level", "INFO", "--model", "zai-coding-plan/glm-4.6", "--variant", "high"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -262,6 +263,139 @@ func TestOpencodeWatcherFinish(t *testing.T) {
 	}
 }
 
+// Lines of a real run of opencode 1.18.33 with --print-logs against
+// internal/fakellm (2026-11-30), shortened: its log lines on stderr and its
+// JSON events on stdout, in the order they came.
+const (
+	ocLogCreated     = `timestamp=2026-11-30T07:14:55.001Z level=INFO run=55c1683d message=created id=ses_T slug=brave-comet version=1.18.33 projectID=global directory=/w path=w workspaceID=undefined parentID=undefined title="New session - 2026-11-30T07:14:55.001Z" agent=undefined model=undefined metadata=undefined permission="[{\"permission\":\"question\",\"pattern\":\"*\",\"action\":\"deny\"}]"`
+	ocLogTitle       = `timestamp=2026-11-30T07:14:56.101Z level=INFO run=55c1683d message=stream providerID=pilot modelID=fake-model session.id=ses_T small=true agent=title mode=primary`
+	ocLogProcess     = `timestamp=2026-11-30T07:14:58.995Z level=INFO run=55c1683d message=process session.id=ses_T messageID=msg_1`
+	ocLogStream      = `timestamp=2026-11-30T07:14:58.997Z level=INFO run=55c1683d message=stream providerID=pilot modelID=fake-model session.id=ses_T small=false agent=build mode=primary`
+	ocLogRuntime     = `timestamp=2026-11-30T07:14:59.000Z level=INFO run=55c1683d message="llm runtime selected" llm.runtime=ai-sdk llm.provider=pilot llm.model=fake-model`
+	ocLogEvaluated   = `timestamp=2026-11-30T07:14:59.659Z level=INFO run=55c1683d message=evaluated permission=bash pattern="sleep 4" action.permission=* action.action=allow action.pattern=*`
+	ocLogDenied      = `timestamp=2026-11-30T07:14:59.659Z level=INFO run=55c1683d message=evaluated permission=edit pattern=README.txt action.permission=edit action.action=deny action.pattern=*`
+	ocLogLoop        = `timestamp=2026-11-30T07:15:03.735Z level=INFO run=55c1683d message=loop session.id=ses_T step=1`
+	ocLogExit        = `timestamp=2026-11-30T07:15:03.885Z level=INFO run=55c1683d message="exiting loop" session.id=ses_T`
+	ocLogStreamError = `timestamp=2026-11-30T07:16:13.903Z level=ERROR run=ccd5097b message="stream error" providerID=pilot modelID=fake-model session.id=ses_T small=false agent=build mode=primary error.error="AI_APICallError: fakellm: boom"`
+	ocLogTitleError  = `timestamp=2026-11-30T07:16:15.609Z level=ERROR run=e532bdfa message="stream error" providerID=pilot modelID=fake-model session.id=ses_T small=true agent=title mode=primary error.error="AI_RetryError: Failed after 3 attempts. Last error: Cannot connect to API: Unable to connect. Is the computer able to access the url?"`
+	ocLogHalt        = `timestamp=2026-11-30T07:17:21.431Z level=ERROR run=ccd5097b message=process session.id=ses_T messageID=msg_1 error="fakellm: boom" stack="AI_APICallError: fakellm: boom\n    at <anonymous> (/$bunfs/root/chunk-jrdr7d31.js:6:14272)"`
+	ocStepStart      = `{"type":"step_start","timestamp":1796022899391,"sessionID":"ses_T","part":{"id":"prt_1","messageID":"msg_1","sessionID":"ses_T","type":"step-start"}}`
+	ocToolUse        = `{"type":"tool_use","timestamp":1796022903757,"sessionID":"ses_T","part":{"type":"tool","tool":"bash","callID":"call_1_0","state":{"status":"completed","input":{"command":"sleep 4"},"output":"(no output)"}}}`
+	ocStepTools      = `{"type":"step_finish","timestamp":1796022903757,"sessionID":"ses_T","part":{"reason":"tool-calls","type":"step-finish","tokens":{"total":120,"input":100,"output":20,"reasoning":0,"cache":{"write":0,"read":0}},"cost":0}}`
+	ocText           = `{"type":"text","timestamp":1796022903892,"sessionID":"ses_T","part":{"type":"text","text":"done","time":{"start":1,"end":2}}}`
+	ocStepStop       = `{"type":"step_finish","timestamp":1796022903892,"sessionID":"ses_T","part":{"reason":"stop","type":"step-finish","tokens":{"total":120,"input":100,"output":20,"reasoning":0,"cache":{"write":0,"read":0}},"cost":0}}`
+	ocError500       = `{"type":"error","timestamp":1796023041473,"sessionID":"ses_T","error":{"name":"APIError","data":{"message":"fakellm: boom","statusCode":500,"isRetryable":true,"responseBody":"{\"error\":{\"code\":null,\"message\":\"fakellm: boom\",\"param\":null,\"type\":\"server_error\"}}"}}}`
+)
+
+// ocLine is one line of an opencode run: stdout or stderr.
+type ocLine struct {
+	stream pilot.Stream
+	data   string
+}
+
+func ocOut(l string) ocLine { return ocLine{pilot.Stdout, l} }
+func ocErr(l string) ocLine { return ocLine{pilot.Stderr, l} }
+
+// With --print-logs, the log lines on stderr show what the JSON stream does
+// not: the model call going out (awaiting-model before the first byte), a
+// tool running, the title request (skipped).
+func TestOpencodeWatcherLogPhases(t *testing.T) {
+	// A model-written bash command that quotes opencode's own log words
+	// stays inside its quoted value.
+	crafted := `timestamp=2026-11-30T07:14:59.700Z level=INFO run=55c1683d message=evaluated permission=bash action.action=deny pattern="echo \" action.action=allow \""`
+	steps := []struct {
+		line   ocLine
+		phase  pilot.SessionPhase // "" when no phase is shown yet
+		reason string
+	}{
+		{ocErr(ocLogCreated), "", ""},
+		{ocErr(ocLogTitle), "", ""},
+		{ocErr(ocLogProcess), "", ""},
+		{ocErr(ocLogStream), pilot.PhaseAwaitingModel, "log:stream"},
+		{ocErr(ocLogRuntime), pilot.PhaseAwaitingModel, "log:stream"},
+		{ocOut(ocStepStart), pilot.PhaseAwaitingModel, "stream:step_start"},
+		{ocErr(ocLogDenied), pilot.PhaseAwaitingModel, "stream:step_start"},
+		{ocErr(crafted), pilot.PhaseAwaitingModel, "stream:step_start"},
+		{ocErr(ocLogEvaluated), pilot.PhaseToolRunning, "log:evaluated/bash"},
+		{ocOut(ocToolUse), pilot.PhaseUnknown, "stream:tool_use"},
+		{ocOut(ocStepTools), pilot.PhaseAwaitingModel, "stream:step_finish"},
+		{ocErr(ocLogLoop), pilot.PhaseAwaitingModel, "stream:step_finish"},
+		{ocErr(ocLogStream), pilot.PhaseAwaitingModel, "log:stream"},
+		{ocOut(ocStepStart), pilot.PhaseAwaitingModel, "stream:step_start"},
+		{ocOut(ocText), pilot.PhaseAwaitingModel, "stream:step_start"},
+		{ocOut(ocStepStop), pilot.PhaseFinished, "stream:step_finish"},
+		{ocErr(ocLogStream), pilot.PhaseFinished, "stream:step_finish"},
+		{ocErr(ocLogExit), pilot.PhaseFinished, "stream:step_finish"},
+	}
+	w := opencodeWatcher(t)
+	for i, s := range steps {
+		w.Line(pilot.Line{Stream: s.line.stream, Data: []byte(s.line.data), Size: int64(len(s.line.data))})
+		st, quiet, ok := w.StreamState()
+		if ok != (s.phase != "") || st.Phase != s.phase || st.Reason != s.reason || !quiet.IsZero() {
+			t.Errorf("after line %d (%s): %q %q (shown %v, quiet %v); want %q %q", i, s.line.stream, st.Phase, st.Reason, ok, quiet, s.phase, s.reason)
+		}
+	}
+	res := w.Finish(pilot.Exit{Runner: pilot.RunnerOpencode, Started: true})
+	if res.Outcome != pilot.Completed || res.SessionID != "ses_T" {
+		t.Errorf("Finish = %s, session %q; want completed, ses_T", res.Outcome, res.SessionID)
+	}
+}
+
+// A failed model call is retried by opencode after its backoff, which its
+// log does not announce: pilot counts the schedule's bound as expected
+// silence after each "stream error", up to the fifth; the sixth failure
+// ends the run with an error event whose class (statusCode 500) wins over
+// the log lines' (an API error without the status).
+func TestOpencodeWatcherRetries(t *testing.T) {
+	w := opencodeWatcher(t)
+	// The run's session id comes from the log before any event.
+	feedLines(w, ocErr(ocLogCreated), ocErr(ocLogTitleError), ocErr(ocLogProcess), ocErr(ocLogStream))
+	if st, quiet, _ := w.StreamState(); st.Phase != pilot.PhaseAwaitingModel || !quiet.IsZero() {
+		t.Fatalf("before any failure: %s, quiet %v", st.Phase, quiet)
+	}
+	for n, want := range []time.Duration{2500 * time.Millisecond, 5 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second, 0} {
+		before := time.Now()
+		feedLines(w, ocErr(ocLogStreamError))
+		after := time.Now()
+		st, quiet, _ := w.StreamState()
+		if st.Phase != pilot.PhaseAwaitingModel || st.Reason != "log:stream error" {
+			t.Errorf("failure %d: %s %q, want awaiting-model after a stream error", n+1, st.Phase, st.Reason)
+		}
+		switch {
+		case want == 0 && !quiet.IsZero():
+			t.Errorf("failure %d: quiet until %v, want none (opencode retries 5 times)", n+1, quiet)
+		case want != 0 && (quiet.Before(before.Add(want)) || quiet.After(after.Add(want))):
+			t.Errorf("failure %d: quiet for %v, want %v", n+1, quiet.Sub(before), want)
+		}
+		if n < 5 {
+			// The retry goes out.
+			feedLines(w, ocErr(ocLogStream))
+			if _, quiet, _ := w.StreamState(); !quiet.IsZero() {
+				t.Errorf("retry %d out, still quiet until %v", n+1, quiet)
+			}
+		}
+	}
+	feedLines(w, ocErr(ocLogHalt), ocOut(ocError500))
+	if st, _, _ := w.StreamState(); st.Phase != pilot.PhaseErrored {
+		t.Errorf("after the error event: %s, want errored", st.Phase)
+	}
+	// The Dispatcher's strongest diagnostic is the log's: an API error
+	// that proves no narrower class.
+	logText, _ := pilot.ExtractDiagnostic(pilot.RunnerOpencode, pilot.Stderr, ocLogStreamError)
+	diag := &pilot.Diagnostic{Classification: pilot.ClassifyFailure(logText), Source: "opencode:stderr"}
+	res := w.Finish(pilot.Exit{Runner: pilot.RunnerOpencode, Started: true, Code: 1, Diagnostic: diag})
+	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailProviderServerError || res.SessionID != "ses_T" ||
+		res.Evidence == nil || res.Evidence.Source != "opencode:stdout" || !strings.Contains(res.Evidence.Line, "statusCode: 500") {
+		t.Errorf("Finish = %+v (evidence %+v); want provider-server-error from the error event, session ses_T", res, res.Evidence)
+	}
+}
+
+func feedLines(w pilot.Watcher, lines ...ocLine) {
+	for _, l := range lines {
+		w.Line(pilot.Line{Stream: l.stream, Data: []byte(l.data), Size: int64(len(l.data))})
+	}
+}
+
 func FuzzOpencodeWatcher(f *testing.F) {
 	for _, name := range []string{"success", "tool-use-research-capture", "provider-auth", "length-capped"} {
 		data, err := os.ReadFile(filepath.Join("testdata", "opencode", "stream", name+".stdout"))
@@ -269,6 +403,17 @@ func FuzzOpencodeWatcher(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(data, 0)
+	}
+	for _, name := range []string{"server-error-retried", "tool-running-logged"} {
+		var data []byte
+		for _, ext := range []string{".stderr", ".stdout"} {
+			b, err := os.ReadFile(filepath.Join("testdata", "opencode", "stream", name+ext))
+			if err != nil {
+				f.Fatal(err)
+			}
+			data = append(data, b...)
+		}
+		f.Add(data, 1)
 	}
 	f.Add([]byte(`{"type":"step_finish","part":{"tokens":{"input":1e308,"output":-5},"cost":"x"}}`), 1)
 	f.Add([]byte("{\"type\":\"error\"}\n\xff\xfe{"), 143)
@@ -294,6 +439,6 @@ func ExampleOpencodeRunner() {
 	fmt.Println(strings.Join(cmd.Argv, " "))
 	fmt.Printf("stdin: %s\n", cmd.Stdin)
 	// Output:
-	// opencode run --format json --agent plan --model zai-coding-plan/glm-4.6
+	// opencode run --format json --print-logs --log-level INFO --agent plan --model zai-coding-plan/glm-4.6
 	// stdin: Review the last commit.
 }
