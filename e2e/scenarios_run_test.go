@@ -166,8 +166,9 @@ func runScenario(t *testing.T, s scenario, c cli, want expect) {
 	}
 	if os.Getenv(EnvDefaultRetries) != "1" {
 		// A CLI still retrying after this is ended with the class of the
-		// failure it retries (codex retries a refused connection forever).
-		policy.RetryLoop = 15 * time.Second
+		// failure it retries (codex retries a refused connection forever);
+		// pi's own three retries (2 + 4 + 8 s) end well inside it.
+		policy.RetryLoop = 30 * time.Second
 		switch c.name {
 		case "claude":
 			env["CLAUDE_CODE_MAX_RETRIES"] = "1"
