@@ -68,7 +68,32 @@ type streamWatch struct {
 	sessionID  string
 	resume     string
 	usage      *Usage
+	loop       RetryLoop
+	looping    bool
 }
+
+// retrying records a retry notice: the worker's model call failed for the
+// reason text gives and the worker calls again. notice is the notice as
+// the worker printed it (the evidence), src where ("codex:stdout").
+func (s *streamWatch) retrying(src, notice, text string) {
+	c := classifyRetried(text)
+	if !s.looping {
+		s.loop = RetryLoop{Since: time.Now()}
+		s.looping = true
+	}
+	c.Evidence = clip(notice, 2000)
+	s.loop.Diagnostic = Diagnostic{Classification: c, Source: src}
+	s.loop.Retries++
+}
+
+// retryOver records that the model answered (or the worker settled its
+// retries itself): a retry loop, if any, is over.
+func (s *streamWatch) retryOver() {
+	s.loop, s.looping = RetryLoop{}, false
+}
+
+// RetryLoop implements RetryWatcher.
+func (s *streamWatch) RetryLoop() (RetryLoop, bool) { return s.loop, s.looping }
 
 // setPhase records the phase the stream shows now. pending lists the tool
 // calls still open (nil for none).

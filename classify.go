@@ -187,13 +187,28 @@ func classRank(c FailureClass) int {
 // judge pilot's own terminations, signals and exit 143 first (a worker
 // killed by SIGTERM is process-terminated whatever its stderr says).
 func ClassifyFailure(text string) Classification {
+	return classifyText(text, false)
+}
+
+// classifyRetried classifies text, the reason a worker gives for retrying
+// its model call (the inside of a retry notice). The retry itself is the
+// provider context: a bare "Connection failed: error sending request" is
+// provider-connection there. Text that proves no class is generic-error.
+func classifyRetried(text string) Classification {
+	return classifyText(text, true)
+}
+
+// classifyText is ClassifyFailure; retried says text is a failed model
+// call's reason from a retry notice, so a provider context is given and
+// the retry wording does not hide the line.
+func classifyText(text string, retried bool) Classification {
 	best := Classification{Class: FailGeneric}
 	bestRank := len(classPrecedence)
 	found := false
 	for rest := text; ; {
 		line, tail, more := strings.Cut(rest, "\n")
 		line = strings.TrimSuffix(line, "\r")
-		if c, ok := classifyLine(line); ok {
+		if c, ok := classifyLine(line, retried); ok {
 			if r := classRank(c.Class); r <= bestRank {
 				best, bestRank, found = c, r, true
 			}
@@ -239,7 +254,7 @@ var (
 	// Retries in progress: codex's reconnect notices, Claude's api_retry
 	// event and pi's auto_retry_start event (when raw JSON is classified),
 	// and "retrying in N" notices.
-	reRetryInProgress = regexp.MustCompile(`reconnecting\.\.\.\s*\d+\s*/\s*\d+|"subtype"\s*:\s*"api_retry"|"type"\s*:\s*"auto_retry_start"|\bretrying in\b|\bretrying with backoff\b|\bretrying after \d+\s*ms\b`)
+	reRetryInProgress = regexp.MustCompile(`reconnecting\.\.\.\s*(?:\d+\s*/\s*\d+|waiting for network)|"subtype"\s*:\s*"api_retry"|"type"\s*:\s*"auto_retry_start"|\bretrying in\b|\bretrying with backoff\b|\bretrying after \d+\s*ms\b`)
 
 	// Provider markers. backend and tunnel count only next to a model
 	// word (reBackendModel): on their own they name the project's own
@@ -355,7 +370,7 @@ var piExactLines = map[string]FailureClass{
 	"other side closed":  FailProviderStreamDisconnect,
 }
 
-func classifyLine(line string) (Classification, bool) {
+func classifyLine(line string, retried bool) (Classification, bool) {
 	if strings.TrimSpace(line) == "" {
 		return Classification{}, false
 	}
@@ -364,10 +379,10 @@ func classifyLine(line string) (Classification, bool) {
 		plain = reANSI.ReplaceAllString(plain, "")
 	}
 	m := strings.ToLower(strings.ReplaceAll(plain, "\u2019", "'"))
-	if retryInProgress(m) {
+	if !retried && retryInProgress(m) {
 		return Classification{}, false
 	}
-	class, ok := lineClass(plain, m)
+	class, ok := lineClass(plain, m, retried)
 	if !ok {
 		return Classification{}, false
 	}
@@ -382,8 +397,10 @@ func classifyLine(line string) (Classification, bool) {
 // lineClass decides the class one line proves, if any. plain is the line
 // without ANSI escapes, m its matching copy. The checks run in the order of
 // classPrecedence, so a line that names two causes ("stream disconnected
-// before completion: rate limit") gets the stronger one.
-func lineClass(plain, m string) (FailureClass, bool) {
+// before completion: rate limit") gets the stronger one. provider says the
+// line is known to be about the model call (a retry notice's reason), as a
+// provider marker in it would.
+func lineClass(plain, m string, provider bool) (FailureClass, bool) {
 	trimmed := strings.TrimSpace(m)
 	if strings.TrimSpace(plain) == "terminated" {
 		return FailProviderStreamDisconnect, true
@@ -392,7 +409,7 @@ func lineClass(plain, m string) (FailureClass, bool) {
 		return c, true
 	}
 
-	marker := containsAny(m, markerWords) && (reProviderMarker.MatchString(m) ||
+	marker := provider || containsAny(m, markerWords) && (reProviderMarker.MatchString(m) ||
 		(reBackend.MatchString(m) && reBackendModel.MatchString(m)))
 	status := 0
 	if strings.ContainsAny(m, "45") {

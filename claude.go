@@ -315,8 +315,9 @@ type claudeEvent struct {
 	Subtype   string `json:"subtype"`
 	SessionID string `json:"session_id"`
 
-	// system/api_retry
-	RetryDelayMS *float64 `json:"retry_delay_ms"`
+	// system/api_retry (and Error, a category such as "rate_limit")
+	RetryDelayMS *float64        `json:"retry_delay_ms"`
+	ErrorStatus  json.RawMessage `json:"error_status"`
 
 	// assistant, user
 	Message         *claudeMessage  `json:"message"`
@@ -409,12 +410,13 @@ func (w *claudeWatcher) Line(l Line) {
 	}
 	switch ev.Type {
 	case "system":
-		w.system(ev)
+		w.system(ev, data)
 	case "assistant":
 		w.assistant(ev)
 	case "user":
 		w.user(ev)
 	case "result":
+		w.retryOver()
 		w.result = &ev
 		w.resultLine = string(data)
 		w.pending = nil
@@ -438,7 +440,7 @@ func (w *claudeWatcher) Line(l Line) {
 	}
 }
 
-func (w *claudeWatcher) system(ev claudeEvent) {
+func (w *claudeWatcher) system(ev claudeEvent, data []byte) {
 	reason := "stream:system/" + ev.Subtype
 	switch ev.Subtype {
 	case "init":
@@ -449,6 +451,7 @@ func (w *claudeWatcher) system(ev claudeEvent) {
 	case "api_retry":
 		// The model call failed and is retried after retry_delay_ms:
 		// silence until then is expected.
+		w.retrying(RunnerClaude+":stdout", string(data), claudeRetryReason(ev))
 		if d := ev.RetryDelayMS; d != nil && *d > 0 && *d < float64(maxRetryAfter/time.Millisecond) {
 			w.quiet(time.Duration(*d * float64(time.Millisecond)))
 		}
@@ -470,6 +473,7 @@ func (w *claudeWatcher) assistant(ev claudeEvent) {
 		return
 	}
 	w.quiet(0)
+	w.retryOver()
 	// A synthetic message carries an API error's text, not the model's.
 	synthetic := m.Model == "<synthetic>" || claudeErrorCategory(ev.Error) != ""
 	if m.Usage != nil && m.ID != "" && !synthetic {
@@ -525,6 +529,19 @@ func (w *claudeWatcher) user(ev claudeEvent) {
 		return
 	}
 	w.setPhase(PhaseAwaitingModel, "stream:user/tool_result", nil)
+}
+
+// claudeRetryReason is what an api_retry event says about the failed call:
+// its HTTP status, when there was one, and its error category
+// ("rate_limit", "server_error", "authentication_failed", "unknown").
+func claudeRetryReason(ev claudeEvent) string {
+	var category string
+	json.Unmarshal(ev.Error, &category)
+	status := strings.TrimSpace(string(ev.ErrorStatus))
+	if status == "" || status == "null" {
+		return category
+	}
+	return "status " + status + ": " + category
 }
 
 // claudeErrorCategory returns an assistant message's error category

@@ -74,10 +74,14 @@ import (
 //     sub-agent wait (a collab_tool_call "wait", [CodexSubagentWaits]) is a
 //     tool run too: waiting on a sub-agent is slow, not stalled.
 //   - A top-level error "Reconnecting... N/M (...)" is codex retrying the
-//     model request: activity, not a failure. An error item is a warning.
-//     codex keeps retrying an endpoint that refuses connections; nothing
-//     in the stream says it has given up, so only pilot's own deadlines
-//     (Task.Timeout) end such a worker.
+//     model request: activity, not a failure, but a retry loop
+//     ([RetryWatcher]) until an item or the turn's end shows the model
+//     answered. An error item is a warning. codex retries an endpoint that
+//     refuses connections forever ("Reconnecting... waiting for network
+//     (Connection failed: error sending request)", every few seconds);
+//     nothing in the stream says it has given up, so pilot ends it after
+//     StallPolicy.RetryLoop as provider-connection, that notice its
+//     evidence.
 //   - turn.completed ends the turn successfully: completed when an
 //     agent_message had text, empty when none did. Its usage is the
 //     thread's running total, so the last one replaces any earlier one:
@@ -329,6 +333,11 @@ func (w *codexWatcher) Line(l Line) {
 		return
 	}
 	switch ev.Type {
+	case "item.started", "item.updated", "item.completed", "turn.completed", "turn.failed":
+		// The model answered, or codex gave up itself.
+		w.retryOver()
+	}
+	switch ev.Type {
 	case "thread.started":
 		var id string
 		if json.Unmarshal(ev.ThreadID, &id) == nil && id != "" {
@@ -366,6 +375,7 @@ func (w *codexWatcher) Line(l Line) {
 		json.Unmarshal(ev.Message, &msg)
 		if retryInProgress(strings.ToLower(msg)) {
 			// A retry in progress: the phase stands.
+			w.retrying(RunnerCodex+":stdout", msg, msg)
 			if w.seen {
 				w.setPhase(w.state.Phase, "stream:error(retrying)", w.state.PendingToolCallIDs)
 			}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -32,6 +33,9 @@ import (
 //	  "phases": ["awaiting-model", "tool-running"], // optional: the stream phases, fed line by line
 //	  "tags": ["parallel-tools"],     // optional: what else the case covers, for the coverage table
 //	                                  // ("tool-use" for a CLI whose stream never shows a tool running)
+//	  "block": true,                  // optional: the worker then hangs instead of exiting
+//	  "retry_loop_ms": 1,             // optional: the Dispatcher's StallPolicy.RetryLoop (-1: off)
+//	  "idle_timeout_ms": 1000,        // optional: the Dispatcher's IdleTimeout
 //	  "want": {"verdict": "completed", "failure_class": "", ...}
 //	}
 //
@@ -52,6 +56,9 @@ type conformanceCase struct {
 	ArgvContains []string                   `json:"argv_contains"`
 	Phases       []pilot.SessionPhase       `json:"phases"`
 	Tags         []string                   `json:"tags"`
+	Block        bool                       `json:"block"`
+	RetryLoopMS  int64                      `json:"retry_loop_ms"`
+	IdleMS       int64                      `json:"idle_timeout_ms"`
 	Want         map[string]json.RawMessage `json:"want"`
 }
 
@@ -128,7 +135,20 @@ func TestConformance(t *testing.T) {
 					p := replayProvider(t, rn.Name(), prefix)
 					p.Env[fakeagent.EnvReplayExit] = strconv.Itoa(c.ExitCode)
 					p.Env[fakeagent.EnvReplaySignal] = strconv.Itoa(c.Signal)
+					if c.Block {
+						p.Env[fakeagent.EnvReplayBlock] = "1"
+					}
 					d := testDispatcher(t, p)
+					d.Stall.RetryLoop = time.Duration(c.RetryLoopMS) * time.Millisecond
+					d.IdleTimeout = time.Duration(c.IdleMS) * time.Millisecond
+					if c.Block {
+						if d.Stall.RetryLoop <= 0 && d.IdleTimeout <= 0 {
+							t.Fatal("a blocking case needs retry_loop_ms or idle_timeout_ms to end it")
+						}
+						// A backstop: should neither end the worker, the
+						// verdict says timeout and the case fails.
+						d.Timeout = time.Minute
+					}
 					v := mustDispatch(t, d, pilot.Task{Provider: p.Name, Mode: c.Mode, Prompt: "the conformance task", Resume: c.Resume})
 					checkVerdict(t, v, c.Want)
 					if c.ArgvContains != nil {

@@ -862,6 +862,13 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 			case StallTerminate:
 				r.emit(Event{Type: EventStallInspection, Inspection: watch.inspection})
 				terminate(FailSessionStall, fmt.Sprintf("no activity for %s while %s", watch.clock.Silence(now).Round(time.Millisecond), watch.state.Phase))
+				continue
+			}
+			if limit, on := r.d.Stall.RetryLoopLimit(); on {
+				if loop, ok := r.retryLoop(); ok && now.Sub(loop.Since) >= limit {
+					terminate(loop.Diagnostic.Class, fmt.Sprintf("the worker has retried a failing model call for %s (%d retries, the last for %s)",
+						now.Sub(loop.Since).Round(time.Millisecond), loop.Retries, loop.Diagnostic.Class))
+				}
 			}
 		case <-graceC:
 			graceC = nil
@@ -916,7 +923,8 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 }
 
 // judge asks the watcher, then applies pilot's own policy: a worker pilot
-// ended is judged by why pilot ended it, whatever it printed on the way out,
+// ended is judged by why pilot ended it, whatever it printed on the way out
+// (or, when it was retrying a failing model call then, by that failure),
 // unless it had already finished when pilot began to end it (finishedFirst:
 // a CLI that hangs after its final result, as Claude Code's -p mode is
 // known to) and its own stream says the task succeeded. Then the work
@@ -936,7 +944,13 @@ func (r *run) judge(e Exit, finishedFirst bool) Result {
 		return res
 	}
 	var out Result
+	loop, retrying := r.retryLoop()
 	switch {
+	case e.Terminated && retrying && e.Reason != FailCancelled:
+		// Pilot ended a worker that was retrying a failing model call
+		// (for too long, or past a deadline): that failure is why the
+		// work did not get done.
+		out = DiagnosticResult(loop.Diagnostic)
 	case e.Terminated:
 		out = Result{Outcome: Failed, FailureClass: e.Reason, Source: SourcePilotPolicy}
 	case res.Outcome == "", res.Outcome == Failed && res.FailureClass == "":

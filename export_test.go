@@ -35,3 +35,6 @@ func RetryWith(ctx context.Context, attempt func(context.Context, Task, TestLink
 	}
 	return retryTask(ctx, f, observe, t, key, p, s)
 }
+
+// ClassifyRetried is classifyRetried: the class of a retry notice's reason.
+var ClassifyRetried = classifyRetried

@@ -6,3 +6,5 @@ require (
 	github.com/google/go-cmp v0.7.0
 	golang.org/x/sync v0.19.0
 )
+
+ignore ./e2e/node_modules

@@ -296,6 +296,12 @@ func (w *piWatcher) Line(l Line) {
 func (w *piWatcher) event(typ string, f map[string]json.RawMessage) {
 	reason := "stream:" + typ
 	switch typ {
+	case "tool_execution_start", "auto_retry_end":
+		// The model answered (pi ends its retries with auto_retry_end
+		// right after the first message without an error), or pi gave up.
+		w.retryOver()
+	}
+	switch typ {
 	case "session":
 		if !w.header {
 			w.header = true
@@ -375,6 +381,11 @@ func (w *piWatcher) event(typ string, f map[string]json.RawMessage) {
 		// The last error is not final: pi calls the model again after
 		// delayMs, and that call's message is the outcome.
 		w.done = false
+		if msg := piString(f["errorMessage"]); msg != "" {
+			w.retrying(RunnerPi+":stdout", msg, msg)
+		} else {
+			w.retrying(RunnerPi+":stdout", "auto_retry_start", "")
+		}
 		if ms, ok := piFloat(f["delayMs"]); ok && ms > 0 && ms < float64(24*time.Hour/time.Millisecond) {
 			w.quiet(time.Duration(ms * float64(time.Millisecond)))
 		}

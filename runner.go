@@ -199,6 +199,34 @@ type PhaseWatcher interface {
 	StreamState() (st SessionState, quietUntil time.Time, ok bool)
 }
 
+// A RetryWatcher is a Watcher that also knows when its worker is retrying
+// a failed model call on its own: codex's "Reconnecting..." errors, Claude
+// Code's api_retry events, pi's auto_retry_start, gemini-cli's "Attempt N
+// failed". Pilot asks it on every heartbeat and when it judges a worker it
+// ended, never concurrently with Line. A worker that retries for longer
+// than StallPolicy.RetryLoop is ended, and a worker pilot ends for any
+// reason but cancellation while it retries is judged by the failure it was
+// retrying (see [StallPolicy]). All of pilot's agent CLI watchers are
+// RetryWatchers.
+type RetryWatcher interface {
+	Watcher
+	// RetryLoop returns the worker's retries since the model last
+	// answered; ok is false when the worker is not retrying.
+	RetryLoop() (loop RetryLoop, ok bool)
+}
+
+// RetryLoop is a worker's run of its own retries of a failing model call.
+type RetryLoop struct {
+	// Diagnostic is the failure the latest retry was for, classified as a
+	// failed model call, with the retry notice as its evidence (generic
+	// when the notice names no class).
+	Diagnostic Diagnostic
+	// Since is when the first retry of the run was seen; Retries counts
+	// the notices.
+	Since   time.Time
+	Retries int
+}
+
 // ExitCodeWatcher judges an attempt by how the process ended and by its
 // terminal diagnostics alone ([JudgeExit]). It is the command runner's
 // watcher.

@@ -37,6 +37,15 @@ const (
 	DefaultStallTool          = 30 * time.Minute
 )
 
+// DefaultRetryLoop is how long a worker may go on retrying a failing model
+// call on its own before pilot ends it (StallPolicy.RetryLoop). Ten
+// minutes outlasts the CLIs' own default retry schedules (Claude Code's ten
+// retries, gemini-cli's ten attempts, codex's five stream and four request
+// retries, pi's three), so a CLI that gives up by itself still does, and
+// one that never gives up (codex on a refused connection) is ended long
+// before the Task's timeout.
+const DefaultRetryLoop = 10 * time.Minute
+
 // StallTailBytes is how much of the end of the worker's stream a
 // StallInspection keeps.
 const StallTailBytes = 2048
@@ -112,6 +121,21 @@ type StallPolicy struct {
 	// than wait out the IdleTimeout. Zero (the default) never ends a
 	// worker for awaiting the model.
 	ModelStall time.Duration
+	// RetryLoop is how long a worker may spend retrying a failing model
+	// call on its own (a RetryWatcher's RetryLoop: codex's
+	// "Reconnecting...", Claude Code's api_retry, pi's auto_retry_start)
+	// with no answer from the model since its first retry, before pilot
+	// ends it. Its verdict then has the class of the failure being
+	// retried, with the last retry notice as evidence, and its
+	// termination reason is that class. DefaultRetryLoop when zero;
+	// negative never ends a worker for retrying.
+	RetryLoop time.Duration
+}
+
+// RetryLoopLimit returns how long a worker may retry a failing model call
+// on its own before pilot ends it, and false if it never does.
+func (p StallPolicy) RetryLoopLimit() (time.Duration, bool) {
+	return stallDefault(p.RetryLoop, DefaultRetryLoop)
 }
 
 func stallDefault(d, def time.Duration) (time.Duration, bool) {

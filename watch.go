@@ -111,6 +111,17 @@ func (w *sessionWatch) finished() bool {
 	return false
 }
 
+// retryLoop returns the worker's own retry loop, if its watcher sees one.
+func (r *run) retryLoop() (RetryLoop, bool) {
+	rw, ok := r.watcher.(RetryWatcher)
+	if !ok {
+		return RetryLoop{}, false
+	}
+	r.lineMu.Lock()
+	defer r.lineMu.Unlock()
+	return rw.RetryLoop()
+}
+
 // samePhase reports whether a and b are the same phase for the same tool
 // calls: a new entry that changes neither is not worth an event.
 func samePhase(a, b PiSessionState) bool {

@@ -165,6 +165,10 @@ func runScenario(t *testing.T, s scenario, c cli, want expect) {
 		prov.Args = []string{"-c", "features.plugins=false", "-c", "analytics.enabled=false"}
 	}
 	if os.Getenv(EnvDefaultRetries) != "1" {
+		// A CLI still retrying after this is ended with the class of the
+		// failure it retries (codex retries a refused connection forever);
+		// pi's own three retries (2 + 4 + 8 s) end well inside it.
+		policy.RetryLoop = 30 * time.Second
 		switch c.name {
 		case "claude":
 			env["CLAUDE_CODE_MAX_RETRIES"] = "1"
