@@ -976,14 +976,18 @@ func opencodeDiagnostic(line string) (string, bool) {
 //     the model request's connection failure that way, without a provider
 //     name.
 //   - " (provider stream closed)" for Bun's "The socket connection was closed
-//     unexpectedly": the endpoint accepted the connection and closed it
-//     before the answer was whole. The AI SDK wraps every failed fetch as
-//     "Cannot connect to API: …", but this one did connect: Bun reports a
-//     response cut mid-stream this way when the close arrives before fetch
-//     has handed the response over (seen against fakellm's Dropped step,
-//     which sends the status line and half the stream, then closes). It is
-//     Bun's wording of undici's "other side closed", which is a stream
-//     disconnect too.
+//     unexpectedly" (its ConnectionClosed): the endpoint accepted the
+//     connection and closed it before the answer was whole. The AI SDK
+//     wraps every failed fetch as "Cannot connect to API: …", but this one
+//     did connect: Bun reports a response cut mid-stream this way when the
+//     close arrives before fetch has handed the response over (seen against
+//     fakellm's Dropped step, which sends the status line and half the
+//     stream, then closes). It is Bun's wording of undici's "other side
+//     closed", which is a stream disconnect too; an endpoint that never
+//     accepts gives Bun's "Unable to connect" instead. And for opencode's
+//     APIError "Connection reset by server", its name for an ECONNRESET
+//     outside fetch, that is while the response streams in (see
+//     opencodeConnReset).
 func opencodeErrorText(name, msg string, status *int) string {
 	text := name
 	if msg != "" {
@@ -998,11 +1002,18 @@ func opencodeErrorText(name, msg string, status *int) string {
 	switch {
 	case name == "UnknownError" && strings.Contains(msg, bunConnectFailed):
 		text += " (provider request)"
-	case strings.Contains(msg, bunSocketClosed):
+	case strings.Contains(msg, bunSocketClosed), name == "APIError" && msg == opencodeConnReset:
 		text += " (provider stream closed)"
 	}
 	return text
 }
+
+// opencodeConnReset is the message opencode gives an error with code
+// ECONNRESET (its message-v2 fromError). A failed fetch never gets there:
+// the AI SDK wraps those, ECONNRESET included, as "Cannot connect to API:
+// …". So it is the response stream being reset after the response began
+// (seen against fakellm's Dropped step, after a step_start).
+const opencodeConnReset = "Connection reset by server"
 
 // bunConnectFailed is the message of Bun's fetch when it cannot connect.
 // opencode (which runs on Bun) reports it as an UnknownError when the model

@@ -76,10 +76,18 @@ import (
 // Retries: opencode retries a failed model call that is retryable (HTTP 429
 // and 5xx, connection failures, isRetryable API errors; not 401 or a
 // context overflow) 5 times, waiting 2 s × 2^(n−1) plus up to 25 % jitter
-// before retry n, at most 30 s, or what a retry-after header asks; then it
-// reports the last error and exits 1. Its log says nothing of the wait, so
-// pilot counts the bound of that schedule after each "stream error" as
-// expected silence. opencode has no setting for the number of retries.
+// before retry n, at most 30 s, or what a retry-after header asks (without
+// bound); then it reports the last error and exits 1. Its log says nothing
+// of the wait, so pilot counts the bound of that schedule after each
+// "stream error" as expected silence. opencode has no setting for the
+// number of retries. Each "stream error" is a retry notice ([RetryWatcher],
+// source opencode:stderr, the log line its evidence) until the model
+// answers (text, tool_use, step_finish) or opencode gives up (error):
+// StallPolicy.RetryLoop bounds such a loop, and a worker pilot ends inside
+// one is judged by the error it retries. The log line carries the error's
+// message but not its HTTP status: a 500 whose body says nothing
+// ("APICallError: boom") is generic-error there, while opencode's own error
+// event after its last try has statusCode 500.
 //
 // Verdict: an error event (APIError, ProviderAuthError,
 // ContextOverflowError, ...) is a failure, classified from its name, message
@@ -305,6 +313,13 @@ func (w *opencodeWatcher) Line(l Line) {
 		w.sessionID = ev.Part.SessionID
 	}
 	switch ev.Type {
+	case "text", "reasoning", "tool_use", "step_finish", "error", "done":
+		// The model answered (a step_start alone does not say so: a
+		// stream that breaks off after it is retried), or opencode gave
+		// up retrying and said why.
+		w.retryOver()
+	}
+	switch ev.Type {
 	case "step_start":
 		// The model's answer is arriving.
 		w.quiet(0)
@@ -396,6 +411,12 @@ func (w *opencodeWatcher) logLine(l Line) {
 	case "stream error":
 		if lg.Small == "true" || lg.Level != "ERROR" {
 			return
+		}
+		if text, ok := opencodeLogDiagnostic(lg); ok {
+			// opencode retries it (or, when the error is not
+			// retryable or this was its last try, reports it in an
+			// error event at once, which ends the loop).
+			w.retrying(RunnerOpencode+":stderr", string(l.Data), text)
 		}
 		w.retries++
 		w.quiet(opencodeRetryWait(w.retries))

@@ -353,6 +353,10 @@ func TestOpencodeWatcherRetries(t *testing.T) {
 	if st, quiet, _ := w.StreamState(); st.Phase != pilot.PhaseAwaitingModel || !quiet.IsZero() {
 		t.Fatalf("before any failure: %s, quiet %v", st.Phase, quiet)
 	}
+	rw := w.(pilot.RetryWatcher)
+	if loop, ok := rw.RetryLoop(); ok {
+		t.Fatalf("a retry loop (%+v) from the title request's failure", loop)
+	}
 	for n, want := range []time.Duration{2500 * time.Millisecond, 5 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second, 0} {
 		before := time.Now()
 		feedLines(w, ocErr(ocLogStreamError))
@@ -367,6 +371,10 @@ func TestOpencodeWatcherRetries(t *testing.T) {
 		case want != 0 && (quiet.Before(before.Add(want)) || quiet.After(after.Add(want))):
 			t.Errorf("failure %d: quiet for %v, want %v", n+1, quiet.Sub(before), want)
 		}
+		loop, ok := rw.RetryLoop()
+		if !ok || loop.Retries != n+1 || loop.Diagnostic.Class != pilot.FailGeneric || loop.Diagnostic.Source != "opencode:stderr" || loop.Diagnostic.Evidence != ocLogStreamError {
+			t.Errorf("failure %d: retry loop %+v, %v; want %d retries of a generic-error, the log line its evidence", n+1, loop, ok, n+1)
+		}
 		if n < 5 {
 			// The retry goes out.
 			feedLines(w, ocErr(ocLogStream))
@@ -379,6 +387,9 @@ func TestOpencodeWatcherRetries(t *testing.T) {
 	if st, _, _ := w.StreamState(); st.Phase != pilot.PhaseErrored {
 		t.Errorf("after the error event: %s, want errored", st.Phase)
 	}
+	if loop, ok := rw.RetryLoop(); ok {
+		t.Errorf("opencode gave up, yet a retry loop %+v", loop)
+	}
 	// The Dispatcher's strongest diagnostic is the log's: an API error
 	// that proves no narrower class.
 	logText, _ := pilot.ExtractDiagnostic(pilot.RunnerOpencode, pilot.Stderr, ocLogStreamError)
@@ -387,6 +398,24 @@ func TestOpencodeWatcherRetries(t *testing.T) {
 	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailProviderServerError || res.SessionID != "ses_T" ||
 		res.Evidence == nil || res.Evidence.Source != "opencode:stdout" || !strings.Contains(res.Evidence.Line, "statusCode: 500") {
 		t.Errorf("Finish = %+v (evidence %+v); want provider-server-error from the error event, session ses_T", res, res.Evidence)
+	}
+}
+
+// A retry loop lasts until the model answers: a step_start alone does not
+// end it (opencode retries a stream that breaks off after it, without a log
+// line), a finished step does.
+func TestOpencodeWatcherRetryLoopEnds(t *testing.T) {
+	refused := `timestamp=2026-11-30T07:16:14.724Z level=ERROR run=e532bdfa message="stream error" providerID=pilot modelID=fake-model session.id=ses_T small=false agent=build mode=primary error.error="AI_APICallError: Cannot connect to API: Unable to connect. Is the computer able to access the url? (cause: Error: Unable to connect. Is the computer able to access the url?)"`
+	w := opencodeWatcher(t)
+	rw := w.(pilot.RetryWatcher)
+	feedLines(w, ocErr(ocLogStream), ocErr(refused), ocErr(ocLogStream), ocOut(ocStepStart))
+	loop, ok := rw.RetryLoop()
+	if !ok || loop.Retries != 1 || loop.Diagnostic.Class != pilot.FailProviderConnection || loop.Since.IsZero() {
+		t.Fatalf("retry loop %+v, %v; want one retry of a provider-connection", loop, ok)
+	}
+	feedLines(w, ocOut(ocText), ocOut(ocStepStop))
+	if loop, ok := rw.RetryLoop(); ok {
+		t.Errorf("the model answered, yet a retry loop %+v", loop)
 	}
 }
 

@@ -174,6 +174,13 @@ func runScenario(t *testing.T, s scenario, c cli, want expect) {
 			env["CLAUDE_CODE_MAX_RETRIES"] = "1"
 		case "codex":
 			prov.Args = append(prov.Args, "-c", "model_providers.pilot.request_max_retries=1", "-c", "model_providers.pilot.stream_max_retries=1")
+		case "opencode":
+			// opencode has no retry setting (NOTES.md): its five
+			// retries wait at most 2.5 + 5 + 10 + 20 + 30 s without
+			// a retry-after header, so it gives up by itself inside
+			// this, with an error event that carries the HTTP status
+			// its log's retry lines lack.
+			policy.RetryLoop = 90 * time.Second
 		}
 	}
 	reg, err := pilot.NewRegistry(prov)
