@@ -68,8 +68,8 @@ import (
 // the task's model calls and are skipped. After a tool_use the step goes
 // on (another tool, or the model's answer): the phase is unknown
 // ("stream:tool_use") until the next line says more; after a step_finish
-// asking for tools it is awaiting-model. A stream without log lines (an
-// older build, or logs turned off through Args) keeps the old reading: from
+// asking for tools it is awaiting-model. A stream without INFO log lines
+// (an older build, or a --log-level WARN in Args) keeps the old reading: from
 // step_start to step_finish the phase is unknown ("stream:opencode-step"),
 // which gets the stall policy's conservative tool-sized threshold.
 //
@@ -228,7 +228,7 @@ type opencodeWatcher struct {
 	streamWatch
 	store string // the isolated session store, if any
 
-	logs    bool // a log line was seen: the phases come from them too
+	logs    bool // an INFO log line was seen: the phases come from the log too
 	retries int  // the current step's model calls that failed so far
 
 	answered   bool   // a text event with text
@@ -386,7 +386,11 @@ func (w *opencodeWatcher) logLine(l Line) {
 	if !ok {
 		return
 	}
-	w.logs = true
+	if lg.Level == "INFO" || lg.Level == "DEBUG" {
+		// The log shows model calls and tools starting (a --log-level
+		// of WARN or ERROR through Args would hide them).
+		w.logs = true
+	}
 	if w.sessionID == "" {
 		switch {
 		case lg.Message == "created" && strings.HasPrefix(lg.ID, "ses_"):
