@@ -113,8 +113,15 @@ func script(t *testing.T, s scenario, cli, workdir string) (fakellm.Script, pilo
 	case "two-tool-calls-one-message":
 		steps = []fakellm.Step{fakellm.Tools(bash("echo one"), read), fakellm.Text("done")}
 	case "long-running-tool":
+		// Not a bare sleep: Claude Code 2.1.332 refuses a foreground
+		// standalone "sleep N" (its Bash tool answers with an error at
+		// once). The output, worked out by the shell, proves the command
+		// ran to its end (checked in runScenario).
 		policy.ModelResponse = time.Second
-		steps = []fakellm.Step{fakellm.Tools(bash("sleep 4")), fakellm.Text("done")}
+		steps = []fakellm.Step{fakellm.Tools(bash("timeout 4 tail -f /dev/null; echo " + toolRanMarkerCmd)), fakellm.Text("done")}
+	case "tool-stall-terminated":
+		policy.ModelResponse, policy.Tool = time.Second, 3*time.Second
+		steps = []fakellm.Step{fakellm.Tools(bash("tail -f /dev/null")), fakellm.Text("never reached")}
 	case "silent-before-first-byte":
 		policy.ModelResponse = time.Second
 		steps = []fakellm.Step{fakellm.Text("done").WithDelay(4 * time.Second)}
@@ -306,6 +313,9 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	if g := guard.escapes(); len(g) > 0 {
 		t.Errorf("%s asked beyond 127.0.0.1 (refused by the guard): %q", c.name, g)
 	}
+	if s.name == "long-running-tool" && !toolRan(srv) {
+		t.Errorf("no request to the model carried the tool's output %q: the tool did not run to its end", toolRanMarker)
+	}
 	if srv != nil {
 		for _, r := range srv.Requests() {
 			if r.Exhausted {
@@ -336,4 +346,24 @@ func checkNativeSession(t *testing.T, cli, resume string) {
 	case !st.IsDir() && st.Size() == 0:
 		t.Errorf("%s's native session %s is empty", cli, path)
 	}
+}
+
+// The long-running tool ends by echoing toolRanMarkerCmd, which the shell
+// turns into toolRanMarker: a tool result holding the marker proves the
+// command ran (the command's own text, echoed back in the conversation,
+// holds only the unexpanded form).
+const (
+	toolRanMarkerCmd = "tool-ran-$((40+2))"
+	toolRanMarker    = "tool-ran-42"
+)
+
+// toolRan reports whether a request srv received carried toolRanMarker.
+func toolRan(srv *fakellm.Server) bool {
+	for _, r := range srv.Requests() {
+		b, _ := json.Marshal(r.Body)
+		if strings.Contains(string(b), toolRanMarker) {
+			return true
+		}
+	}
+	return false
 }
