@@ -708,9 +708,9 @@ func TerminalDiagnostic(runner string, stream Stream, line string) bool {
 //     the model request's connection failure that way, without a provider
 //     name, and the classifier needs one. " (provider stream closed)" is
 //     added to an error carrying Bun's "The socket connection was closed
-//     unexpectedly": the provider closed a connection it had accepted, which
-//     the AI SDK still words "Cannot connect to API" (see
-//     opencodeErrorText). On stderr, opencode's own log lines
+//     unexpectedly" (which the AI SDK still words "Cannot connect to API")
+//     and to opencode's "Connection reset by server": the provider closed or
+//     reset a connection it had accepted (see opencodeErrorText). On stderr, opencode's own log lines
 //     (--print-logs: "timestamp=… level=… message=…") are diagnostics only
 //     when they are the model call's "stream error" (level ERROR, not the
 //     small model's side request): its error.error, worded like the error

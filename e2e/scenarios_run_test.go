@@ -238,10 +238,12 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 		case "opencode":
 			// opencode has no retry setting (NOTES.md): its five
 			// retries wait at most 2.5 + 5 + 10 + 20 + 30 s without
-			// a retry-after header, so it gives up by itself inside
-			// this, with an error event that carries the HTTP status
-			// its log's retry lines lack.
-			policy.RetryLoop = 90 * time.Second
+			// a retry-after header (~70 s with the six requests, up
+			// to 100 s on this loaded machine after a start of up to
+			// 25 s), so it gives up by itself inside these, with an
+			// error event that carries the HTTP status its log's
+			// retry lines lack.
+			policy.RetryLoop, timeout = 150*time.Second, 3*time.Minute
 		}
 	}
 	reg, err := pilot.NewRegistry(prov)
