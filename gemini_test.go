@@ -314,7 +314,20 @@ func TestGeminiWatcherRetryQuiet(t *testing.T) {
 		want time.Duration // 0: no quiet period
 	}{
 		{"Attempt 2 failed: You have exhausted your capacity on this model. Retrying after 5123ms...", 5123 * time.Millisecond},
-		{"Attempt 1 failed with status 429. Retrying with backoff... ApiError: {}", 0},
+		// No delay printed: the longest backoff after attempt N, 5 s
+		// doubling to 30 s, plus 30% jitter.
+		{"Attempt 1 failed with status 429. Retrying with backoff... ApiError: {}", 6500 * time.Millisecond},
+		{`Attempt 1 failed with status 500. Retrying with backoff... _ApiError: {"error":{"code":500,"message":"fakellm: boom","status":"INTERNAL"}}`, 6500 * time.Millisecond},
+		{"Attempt 2 failed. Retrying with backoff... Error: exception TypeError: fetch failed sending request", 13 * time.Second},
+		{"Attempt 3 failed with 5xx error. Retrying with backoff...", 26 * time.Second},
+		{"Attempt 4 failed with 429 error (no Retry-After header). Retrying with backoff...", 39 * time.Second},
+		{"Attempt 9 failed with status 503. Retrying with backoff...", 39 * time.Second},
+		{"Attempt 9999999999 failed. Retrying with backoff...", 39 * time.Second},
+		{"Attempt 99999999999 failed. Retrying with backoff...", 0},
+		{"Attempt 0 failed. Retrying with backoff...", 0},
+		{"Attempt x failed. Retrying with backoff...", 0},
+		{"Attempt 2 failed: boom. Max attempts reached", 0},
+		{"the model said: Attempt 2 failed. Retrying with backoff...", 0},
 		{"Retrying after ms...", 0},
 		{"Retrying after 99999999999999999999ms...", 0},
 	}

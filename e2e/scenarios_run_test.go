@@ -94,6 +94,9 @@ func script(t *testing.T, s scenario, cli, workdir string) (fakellm.Script, pilo
 		steps = []fakellm.Step{fakellm.RateLimited("1"), fakellm.Text("done")}
 	case "server-error-always":
 		steps = []fakellm.Step{fakellm.Status(500, "fakellm: boom").Forever()}
+	case "server-error-model-stall": // gemini_test.go
+		policy.ModelResponse, policy.Tool, policy.ModelStall = time.Second, 3*time.Second, 3*time.Second
+		steps = []fakellm.Step{fakellm.Status(500, "fakellm: boom").Forever()}
 	case "mid-stream-disconnect":
 		text := strings.Repeat("a long answer cut short ", 40)
 		if cli == "gemini" {
