@@ -302,6 +302,8 @@ func FuzzGeminiWatcher(f *testing.F) {
 	}
 	f.Add([]byte(`{"type":"result","status":"error","stats":{"input_tokens":-1e300,"cached":"x"}}`), 144)
 	f.Add([]byte("{\"type\":\"tool_result\",\"tool_id\":null}\n\x00{"), 53)
+	// Every fifth line is read as stderr: gemini's retry notices.
+	f.Add([]byte("{}\n{}\n{}\n{}\nAttempt 3 failed with status 500. Retrying with backoff... _ApiError\n{}\n{}\n{}\n{}\nAttempt 2 failed: x. Retrying after 5053ms..."), 244)
 	f.Fuzz(func(t *testing.T, data []byte, code int) {
 		checkFuzzedWatcher(t, pilot.GeminiRunner{}, data, code)
 	})
