@@ -307,6 +307,17 @@ func (w *geminiWatcher) Finish(e Exit) Result {
 		}
 		return w.session(Result{Outcome: Empty})
 	case w.result != "":
+		// gemini's own report of the error decides when it proves a
+		// class. Its stderr often carries the same error ("Error when
+		// talking to Gemini API ... {...}"), and stdout and stderr are
+		// read apart, so which of the two came last, the Dispatcher's
+		// pick, is timing (seen in e2e runs: a context overflow's
+		// evidence came from either stream).
+		if text, ok := ExtractDiagnostic(RunnerGemini, Stdout, w.resLine); ok {
+			if c := ClassifyFailure(text); c.Evidence != "" {
+				e.Diagnostic = &Diagnostic{Classification: c, Source: RunnerGemini + ":stdout"}
+			}
+		}
 		if d := e.Diagnostic; d == nil || d.Evidence == "" {
 			if _, ok := ClassifyExitCode(RunnerGemini, e.Code); ok {
 				return w.session(JudgeExit(e))

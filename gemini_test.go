@@ -276,6 +276,48 @@ func TestGeminiWatcherFinish(t *testing.T) {
 	}
 }
 
+// gemini's result event decides the evidence over the same error on its
+// stderr, which the Dispatcher may have read after it (e2e runs of
+// gemini-cli 0.61.0 against fakellm gave a context overflow's evidence
+// from either stream). A result that proves no class leaves the
+// Dispatcher's diagnostic to decide.
+func TestGeminiWatcherResultEvidence(t *testing.T) {
+	const overflow = `{"error":{"code":400,"message":"The input token count (200000) exceeds the maximum number of tokens allowed (128000).","status":"INVALID_ARGUMENT"}}`
+	stderrLine := "Error when talking to Gemini API Full report available at: /tmp/x.json _ApiError: " + overflow
+	stderrDiag := func(line string) *pilot.Diagnostic {
+		return &pilot.Diagnostic{Classification: pilot.ClassifyFailure(line), Source: "gemini:stderr"}
+	}
+	result := func(msg string) string {
+		b, _ := json.Marshal(map[string]any{"type": "result", "status": "error", "error": map[string]any{"type": "unknown", "message": msg}})
+		return string(b)
+	}
+	for _, tc := range []struct {
+		name       string
+		result     string
+		diag       *pilot.Diagnostic
+		class      pilot.FailureClass
+		source     string
+		evidenceIn string
+	}{
+		{"the result over the same error on stderr", result("[API Error: " + overflow + "]"), stderrDiag(stderrLine),
+			pilot.FailContextLimit, "gemini:stdout", "[API Error:"},
+		{"the result's class over another on stderr", result("[API Error: terminated]"), stderrDiag("API Error: 401 unauthorized"),
+			pilot.FailProviderStreamDisconnect, "gemini:stdout", "terminated"},
+		{"stderr when the result proves nothing", result("something odd"), stderrDiag(stderrLine),
+			pilot.FailContextLimit, "gemini:stderr", "_ApiError"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := geminiWatcher(t)
+			feed(w, `{"type":"init","session_id":"s1","model":"m"}`, tc.result)
+			res := w.Finish(pilot.Exit{Runner: pilot.RunnerGemini, Started: true, Code: 144, Diagnostic: tc.diag})
+			if res.FailureClass != tc.class || res.Evidence == nil || res.Evidence.Source != tc.source ||
+				!strings.Contains(res.Evidence.Line, tc.evidenceIn) {
+				t.Errorf("Finish = %s (evidence %+v), want %s from %s", res.FailureClass, res.Evidence, tc.class, tc.source)
+			}
+		})
+	}
+}
+
 // An invalid stream ends in a result error without an error object: the
 // error event before it is the evidence.
 func TestGeminiWatcherInvalidStreamEvidence(t *testing.T) {
