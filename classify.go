@@ -718,7 +718,10 @@ func TerminalDiagnostic(runner string, stream Stream, line string) bool {
 //     lines never count: they quote the model's tool input (a bash
 //     command's text) and opencode's own chatter.
 //   - gemini (stream-json): result with status error:
-//     "<error.type>: <error.message>"; error with severity error: message.
+//     "<error.type>: <error.message>", then " (model response stream
+//     terminated)" when the message is "[API Error: terminated]" (undici's
+//     word for a response body cut short, which alone proves no class);
+//     error with severity error: message.
 //
 // Unknown runners and "command" have no JSON stream: their stdout never
 // counts. Blank lines and retry notices never count.
@@ -1126,6 +1129,15 @@ func opencodeLogDiagnostic(l opencodeLog) (string, bool) {
 	return opencodeErrorText(name, msg, nil), true
 }
 
+// geminiTerminated is gemini-cli's result error when the model's answer
+// broke off mid-stream: undici's fetch reports a response body cut short
+// (the server closed the connection: "other side closed") as "terminated",
+// which gemini does not retry and wraps as an API error. A request that
+// never connects fails earlier, as "fetch failed". Seen in an e2e run of
+// gemini-cli 0.61.0 against fakellm (testdata/gemini/stream/
+// e2e-stream-terminated).
+const geminiTerminated = "[API Error: terminated]"
+
 func geminiDiagnostic(line string) (string, bool) {
 	var ev struct {
 		Type     string `json:"type"`
@@ -1148,6 +1160,9 @@ func geminiDiagnostic(line string) (string, bool) {
 				text += ": "
 			}
 			text += ev.Error.Message
+		}
+		if strings.TrimSpace(ev.Error.Message) == geminiTerminated {
+			text += " (model response stream terminated)"
 		}
 		return text, true
 	case ev.Type == "error" && ev.Severity == "error":

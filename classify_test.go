@@ -728,6 +728,12 @@ var diagnosticCases = []diagnosticCase{
 	{"gemini error event", "severity error counts", "gemini", pilot.Stdout,
 		`{"type":"error","timestamp":"2025-10-10T12:00:00.000Z","severity":"error","message":"[API Error: You have exhausted your daily quota on this model.]"}`,
 		"[API Error: You have exhausted your daily quota on this model.]"},
+	{"gemini result terminated", "undici's bare \"terminated\" is a stream cut short: said so", "gemini", pilot.Stdout,
+		`{"type":"result","timestamp":"2026-11-30T07:20:25.757Z","status":"error","error":{"type":"unknown","message":"[API Error: terminated]"}}`,
+		"unknown: [API Error: terminated] (model response stream terminated)"},
+	{"gemini result other error", "only the bare terminated message gets the note", "gemini", pilot.Stdout,
+		`{"type":"result","status":"error","error":{"type":"unknown","message":"[API Error: terminated by the user]"}}`,
+		"unknown: [API Error: terminated by the user]"},
 	{"gemini warning event", "a warning is no diagnostic", "gemini", pilot.Stdout,
 		`{"type":"error","timestamp":"2025-10-10T12:00:00.000Z","severity":"warning","message":"Loop detected"}`, ""},
 

@@ -68,9 +68,11 @@ import (
 // as cache reads; gemini reports no cost. Failures before the session
 // starts have no result: exit 41 (auth) and the other documented codes are
 // classified by [ClassifyExitCode]. Exit 0 without a result is incomplete.
-// gemini retries rate limits and server errors itself; its stderr notice
-// "Attempt N failed: …. Retrying after Dms..." tells pilot's stall policy
-// to expect silence for D.
+// gemini retries rate limits, server errors and failed connections itself;
+// its stderr notice "Attempt N failed: …. Retrying after Dms..." tells
+// pilot's stall policy to expect silence for D, and "Attempt N failed …
+// Retrying with backoff..." for the longest backoff after attempt N (5 s
+// doubling to 30 s, plus 30% jitter).
 //
 // A trap: after an API error gemini exits with the HTTP status itself
 // (process.exit(429)), which the system truncates to 8 bits, so a 400 to
@@ -305,6 +307,17 @@ func (w *geminiWatcher) Finish(e Exit) Result {
 		}
 		return w.session(Result{Outcome: Empty})
 	case w.result != "":
+		// gemini's own report of the error decides when it proves a
+		// class. Its stderr often carries the same error ("Error when
+		// talking to Gemini API ... {...}"), and stdout and stderr are
+		// read apart, so which of the two came last, the Dispatcher's
+		// pick, is timing (seen in e2e runs: a context overflow's
+		// evidence came from either stream).
+		if text, ok := ExtractDiagnostic(RunnerGemini, Stdout, w.resLine); ok {
+			if c := ClassifyFailure(text); c.Evidence != "" {
+				e.Diagnostic = &Diagnostic{Classification: c, Source: RunnerGemini + ":stdout"}
+			}
+		}
 		if d := e.Diagnostic; d == nil || d.Evidence == "" {
 			if _, ok := ClassifyExitCode(RunnerGemini, e.Code); ok {
 				return w.session(JudgeExit(e))
@@ -317,28 +330,68 @@ func (w *geminiWatcher) Finish(e Exit) Result {
 	return w.session(incomplete(RunnerGemini, "a result event"))
 }
 
-// geminiRetryDelay reads the delay of gemini's retry notice on stderr
-// (packages/core/src/utils/retry.ts: "Attempt 2 failed: <message>. Retrying
-// after 5123ms..."), which gemini waits out in silence.
+// geminiRetryDelay reads how long gemini will be silent from its retry
+// notice on stderr (packages/core/src/utils/retry.ts, which writes it with
+// debugLogger.warn):
+//
+//   - a rate limit with a delay: "Attempt 2 failed: <message>. Retrying
+//     after 5123ms...": that delay;
+//   - any other error it retries (a 5xx, a refused connection, a 429 with
+//     no delay): "Attempt N failed with status 500. Retrying with
+//     backoff...", "Attempt N failed. Retrying with backoff...": no delay
+//     is printed, so the longest gemini may wait after attempt N,
+//     [geminiBackoff].
+//
+// Without it pilot would take gemini's silent backoff for a stalled model
+// (seen in an e2e run of gemini-cli 0.61.0 against fakellm: a 500, then
+// 5 s of silence, ended as session-stall under a 3 s ModelStall).
 func geminiRetryDelay(line []byte) (time.Duration, bool) {
 	const mark = "Retrying after "
-	i := bytes.LastIndex(line, []byte(mark))
-	if i < 0 {
+	if i := bytes.LastIndex(line, []byte(mark)); i >= 0 {
+		ms, rest, ok := leadingInt(line[i+len(mark):])
+		if !ok || !bytes.HasPrefix(rest, []byte("ms")) {
+			return 0, false
+		}
+		return time.Duration(ms) * time.Millisecond, true
+	}
+	rest, ok := bytes.CutPrefix(bytes.TrimLeft(line, " \t"), []byte("Attempt "))
+	if !ok || !bytes.Contains(rest, []byte("Retrying with backoff")) {
 		return 0, false
 	}
-	rest := line[i+len(mark):]
+	n, rest, ok := leadingInt(rest)
+	if !ok || n < 1 || !bytes.HasPrefix(rest, []byte(" failed")) {
+		return 0, false
+	}
+	return geminiBackoff(n), true
+}
+
+// leadingInt reads the decimal number (at most 10 digits) that b starts
+// with, and what follows it.
+func leadingInt(b []byte) (int, []byte, bool) {
 	n := 0
-	for n < len(rest) && n < 10 && rest[n] >= '0' && rest[n] <= '9' {
+	for n < len(b) && n < 10 && b[n] >= '0' && b[n] <= '9' {
 		n++
 	}
-	if n == 0 || !bytes.HasPrefix(rest[n:], []byte("ms")) {
-		return 0, false
+	if n == 0 || (n < len(b) && b[n] >= '0' && b[n] <= '9') {
+		return 0, nil, false
 	}
-	ms, err := strconv.Atoi(string(rest[:n]))
+	v, err := strconv.Atoi(string(b[:n]))
 	if err != nil {
-		return 0, false
+		return 0, nil, false
 	}
-	return time.Duration(ms) * time.Millisecond, true
+	return v, b[n:], true
+}
+
+// geminiBackoff is the longest gemini-cli waits after its attempt n failed
+// with an error it retries with backoff: retry.ts's DEFAULT_RETRY_OPTIONS
+// start at 5 s and double up to 30 s, and each wait has ±30% jitter.
+func geminiBackoff(n int) time.Duration {
+	const initial, most = 5 * time.Second, 30 * time.Second
+	d := initial
+	for i := 1; i < n && d < most; i++ {
+		d *= 2
+	}
+	return min(d, most) * 13 / 10
 }
 
 // ended is [ended] for gemini, which exits with an API error's HTTP status

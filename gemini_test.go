@@ -276,6 +276,48 @@ func TestGeminiWatcherFinish(t *testing.T) {
 	}
 }
 
+// gemini's result event decides the evidence over the same error on its
+// stderr, which the Dispatcher may have read after it (e2e runs of
+// gemini-cli 0.61.0 against fakellm gave a context overflow's evidence
+// from either stream). A result that proves no class leaves the
+// Dispatcher's diagnostic to decide.
+func TestGeminiWatcherResultEvidence(t *testing.T) {
+	const overflow = `{"error":{"code":400,"message":"The input token count (200000) exceeds the maximum number of tokens allowed (128000).","status":"INVALID_ARGUMENT"}}`
+	stderrLine := "Error when talking to Gemini API Full report available at: /tmp/x.json _ApiError: " + overflow
+	stderrDiag := func(line string) *pilot.Diagnostic {
+		return &pilot.Diagnostic{Classification: pilot.ClassifyFailure(line), Source: "gemini:stderr"}
+	}
+	result := func(msg string) string {
+		b, _ := json.Marshal(map[string]any{"type": "result", "status": "error", "error": map[string]any{"type": "unknown", "message": msg}})
+		return string(b)
+	}
+	for _, tc := range []struct {
+		name       string
+		result     string
+		diag       *pilot.Diagnostic
+		class      pilot.FailureClass
+		source     string
+		evidenceIn string
+	}{
+		{"the result over the same error on stderr", result("[API Error: " + overflow + "]"), stderrDiag(stderrLine),
+			pilot.FailContextLimit, "gemini:stdout", "[API Error:"},
+		{"the result's class over another on stderr", result("[API Error: terminated]"), stderrDiag("API Error: 401 unauthorized"),
+			pilot.FailProviderStreamDisconnect, "gemini:stdout", "terminated"},
+		{"stderr when the result proves nothing", result("something odd"), stderrDiag(stderrLine),
+			pilot.FailContextLimit, "gemini:stderr", "_ApiError"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := geminiWatcher(t)
+			feed(w, `{"type":"init","session_id":"s1","model":"m"}`, tc.result)
+			res := w.Finish(pilot.Exit{Runner: pilot.RunnerGemini, Started: true, Code: 144, Diagnostic: tc.diag})
+			if res.FailureClass != tc.class || res.Evidence == nil || res.Evidence.Source != tc.source ||
+				!strings.Contains(res.Evidence.Line, tc.evidenceIn) {
+				t.Errorf("Finish = %s (evidence %+v), want %s from %s", res.FailureClass, res.Evidence, tc.class, tc.source)
+			}
+		})
+	}
+}
+
 // An invalid stream ends in a result error without an error object: the
 // error event before it is the evidence.
 func TestGeminiWatcherInvalidStreamEvidence(t *testing.T) {
@@ -302,6 +344,8 @@ func FuzzGeminiWatcher(f *testing.F) {
 	}
 	f.Add([]byte(`{"type":"result","status":"error","stats":{"input_tokens":-1e300,"cached":"x"}}`), 144)
 	f.Add([]byte("{\"type\":\"tool_result\",\"tool_id\":null}\n\x00{"), 53)
+	// Every fifth line is read as stderr: gemini's retry notices.
+	f.Add([]byte("{}\n{}\n{}\n{}\nAttempt 3 failed with status 500. Retrying with backoff... _ApiError\n{}\n{}\n{}\n{}\nAttempt 2 failed: x. Retrying after 5053ms..."), 244)
 	f.Fuzz(func(t *testing.T, data []byte, code int) {
 		checkFuzzedWatcher(t, pilot.GeminiRunner{}, data, code)
 	})
@@ -314,7 +358,20 @@ func TestGeminiWatcherRetryQuiet(t *testing.T) {
 		want time.Duration // 0: no quiet period
 	}{
 		{"Attempt 2 failed: You have exhausted your capacity on this model. Retrying after 5123ms...", 5123 * time.Millisecond},
-		{"Attempt 1 failed with status 429. Retrying with backoff... ApiError: {}", 0},
+		// No delay printed: the longest backoff after attempt N, 5 s
+		// doubling to 30 s, plus 30% jitter.
+		{"Attempt 1 failed with status 429. Retrying with backoff... ApiError: {}", 6500 * time.Millisecond},
+		{`Attempt 1 failed with status 500. Retrying with backoff... _ApiError: {"error":{"code":500,"message":"fakellm: boom","status":"INTERNAL"}}`, 6500 * time.Millisecond},
+		{"Attempt 2 failed. Retrying with backoff... Error: exception TypeError: fetch failed sending request", 13 * time.Second},
+		{"Attempt 3 failed with 5xx error. Retrying with backoff...", 26 * time.Second},
+		{"Attempt 4 failed with 429 error (no Retry-After header). Retrying with backoff...", 39 * time.Second},
+		{"Attempt 9 failed with status 503. Retrying with backoff...", 39 * time.Second},
+		{"Attempt 9999999999 failed. Retrying with backoff...", 39 * time.Second},
+		{"Attempt 99999999999 failed. Retrying with backoff...", 0},
+		{"Attempt 0 failed. Retrying with backoff...", 0},
+		{"Attempt x failed. Retrying with backoff...", 0},
+		{"Attempt 2 failed: boom. Max attempts reached", 0},
+		{"the model said: Attempt 2 failed. Retrying with backoff...", 0},
 		{"Retrying after ms...", 0},
 		{"Retrying after 99999999999999999999ms...", 0},
 	}

@@ -8,6 +8,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -97,6 +98,10 @@ func tools(cli string, workdir string) (bash func(string) fakellm.Call, read fak
 		return func(cmd string) fakellm.Call { return fakellm.Bash("Bash", cmd) }, fakellm.Read("Read", "file_path", file)
 	case "opencode":
 		return func(cmd string) fakellm.Call { return fakellm.Bash("bash", cmd) }, fakellm.Read("read", "filePath", file)
+	case "gemini":
+		// gemini-cli 0.61 declares run_shell_command {command} and
+		// read_file {file_path} (its tool definitions, default set).
+		return func(cmd string) fakellm.Call { return fakellm.Bash("run_shell_command", cmd) }, fakellm.Read("read_file", "file_path", file)
 	}
 	return func(cmd string) fakellm.Call { return fakellm.Bash("bash", cmd) }, fakellm.Read("read", "path", file)
 }
@@ -136,8 +141,23 @@ func script(t *testing.T, s scenario, cli, workdir string) (fakellm.Script, pilo
 		steps = []fakellm.Step{fakellm.RateLimited("1"), fakellm.Text("done")}
 	case "server-error-always":
 		steps = []fakellm.Step{fakellm.Status(500, "fakellm: boom").Forever()}
+	case "server-error-model-stall": // gemini_test.go
+		policy.ModelResponse, policy.Tool, policy.ModelStall = time.Second, 3*time.Second, 3*time.Second
+		steps = []fakellm.Step{fakellm.Status(500, "fakellm: boom").Forever()}
 	case "mid-stream-disconnect":
-		steps = []fakellm.Step{fakellm.Text(strings.Repeat("a long answer cut short ", 40)).Dropped().Forever()}
+		text := strings.Repeat("a long answer cut short ", 40)
+		if cli == "gemini" {
+			// gemini-cli's loop detection stops a turn whose streamed
+			// text repeats itself ("Loop detected, stopping execution",
+			// a warning, then result success with no answer): the
+			// answer must not repeat for the drop to be what it sees.
+			var b strings.Builder
+			for i := range 120 {
+				fmt.Fprintf(&b, "part %d of a long answer cut short; ", i)
+			}
+			text = b.String()
+		}
+		steps = []fakellm.Step{fakellm.Text(text).Dropped().Forever()}
 	case "context-overflow":
 		steps = []fakellm.Step{fakellm.ContextOverflow().Forever()}
 	default:
@@ -149,6 +169,12 @@ func script(t *testing.T, s scenario, cli, workdir string) (fakellm.Script, pilo
 // aside answers a CLI's side requests so they do not take script steps:
 // opencode asks the model for a session title first (NOTES.md).
 func aside(cli string) func(fakellm.Request) (fakellm.Step, bool) {
+	if cli == "gemini" {
+		// gemini-cli asks a small model to pick the model first, when
+		// none is chosen (model "auto"; pilot passes --model when the
+		// provider names one).
+		return fakellm.GeminiRouter
+	}
 	if cli != "opencode" {
 		return nil
 	}
@@ -209,6 +235,8 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	switch c.name {
 	case "claude":
 		prov.BaseURL = base // claude appends /v1/messages itself
+	case "gemini":
+		prov.BaseURL = base // gemini appends /v1beta/models/... itself
 	case "codex":
 		// Start-up plugin sync and analytics reach beyond 127.0.0.1
 		// (NOTES.md).
@@ -244,11 +272,32 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 			// error event that carries the HTTP status its log's
 			// retry lines lack.
 			policy.RetryLoop, timeout = 150*time.Second, 3*time.Minute
+		case "gemini":
+			// general.maxAttempts (default 10, at most 10) bounds gemini's
+			// attempts at a model request. The runner writes the user
+			// settings, so it goes in the workspace's settings (read in a
+			// trusted workspace). Not a system settings file
+			// (GEMINI_CLI_SYSTEM_SETTINGS_PATH): gemini skips one that is
+			// not root's or has a group- or world-writable parent, such as
+			// /tmp, where t.TempDir() is (NOTES.md).
+			dir := filepath.Join(workdir, ".gemini")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "settings.json"), []byte(`{"general":{"maxAttempts":2}}`+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	reg, err := pilot.NewRegistry(prov)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.name == "gemini" && os.Getenv(EnvDefaultRetries) == "1" {
+		// gemini's own retries of a 429, a 5xx or a refused connection
+		// take 10 attempts, 5 s backoff doubling to 30 s, with jitter:
+		// 3.6 to 4.7 minutes before it reports the error (NOTES.md).
+		timeout = 6 * time.Minute
 	}
 	var mu sync.Mutex
 	var phases []pilot.SessionPhase

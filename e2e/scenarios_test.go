@@ -14,7 +14,7 @@ type scenario struct {
 	// model says what the scripted server does, in words; the fakellm
 	// script is built from the name in scenarios_run_test.go.
 	model string
-	// want is the verdict per CLI (pi, codex, claude, opencode). A CLI
+	// want is the verdict per CLI (pi, codex, claude, opencode, gemini). A CLI
 	// missing from want does not run the scenario.
 	want map[string]expect
 }
@@ -33,9 +33,8 @@ type expect struct {
 	why string
 }
 
-// scenarioCLIs are the CLIs the scenarios run (gemini-cli speaks the Gemini
-// API, which fakellm does not: see NOTES.md).
-var scenarioCLIs = []string{"pi", "codex", "claude", "opencode"}
+// scenarioCLIs are the CLIs the scenarios run.
+var scenarioCLIs = []string{"pi", "codex", "claude", "opencode", "gemini"}
 
 func all(e expect) map[string]expect {
 	m := make(map[string]expect, len(scenarioCLIs))

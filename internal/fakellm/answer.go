@@ -68,7 +68,15 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, which api, step 
 		if msg == "" {
 			msg = fmt.Sprintf("fakellm: scripted HTTP %d", step.Status)
 		}
+		if which == apiGemini {
+			writeGeminiError(w, step.Status, msg, step.RetryAfter)
+			return
+		}
 		writeError(w, which, step.Status, msg)
+		return
+	}
+	if step.Overflow && which == apiGemini {
+		writeGeminiError(w, http.StatusBadRequest, geminiOverflow, "")
 		return
 	}
 	if step.Overflow && which != apiResponses {
@@ -81,7 +89,17 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, which api, step 
 	a := answerOf{model: s.model, turn: turn, step: step}
 	var frames [][]byte
 	stream := boolField(body, "stream")
+	sse := stream
+	if which == apiGemini {
+		_, method, _ := geminiCall(geminiPath(r.URL.Path))
+		stream = method == "streamGenerateContent"
+		sse = stream && r.URL.Query().Get("alt") == "sse"
+	}
 	switch {
+	case which == apiGemini && stream:
+		frames = a.geminiStream(sse)
+	case which == apiGemini:
+		frames = split([]byte(mustJSON(a.geminiResponse())))
 	case which == apiChat && stream:
 		frames = a.chatStream(boolField(field(body, "stream_options"), "include_usage"))
 	case which == apiChat:
@@ -95,7 +113,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, which api, step 
 	default:
 		frames = split([]byte(mustJSON(a.message())))
 	}
-	if stream {
+	if sse {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 	} else {
@@ -175,6 +193,10 @@ func errorType(which api, status int) (typ, code string) {
 }
 
 func writeError(w http.ResponseWriter, which api, status int, msg string) {
+	if which == apiGemini {
+		writeGeminiError(w, status, msg, "")
+		return
+	}
 	typ, code := errorType(which, status)
 	if which == apiMessages {
 		writeJSON(w, status, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})

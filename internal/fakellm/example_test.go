@@ -3,6 +3,7 @@ package fakellm_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -53,4 +54,42 @@ func ExampleServer() {
 	// POST /v1/messages turn 1 step 0
 	// POST /v1/messages turn 2 step 1
 	// POST /v1/messages turn 3 step 1
+}
+
+func ExampleGeminiRouter() {
+	s := fakellm.New(fakellm.Script{
+		Steps: []fakellm.Step{fakellm.Tools(fakellm.Bash("run_shell_command", "ls"))},
+		Aside: fakellm.GeminiRouter,
+	})
+	defer s.Close()
+
+	ask := func(path, body string) string {
+		resp, err := http.Post(s.URL()+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	// gemini-cli's routing request is answered aside...
+	route := ask("/v1beta/models/gemini-3.5-flash-lite:generateContent",
+		`{"systemInstruction":{"parts":[{"text":"\nYou are a specialized Task Routing AI."}]}}`)
+	var r struct {
+		Candidates []struct {
+			Content struct{ Parts []struct{ Text string } }
+		}
+	}
+	json.Unmarshal([]byte(route), &r)
+	fmt.Println(r.Candidates[0].Content.Parts[0].Text)
+	// ...and the turn takes the script's step, streamed as SSE data lines.
+	for _, line := range strings.Split(ask("/v1beta/models/fake-model:streamGenerateContent?alt=sse", `{}`), "\n") {
+		if line != "" {
+			fmt.Println(line)
+		}
+	}
+	// Output:
+	// {"reasoning":"fakellm","model_choice":"flash","complexity_reasoning":"fakellm","complexity_score":10}
+	// data: {"candidates":[{"content":{"parts":[{"functionCall":{"args":{"command":"ls"},"name":"run_shell_command"}}],"role":"model"},"index":0}],"modelVersion":"fake-model","responseId":"gemini_1"}
+	// data: {"candidates":[{"content":{"parts":[{"text":""}],"role":"model"},"finishReason":"STOP","index":0}],"modelVersion":"fake-model","responseId":"gemini_1","usageMetadata":{"cachedContentTokenCount":0,"candidatesTokenCount":20,"promptTokenCount":100,"totalTokenCount":120}}
 }

@@ -1,5 +1,5 @@
 // Package fakellm is a scripted LLM server on 127.0.0.1 for end-to-end tests
-// of real agent CLIs: it speaks just enough of three wire APIs for a CLI to
+// of real agent CLIs: it speaks just enough of four wire APIs for a CLI to
 // run its real agent loop against a script.
 //
 // Endpoints:
@@ -8,22 +8,29 @@
 //	POST /v1/responses               OpenAI Responses (codex)
 //	POST /v1/messages                Anthropic Messages (Claude Code)
 //	POST /v1/messages/count_tokens   {"input_tokens": N}; consumes no step
+//	POST /v1beta/models/M:streamGenerateContent[?alt=sse]
+//	POST /v1beta/models/M:generateContent
+//	                                 the Gemini API (gemini-cli), any model M
+//	POST /v1beta/models/M:countTokens
+//	                                 {"totalTokens": N}; consumes no step
 //	GET  /v1/models                  the script's model; consumes no step
 //
-// The three POST endpoints that answer a model turn take "turn" requests.
+// The POST endpoints that answer a model turn take "turn" requests.
 // The script is global, not per API (a test drives one CLI, which speaks
 // one API): each turn request, on whichever API it arrives, takes the next
 // step, in arrival order, unless Script.Aside claims it first (for a CLI's
-// side requests: AsideSystem matches opencode's title request). Every
+// side requests: AsideSystem matches opencode's title request,
+// GeminiRouter gemini-cli's model routing request). Every
 // request, turn or not, is recorded with its method,
 // path, headers and decoded JSON body (see Request); an API key is recorded
 // only as its Fingerprint. Paths are also served without the /v1 prefix,
-// for clients whose base URL already ends in /v1.
+// for clients whose base URL already ends in /v1 (the Gemini paths also
+// under /v1/v1beta/).
 //
 // A Script is a model name and a list of steps. A Step says what its request
 // gets; the constructors build the kinds:
 //
-//	Text("hi")                      an answer with text, finish "stop"/"end_turn"
+//	Text("hi")                      an answer with text, finish "stop"/"end_turn"/"STOP"
 //	Tools(Call{...}, Call{...})     one message with these tool calls (finish
 //	                                "tool_calls"/"tool_use"), optionally with
 //	                                text; a Call names the tool as the CLI
@@ -31,11 +38,19 @@
 //	                                Read("Read", "file_path", "/x"),
 //	                                ToolCall("exec_command", map[string]any{...})
 //	Status(500, "boom")             that HTTP status and an error body in the
-//	                                API's own shape
-//	RateLimited("2")                429 with retry-after: 2
+//	                                API's own shape (Gemini: {"error":{"code",
+//	                                "message","status"}}, status the google.rpc
+//	                                name: 429 RESOURCE_EXHAUSTED, 500 INTERNAL,
+//	                                401 UNAUTHENTICATED, ...)
+//	RateLimited("2")                429 with retry-after: 2 (Gemini: also a
+//	                                RetryInfo detail with retryDelay "2s",
+//	                                where gemini-cli reads the delay)
 //	ContextOverflow()               the API's context-length error: HTTP 400 with
 //	                                code context_length_exceeded (Chat),
-//	                                "prompt is too long" (Messages); on
+//	                                "prompt is too long" (Messages), 400
+//	                                INVALID_ARGUMENT "The input token count (N)
+//	                                exceeds the maximum number of tokens
+//	                                allowed (M)." (Gemini); on
 //	                                Responses a 200 stream that ends in
 //	                                response.failed with that code, as codex
 //	                                expects
@@ -55,13 +70,14 @@
 //	                                later one (e.g. 429 every time)
 //
 // Delay and Silenced apply to every step; Held and Dropped cut answers
-// (a Status step, and ContextOverflow on Chat and Messages, send their
-// error body whole).
+// (a Status step, and ContextOverflow on Chat, Messages and Gemini, send
+// their error body whole).
 //
 // Each answer carries the step's Usage (zero means DefaultUsage), so usage
 // numbers are deterministic. Ids are deterministic too: the n-th turn
 // request (from 1) answers with ids like "chatcmpl-n", "resp_n", "msg_n",
-// and tool call ids like "call_n_i" / "toolu_n_i".
+// "gemini_n" (responseId), and tool call ids like "call_n_i" / "toolu_n_i"
+// (the Gemini API gives its function calls no ids).
 //
 // Every answer to a turn request carries the header x-request-id:
 // req_fakellm_N (N is 0 for an Aside answer), plus the step's Header.
@@ -88,10 +104,23 @@
 //     input_json_delta), content_block_stop, then message_delta (stop_reason,
 //     usage) and message_stop. With "stream": false the answer is one JSON
 //     message (as on the other two APIs).
+//   - Gemini: with alt=sse, "data: {GenerateContentResponse}" frames, no
+//     event names and no end marker: the text in pieces (candidates[0].
+//     content, role "model", parts [{text}]), a response per tool call
+//     (parts [{functionCall: {name, args}}], the arguments whole), then a
+//     last response with an empty text part, finishReason "STOP" and
+//     usageMetadata (promptTokenCount, candidatesTokenCount,
+//     totalTokenCount, cachedContentTokenCount). Without alt=sse, the same
+//     responses as one JSON array; generateContent answers one response
+//     with every part. The path decides which, not the body.
 //
 // Seen running the real CLIs against this server (pi 0.73, codex 0.171,
-// Claude Code 2.1.332, opencode 1.18): each runs a tool call and reports
-// the scripted usage; opencode first asks for a session title on the same
+// Claude Code 2.1.332, opencode 1.18, gemini-cli 0.61): each runs a tool
+// call and reports the scripted usage; gemini-cli with no model chosen
+// first asks for a model route with generateContent (answer it with
+// GeminiRouter), does not retry a dropped stream ("[API Error:
+// terminated]") and stops a turn whose text repeats itself (its loop
+// detection); opencode first asks for a session title on the same
 // endpoint (answer it with AsideSystem), and with NPM_CONFIG_REGISTRY set
 // to this server it asks for /@opencode-ai/plugin, gets a 404 and goes on;
 // codex maps response.failed with
@@ -134,8 +163,9 @@ type Call struct {
 	// tools. Run against this server: pi 0.73 "bash" {"command"} and
 	// "read" {"path"}; Claude Code 2.1 "Bash" {"command", "description"};
 	// codex 0.171 "exec_command" {"cmd"}; opencode 1.18 "bash" {"command",
-	// "description"}. Not run here: Claude Code "Read" {"file_path"};
-	// opencode "read" {"filePath"}.
+	// "description"}; gemini-cli 0.61 "run_shell_command" {"command"} and
+	// "read_file" {"file_path"}. Not run here: Claude Code "Read"
+	// {"file_path"}; opencode "read" {"filePath"}.
 	Name string
 	// Arguments is the tool's input, a JSON object text.
 	Arguments string
@@ -143,9 +173,9 @@ type Call struct {
 
 // Usage is the token usage an answer reports.
 type Usage struct {
-	Input  int // prompt_tokens / input_tokens
-	Output int // completion_tokens / output_tokens
-	Cached int // cached_tokens / cache_read_input_tokens
+	Input  int // prompt_tokens / input_tokens / promptTokenCount
+	Output int // completion_tokens / output_tokens / candidatesTokenCount
+	Cached int // cached_tokens / cache_read_input_tokens / cachedContentTokenCount
 }
 
 // DefaultUsage is the usage of a step whose Usage is zero.
@@ -365,6 +395,7 @@ const (
 	apiChat api = iota
 	apiResponses
 	apiMessages
+	apiGemini
 )
 
 var keyHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
@@ -407,9 +438,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	path := strings.TrimPrefix(r.URL.Path, "/v1")
+	path := r.URL.Path
+	_, gmethod, gemini := geminiCall(geminiPath(path))
+	if !gemini {
+		path = strings.TrimPrefix(path, "/v1")
+	}
 	var which api
 	switch {
+	case r.Method == http.MethodPost && gemini && gmethod == "countTokens":
+		s.record(rec)
+		writeJSON(w, http.StatusOK, map[string]any{"totalTokens": DefaultUsage.Input})
+		return
+	case r.Method == http.MethodPost && gemini:
+		which = apiGemini
 	case r.Method == http.MethodGet && path == "/models":
 		s.record(rec)
 		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{
@@ -428,7 +469,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		which = apiMessages
 	default:
 		s.record(rec)
-		http.Error(w, fmt.Sprintf("fakellm: no endpoint %s %s (serving POST /v1/chat/completions, /v1/responses, /v1/messages, /v1/messages/count_tokens, GET /v1/models)", r.Method, r.URL.Path), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("fakellm: no endpoint %s %s (serving POST /v1/chat/completions, /v1/responses, /v1/messages, /v1/messages/count_tokens, /v1beta/models/{model}:streamGenerateContent, :generateContent, :countTokens, GET /v1/models)", r.Method, r.URL.Path), http.StatusNotFound)
 		return
 	}
 
@@ -512,12 +553,30 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func AsideSystem(prefix string, step Step) func(Request) (Step, bool) {
 	return func(r Request) (Step, bool) {
 		for _, p := range systemPrompts(r.Body) {
-			if strings.HasPrefix(p, prefix) {
+			if strings.HasPrefix(strings.TrimLeft(p, " \t\r\n"), prefix) {
 				return step, true
 			}
 		}
 		return Step{}, false
 	}
+}
+
+// GeminiRouterSystem starts the system prompt of gemini-cli's model
+// routing request (after a newline): with no model chosen (model "auto"),
+// gemini-cli 0.61 first asks a small model, with a non-streamed
+// generateContent, how complex the task is, and picks the model for the
+// turn from the answer.
+const GeminiRouterSystem = "You are a specialized Task Routing AI."
+
+// GeminiRouterAnswer answers gemini-cli's routing request: a JSON text that
+// both of its classifiers accept ({"reasoning", "model_choice"} and
+// {"complexity_reasoning", "complexity_score"}), choosing the flash model.
+var GeminiRouterAnswer = Text(`{"reasoning":"fakellm","model_choice":"flash","complexity_reasoning":"fakellm","complexity_score":10}`)
+
+// GeminiRouter is a Script.Aside that answers gemini-cli's routing request
+// with GeminiRouterAnswer, so it takes no step of the script.
+func GeminiRouter(r Request) (Step, bool) {
+	return AsideSystem(GeminiRouterSystem, GeminiRouterAnswer)(r)
 }
 
 // systemPrompts returns the system prompt texts of a turn request body.
@@ -544,5 +603,10 @@ func systemPrompts(body any) []string {
 	}
 	text(field(body, "system"))
 	text(field(body, "instructions"))
+	if si := field(body, "systemInstruction"); si != nil {
+		// Gemini: a Content ({"parts":[{"text":...}]}) or a string.
+		text(si)
+		text(field(si, "parts"))
+	}
 	return out
 }

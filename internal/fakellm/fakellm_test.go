@@ -879,18 +879,23 @@ func FuzzTurnRequest(f *testing.F) {
 	f.Add(1, []byte(`[1,2]`))
 	f.Add(2, []byte(`{`))
 	f.Add(2, []byte(``))
-	paths := []string{"/v1/chat/completions", "/v1/responses", "/v1/messages"}
+	f.Add(3, []byte(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"systemInstruction":{"parts":[{"text":"x"}]}}`))
+	f.Add(4, []byte(`{"systemInstruction":"\nYou are a specialized Task Routing AI."}`))
+	f.Add(5, []byte(`{"systemInstruction":{"parts":"no"}}`))
+	paths := []string{"/v1/chat/completions", "/v1/responses", "/v1/messages",
+		"/v1beta/models/m:streamGenerateContent?alt=sse", "/v1beta/models/m:generateContent", "/v1beta/models/m:streamGenerateContent"}
 	f.Fuzz(func(t *testing.T, which int, body []byte) {
-		s := New(Script{Steps: []Step{Tools(Bash("bash", "ls")).Forever()}})
+		s := New(Script{Steps: []Step{Tools(Bash("bash", "ls")).Forever()}, Aside: GeminiRouter})
 		defer s.Close()
-		path := paths[(which%3+3)%3]
+		path := paths[(which%len(paths)+len(paths))%len(paths)]
 		w := httptest.NewRecorder()
 		s.serve(w, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
 		out := w.Body.String()
 		switch w.Code {
 		case 200:
 			if !json.Valid([]byte(out)) && !strings.Contains(out, "[DONE]") &&
-				!strings.Contains(out, "response.completed") && !strings.Contains(out, "message_stop") {
+				!strings.Contains(out, "response.completed") && !strings.Contains(out, "message_stop") &&
+				!strings.Contains(out, `"finishReason":"STOP"`) {
 				t.Errorf("%s: an incomplete answer: %q", path, out)
 			}
 		case 400:
@@ -997,6 +1002,9 @@ func TestAsideSystem(t *testing.T) {
 		{"messages system string", `{"system":"You are a title generator","messages":[]}`, true},
 		{"messages system blocks", `{"system":[{"type":"text","text":"x"},{"type":"text","text":"You are a title generator"}]}`, true},
 		{"responses instructions", `{"instructions":"You are a title generator","input":[]}`, true},
+		{"gemini systemInstruction parts", `{"systemInstruction":{"role":"user","parts":[{"text":"\nYou are a title generator"}]},"contents":[]}`, true},
+		{"gemini systemInstruction string", `{"systemInstruction":"You are a title generator"}`, true},
+		{"gemini contents only", `{"contents":[{"role":"user","parts":[{"text":"You are a title generator"}]}]}`, false},
 		{"no body", `null`, false},
 		{"odd shapes", `{"messages":"no","system":7,"instructions":{"a":1}}`, false},
 	} {
