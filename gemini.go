@@ -72,7 +72,9 @@ import (
 // its stderr notice "Attempt N failed: …. Retrying after Dms..." tells
 // pilot's stall policy to expect silence for D, and "Attempt N failed …
 // Retrying with backoff..." for the longest backoff after attempt N (5 s
-// doubling to 30 s, plus 30% jitter).
+// doubling to 30 s, plus 30% jitter). Either notice is a retry loop
+// ([RetryWatcher]) until the model's next message, a tool call or the
+// result.
 //
 // A trap: after an API error gemini exits with the HTTP status itself
 // (process.exit(429)), which the system truncates to 8 bits, so a 400 to
@@ -216,6 +218,8 @@ func (w *geminiWatcher) Line(l Line) {
 	if l.Stream == Stderr {
 		if d, ok := geminiRetryDelay(l.Data); ok {
 			w.quiet(d)
+			notice := string(l.Data)
+			w.retrying(RunnerGemini+":stderr", notice, notice)
 		}
 		return
 	}
@@ -225,6 +229,15 @@ func (w *geminiWatcher) Line(l Line) {
 	var ev geminiEvent
 	if !isJSONObjectLine(l.Data) || json.Unmarshal(l.Data, &ev) != nil {
 		return
+	}
+	switch ev.Type {
+	case "tool_use", "result":
+		// The model answered, or gemini settled its retries itself.
+		w.retryOver()
+	case "message":
+		if ev.Role == "assistant" {
+			w.retryOver()
+		}
 	}
 	switch ev.Type {
 	case "init":

@@ -245,16 +245,24 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	// A CLI still retrying after RetryLoop is ended with the class of the
 	// failure it retries (codex retries a refused connection forever,
 	// whatever its settings). Turned down, every CLI's own retries end
-	// well inside 30 s; with its defaults Claude Code's take about three
-	// minutes, and the timeout leaves room for them.
+	// well inside 30 s; with their defaults Claude Code's take about three
+	// minutes and gemini-cli's up to five, and the timeout leaves room for
+	// them.
 	policy.RetryLoop = 30 * time.Second
 	timeout := 2 * time.Minute
 	if defaults {
 		policy.RetryLoop, timeout = 4*time.Minute, 5*time.Minute
-		if c.name == "codex" {
+		switch c.name {
+		case "codex":
 			// codex's default retries end within 30 s here; its endless
 			// reconnects do not.
 			policy.RetryLoop = time.Minute
+		case "gemini":
+			// gemini's own retries of a 429, a 5xx or a refused
+			// connection take 10 attempts, 5 s backoff doubling to 30 s,
+			// with jitter: 3.6 to 4.7 minutes before it reports the error
+			// (NOTES.md).
+			policy.RetryLoop, timeout = 5*time.Minute+30*time.Second, 6*time.Minute
 		}
 	}
 	if !defaults {
@@ -292,12 +300,6 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	reg, err := pilot.NewRegistry(prov)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if c.name == "gemini" && os.Getenv(EnvDefaultRetries) == "1" {
-		// gemini's own retries of a 429, a 5xx or a refused connection
-		// take 10 attempts, 5 s backoff doubling to 30 s, with jitter:
-		// 3.6 to 4.7 minutes before it reports the error (NOTES.md).
-		timeout = 6 * time.Minute
 	}
 	var mu sync.Mutex
 	var phases []pilot.SessionPhase
@@ -406,13 +408,14 @@ func checkNativeSession(t *testing.T, cli, resume string) {
 	}
 }
 
-// The long-running tool ends by echoing toolRanMarkerCmd, which the shell
-// turns into toolRanMarker: a tool result holding the marker proves the
-// command ran (the command's own text, echoed back in the conversation,
-// holds only the unexpanded form).
+// The long-running tool ends with toolRanMarkerCmd, whose output is
+// toolRanMarker: a tool result holding the marker proves the command ran
+// (the command's own text, echoed back in the conversation, holds only the
+// lower-case form). Not $((...)): gemini-cli refuses a command with "$(" in
+// it.
 const (
-	toolRanMarkerCmd = "tool-ran-$((40+2))"
-	toolRanMarker    = "tool-ran-42"
+	toolRanMarkerCmd = "tool-ran | tr a-z A-Z"
+	toolRanMarker    = "TOOL-RAN"
 )
 
 // toolRan reports whether a request srv received carried toolRanMarker.
