@@ -834,6 +834,25 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 		graceC = g.C
 		ctxDone, timeoutC, idleC = nil, nil, nil
 	}
+	idleDeferredAt := int64(-1) // the output time of the silence last deferred
+	// look takes one look at the worker (watch.beat) and acts on what the
+	// stall policy and the retry-loop limit say.
+	look := func(now time.Time) {
+		switch watch.beat(now) {
+		case StallInspect:
+			r.emit(Event{Type: EventStallInspection, Inspection: watch.inspection})
+		case StallTerminate:
+			r.emit(Event{Type: EventStallInspection, Inspection: watch.inspection})
+			terminate(FailSessionStall, fmt.Sprintf("no activity for %s while %s", watch.clock.Silence(now).Round(time.Millisecond), watch.state.Phase))
+			return
+		}
+		if limit, on := r.d.Stall.RetryLoopLimit(); on {
+			if loop, ok := r.retryLoop(); ok && now.Sub(loop.Since) >= limit {
+				terminate(loop.Diagnostic.Class, fmt.Sprintf("the worker has retried a failing model call for %s (%d retries, the last for %s)",
+					now.Sub(loop.Since).Round(time.Millisecond), loop.Retries, loop.Diagnostic.Class))
+			}
+		}
+	}
 	for done != nil {
 		select {
 		case <-ctxDone:
@@ -842,12 +861,23 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 			terminate(FailTimeout, "timeout of "+r.timeout().String()+" reached")
 		case <-idleC:
 			since := time.Since(time.Unix(0, r.lastOutput.Load()))
+			if since >= idle {
+				// Judge by the session as it is now, not as of the last
+				// heartbeat, which a busy machine may have delayed.
+				if look(time.Now()); exit.Terminated {
+					break
+				}
+			}
 			switch {
 			case since < idle:
 				idleTimer.Reset(idle - since)
 			case r.d.Stall.SuppressIdleTimeout(watch.state.Phase, watch.clock.Silence(time.Now())):
 				// A tool is running inside the tool threshold: that
 				// threshold judges it, not the idle timeout.
+				if lo := r.lastOutput.Load(); lo != idleDeferredAt {
+					idleDeferredAt = lo
+					r.emit(Event{Type: EventIdleDeferred, Message: fmt.Sprintf("no output for %s while a tool runs: the tool threshold judges it, not the idle timeout", since.Round(time.Millisecond))})
+				}
 				idleTimer.Reset(r.d.Heartbeat)
 			default:
 				terminate(FailIdleTimeout, "no output for "+idle.String())
@@ -856,20 +886,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 			if ctxDone == nil && exited == nil {
 				break // the worker is being ended or is gone
 			}
-			switch watch.beat(now) {
-			case StallInspect:
-				r.emit(Event{Type: EventStallInspection, Inspection: watch.inspection})
-			case StallTerminate:
-				r.emit(Event{Type: EventStallInspection, Inspection: watch.inspection})
-				terminate(FailSessionStall, fmt.Sprintf("no activity for %s while %s", watch.clock.Silence(now).Round(time.Millisecond), watch.state.Phase))
-				continue
-			}
-			if limit, on := r.d.Stall.RetryLoopLimit(); on {
-				if loop, ok := r.retryLoop(); ok && now.Sub(loop.Since) >= limit {
-					terminate(loop.Diagnostic.Class, fmt.Sprintf("the worker has retried a failing model call for %s (%d retries, the last for %s)",
-						now.Sub(loop.Since).Round(time.Millisecond), loop.Retries, loop.Diagnostic.Class))
-				}
-			}
+			look(now)
 		case <-graceC:
 			graceC = nil
 			r.emit(Event{Type: EventTerminate, Message: "grace period of " + r.d.Grace.String() + " over: sending SIGKILL to the worker's process tree"})

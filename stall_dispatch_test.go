@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,14 +100,28 @@ func cmpIgnoreSessionVolatile() []cmp.Option {
 // short idle timeout.
 func TestToolRunningUnderTheToolThresholdIsNotKilled(t *testing.T) {
 	checkGoroutines(t)
-	script := append(sessionScript(sessHeader, sessUser, sessToolCall), "out=tool started", "sleep=1s")
+	// The tool runs until pilot has reached the idle timeout in its
+	// silence and let it be.
+	release := filepath.Join(t.TempDir(), "release")
+	script := append(sessionScript(sessHeader, sessUser, sessToolCall), "out=tool started", "await="+release)
 	script = append(script, sessionScript(sessToolResult, sessFinal)...)
 	script = append(script, "out=done")
 	d := stallDispatcher(t, script...)
 	d.Stall = pilot.StallPolicy{Tool: time.Minute}
+	var deferred atomic.Int32
+	d.Observer = func(e pilot.Event) {
+		if e.Type == pilot.EventIdleDeferred && deferred.Add(1) == 1 {
+			os.WriteFile(release, nil, 0o600)
+		}
+	}
 	tk := task("pi")
-	tk.IdleTimeout = 300 * time.Millisecond // fires during the silent tool run
+	// Long enough for the worker to start and write its session on a
+	// loaded machine; the silent tool run outlasts it.
+	tk.IdleTimeout = 2 * time.Second
 	v := dispatch(t, d, tk)
+	if deferred.Load() != 1 {
+		t.Errorf("%d idle_deferred events, want 1 (once per silence)", deferred.Load())
+	}
 	if v.Verdict != pilot.Completed {
 		t.Errorf("verdict = %s (%s), want completed: the idle timeout must not end a running tool", v.Verdict, v.FailureClass)
 	}

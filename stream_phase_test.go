@@ -123,7 +123,10 @@ func TestFinishedWorkerEndedByPilotKeepsItsVerdict(t *testing.T) {
 			d := lineDispatcher(t, "out=the answer", "out=phase:"+tc.phase, "await="+seen, "out=waiting", "block")
 			d.OnLine = onLine("phase:", func(string) { os.WriteFile(seen, nil, 0o600) })
 			tk := task("linephase")
-			tk.IdleTimeout = 200 * time.Millisecond
+			// Long enough for the worker to start and print its phase
+			// on a loaded machine (the timeout counts from the start
+			// until the first line).
+			tk.IdleTimeout = 2 * time.Second
 			v := dispatch(t, d, tk)
 			if v.Verdict != tc.verdict || v.FailureClass != tc.class {
 				t.Errorf("verdict %s/%q, want %s/%q", v.Verdict, v.FailureClass, tc.verdict, tc.class)

@@ -211,6 +211,10 @@ const (
 	// EventLeftovers: the worker exited with descendants still running;
 	// pilot killed them.
 	EventLeftovers = "worker_runner.leftovers"
+	// EventIdleDeferred: the idle timeout was reached while a tool runs
+	// inside the tool threshold, so it does not end the worker (once per
+	// silence; Message says so).
+	EventIdleDeferred = "worker_runner.idle_deferred"
 	// EventPhase: the worker's native session moved to another phase
 	// (Session holds the new state).
 	EventPhase = "worker_runner.phase"
