@@ -34,8 +34,15 @@ const EnvDefaultRetries = "PILOT_E2E_DEFAULT_RETRIES"
 // TestScenarios runs the whole table with the CLIs' retries turned down
 // for speed (PILOT_E2E_DEFAULT_RETRIES=1: with their own defaults).
 func TestScenarios(t *testing.T) {
+	t.Parallel()
 	defaults := os.Getenv(EnvDefaultRetries) == "1"
-	for _, s := range scenarios {
+	// The retry rows wait longest (opencode's five retries take over a
+	// minute): started first, they overlap the quick ones.
+	ordered := slices.Clone(scenarios)
+	slices.SortStableFunc(ordered, func(a, b scenario) int {
+		return boolRank(slices.Contains(retryScenarios, b.name)) - boolRank(slices.Contains(retryScenarios, a.name))
+	})
+	for _, s := range ordered {
 		for _, name := range scenarioCLIs {
 			e, ok := s.want[name]
 			if !ok {
@@ -47,6 +54,13 @@ func TestScenarios(t *testing.T) {
 			})
 		}
 	}
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // retryScenarios are the rows whose outcome depends on the CLIs' own
@@ -65,6 +79,7 @@ var quickDefaultRetries = []string{"pi", "codex"}
 // for the CLIs whose defaults are quick; TestScenarios covers the rest when
 // PILOT_E2E_DEFAULT_RETRIES=1.
 func TestScenariosDefaultRetries(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(EnvDefaultRetries) == "1" {
 		t.Skip("TestScenarios runs every row with the default retries already")
 	}
