@@ -10,7 +10,7 @@ import (
 // otherwise. The scenarios mostly wait (on the CLIs' retry delays, a
 // sleeping tool, a silent model), not on the CPU, so more of them at once
 // than the default GOMAXPROCS shortens the suite's wall time.
-const scenarioParallel = "4"
+const scenarioParallel = "5"
 
 func TestMain(m *testing.M) {
 	flag.Parse()

@@ -293,8 +293,18 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 			// to 100 s on this loaded machine after a start of up to
 			// 25 s), so it gives up by itself inside these, with an
 			// error event that carries the HTTP status its log's
-			// retry lines lack.
+			// retry lines lack. That matters for a 500 only: a refused
+			// connection and a dropped stream are named in the retry
+			// lines too, so there pilot ends the loop after 20 s and
+			// judges it by them (the rows then show pilot's retry-loop
+			// limit on a real CLI; what opencode itself says in the end
+			// is in the fixtures connection-refused-retried and
+			// stream-dropped-retried).
 			policy.RetryLoop, timeout = 150*time.Second, 3*time.Minute
+			if s.name == "connection-refused" || s.name == "mid-stream-disconnect" {
+				policy.RetryLoop = 20 * time.Second
+				want.source = "opencode:stderr" // the log's retry line
+			}
 		case "gemini":
 			// general.maxAttempts (default 10, at most 10) bounds gemini's
 			// attempts at a model request. The runner writes the user
@@ -317,7 +327,7 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var phases []pilot.SessionPhase
+	var phases, inspected []pilot.SessionPhase
 	d := &pilot.Dispatcher{
 		Providers:   reg,
 		RunDir:      t.TempDir(),
@@ -341,6 +351,7 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 			}
 			if e.Inspection != nil {
 				phases = append(phases, e.Inspection.Phase)
+				inspected = append(inspected, e.Inspection.Phase)
 			}
 		},
 	}
@@ -372,6 +383,9 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	mu.Unlock()
 	if want.phase != "" && !slices.Contains(seen, want.phase) {
 		t.Errorf("phases seen %q, want %q among them", seen, want.phase)
+	}
+	if want.inspected != "" && !slices.Contains(inspected, want.inspected) {
+		t.Errorf("stall inspections in %q, want one in %q", inspected, want.inspected)
 	}
 	if want.verdict == pilot.Completed {
 		if v.SessionID == "" || v.Resume == "" {

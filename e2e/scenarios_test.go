@@ -28,6 +28,8 @@ type expect struct {
 	// phase is a session phase that must be seen during the run (an event
 	// or the verdict's SessionPhase); empty means none in particular.
 	phase pilot.SessionPhase
+	// inspected, when set, is a phase a stall inspection must report.
+	inspected pilot.SessionPhase
 	// why records the CLI behaviour this row is about (issue 7's "known
 	// behaviour"), for the report.
 	why string
@@ -67,7 +69,7 @@ var scenarios = []scenario{
 		want: all(expect{verdict: pilot.Failed, class: pilot.FailSessionStall, source: "pilot", phase: pilot.PhaseToolRunning,
 			why: "the CLIs start tools in their own process group, and codex's and opencode's outlive the CLI on SIGTERM: pilot must kill them"})},
 	{name: "silent-before-first-byte", model: "a delay before the first byte longer than the inspect threshold, then text",
-		want: all(expect{verdict: pilot.Completed, phase: pilot.PhaseAwaitingModel,
+		want: all(expect{verdict: pilot.Completed, phase: pilot.PhaseAwaitingModel, inspected: pilot.PhaseAwaitingModel,
 			why: "an inspection in awaiting-model, then the answer"})},
 	{name: "silent-stall-terminated", model: "no byte at all; a short terminate threshold",
 		want: all(expect{verdict: pilot.Failed, class: pilot.FailSessionStall, source: "pilot", phase: pilot.PhaseAwaitingModel,
