@@ -23,8 +23,12 @@ import (
 	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
-// fakeKeyEnv is the variable the e2e providers take their (fake) key from.
-const fakeKeyEnv = "PILOT_E2E_FAKE_KEY"
+// fakeKeyEnv is the variable the e2e providers take their (fake) key from,
+// and fakeKey the key.
+const (
+	fakeKeyEnv = "PILOT_E2E_FAKE_KEY"
+	fakeKey    = "sk-e2e-fake-0d7c1b9a"
+)
 
 // EnvDefaultRetries, set to 1, leaves the CLIs' own retry settings alone
 // (issue 7: scenarios must also pass with the default retry behaviour);
@@ -282,6 +286,11 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	}
 	if !defaults {
 		switch c.name {
+		case "pi":
+			// retry.maxRetries (default 3) and retry.baseDelayMs (default
+			// 2000, doubling): the runner writes the agent dir's
+			// settings, so these go in the project's (<cwd>/.pi/settings.json).
+			writeFile(t, filepath.Join(workdir, ".pi", "settings.json"), `{"retry":{"maxRetries":1,"baseDelayMs":500}}`+"\n")
 		case "claude":
 			env["CLAUDE_CODE_MAX_RETRIES"] = "1"
 		case "codex":
@@ -313,13 +322,7 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 			// (GEMINI_CLI_SYSTEM_SETTINGS_PATH): gemini skips one that is
 			// not root's or has a group- or world-writable parent, such as
 			// /tmp, where t.TempDir() is (NOTES.md).
-			dir := filepath.Join(workdir, ".gemini")
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "settings.json"), []byte(`{"general":{"maxAttempts":2}}`+"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			writeFile(t, filepath.Join(workdir, ".gemini", "settings.json"), `{"general":{"maxAttempts":2}}`+"\n")
 		}
 	}
 	reg, err := pilot.NewRegistry(prov)
@@ -331,7 +334,7 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	d := &pilot.Dispatcher{
 		Providers:   reg,
 		RunDir:      t.TempDir(),
-		Credentials: pilot.EnvCredentials{LookupEnv: func(k string) (string, bool) { return "sk-e2e-fake", k == fakeKeyEnv }},
+		Credentials: pilot.EnvCredentials{LookupEnv: func(k string) (string, bool) { return fakeKey, k == fakeKeyEnv }},
 		Grace:       2 * time.Second,
 		Timeout:     timeout,
 		IdleTimeout: time.Minute,
@@ -396,6 +399,7 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 			t.Errorf("no usage, want fakellm's")
 		}
 	}
+	checkNoKey(t, v)
 	if left := procfs.WithEnv(pilot.EnvRunID + "=" + v.RunID); len(left) > 0 {
 		t.Errorf("processes of run %s still alive after Dispatch returned: %v", v.RunID, left)
 	}
@@ -456,4 +460,38 @@ func toolRan(srv *fakellm.Server) bool {
 		}
 	}
 	return false
+}
+
+// checkNoKey checks that the key is in none of pilot's own artefacts of the
+// run: the verdict, record.json, events.log and stream.log (which holds
+// every line the CLI printed, its --print-logs log included). The CLI's own
+// config and session files under the run directory are the CLI's.
+func checkNoKey(t *testing.T, v pilot.Verdict) {
+	t.Helper()
+	b, _ := json.Marshal(v)
+	if strings.Contains(string(b), fakeKey) {
+		t.Errorf("the verdict holds the API key")
+	}
+	dir := filepath.Dir(v.Record)
+	for _, name := range []string{"record.json", "events.log", "stream.log"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if strings.Contains(string(data), fakeKey) {
+			t.Errorf("%s holds the API key", name)
+		}
+	}
+}
+
+// writeFile writes data to path, making its directory.
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
