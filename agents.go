@@ -137,6 +137,18 @@ func ended(e Exit) bool {
 	return !e.Started || e.Terminated || e.Signal != 0 || inferred
 }
 
+// streamDiagnostic returns e with the diagnostic that text, the error the
+// CLI's own stream ended with (on stdout), proves, when it proves a class.
+// It comes before the Dispatcher's pick among all the run's lines, which
+// may be an earlier error the CLI retried, or the same error on stderr read
+// a moment later.
+func streamDiagnostic(e Exit, runner, text string) Exit {
+	if c := ClassifyFailure(text); c.Evidence != "" {
+		e.Diagnostic = &Diagnostic{Classification: c, Source: runner + ":stdout"}
+	}
+	return e
+}
+
 // reportedFailure is the Result for a worker whose own stream reported a
 // failure (line, from the runner's stdout): the class of the diagnostic
 // pilot extracted from the stream when there is one, else generic-error

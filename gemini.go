@@ -327,9 +327,7 @@ func (w *geminiWatcher) Finish(e Exit) Result {
 		// pick, is timing (seen in e2e runs: a context overflow's
 		// evidence came from either stream).
 		if text, ok := ExtractDiagnostic(RunnerGemini, Stdout, w.resLine); ok {
-			if c := ClassifyFailure(text); c.Evidence != "" {
-				e.Diagnostic = &Diagnostic{Classification: c, Source: RunnerGemini + ":stdout"}
-			}
+			e = streamDiagnostic(e, RunnerGemini, text)
 		}
 		if d := e.Diagnostic; d == nil || d.Evidence == "" {
 			if _, ok := ClassifyExitCode(RunnerGemini, e.Code); ok {

@@ -458,9 +458,7 @@ func (w *opencodeWatcher) Finish(e Exit) Result {
 		// retried calls), which may prove less ("APICallError: boom"
 		// without the status the event carries).
 		if text, ok := ExtractDiagnostic(RunnerOpencode, Stdout, w.errLine); ok {
-			if c := ClassifyFailure(text); c.Evidence != "" {
-				return w.session(DiagnosticResult(Diagnostic{Classification: c, Source: RunnerOpencode + ":stdout"}))
-			}
+			e = streamDiagnostic(e, RunnerOpencode, text)
 		}
 		return w.session(reportedFailure(e, RunnerOpencode, w.errLine))
 	}

@@ -572,10 +572,7 @@ func (w *piWatcher) failure(e Exit, last *piFinal) Result {
 	}
 	text = piErrorText(text)
 	e.Diagnostic = nil
-	if c := ClassifyFailure(text); c.Evidence != "" {
-		e.Diagnostic = &Diagnostic{Classification: c, Source: RunnerPi + ":stdout"}
-	}
-	return reportedFailure(e, RunnerPi, text)
+	return reportedFailure(streamDiagnostic(e, RunnerPi, text), RunnerPi, text)
 }
 
 // piLeadingType returns the event type of a line that starts the way pi
