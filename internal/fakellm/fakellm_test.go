@@ -697,33 +697,43 @@ func TestHeld(t *testing.T) {
 			s := start(t, Text("held answer").Held(release), Text("by close").Held(nil))
 
 			// Released: the stream ends cleanly but without its end.
-			resp := post(t, c, s, path, map[string]any{"stream": true, "stream_options": map[string]any{"include_usage": true}})
-			r := newSSE(resp.Body)
-			first, err := r.next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			close(release)
-			rest, err := r.all()
-			if err != nil {
-				t.Fatalf("after release: %v", err)
-			}
-			checkCut(t, append([]event{first}, rest...))
-
-			// Held until Close: Close ends it, and returns.
-			resp = post(t, c, s, path, map[string]any{"stream": true})
-			r = newSSE(resp.Body)
-			if _, err := r.next(); err != nil {
-				t.Fatal(err)
-			}
-			closed := make(chan struct{})
-			go func() { s.Close(); close(closed) }()
-			if _, err := r.all(); err == nil {
-				t.Errorf("stream held until Close ended cleanly, want a broken stream")
-			}
-			<-closed
+			checkCut(t, released(t, post(t, c, s, path, map[string]any{"stream": true, "stream_options": map[string]any{"include_usage": true}}), release))
+			heldUntilClose(t, post(t, c, s, path, map[string]any{"stream": true}), s)
 		})
 	}
+}
+
+// released reads the first event of resp's stream, held by its step, then
+// releases the step and returns every event the stream had.
+func released(t *testing.T, resp *http.Response, release chan struct{}) []event {
+	t.Helper()
+	r := newSSE(resp.Body)
+	first, err := r.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	rest, err := r.all()
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	return append([]event{first}, rest...)
+}
+
+// heldUntilClose checks that resp's stream, held by a step with no release
+// channel, is broken by s.Close, and that Close returns.
+func heldUntilClose(t *testing.T, resp *http.Response, s *Server) {
+	t.Helper()
+	r := newSSE(resp.Body)
+	if _, err := r.next(); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	if _, err := r.all(); err == nil {
+		t.Errorf("stream held until Close ended cleanly, want a broken stream")
+	}
+	<-closed
 }
 
 // checkCut checks that evs is a stream cut mid-way: some events, none of the

@@ -278,36 +278,12 @@ func TestGeminiCut(t *testing.T) {
 	}
 	c := newClient(t)
 	release := make(chan struct{})
-	s := start(t, Text("held answer").Held(release), Text("by close").Held(nil),
-		Text("dropped answer").Dropped(), Text("not streamed, dropped").Dropped())
-
-	resp := post(t, c, s, gStreamPath, map[string]any{})
-	r := newSSE(resp.Body)
-	first, err := r.next()
-	if err != nil {
-		t.Fatal(err)
-	}
-	close(release)
-	rest, err := r.all()
-	if err != nil {
-		t.Fatalf("after release: %v", err)
-	}
-	noFinish(t, append([]event{first}, rest...))
-
-	resp = post(t, c, s, gStreamPath, map[string]any{})
-	r = newSSE(resp.Body)
-	if _, err := r.next(); err != nil {
-		t.Fatal(err)
-	}
-	closed := make(chan struct{})
-	go func() { s.Close(); close(closed) }()
-	if _, err := r.all(); err == nil {
-		t.Errorf("stream held until Close ended cleanly, want a broken stream")
-	}
-	<-closed
+	s := start(t, Text("held answer").Held(release), Text("by close").Held(nil))
+	noFinish(t, released(t, post(t, c, s, gStreamPath, map[string]any{}), release))
+	heldUntilClose(t, post(t, c, s, gStreamPath, map[string]any{}), s)
 
 	s = start(t, Text("dropped answer").Dropped(), Text("not streamed, dropped").Dropped())
-	resp = post(t, c, s, gStreamPath, map[string]any{})
+	resp := post(t, c, s, gStreamPath, map[string]any{})
 	evs, err := newSSE(resp.Body).all()
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("dropped stream: error %v, want unexpected EOF", err)
