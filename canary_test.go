@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 )
 
@@ -25,7 +26,7 @@ import (
 func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 	const victimKey = "canary-victim-6f1e9b2d-secret"
 	const otherKey = "canary-other-a3c47e10-secret"
-	for _, rn := range pilot.BuiltinRunners() {
+	for _, rn := range agents.Runners() {
 		for _, setup := range []string{"plain", "isolated", "base_url"} {
 			if rn.Name() == pilot.RunnerCommand && setup != "plain" {
 				continue
@@ -95,12 +96,12 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 // canaryFixture is a recorded successful stream of each agent CLI runner
 // (testdata/RUNNER/stream/NAME); the command runner replays pi's.
 var canaryFixture = map[string]string{
-	pilot.RunnerPi:       "testdata/pi/stream/parallel-tools-gen-b",
-	pilot.RunnerCodex:    "testdata/codex/stream/parallel-commands",
-	pilot.RunnerClaude:   "testdata/claude/stream/parallel-tools",
-	pilot.RunnerOpencode: "testdata/opencode/stream/parallel-tools",
-	pilot.RunnerGemini:   "testdata/gemini/stream/parallel-tools",
-	pilot.RunnerCommand:  "testdata/pi/stream/parallel-tools-gen-b",
+	agents.RunnerPi:       "testdata/pi/stream/parallel-tools-gen-b",
+	agents.RunnerCodex:    "testdata/codex/stream/parallel-commands",
+	agents.RunnerClaude:   "testdata/claude/stream/parallel-tools",
+	agents.RunnerOpencode: "testdata/opencode/stream/parallel-tools",
+	agents.RunnerGemini:   "testdata/gemini/stream/parallel-tools",
+	pilot.RunnerCommand:   "testdata/pi/stream/parallel-tools-gen-b",
 }
 
 // The secret canary across everything: every built-in provider (and a
@@ -123,7 +124,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		}
 		return dir
 	}
-	provs := pilot.DefaultProviders()
+	provs := agents.Providers()
 	for i := range provs {
 		if provs[i].CredentialEnv == "" {
 			provs[i].CredentialEnv = "PI_CANARY_KEY" // pi needs none: give it one

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 // The flag has a name of its own so that other golden tests in this package
@@ -415,7 +416,7 @@ func TestClassifyFailure(t *testing.T) {
 // its pure part: a pi stderr line is a diagnostic, proves provider-connection
 // with itself as evidence, and the report keeps the seed's keys.
 func TestClassifySeedProviderStderrEvidenceReport(t *testing.T) {
-	text, ok := pilot.ExtractDiagnostic("pi", pilot.Stderr, seedProviderLine)
+	text, ok := agents.ExtractDiagnostic("pi", pilot.Stderr, seedProviderLine)
 	if !ok || text != seedProviderLine {
 		t.Fatalf("ExtractDiagnostic(pi, stderr) = %q, %v; want the line itself", text, ok)
 	}
@@ -446,7 +447,7 @@ func TestClassifySeedProviderStderrEvidenceReport(t *testing.T) {
 // failure even though stderr held a provider line.
 func TestClassifySeedExit143IsTerminationNotProvider(t *testing.T) {
 	for _, runner := range []string{"pi", "codex", "claude", "opencode", "gemini", "command"} {
-		if c, ok := pilot.ClassifyExitCode(runner, 143); ok {
+		if c, ok := agents.ClassifyExitCode(runner, 143); ok {
 			t.Errorf("ClassifyExitCode(%s, 143) = %s, true; want not classified", runner, c)
 		}
 	}
@@ -616,11 +617,11 @@ func TestClassifyExitCode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := pilot.ClassifyExitCode(tc.runner, tc.code)
+			got, ok := agents.ClassifyExitCode(tc.runner, tc.code)
 			if got != tc.want || ok != tc.ok {
 				t.Errorf("ClassifyExitCode(%q, %d) = %q, %v; want %q, %v (%s)", tc.runner, tc.code, got, ok, tc.want, tc.ok, tc.why)
 			}
-			if got := pilot.StepCapExit(tc.runner, tc.code); got != tc.stepCap {
+			if got := agents.StepCapExit(tc.runner, tc.code); got != tc.stepCap {
 				t.Errorf("StepCapExit(%q, %d) = %v, want %v (%s)", tc.runner, tc.code, got, tc.stepCap, tc.why)
 			}
 		})
@@ -748,11 +749,11 @@ var diagnosticCases = []diagnosticCase{
 func TestExtractDiagnostic(t *testing.T) {
 	for _, tc := range diagnosticCases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := pilot.ExtractDiagnostic(tc.runner, tc.stream, tc.line)
+			got, ok := agents.ExtractDiagnostic(tc.runner, tc.stream, tc.line)
 			if ok != (tc.want != "") || got != tc.want {
 				t.Errorf("ExtractDiagnostic(%q, %s, %q) = %q, %v; want %q (%s)", tc.runner, tc.stream, tc.line, got, ok, tc.want, tc.why)
 			}
-			if td := pilot.TerminalDiagnostic(tc.runner, tc.stream, tc.line); td != ok {
+			if td := agents.TerminalDiagnostic(tc.runner, tc.stream, tc.line); td != ok {
 				t.Errorf("TerminalDiagnostic = %v, ExtractDiagnostic ok = %v", td, ok)
 			}
 		})
@@ -800,7 +801,7 @@ func TestExtractDiagnosticFormatExamples(t *testing.T) {
 		for i, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
 			n := i + 1
 			w, isDiag := wants[base][n]
-			got, ok := pilot.ExtractDiagnostic(runner, pilot.Stdout, line)
+			got, ok := agents.ExtractDiagnostic(runner, pilot.Stdout, line)
 			if ok != isDiag || got != w.text {
 				t.Errorf("%s:%d: ExtractDiagnostic(%s, stdout) = %q, %v; want %q, %v", base, n, runner, got, ok, w.text, isDiag)
 				continue
@@ -978,8 +979,8 @@ func FuzzExtractDiagnostic(f *testing.F) {
 		if stderr {
 			s = pilot.Stderr
 		}
-		text, ok := pilot.ExtractDiagnostic(r, s, line)
-		if ok != pilot.TerminalDiagnostic(r, s, line) {
+		text, ok := agents.ExtractDiagnostic(r, s, line)
+		if ok != agents.TerminalDiagnostic(r, s, line) {
 			t.Fatal("TerminalDiagnostic disagrees with ExtractDiagnostic")
 		}
 		if !ok {
@@ -1020,11 +1021,11 @@ func ExampleClassifyFailure() {
 
 func ExampleExtractDiagnostic() {
 	line := `{"type":"turn.failed","error":{"message":"exceeded retry limit, last status: 429 Too Many Requests"}}`
-	text, ok := pilot.ExtractDiagnostic("codex", pilot.Stdout, line)
+	text, ok := agents.ExtractDiagnostic("codex", pilot.Stdout, line)
 	fmt.Println(text, ok)
 	fmt.Println(pilot.ClassifyFailure(text).Class)
 
-	_, ok = pilot.ExtractDiagnostic("codex", pilot.Stdout, `{"type":"error","message":"Reconnecting... 2/5 (request timed out)"}`)
+	_, ok = agents.ExtractDiagnostic("codex", pilot.Stdout, `{"type":"error","message":"Reconnecting... 2/5 (request timed out)"}`)
 	fmt.Println(ok)
 	// Output:
 	// exceeded retry limit, last status: 429 Too Many Requests true
@@ -1078,7 +1079,7 @@ func BenchmarkExtractDiagnosticPiStdout(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(line)))
 			for b.Loop() {
-				pilot.ExtractDiagnostic("pi", pilot.Stdout, line)
+				agents.ExtractDiagnostic("pi", pilot.Stdout, line)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 // TestClaudeDiagnostic covers Claude Code's error events: the text
@@ -57,7 +58,7 @@ func TestClaudeDiagnostic(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			text, ok := pilot.ExtractDiagnostic("claude", pilot.Stdout, tc.line)
+			text, ok := agents.ExtractDiagnostic("claude", pilot.Stdout, tc.line)
 			if text != tc.text || ok != (tc.text != "") {
 				t.Fatalf("ExtractDiagnostic = %q, %v; want %q", text, ok, tc.text)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 // claudePrompt is the claude tests' prompt, which goes on stdin.
@@ -49,8 +50,8 @@ func TestClaudeCommandArgv(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := agentAttempt(t, pilot.RunnerClaude, tc.p, tc.mode, tc.resume, claudePrompt, "")
-			cmd := agentCommand(t, pilot.ClaudeRunner{}, a)
+			a := agentAttempt(t, agents.RunnerClaude, tc.p, tc.mode, tc.resume, claudePrompt, "")
+			cmd := agentCommand(t, agents.ClaudeRunner{}, a)
 			if diff := cmp.Diff(tc.want, cmd.Argv); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}
@@ -89,8 +90,8 @@ func TestClaudeCommandEnv(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := agentAttempt(t, pilot.RunnerClaude, tc.p, pilot.ModeCode, "", claudePrompt, "")
-			cmd := agentCommand(t, pilot.ClaudeRunner{}, a)
+			a := agentAttempt(t, agents.RunnerClaude, tc.p, pilot.ModeCode, "", claudePrompt, "")
+			cmd := agentCommand(t, agents.ClaudeRunner{}, a)
 			want := map[string]string{}
 			for k, v := range tc.env {
 				want[k] = v
@@ -141,7 +142,7 @@ func TestClaudeCommandRefusals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			wantRefusal(t, pilot.ClaudeRunner{}, agentAttempt(t, pilot.RunnerClaude, tc.p, pilot.ModeResume, tc.resume, tc.prompt, ""), tc.want)
+			wantRefusal(t, agents.ClaudeRunner{}, agentAttempt(t, agents.RunnerClaude, tc.p, pilot.ModeResume, tc.resume, tc.prompt, ""), tc.want)
 		})
 	}
 }
@@ -170,8 +171,8 @@ func TestClaudeResumeIsolated(t *testing.T) {
 
 	// The first worker: its watcher finds the transcript Claude Code
 	// wrote in its config dir.
-	first := agentAttempt(t, pilot.RunnerClaude, p, pilot.ModeCode, "", claudePrompt, "")
-	cmd := agentCommand(t, pilot.ClaudeRunner{}, first)
+	first := agentAttempt(t, agents.RunnerClaude, p, pilot.ModeCode, "", claudePrompt, "")
+	cmd := agentCommand(t, agents.ClaudeRunner{}, first)
 	oldProject := filepath.Join(first.RunDir, "claude-config", "projects", "-elsewhere-repo")
 	transcript := filepath.Join(oldProject, id+".jsonl")
 	mustWrite(t, transcript, `{"type":"user","sessionId":"`+id+`"}`+"\n")
@@ -183,8 +184,8 @@ func TestClaudeResumeIsolated(t *testing.T) {
 	}
 
 	// The second worker resumes it.
-	second := agentAttempt(t, pilot.RunnerClaude, p, pilot.ModeResume, res.Resume, claudePrompt, "")
-	cmd = agentCommand(t, pilot.ClaudeRunner{}, second)
+	second := agentAttempt(t, agents.RunnerClaude, p, pilot.ModeResume, res.Resume, claudePrompt, "")
+	cmd = agentCommand(t, agents.ClaudeRunner{}, second)
 	if last := cmd.Argv[len(cmd.Argv)-1]; last != "--resume="+id {
 		t.Errorf("argv %q does not end with --resume=%s", cmd.Argv, id)
 	}
@@ -237,7 +238,7 @@ func claudeLine(t *testing.T, path string, n int, session string) string {
 // names, which no file in the run dir holds.
 func TestClaudeDispatchIsolated(t *testing.T) {
 	const secret = "sk-ant-test-0123456789abcdef"
-	p := replayProvider(t, pilot.RunnerClaude, "testdata/claude/stream/success")
+	p := replayProvider(t, agents.RunnerClaude, "testdata/claude/stream/success")
 	p.Name, p.CredentialEnv, p.BaseURL = "claude-gw", "GW_CLAUDE_KEY", "http://127.0.0.1:9"
 	d := secretDispatcher(t, p, secret)
 	v := dispatchCompleted(t, d, pilot.Task{Provider: p.Name, Mode: pilot.ModeCode, Prompt: "the task text"})
@@ -269,7 +270,7 @@ func TestClaudeDispatchIsolated(t *testing.T) {
 // claudeWatcher is the watcher of a plain claude provider's command.
 func claudeWatcher(t *testing.T) pilot.PhaseWatcher {
 	t.Helper()
-	return agentWatcher(t, pilot.ClaudeRunner{}, agentAttempt(t, pilot.RunnerClaude, pilot.Provider{}, pilot.ModeCode, "", claudePrompt, ""))
+	return agentWatcher(t, agents.ClaudeRunner{}, agentAttempt(t, agents.RunnerClaude, pilot.Provider{}, pilot.ModeCode, "", claudePrompt, ""))
 }
 
 // TestClaudeWatcher feeds streams to the watcher line by line and checks
@@ -445,7 +446,7 @@ func FuzzClaudeWatcher(f *testing.F) {
 	}
 	f.Add([]byte(`{"type":"assistant","message":{"content":[{"type":"tool_use"}]}}`+"\n"+`{"type":"user","message":{"content":[{"type":"tool_result"}]}}`), 143, false)
 	// Not isolated: nothing is written in the run dir.
-	a := agentAttempt(f, pilot.RunnerClaude, pilot.Provider{Name: "c"}, pilot.ModeCode, "", "x", "")
+	a := agentAttempt(f, agents.RunnerClaude, pilot.Provider{Name: "c"}, pilot.ModeCode, "", "x", "")
 	f.Fuzz(func(t *testing.T, data []byte, code int, stderr bool) {
 		s := pilot.Stdout
 		if stderr {
@@ -455,6 +456,6 @@ func FuzzClaudeWatcher(f *testing.F) {
 		for i, l := range bytes.Split(data, []byte("\n")) {
 			lines = append(lines, pilot.Line{Stream: s, Data: l, Size: int64(len(l)), Truncated: i%7 == 6})
 		}
-		fuzzWatcher(t, pilot.ClaudeRunner{}, a, lines, pilot.Exit{Runner: "claude", Started: true, Code: code, StdoutBytes: int64(len(data))})
+		fuzzWatcher(t, agents.ClaudeRunner{}, a, lines, pilot.Exit{Runner: "claude", Started: true, Code: code, StdoutBytes: int64(len(data))})
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 func TestCodexCommandArgv(t *testing.T) {
@@ -60,7 +61,7 @@ func TestCodexCommandArgv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := agentCommand(t, pilot.CodexRunner{}, agentAttempt(t, pilot.RunnerCodex, tt.p, tt.mode, tt.resume, tt.prompt, "/work/tree"))
+			cmd := agentCommand(t, agents.CodexRunner{}, agentAttempt(t, agents.RunnerCodex, tt.p, tt.mode, tt.resume, tt.prompt, "/work/tree"))
 			if diff := cmp.Diff(tt.want, cmd.Argv); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}
@@ -92,7 +93,7 @@ func TestCodexCommandSecretEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := agentCommand(t, pilot.CodexRunner{}, agentAttempt(t, pilot.RunnerCodex, tt.p, pilot.ModeCode, "", "hi", ""))
+			cmd := agentCommand(t, agents.CodexRunner{}, agentAttempt(t, agents.RunnerCodex, tt.p, pilot.ModeCode, "", "hi", ""))
 			if diff := cmp.Diff(tt.want, cmd.SecretEnv); diff != "" {
 				t.Errorf("SecretEnv (-want +got):\n%s", diff)
 			}
@@ -135,7 +136,7 @@ func TestCodexCommandRefuses(t *testing.T) {
 			if prompt == "" {
 				prompt = "do it"
 			}
-			wantRefusal(t, pilot.CodexRunner{}, agentAttempt(t, pilot.RunnerCodex, tt.p, mode, tt.resume, prompt, ""), tt.want)
+			wantRefusal(t, agents.CodexRunner{}, agentAttempt(t, agents.RunnerCodex, tt.p, mode, tt.resume, prompt, ""), tt.want)
 		})
 	}
 }
@@ -248,8 +249,8 @@ func TestCodexConfigTOMLQuoting(t *testing.T) {
 	for i, model := range models {
 		t.Run(strconv.Itoa(i), func(t *testing.T) {
 			p := pilot.Provider{Name: "cx", Model: model, BaseURL: "http://127.0.0.1:8080/v1?x=\"y\"", CredentialEnv: "LOCAL_KEY"}
-			a := agentAttempt(t, pilot.RunnerCodex, p, pilot.ModeCode, "", "hi", "")
-			agentCommand(t, pilot.CodexRunner{}, a)
+			a := agentAttempt(t, agents.RunnerCodex, p, pilot.ModeCode, "", "hi", "")
+			agentCommand(t, agents.CodexRunner{}, a)
 			data, err := os.ReadFile(filepath.Join(a.RunDir, "codex-home", "config.toml"))
 			if err != nil {
 				t.Fatal(err)
@@ -274,8 +275,8 @@ func TestCodexConfigTOMLQuoting(t *testing.T) {
 
 func TestCodexCommandIsolated(t *testing.T) {
 	p := pilot.Provider{Isolated: true, CredentialEnv: "OPENAI_KEY_2"}
-	a := agentAttempt(t, pilot.RunnerCodex, p, pilot.ModeCode, "", "hi", "")
-	cmd := agentCommand(t, pilot.CodexRunner{}, a)
+	a := agentAttempt(t, agents.RunnerCodex, p, pilot.ModeCode, "", "hi", "")
+	cmd := agentCommand(t, agents.CodexRunner{}, a)
 	home := filepath.Join(a.RunDir, "codex-home")
 	if diff := cmp.Diff(map[string]string{"CODEX_HOME": home}, cmd.Env); diff != "" {
 		t.Errorf("env (-want +got):\n%s", diff)
@@ -300,7 +301,7 @@ func TestCodexIsolatedDispatch(t *testing.T) {
 	const secret = "sk-test-0123456789abcdef"
 	for _, baseURL := range []string{"", "http://127.0.0.1:8080/v1"} {
 		t.Run("base_url="+baseURL, func(t *testing.T) {
-			p := replayProvider(t, pilot.RunnerCodex, "testdata/codex/stream/success-docs-sample")
+			p := replayProvider(t, agents.RunnerCodex, "testdata/codex/stream/success-docs-sample")
 			p.Name, p.Model, p.CredentialEnv, p.BaseURL, p.Isolated = "cx", "local-model", "LOCAL_KEY", baseURL, true
 			d := secretDispatcher(t, p, secret)
 			v := dispatchCompleted(t, d, pilot.Task{Provider: "cx", Mode: pilot.ModeCode, Prompt: "hi"})
@@ -341,8 +342,8 @@ func TestCodexIsolatedDispatch(t *testing.T) {
 func TestCodexIsolatedResume(t *testing.T) {
 	const id = "0199a213-81c0-7800-8aa1-bbab2a035a53"
 	p := pilot.Provider{Isolated: true, CredentialEnv: "K"}
-	first := agentAttempt(t, pilot.RunnerCodex, p, pilot.ModeCode, "", "start", "")
-	cmd := agentCommand(t, pilot.CodexRunner{}, first)
+	first := agentAttempt(t, agents.RunnerCodex, p, pilot.ModeCode, "", "start", "")
+	cmd := agentCommand(t, agents.CodexRunner{}, first)
 	// What codex would have written in the first worker's CODEX_HOME.
 	name := "rollout-2026-01-02T03-04-05-" + id + ".jsonl"
 	dir := filepath.Join(first.RunDir, "codex-home", "sessions", "2026", "01", "02")
@@ -364,8 +365,8 @@ func TestCodexIsolatedResume(t *testing.T) {
 		t.Fatalf("first result: %+v; want completed, session %s, resume %s", res, id, rollout)
 	}
 
-	second := agentAttempt(t, pilot.RunnerCodex, p, pilot.ModeResume, res.Resume, "go on", "")
-	cmd2 := agentCommand(t, pilot.CodexRunner{}, second)
+	second := agentAttempt(t, agents.RunnerCodex, p, pilot.ModeResume, res.Resume, "go on", "")
+	cmd2 := agentCommand(t, agents.CodexRunner{}, second)
 	if !subsequence(cmd2.Argv, []string{"exec", "resume", "--", id, "go on"}) {
 		t.Errorf("argv %q does not resume %s", cmd2.Argv, id)
 	}
@@ -379,7 +380,7 @@ func TestCodexIsolatedResume(t *testing.T) {
 // phase it shows after each line.
 func codexFeed(t *testing.T, lines []pilot.Line) (pilot.PhaseWatcher, []pilot.SessionState) {
 	t.Helper()
-	w := agentWatcher(t, pilot.CodexRunner{}, agentAttempt(t, pilot.RunnerCodex, pilot.Provider{}, pilot.ModeCode, "", "hi", ""))
+	w := agentWatcher(t, agents.CodexRunner{}, agentAttempt(t, agents.RunnerCodex, pilot.Provider{}, pilot.ModeCode, "", "hi", ""))
 	var states []pilot.SessionState
 	for _, l := range lines {
 		if l.Size == 0 {
@@ -591,7 +592,7 @@ func FuzzCodexWatcher(f *testing.F) {
 	}
 	f.Add([]byte(`{"type":"item.completed","item":{"id":"item_\`), uint8(3))
 	f.Add([]byte("{\"type\":\"item.started\",\"item\":{\"id\":\"\",\"type\":\"web_search\",\"id\":\"ws\"}}\n{\"type\":\"error\",\"message\":7}"), uint8(1))
-	a := agentAttempt(f, pilot.RunnerCodex, pilot.Provider{}, pilot.ModeCode, "", "hi", "") // not isolated: nothing is written
+	a := agentAttempt(f, agents.RunnerCodex, pilot.Provider{}, pilot.ModeCode, "", "hi", "") // not isolated: nothing is written
 	f.Fuzz(func(t *testing.T, data []byte, flags uint8) {
 		var lines []pilot.Line
 		for i, l := range strings.Split(string(data), "\n") {
@@ -604,7 +605,7 @@ func FuzzCodexWatcher(f *testing.F) {
 			}
 			lines = append(lines, line)
 		}
-		res := fuzzWatcher(t, pilot.CodexRunner{}, a, lines, pilot.Exit{Runner: "codex", Started: true, Code: int(flags >> 4), StdoutBytes: int64(len(data))})
+		res := fuzzWatcher(t, agents.CodexRunner{}, a, lines, pilot.Exit{Runner: "codex", Started: true, Code: int(flags >> 4), StdoutBytes: int64(len(data))})
 		if res.Outcome == pilot.StepCappedPartial {
 			t.Errorf("outcome %q: codex has no step cap", res.Outcome)
 		}
@@ -612,9 +613,9 @@ func FuzzCodexWatcher(f *testing.F) {
 }
 
 func ExampleCodexRunner() {
-	cmd, err := pilot.CodexRunner{}.Command(context.Background(), pilot.Attempt{
+	cmd, err := agents.CodexRunner{}.Command(context.Background(), pilot.Attempt{
 		Task:     pilot.Task{Provider: "codex", Mode: pilot.ModeReview, Prompt: "Review the last commit."},
-		Provider: pilot.Provider{Name: "codex", Runner: pilot.RunnerCodex, Model: "gpt-5-codex", CredentialEnv: "OPENAI_API_KEY"},
+		Provider: pilot.Provider{Name: "codex", Runner: agents.RunnerCodex, Model: "gpt-5-codex", CredentialEnv: "OPENAI_API_KEY"},
 		Prompt:   "Review the last commit.",
 		Workdir:  "/src/app",
 	})

@@ -29,13 +29,21 @@ const RunnerCommand = "command"
 // Its outcome comes from the exit status alone ([ExitCodeWatcher]): exit 0
 // with output on stdout is completed, exit 0 with no stdout is empty, and
 // anything else is an error.
-type CommandRunner struct{}
+//
+// The command may keep a native session file at {session_path}: pilot
+// watches it for activity, and when ReadSession is set (the agents package
+// sets it to read pi's format), for the worker's phase and the stall policy.
+type CommandRunner struct {
+	// ReadSession, when set, returns a reader of the session file at path
+	// (see Command.ReadSession).
+	ReadSession func(path string) func() (SessionState, error)
+}
 
 // Name implements Runner.
 func (CommandRunner) Name() string { return RunnerCommand }
 
 // Command implements Runner.
-func (CommandRunner) Command(_ context.Context, a Attempt) (*Command, error) {
+func (c CommandRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 	if len(a.Provider.Argv) == 0 {
 		return nil, fmt.Errorf("pilot: provider %q has no argv for the command runner", a.Provider.Name)
 	}
@@ -57,8 +65,13 @@ func (CommandRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 	for i, arg := range a.Provider.Argv {
 		argv[i] = r.Replace(arg)
 	}
-	// A command that writes a pi session at {session_path} (a wrapper
-	// around pi, say) gets phase tracking and the stall policy; one that
-	// does not stays "starting", which is only ever inspected.
-	return &Command{Argv: argv, Watcher: ExitCodeWatcher{}, SessionPath: a.SessionPath}, nil
+	// A command that writes a session at {session_path} (a wrapper around
+	// pi, say) gets phase tracking and the stall policy when ReadSession
+	// knows its format; one that does not stays "starting", which is only
+	// ever inspected.
+	cmd := &Command{Argv: argv, Watcher: ExitCodeWatcher{}, SessionPath: a.SessionPath}
+	if c.ReadSession != nil {
+		cmd.ReadSession = c.ReadSession(a.SessionPath)
+	}
+	return cmd, nil
 }

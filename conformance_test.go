@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 )
 
@@ -64,7 +65,7 @@ type conformanceCase struct {
 
 func conformanceRunners() []pilot.Runner {
 	var out []pilot.Runner
-	for _, r := range pilot.BuiltinRunners() {
+	for _, r := range agents.Runners() {
 		if r.Name() != pilot.RunnerCommand {
 			out = append(out, r)
 		}

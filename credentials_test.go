@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 // writeCredential writes content to dir/name with mode perm, whatever the
@@ -525,7 +526,7 @@ func ExampleFileCredentials() {
 	dir, _ := os.MkdirTemp("", "pilot-example-")
 	defer os.RemoveAll(dir)
 	creds := pilot.FileCredentials{Dir: dir}
-	glm := pilot.Provider{Name: "glm", Runner: pilot.RunnerOpencode, CredentialEnv: "ZHIPU_API_KEY"}
+	glm := pilot.Provider{Name: "glm", Runner: agents.RunnerOpencode, CredentialEnv: "ZHIPU_API_KEY"}
 
 	path, _ := creds.Store("glm", pilot.NewSecret("sk-example"))
 	info, _ := creds.Info(context.Background(), glm)
@@ -550,7 +551,7 @@ func ExampleChainCredentials() {
 		pilot.EnvCredentials{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }},
 		pilot.FileCredentials{Dir: dir},
 	}
-	glm := pilot.Provider{Name: "glm", Runner: pilot.RunnerOpencode, CredentialEnv: "ZHIPU_API_KEY"}
+	glm := pilot.Provider{Name: "glm", Runner: agents.RunnerOpencode, CredentialEnv: "ZHIPU_API_KEY"}
 	show := func() {
 		info, _ := chain.Info(context.Background(), glm)
 		fmt.Println(info.Configured, strings.ReplaceAll(info.Source, dir, "DIR"))

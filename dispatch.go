@@ -272,7 +272,10 @@ func (d *Dispatcher) runner(name string) Runner {
 			return d.Runners[i]
 		}
 	}
-	return builtinRunner(name)
+	if name == RunnerCommand {
+		return CommandRunner{}
+	}
+	return nil
 }
 
 func validateTask(t *Task) error {
@@ -819,7 +822,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	exited := job.Exited()
 	done := job.Done()
 	ctxDone := ctx.Done()
-	watch := r.newSessionWatch(cmd.SessionPath, start)
+	watch := r.newSessionWatch(cmd, start)
 	heartbeat := time.NewTicker(r.d.Heartbeat)
 	defer heartbeat.Stop()
 	terminate := func(reason FailureClass, why string) {
@@ -1099,10 +1102,17 @@ func (r *run) noteDiagnostic(l Line) {
 		return
 	}
 	// The line is not copied (a megabyte-long line would cost a megabyte
-	// of garbage): ExtractDiagnostic is pure and keeps nothing of it, and
+	// of garbage): a Diagnoser must keep nothing of it, and
 	// the text it returns, which may be part of it, is cloned.
-	text, ok := ExtractDiagnostic(r.runner.Name(), l.Stream, unsafe.String(unsafe.SliceData(l.Data), len(l.Data)))
-	if !ok || len(text) > maxDiagnosticText {
+	line := unsafe.String(unsafe.SliceData(l.Data), len(l.Data))
+	var text string
+	var ok bool
+	if dw, isD := r.watcher.(Diagnoser); isD {
+		text, ok = dw.Diagnostic(l.Stream, line)
+	} else {
+		text, ok = line, l.Stream == Stderr && strings.TrimSpace(line) != ""
+	}
+	if !ok || strings.TrimSpace(text) == "" || len(text) > maxDiagnosticText {
 		return
 	}
 	text = strings.Clone(text)

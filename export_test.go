@@ -37,4 +37,4 @@ func RetryWith(ctx context.Context, attempt func(context.Context, Task, TestLink
 }
 
 // ClassifyRetried is classifyRetried: the class of a retry notice's reason.
-var ClassifyRetried = classifyRetried
+var ClassifyRetried = ClassifyRetryNotice

@@ -13,10 +13,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 func TestGeminiCommandArgv(t *testing.T) {
-	base := pilot.Provider{Name: "gm", Runner: pilot.RunnerGemini}
+	base := pilot.Provider{Name: "gm", Runner: agents.RunnerGemini}
 	withModel := base
 	withModel.Model = "gemini-2.5-pro"
 	withArgs := withModel
@@ -46,8 +47,8 @@ func TestGeminiCommandArgv(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := agentAttempt(t, pilot.RunnerGemini, tc.p, tc.mode, tc.resume, flagPrompt, "/work/tree")
-			cmd := agentCommand(t, pilot.GeminiRunner{}, a)
+			a := agentAttempt(t, agents.RunnerGemini, tc.p, tc.mode, tc.resume, flagPrompt, "/work/tree")
+			cmd := agentCommand(t, agents.GeminiRunner{}, a)
 			policy := filepath.Join(a.RunDir, "gemini-read-only.toml")
 			want := append([]string(nil), tc.want...)
 			for i, s := range want {
@@ -81,7 +82,7 @@ func TestGeminiCommandArgv(t *testing.T) {
 }
 
 func TestGeminiCommandRefusals(t *testing.T) {
-	base := pilot.Provider{Name: "gm", Runner: pilot.RunnerGemini}
+	base := pilot.Provider{Name: "gm", Runner: agents.RunnerGemini}
 	isolated := base
 	isolated.Isolated = true
 	tests := []struct {
@@ -108,11 +109,11 @@ func TestGeminiCommandRefusals(t *testing.T) {
 			if tc.prompt != "" {
 				prompt = tc.prompt
 			}
-			wantRefusal(t, pilot.GeminiRunner{}, agentAttempt(t, pilot.RunnerGemini, tc.p, mode, tc.resume, prompt, ""), tc.want)
+			wantRefusal(t, agents.GeminiRunner{}, agentAttempt(t, agents.RunnerGemini, tc.p, mode, tc.resume, prompt, ""), tc.want)
 		})
 	}
-	a := agentAttempt(t, pilot.RunnerGemini, base, pilot.ModeCode, "", strings.Repeat("x", 100<<10), "")
-	if _, err := (pilot.GeminiRunner{}).Command(context.Background(), a); err != nil {
+	a := agentAttempt(t, agents.RunnerGemini, base, pilot.ModeCode, "", strings.Repeat("x", 100<<10), "")
+	if _, err := (agents.GeminiRunner{}).Command(context.Background(), a); err != nil {
 		t.Errorf("a 100 KiB prompt: %v", err)
 	}
 }
@@ -121,7 +122,7 @@ func TestGeminiCommandRefusals(t *testing.T) {
 // under the name gemini reads; its resume value finds that home again.
 func TestGeminiBaseURLIsolationAndResume(t *testing.T) {
 	const secret = "AIza-gemini-test-secret-5678"
-	p := replayProvider(t, pilot.RunnerGemini, "testdata/gemini/stream/success")
+	p := replayProvider(t, agents.RunnerGemini, "testdata/gemini/stream/success")
 	p.BaseURL = "http://127.0.0.1:9"
 	p.CredentialEnv = "GW_KEY"
 	d := secretDispatcher(t, p, secret)
@@ -177,8 +178,8 @@ func TestGeminiBaseURLIsolationAndResume(t *testing.T) {
 // A provider whose key is already GEMINI_API_KEY needs no second name.
 func TestGeminiSecretEnv(t *testing.T) {
 	for cred, want := range map[string][]string{"": nil, "GEMINI_API_KEY": nil, "MY_KEY": {"GEMINI_API_KEY"}} {
-		p := pilot.Provider{Name: "gm", Runner: pilot.RunnerGemini, CredentialEnv: cred}
-		cmd := agentCommand(t, pilot.GeminiRunner{}, agentAttempt(t, pilot.RunnerGemini, p, pilot.ModeCode, "", flagPrompt, ""))
+		p := pilot.Provider{Name: "gm", Runner: agents.RunnerGemini, CredentialEnv: cred}
+		cmd := agentCommand(t, agents.GeminiRunner{}, agentAttempt(t, agents.RunnerGemini, p, pilot.ModeCode, "", flagPrompt, ""))
 		if diff := cmp.Diff(want, cmd.SecretEnv); diff != "" {
 			t.Errorf("credential %q: SecretEnv (-want +got):\n%s", cred, diff)
 		}
@@ -188,7 +189,7 @@ func TestGeminiSecretEnv(t *testing.T) {
 // geminiWatcher is the watcher of a plain gemini provider's command.
 func geminiWatcher(t *testing.T) pilot.PhaseWatcher {
 	t.Helper()
-	return agentWatcher(t, pilot.GeminiRunner{}, agentAttempt(t, pilot.RunnerGemini, pilot.Provider{Name: "gm"}, pilot.ModeCode, "", flagPrompt, ""))
+	return agentWatcher(t, agents.GeminiRunner{}, agentAttempt(t, agents.RunnerGemini, pilot.Provider{Name: "gm"}, pilot.ModeCode, "", flagPrompt, ""))
 }
 
 // Parallel tool calls stay pending until each has its result.
@@ -217,7 +218,7 @@ func TestGeminiWatcherPendingTools(t *testing.T) {
 			t.Errorf("after line %d: %s %q; want %s %q", i, st.Phase, st.PendingToolCallIDs, s.phase, s.pending)
 		}
 	}
-	res := w.Finish(pilot.Exit{Runner: pilot.RunnerGemini, Started: true})
+	res := w.Finish(pilot.Exit{Runner: agents.RunnerGemini, Started: true})
 	want := pilot.Result{Outcome: pilot.Completed, SessionID: "s1",
 		Usage: &pilot.Usage{InputTokens: 6, OutputTokens: 2, CacheReadTokens: 4}}
 	if diff := cmp.Diff(want, res); diff != "" {
@@ -267,7 +268,7 @@ func TestGeminiWatcherFinish(t *testing.T) {
 			if tc.name == "truncated result is not read" {
 				w.Line(pilot.Line{Stream: pilot.Stdout, Data: []byte(ok), Size: 1 << 30, Truncated: true})
 			}
-			tc.exit.Runner = pilot.RunnerGemini
+			tc.exit.Runner = agents.RunnerGemini
 			res := w.Finish(tc.exit)
 			if res.Outcome != tc.want || res.FailureClass != tc.class {
 				t.Errorf("Finish = %s %s, want %s %s (%+v)", res.Outcome, res.FailureClass, tc.want, tc.class, res)
@@ -309,7 +310,7 @@ func TestGeminiWatcherResultEvidence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := geminiWatcher(t)
 			feed(w, `{"type":"init","session_id":"s1","model":"m"}`, tc.result)
-			res := w.Finish(pilot.Exit{Runner: pilot.RunnerGemini, Started: true, Code: 144, Diagnostic: tc.diag})
+			res := w.Finish(pilot.Exit{Runner: agents.RunnerGemini, Started: true, Code: 144, Diagnostic: tc.diag})
 			if res.FailureClass != tc.class || res.Evidence == nil || res.Evidence.Source != tc.source ||
 				!strings.Contains(res.Evidence.Line, tc.evidenceIn) {
 				t.Errorf("Finish = %s (evidence %+v), want %s from %s", res.FailureClass, res.Evidence, tc.class, tc.source)
@@ -327,7 +328,7 @@ func TestGeminiWatcherInvalidStreamEvidence(t *testing.T) {
 		`{"type":"error","severity":"error","message":"Model stream ended with an invalid chunk or missing finish reason."}`,
 		`{"type":"result","status":"error","stats":{}}`,
 	)
-	res := w.Finish(pilot.Exit{Runner: pilot.RunnerGemini, Started: true})
+	res := w.Finish(pilot.Exit{Runner: agents.RunnerGemini, Started: true})
 	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailGeneric || res.Evidence == nil ||
 		!strings.Contains(res.Evidence.Line, "invalid chunk") || res.Evidence.Source != "gemini:stdout" {
 		t.Errorf("Finish = %+v (evidence %+v); want generic-error with the error event as evidence", res, res.Evidence)
@@ -347,7 +348,7 @@ func FuzzGeminiWatcher(f *testing.F) {
 	// Every fifth line is read as stderr: gemini's retry notices.
 	f.Add([]byte("{}\n{}\n{}\n{}\nAttempt 3 failed with status 500. Retrying with backoff... _ApiError\n{}\n{}\n{}\n{}\nAttempt 2 failed: x. Retrying after 5053ms..."), 244)
 	f.Fuzz(func(t *testing.T, data []byte, code int) {
-		checkFuzzedWatcher(t, pilot.GeminiRunner{}, data, code)
+		checkFuzzedWatcher(t, agents.GeminiRunner{}, data, code)
 	})
 }
 
@@ -392,9 +393,9 @@ func TestGeminiWatcherRetryQuiet(t *testing.T) {
 func ExampleGeminiRunner() {
 	dir, _ := os.MkdirTemp("", "pilot-example")
 	defer os.RemoveAll(dir)
-	cmd, err := pilot.GeminiRunner{}.Command(context.Background(), pilot.Attempt{
+	cmd, err := agents.GeminiRunner{}.Command(context.Background(), pilot.Attempt{
 		Task:     pilot.Task{Mode: pilot.ModeCode},
-		Provider: pilot.Provider{Name: "gemini", Runner: pilot.RunnerGemini, Model: "gemini-2.5-pro", CredentialEnv: "MY_GEMINI_KEY"},
+		Provider: pilot.Provider{Name: "gemini", Runner: agents.RunnerGemini, Model: "gemini-2.5-pro", CredentialEnv: "MY_GEMINI_KEY"},
 		RunDir:   dir,
 		Prompt:   "Add a --verbose flag.",
 		Workdir:  dir,

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/pisession"
 )
 
 // checkGoroutines fails t if, when t and its subtests have ended, a
@@ -45,7 +45,7 @@ func checkGoroutines(t *testing.T) {
 }
 
 // pilotGoroutines returns the stacks of the goroutines running pilot's code
-// (the root package or its internal packages), other than the caller and
+// (the root package or its subpackages), other than the caller and
 // the tests' own.
 func pilotGoroutines() []string {
 	buf := make([]byte, 1<<20)
@@ -63,7 +63,7 @@ func pilotGoroutines() []string {
 			continue // the caller
 		}
 		s := string(g)
-		if !strings.Contains(s, "github.com/pilotworkers/pilot.") && !strings.Contains(s, "github.com/pilotworkers/pilot/internal/") {
+		if !strings.Contains(s, "github.com/pilotworkers/pilot.") && !strings.Contains(s, "github.com/pilotworkers/pilot/") {
 			continue
 		}
 		if strings.Contains(s, "testing.tRunner") && !strings.Contains(s, "created by github.com/pilotworkers") {
@@ -124,18 +124,18 @@ func TestLeakCheckSeesAPilotGoroutine(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pilot.ParsePiSession(r)
+		pisession.Parse(r)
 	}()
 	w.Write([]byte(`{"type":"session","id":"s"}` + "\n")) // it is reading now
 	found := false
 	for _, g := range pilotGoroutines() {
-		if !before[goroutineID(g)] && strings.Contains(g, "pilot.ParsePiSession") {
+		if !before[goroutineID(g)] && strings.Contains(g, "pisession.Parse") {
 			found = true
 		}
 	}
 	w.Close()
 	<-done
 	if !found {
-		t.Errorf("the goroutine blocked in ParsePiSession was not listed")
+		t.Errorf("the goroutine blocked in pisession.Parse was not listed")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/procfs"
 	"github.com/pilotworkers/pilot/internal/supervise"
@@ -72,6 +73,7 @@ func testDispatcher(t testing.TB, ps ...pilot.Provider) *pilot.Dispatcher {
 		t.Fatal(err)
 	}
 	return &pilot.Dispatcher{
+		Runners:   agents.Runners(),
 		Providers: reg,
 		RunDir:    t.TempDir(),
 		Grace:     graceFor(t),
@@ -209,6 +211,7 @@ func dispatcherChild(script []string) int {
 		out.Flush()
 	}
 	d := &pilot.Dispatcher{
+		Runners:   agents.Runners(),
 		Providers: reg,
 		RunDir:    os.Getenv("PILOT_TEST_RUN_DIR"),
 		Observer: func(e pilot.Event) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 // opencode's error events, as whole stdout lines, through ExtractDiagnostic
@@ -112,7 +113,7 @@ func TestOpencodeLogDiagnosticClasses(t *testing.T) {
 
 func checkOpencodeDiagnostic(t *testing.T, stream pilot.Stream, line, want string, class pilot.FailureClass, evidence bool, why string) {
 	t.Helper()
-	text, ok := pilot.ExtractDiagnostic(pilot.RunnerOpencode, stream, line)
+	text, ok := agents.ExtractDiagnostic(agents.RunnerOpencode, stream, line)
 	if ok != (want != "") || text != want {
 		t.Fatalf("ExtractDiagnostic = %q, %v; want %q (%s)", text, ok, want, why)
 	}
@@ -136,7 +137,7 @@ func FuzzOpencodeLogLine(f *testing.F) {
 	f.Add(`\" action.action=allow \"`)
 	f.Add("timestamp= level=\"")
 	f.Fuzz(func(t *testing.T, s string) {
-		text, ok := pilot.ExtractDiagnostic(pilot.RunnerOpencode, pilot.Stderr, s)
+		text, ok := agents.ExtractDiagnostic(agents.RunnerOpencode, pilot.Stderr, s)
 		if ok && strings.HasPrefix(s, "timestamp=") && strings.Contains(s, " level=") &&
 			(!strings.Contains(s, "stream error") || strings.TrimSpace(text) == "") {
 			t.Fatalf("log line %q gave diagnostic %q", s, text)
@@ -146,7 +147,7 @@ func FuzzOpencodeLogLine(f *testing.F) {
 			return
 		}
 		line := "timestamp=2026-11-30T07:14:59.659Z level=INFO run=r message=evaluated permission=bash action.action=deny pattern=" + string(quoted)
-		if text, ok := pilot.ExtractDiagnostic(pilot.RunnerOpencode, pilot.Stderr, line); ok {
+		if text, ok := agents.ExtractDiagnostic(agents.RunnerOpencode, pilot.Stderr, line); ok {
 			t.Fatalf("a quoted value made %q a diagnostic: %q", line, text)
 		}
 		w := opencodeWatcher(t)

@@ -13,10 +13,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 func TestOpencodeCommandArgv(t *testing.T) {
-	base := pilot.Provider{Name: "oc", Runner: pilot.RunnerOpencode}
+	base := pilot.Provider{Name: "oc", Runner: agents.RunnerOpencode}
 	withModel := base
 	withModel.Model = "zai-coding-plan/glm-4.6"
 	withArgs := withModel
@@ -43,8 +44,8 @@ func TestOpencodeCommandArgv(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := agentAttempt(t, pilot.RunnerOpencode, tc.p, tc.mode, tc.resume, flagPrompt, "/work/tree")
-			cmd := agentCommand(t, pilot.OpencodeRunner{}, a)
+			a := agentAttempt(t, agents.RunnerOpencode, tc.p, tc.mode, tc.resume, flagPrompt, "/work/tree")
+			cmd := agentCommand(t, agents.OpencodeRunner{}, a)
 			if diff := cmp.Diff(tc.want, cmd.Argv); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}
@@ -71,7 +72,7 @@ func TestOpencodeCommandArgv(t *testing.T) {
 }
 
 func TestOpencodeCommandRefusals(t *testing.T) {
-	base := pilot.Provider{Name: "oc", Runner: pilot.RunnerOpencode}
+	base := pilot.Provider{Name: "oc", Runner: agents.RunnerOpencode}
 	noProvider := base
 	noProvider.Model = "glm-4.6"
 	baseURLNoModel := base
@@ -96,7 +97,7 @@ func TestOpencodeCommandRefusals(t *testing.T) {
 			if tc.resume != "" {
 				mode = pilot.ModeResume
 			}
-			wantRefusal(t, pilot.OpencodeRunner{}, agentAttempt(t, pilot.RunnerOpencode, tc.p, mode, tc.resume, flagPrompt, ""), tc.want)
+			wantRefusal(t, agents.OpencodeRunner{}, agentAttempt(t, agents.RunnerOpencode, tc.p, mode, tc.resume, flagPrompt, ""), tc.want)
 		})
 	}
 }
@@ -106,7 +107,7 @@ func TestOpencodeCommandRefusals(t *testing.T) {
 // the session store again.
 func TestOpencodeBaseURLIsolationAndResume(t *testing.T) {
 	const secret = "sk-opencode-test-secret-1234"
-	p := replayProvider(t, pilot.RunnerOpencode, "testdata/opencode/stream/success")
+	p := replayProvider(t, agents.RunnerOpencode, "testdata/opencode/stream/success")
 	p.BaseURL = "http://127.0.0.1:9/v1"
 	p.Model = "glm-4.6"
 	p.CredentialEnv = "GLM_API_KEY"
@@ -178,7 +179,7 @@ func TestOpencodeBaseURLIsolationAndResume(t *testing.T) {
 // opencodeWatcher is the watcher of a plain opencode provider's command.
 func opencodeWatcher(t *testing.T) pilot.PhaseWatcher {
 	t.Helper()
-	return agentWatcher(t, pilot.OpencodeRunner{}, agentAttempt(t, pilot.RunnerOpencode, pilot.Provider{Name: "oc"}, pilot.ModeCode, "", flagPrompt, ""))
+	return agentWatcher(t, agents.OpencodeRunner{}, agentAttempt(t, agents.RunnerOpencode, pilot.Provider{Name: "oc"}, pilot.ModeCode, "", flagPrompt, ""))
 }
 
 // Phases and usage of a stream fed line by line, including lines the
@@ -214,7 +215,7 @@ func TestOpencodeWatcherPhases(t *testing.T) {
 			t.Errorf("after line %d: %s %q (quiet %v, ok %v); want %s %q", i, st.Phase, st.Reason, quiet, ok, s.phase, s.reason)
 		}
 	}
-	res := w.Finish(pilot.Exit{Runner: pilot.RunnerOpencode, Started: true})
+	res := w.Finish(pilot.Exit{Runner: agents.RunnerOpencode, Started: true})
 	cost := 0.75
 	want := pilot.Result{Outcome: pilot.Empty, SessionID: "ses_A",
 		Usage: &pilot.Usage{InputTokens: 30, OutputTokens: 5, CacheReadTokens: 300, CacheWriteTokens: 5, CostUSD: &cost}}
@@ -254,7 +255,7 @@ func TestOpencodeWatcherFinish(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := opencodeWatcher(t)
 			feed(w, tc.lines...)
-			tc.exit.Runner = pilot.RunnerOpencode
+			tc.exit.Runner = agents.RunnerOpencode
 			res := w.Finish(tc.exit)
 			if res.Outcome != tc.want || res.FailureClass != tc.class {
 				t.Errorf("Finish = %s %s, want %s %s (%+v)", res.Outcome, res.FailureClass, tc.want, tc.class, res)
@@ -335,7 +336,7 @@ func TestOpencodeWatcherLogPhases(t *testing.T) {
 			t.Errorf("after line %d (%s): %q %q (shown %v, quiet %v); want %q %q", i, s.line.stream, st.Phase, st.Reason, ok, quiet, s.phase, s.reason)
 		}
 	}
-	res := w.Finish(pilot.Exit{Runner: pilot.RunnerOpencode, Started: true})
+	res := w.Finish(pilot.Exit{Runner: agents.RunnerOpencode, Started: true})
 	if res.Outcome != pilot.Completed || res.SessionID != "ses_T" {
 		t.Errorf("Finish = %s, session %q; want completed, ses_T", res.Outcome, res.SessionID)
 	}
@@ -392,9 +393,9 @@ func TestOpencodeWatcherRetries(t *testing.T) {
 	}
 	// The Dispatcher's strongest diagnostic is the log's: an API error
 	// that proves no narrower class.
-	logText, _ := pilot.ExtractDiagnostic(pilot.RunnerOpencode, pilot.Stderr, ocLogStreamError)
+	logText, _ := agents.ExtractDiagnostic(agents.RunnerOpencode, pilot.Stderr, ocLogStreamError)
 	diag := &pilot.Diagnostic{Classification: pilot.ClassifyFailure(logText), Source: "opencode:stderr"}
-	res := w.Finish(pilot.Exit{Runner: pilot.RunnerOpencode, Started: true, Code: 1, Diagnostic: diag})
+	res := w.Finish(pilot.Exit{Runner: agents.RunnerOpencode, Started: true, Code: 1, Diagnostic: diag})
 	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailProviderServerError || res.SessionID != "ses_T" ||
 		res.Evidence == nil || res.Evidence.Source != "opencode:stdout" || !strings.Contains(res.Evidence.Line, "statusCode: 500") {
 		t.Errorf("Finish = %+v (evidence %+v); want provider-server-error from the error event, session ses_T", res, res.Evidence)
@@ -447,16 +448,16 @@ func FuzzOpencodeWatcher(f *testing.F) {
 	f.Add([]byte(`{"type":"step_finish","part":{"tokens":{"input":1e308,"output":-5},"cost":"x"}}`), 1)
 	f.Add([]byte("{\"type\":\"error\"}\n\xff\xfe{"), 143)
 	f.Fuzz(func(t *testing.T, data []byte, code int) {
-		checkFuzzedWatcher(t, pilot.OpencodeRunner{}, data, code)
+		checkFuzzedWatcher(t, agents.OpencodeRunner{}, data, code)
 	})
 }
 
 func ExampleOpencodeRunner() {
 	dir, _ := os.MkdirTemp("", "pilot-example")
 	defer os.RemoveAll(dir)
-	cmd, err := pilot.OpencodeRunner{}.Command(context.Background(), pilot.Attempt{
+	cmd, err := agents.OpencodeRunner{}.Command(context.Background(), pilot.Attempt{
 		Task:     pilot.Task{Mode: pilot.ModeReview},
-		Provider: pilot.Provider{Name: "glm", Runner: pilot.RunnerOpencode, Model: "zai-coding-plan/glm-4.6"},
+		Provider: pilot.Provider{Name: "glm", Runner: agents.RunnerOpencode, Model: "zai-coding-plan/glm-4.6"},
 		RunDir:   dir,
 		Prompt:   "Review the last commit.",
 		Workdir:  dir,

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 // piPrompt is the pi tests' prompt: on pi's command line it would be lost
@@ -38,8 +39,8 @@ func TestPiCommandArgv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := agentAttempt(t, pilot.RunnerPi, tt.p, tt.mode, "", piPrompt, "")
-			cmd := agentCommand(t, pilot.PiRunner{}, a)
+			a := agentAttempt(t, agents.RunnerPi, tt.p, tt.mode, "", piPrompt, "")
+			cmd := agentCommand(t, agents.PiRunner{}, a)
 			prog := "pi"
 			if tt.p.Binary != "" {
 				prog = tt.p.Binary
@@ -73,21 +74,21 @@ func TestPiCommandArgv(t *testing.T) {
 func TestPiCommandEnv(t *testing.T) {
 	// A provider that sets PI_OFFLINE keeps its value: the runner's env
 	// would override it.
-	a := agentAttempt(t, pilot.RunnerPi, pilot.Provider{Env: map[string]string{"PI_OFFLINE": "0"}}, pilot.ModeCode, "", piPrompt, "")
-	cmd := agentCommand(t, pilot.PiRunner{}, a)
+	a := agentAttempt(t, agents.RunnerPi, pilot.Provider{Env: map[string]string{"PI_OFFLINE": "0"}}, pilot.ModeCode, "", piPrompt, "")
+	cmd := agentCommand(t, agents.PiRunner{}, a)
 	if v, ok := cmd.Env["PI_OFFLINE"]; ok {
 		t.Errorf("runner env sets PI_OFFLINE=%s over the provider's", v)
 	}
 
 	// Isolated: a fresh, absolute agent dir, and no models.json.
-	a = agentAttempt(t, pilot.RunnerPi, pilot.Provider{Isolated: true}, pilot.ModeCode, "", piPrompt, "")
+	a = agentAttempt(t, agents.RunnerPi, pilot.Provider{Isolated: true}, pilot.ModeCode, "", piPrompt, "")
 	wd, _ := os.Getwd()
 	rel, err := filepath.Rel(wd, a.RunDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.RunDir = rel // a Dispatcher with a relative RunDir
-	cmd = agentCommand(t, pilot.PiRunner{}, a)
+	cmd = agentCommand(t, agents.PiRunner{}, a)
 	dir := cmd.Env["PI_CODING_AGENT_DIR"]
 	if want := filepath.Join(wd, rel, "pi-agent"); dir != want {
 		t.Errorf("PI_CODING_AGENT_DIR = %q, want %q", dir, want)
@@ -124,7 +125,7 @@ func TestPiCommandRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wantRefusal(t, pilot.PiRunner{}, agentAttempt(t, pilot.RunnerPi, tt.p, pilot.ModeCode, tt.resume, tt.prompt, ""), tt.want)
+			wantRefusal(t, agents.PiRunner{}, agentAttempt(t, agents.RunnerPi, tt.p, pilot.ModeCode, tt.resume, tt.prompt, ""), tt.want)
 		})
 	}
 }
@@ -138,8 +139,8 @@ func TestPiCommandResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mode := range []pilot.Mode{pilot.ModeResume, pilot.ModeExplore} {
-		a := agentAttempt(t, pilot.RunnerPi, pilot.Provider{}, mode, rel, piPrompt, "")
-		cmd := agentCommand(t, pilot.PiRunner{}, a)
+		a := agentAttempt(t, agents.RunnerPi, pilot.Provider{}, mode, rel, piPrompt, "")
+		cmd := agentCommand(t, agents.PiRunner{}, a)
 		want := []string{"pi", "-p", "--mode", "json", "--session", abs}
 		if mode == pilot.ModeExplore {
 			want = append(want, "--tools", "read,grep,find,ls")
@@ -165,7 +166,7 @@ func TestPiCommandResume(t *testing.T) {
 // variable, and the verdict's resume pointing at the session file.
 func TestPiDispatchBaseURL(t *testing.T) {
 	const secret = "sk-pilot-test-4f9c2e"
-	p := replayProvider(t, pilot.RunnerPi, "testdata/pi/stream/success-gen-a")
+	p := replayProvider(t, agents.RunnerPi, "testdata/pi/stream/success-gen-a")
 	p.Name, p.Model, p.BaseURL, p.CredentialEnv = "local", "qwen3-coder", "http://127.0.0.1:8080/v1", "LOCAL_LLM_KEY"
 	d := secretDispatcher(t, p, secret)
 	v := dispatchCompleted(t, d, pilot.Task{Provider: "local", Mode: pilot.ModeCode, Prompt: "-rename the flag"})
@@ -216,8 +217,8 @@ func TestPiDispatchBaseURL(t *testing.T) {
 }
 
 func TestPiModelsWithoutCredential(t *testing.T) {
-	a := agentAttempt(t, pilot.RunnerPi, pilot.Provider{Model: "m", BaseURL: "http://127.0.0.1:9/v1"}, pilot.ModeCode, "", piPrompt, "")
-	cmd := agentCommand(t, pilot.PiRunner{}, a)
+	a := agentAttempt(t, agents.RunnerPi, pilot.Provider{Model: "m", BaseURL: "http://127.0.0.1:9/v1"}, pilot.ModeCode, "", piPrompt, "")
+	cmd := agentCommand(t, agents.PiRunner{}, a)
 	raw, err := os.ReadFile(filepath.Join(cmd.Env["PI_CODING_AGENT_DIR"], "models.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +232,7 @@ func TestPiModelsWithoutCredential(t *testing.T) {
 
 func piWatcher(t *testing.T) pilot.PhaseWatcher {
 	t.Helper()
-	return agentWatcher(t, pilot.PiRunner{}, agentAttempt(t, pilot.RunnerPi, pilot.Provider{}, pilot.ModeCode, "", piPrompt, ""))
+	return agentWatcher(t, agents.PiRunner{}, agentAttempt(t, agents.RunnerPi, pilot.Provider{}, pilot.ModeCode, "", piPrompt, ""))
 }
 
 // Lines for the watcher tests, in pi's JSON.stringify form.
@@ -406,12 +407,12 @@ func FuzzPiWatcher(f *testing.F) {
 		`{"type":"tool_execution_start","toolCallId":5}`, `{"type":"agent_end","messages":[null,{"role":"assistant","usage":{"input":-1e300}}],"willRetry":"x"}`} {
 		f.Add(s, 0, false)
 	}
-	a := agentAttempt(f, pilot.RunnerPi, pilot.Provider{}, pilot.ModeCode, "", "x", "")
+	a := agentAttempt(f, agents.RunnerPi, pilot.Provider{}, pilot.ModeCode, "", "x", "")
 	f.Fuzz(func(t *testing.T, data string, code int, truncated bool) {
 		var lines []pilot.Line
 		for _, l := range strings.Split(data, "\n") {
 			lines = append(lines, pilot.Line{Stream: pilot.Stdout, Data: []byte(l), Size: int64(len(l)), Truncated: truncated})
 		}
-		fuzzWatcher(t, pilot.PiRunner{}, a, lines, pilot.Exit{Runner: "pi", Started: true, Code: code})
+		fuzzWatcher(t, agents.PiRunner{}, a, lines, pilot.Exit{Runner: "pi", Started: true, Code: code})
 	})
 }

@@ -11,21 +11,22 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 func TestDefaultProviders(t *testing.T) {
-	ps := pilot.DefaultProviders()
+	ps := agents.Providers()
 	reg, err := pilot.NewRegistry(ps...)
 	if err != nil {
 		t.Fatalf("the built-in providers do not make a registry: %v", err)
 	}
 	want := []pilot.Provider{
-		{Name: "claude", Runner: pilot.RunnerClaude, CredentialEnv: "ANTHROPIC_API_KEY"},
-		{Name: "codex", Runner: pilot.RunnerCodex, CredentialEnv: "CODEX_API_KEY"},
-		{Name: "gemini", Runner: pilot.RunnerGemini, CredentialEnv: "GEMINI_API_KEY"},
-		{Name: "glm", Runner: pilot.RunnerOpencode, Model: "zai-coding-plan/glm-5.2", CredentialEnv: "ZHIPU_API_KEY"},
-		{Name: "kimi-k3", Runner: pilot.RunnerOpencode, Model: "moonshotai/kimi-k3", CredentialEnv: "MOONSHOT_API_KEY"},
-		{Name: "pi", Runner: pilot.RunnerPi},
+		{Name: "claude", Runner: agents.RunnerClaude, CredentialEnv: "ANTHROPIC_API_KEY"},
+		{Name: "codex", Runner: agents.RunnerCodex, CredentialEnv: "CODEX_API_KEY"},
+		{Name: "gemini", Runner: agents.RunnerGemini, CredentialEnv: "GEMINI_API_KEY"},
+		{Name: "glm", Runner: agents.RunnerOpencode, Model: "zai-coding-plan/glm-5.2", CredentialEnv: "ZHIPU_API_KEY"},
+		{Name: "kimi-k3", Runner: agents.RunnerOpencode, Model: "moonshotai/kimi-k3", CredentialEnv: "MOONSHOT_API_KEY"},
+		{Name: "pi", Runner: agents.RunnerPi},
 	}
 	if diff := cmp.Diff(want, registryProviders(t, reg)); diff != "" {
 		t.Errorf("built-in providers (-want +got):\n%s", diff)
@@ -35,16 +36,16 @@ func TestDefaultProviders(t *testing.T) {
 	}
 	// Each call is a fresh slice.
 	ps[0].Model = "changed"
-	if again := pilot.DefaultProviders(); again[0].Model != "" {
+	if again := agents.Providers(); again[0].Model != "" {
 		t.Error("changing DefaultProviders' result changed the next call's")
 	}
 }
 
 func TestRegistryWith(t *testing.T) {
 	base, err := pilot.NewRegistry(
-		pilot.Provider{Name: "glm", Runner: pilot.RunnerOpencode, Model: "zai/glm", CredentialEnv: "ZHIPU_API_KEY",
+		pilot.Provider{Name: "glm", Runner: agents.RunnerOpencode, Model: "zai/glm", CredentialEnv: "ZHIPU_API_KEY",
 			Env: map[string]string{"REGION": "eu"}, Args: []string{"--thinking"}},
-		pilot.Provider{Name: "pi", Runner: pilot.RunnerPi},
+		pilot.Provider{Name: "pi", Runner: agents.RunnerPi},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func TestRegistryWith(t *testing.T) {
 	before := registryProviders(t, base)
 	got, err := base.With(
 		pilot.Provider{Name: "glm", Runner: pilot.RunnerCommand, Argv: []string{"glm-agent"}},
-		pilot.Provider{Name: "local", Runner: pilot.RunnerCodex, Model: "m", BaseURL: "http://127.0.0.1:8080/v1", CredentialEnv: "LOCAL_KEY"},
+		pilot.Provider{Name: "local", Runner: agents.RunnerCodex, Model: "m", BaseURL: "http://127.0.0.1:8080/v1", CredentialEnv: "LOCAL_KEY"},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -60,8 +61,8 @@ func TestRegistryWith(t *testing.T) {
 	want := []pilot.Provider{
 		// Replaced whole: nothing of the old glm (model, env, args) is left.
 		{Name: "glm", Runner: pilot.RunnerCommand, Argv: []string{"glm-agent"}},
-		{Name: "local", Runner: pilot.RunnerCodex, Model: "m", BaseURL: "http://127.0.0.1:8080/v1", CredentialEnv: "LOCAL_KEY"},
-		{Name: "pi", Runner: pilot.RunnerPi},
+		{Name: "local", Runner: agents.RunnerCodex, Model: "m", BaseURL: "http://127.0.0.1:8080/v1", CredentialEnv: "LOCAL_KEY"},
+		{Name: "pi", Runner: agents.RunnerPi},
 	}
 	if diff := cmp.Diff(want, registryProviders(t, got)); diff != "" {
 		t.Errorf("With (-want +got):\n%s", diff)
@@ -71,7 +72,7 @@ func TestRegistryWith(t *testing.T) {
 	}
 
 	var empty *pilot.Registry
-	if got, err := empty.With(pilot.Provider{Name: "pi", Runner: pilot.RunnerPi}); err != nil || len(got.Names()) != 1 {
+	if got, err := empty.With(pilot.Provider{Name: "pi", Runner: agents.RunnerPi}); err != nil || len(got.Names()) != 1 {
 		t.Errorf("nil.With = %v, %v; want a registry holding pi", got, err)
 	}
 	for _, tt := range []struct {
@@ -90,14 +91,14 @@ func TestRegistryWith(t *testing.T) {
 }
 
 func TestLoadRegistry(t *testing.T) {
-	builtin := pilot.DefaultProviders()
+	builtin := agents.Providers()
 	var withMine []pilot.Provider // sorted by name, as registryProviders lists them
 	for _, p := range builtin {
 		switch p.Name {
 		case "glm":
-			p = pilot.Provider{Name: "glm", Runner: pilot.RunnerOpencode, Model: "zai-coding-plan/glm-4.7"}
+			p = pilot.Provider{Name: "glm", Runner: agents.RunnerOpencode, Model: "zai-coding-plan/glm-4.7"}
 		case "pi":
-			withMine = append(withMine, pilot.Provider{Name: "mine", Runner: pilot.RunnerPi, Model: "m"})
+			withMine = append(withMine, pilot.Provider{Name: "mine", Runner: agents.RunnerPi, Model: "m"})
 		}
 		withMine = append(withMine, p)
 	}
@@ -107,7 +108,7 @@ func TestLoadRegistry(t *testing.T) {
 
 	t.Run("no default file", func(t *testing.T) {
 		t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-		reg, err := pilot.LoadRegistry("")
+		reg, err := agents.LoadRegistry("")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +119,7 @@ func TestLoadRegistry(t *testing.T) {
 	t.Run("no config dir", func(t *testing.T) {
 		t.Setenv("XDG_CONFIG_HOME", "")
 		t.Setenv("HOME", "")
-		reg, err := pilot.LoadRegistry("")
+		reg, err := agents.LoadRegistry("")
 		if err != nil || len(reg.Names()) != len(builtin) {
 			t.Errorf("LoadRegistry(\"\") = %v, %v; want the built-ins", reg.Names(), err)
 		}
@@ -128,7 +129,7 @@ func TestLoadRegistry(t *testing.T) {
 		t.Setenv("XDG_CONFIG_HOME", home)
 		os.MkdirAll(filepath.Join(home, "pilot"), 0o700)
 		os.WriteFile(filepath.Join(home, "pilot", "providers.json"), []byte(file), 0o644)
-		reg, err := pilot.LoadRegistry("")
+		reg, err := agents.LoadRegistry("")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +139,7 @@ func TestLoadRegistry(t *testing.T) {
 	})
 	t.Run("explicit file", func(t *testing.T) {
 		t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-		reg, err := pilot.LoadRegistry(writeProviders(t, file))
+		reg, err := agents.LoadRegistry(writeProviders(t, file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +149,7 @@ func TestLoadRegistry(t *testing.T) {
 	})
 	t.Run("explicit file missing", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "providers.json")
-		_, err := pilot.LoadRegistry(path)
+		_, err := agents.LoadRegistry(path)
 		if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), path) {
 			t.Errorf("error = %v; want one matching fs.ErrNotExist that names %s", err, path)
 		}
@@ -184,7 +185,7 @@ func TestLoadRegistryFileErrors(t *testing.T) {
 			def := filepath.Join(home, "pilot", "providers.json")
 			os.WriteFile(def, []byte(tt.content), 0o644)
 			for path, arg := range map[string]string{explicit: explicit, def: ""} {
-				reg, err := pilot.LoadRegistry(arg)
+				reg, err := agents.LoadRegistry(arg)
 				if err == nil || reg != nil {
 					t.Fatalf("LoadRegistry(%q) = %v, %v; want an error", arg, reg, err)
 				}
@@ -206,7 +207,7 @@ func ExampleLoadRegistry() {
 	os.WriteFile(path, []byte(`{"providers": {
 		"glm":   {"runner": "opencode", "model": "zai-coding-plan/glm-4.7", "credential_env": "ZHIPU_API_KEY"},
 		"local": {"runner": "codex", "model": "my-model", "base_url": "http://127.0.0.1:8080/v1", "credential_env": "LOCAL_API_KEY"}}}`), 0o644)
-	reg, err := pilot.LoadRegistry(path)
+	reg, err := agents.LoadRegistry(path)
 	if err != nil {
 		fmt.Println(err)
 		return

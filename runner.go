@@ -2,7 +2,6 @@ package pilot
 
 import (
 	"context"
-	"strconv"
 	"time"
 )
 
@@ -56,9 +55,14 @@ type Command struct {
 	Stdin []byte
 	// Watcher interprets the worker's output. Nil means ExitCodeWatcher.
 	Watcher Watcher
-	// SessionPath is a pi-format native session file pilot follows for
-	// the worker's phase and the stall policy; empty means none.
+	// SessionPath is the worker's native session file, if it keeps one:
+	// pilot watches it every heartbeat, and its growth is activity for the
+	// stall policy and the idle timeout. ReadSession, when set, reads the
+	// file's state (its phase) each time it has changed; a runner sets it
+	// for a session format it knows (pilot's agents package reads pi's).
+	// Without it the phase comes from the Watcher ([PhaseWatcher]) alone.
 	SessionPath string
+	ReadSession func() (SessionState, error)
 	// SecretEnv names more variables that receive the provider's secret,
 	// for a CLI that reads its key from a fixed name (ANTHROPIC_API_KEY,
 	// say) when the provider's CredentialEnv is another. Like
@@ -179,10 +183,23 @@ type Watcher interface {
 	Finish(e Exit) Result
 }
 
-// SessionState is the phase of a worker's session and the facts behind it,
-// from its native session file ([PiSessionState]) or its stream
-// ([PhaseWatcher]).
-type SessionState = PiSessionState
+// A Diagnoser is a Watcher that knows which of its worker's output lines are
+// diagnostics: the worker's own reports of how the run went wrong, whose
+// text pilot classifies with [ClassifyFailure] for the failure class and its
+// evidence. Without one, every stderr line is a diagnostic and no stdout
+// line is. A CLI with a JSON event stream implements it to offer the error
+// prose its error events carry (pilot's agents package does for each of
+// its CLIs), and to keep its stderr chatter out.
+//
+// Pilot calls Diagnostic for every line, right before Line, never
+// concurrently with Line or Finish. line is valid only during the call:
+// Diagnostic may return a part of it but must not keep it.
+type Diagnoser interface {
+	Watcher
+	// Diagnostic returns the text to classify and whether line is a
+	// diagnostic at all.
+	Diagnostic(s Stream, line string) (text string, ok bool)
+}
 
 // A PhaseWatcher is a Watcher that also follows the worker's phase in its
 // output stream (codex's open command items, Claude's unanswered tool_use
@@ -246,11 +263,9 @@ func (ExitCodeWatcher) Finish(e Exit) Result { return JudgeExit(e) }
 //  3. died from a signal, or exited 128+N (143, 137, 130, ...):
 //     process-terminated, even when a provider line was printed on the way
 //     out: the signal wins;
-//  4. an exit code with a documented meaning ([ClassifyExitCode],
-//     [StepCapExit]);
-//  5. any other non-zero exit: the class of the strongest terminal
+//  4. any other non-zero exit: the class of the strongest terminal
 //     diagnostic, or generic-error;
-//  6. exit 0: completed with output on stdout, empty without.
+//  5. exit 0: completed with output on stdout, empty without.
 func JudgeExit(e Exit) Result {
 	_, inferred := SignalFromExitCode(e.Code)
 	switch {
@@ -264,14 +279,6 @@ func JudgeExit(e Exit) Result {
 		return Result{Outcome: Failed, FailureClass: e.Reason, Source: SourcePilotPolicy}
 	case e.Signal != 0 || inferred:
 		return Result{Outcome: Failed, FailureClass: FailProcessTerminated, Source: SourceProcessTermination}
-	}
-	if class, ok := ClassifyExitCode(e.Runner, e.Code); ok {
-		r := Result{Outcome: Failed, FailureClass: class, Source: SourceExitCode}
-		r.Evidence = &Evidence{Source: e.Runner + ":exit", Line: "exit status " + strconv.Itoa(e.Code)}
-		return r
-	}
-	if StepCapExit(e.Runner, e.Code) {
-		return Result{Outcome: StepCappedPartial}
 	}
 	if e.Code != 0 {
 		if d := e.Diagnostic; d != nil && d.Evidence != "" {

@@ -1,9 +1,6 @@
 package pilot
 
 import (
-	"bytes"
-	"encoding/json"
-	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -214,7 +211,7 @@ type StallInspection struct {
 
 // NewStallInspection builds the record of action taken after silence, in
 // the session state st, with the end of the worker's stream.
-func NewStallInspection(action StallAction, st PiSessionState, silence time.Duration, stream []byte) StallInspection {
+func NewStallInspection(action StallAction, st SessionState, silence time.Duration, stream []byte) StallInspection {
 	if len(stream) > StallTailBytes {
 		stream = stream[len(stream)-StallTailBytes:]
 		for i := 0; i < utf8.UTFMax && len(stream) > 0 && !utf8.RuneStart(stream[0]); i++ {
@@ -288,67 +285,3 @@ func (c *StallClock) Check(p StallPolicy, phase SessionPhase, now time.Time) Sta
 	}
 	return a
 }
-
-// CodexCollabWait reads one line of `codex exec --json` output and reports
-// whether it starts or completes a collab_tool_call with tool "wait": codex
-// waiting for a sub-agent, which is slow but not stalled. itemID is the
-// item's id ("" if it has none). Lines that are not JSON, and other events,
-// give nothing.
-func CodexCollabWait(line []byte) (itemID string, started, completed bool) {
-	if !bytes.Contains(line, []byte("collab_tool_call")) {
-		return "", false, false
-	}
-	var ev struct {
-		Type string `json:"type"`
-		Item *struct {
-			ID   string `json:"id"`
-			Type string `json:"type"`
-			Tool string `json:"tool"`
-		} `json:"item"`
-	}
-	if json.Unmarshal(line, &ev) != nil || ev.Item == nil ||
-		ev.Item.Type != "collab_tool_call" || ev.Item.Tool != "wait" {
-		return "", false, false
-	}
-	switch ev.Type {
-	case "item.started":
-		return ev.Item.ID, true, false
-	case "item.completed":
-		return ev.Item.ID, false, true
-	}
-	return "", false, false
-}
-
-// CodexSubagentWaits follows the sub-agent waits of one codex worker: a
-// wait is open from its item.started to the item.completed with the same
-// item id, and every wait ends with the turn (turn.completed,
-// turn.failed). While Waiting, the worker's silence is a tool run's: treat
-// it as PhaseToolRunning for the StallPolicy. The zero value has no open
-// wait.
-type CodexSubagentWaits struct {
-	open []string
-}
-
-// Observe reads one line of the worker's stdout.
-func (w *CodexSubagentWaits) Observe(line []byte) {
-	if id, started, completed := CodexCollabWait(line); started {
-		if !slices.Contains(w.open, id) {
-			w.open = append(w.open, id)
-		}
-		return
-	} else if completed {
-		w.open = slices.DeleteFunc(w.open, func(o string) bool { return o == id })
-		return
-	}
-	if len(w.open) > 0 && bytes.Contains(line, []byte(`"turn.`)) {
-		var ev struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(line, &ev) == nil && (ev.Type == "turn.completed" || ev.Type == "turn.failed") {
-			w.open = w.open[:0]
-		}
-	}
-}
-
-// Waiting reports whether a sub-agent wait is open.
-func (w *CodexSubagentWaits) Waiting() bool { return len(w.open) > 0 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/pisession"
 )
 
 // pi session lines for the fake agent's sess= steps.
@@ -62,7 +63,7 @@ func TestSilentAwaitingModelIsInspectedNotTerminated(t *testing.T) {
 	want := pilot.SessionRecord{
 		NativeSessionPath:    filepath.Join(filepath.Dir(v.Record), "session.jsonl"),
 		SessionPhase:         pilot.PhaseAwaitingModel,
-		SessionPhaseReason:   pilot.ReasonAllToolResultsRecorded,
+		SessionPhaseReason:   pisession.ReasonAllToolResultsRecorded,
 		ExpectedToolCallIDs:  []string{"call-1"},
 		CompletedToolCallIDs: []string{"call-1"},
 		PendingToolCallIDs:   []string{},

@@ -12,7 +12,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/pisession"
 )
+
+const piTestdata = "testdata/pi"
 
 var stallPhases = []pilot.SessionPhase{
 	pilot.PhaseStarting, pilot.PhaseAwaitingModel, pilot.PhaseToolRunning,
@@ -182,9 +186,9 @@ func stallRun(p pilot.StallPolicy, phase pilot.SessionPhase, endMS int, outputs 
 	return acted
 }
 
-func stallFixture(t *testing.T, name string) pilot.PiSessionState {
+func stallFixture(t *testing.T, name string) pilot.SessionState {
 	t.Helper()
-	st, err := pilot.ParsePiSessionFile(filepath.Join(piTestdata, name+".jsonl"))
+	st, err := pisession.ParseFile(filepath.Join(piTestdata, name+".jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +201,7 @@ func stallFixture(t *testing.T, name string) pilot.PiSessionState {
 // termination.
 func TestStallSilentAwaitingModelIsInspectedWithoutTermination(t *testing.T) {
 	st := stallFixture(t, "seed-silent-awaiting-model")
-	if st.Phase != pilot.PhaseAwaitingModel || st.Reason != pilot.ReasonAllToolResultsRecorded {
+	if st.Phase != pilot.PhaseAwaitingModel || st.Reason != pisession.ReasonAllToolResultsRecorded {
 		t.Fatalf("phase %q, %q; want awaiting-model, all-tool-results-recorded", st.Phase, st.Reason)
 	}
 	p := pilot.StallPolicy{ModelResponse: 30 * time.Millisecond}
@@ -210,7 +214,7 @@ func TestStallSilentAwaitingModelIsInspectedWithoutTermination(t *testing.T) {
 	insp := pilot.NewStallInspection(pilot.StallInspect, st, 80*time.Millisecond, []byte("[stdout] ready\n"))
 	want := pilot.StallInspection{
 		Action: pilot.StallInspect, SilenceSeconds: 0.08, Phase: pilot.PhaseAwaitingModel,
-		Reason: pilot.ReasonAllToolResultsRecorded, PendingToolCallIDs: []string{}, StreamTail: "[stdout] ready\n",
+		Reason: pisession.ReasonAllToolResultsRecorded, PendingToolCallIDs: []string{}, StreamTail: "[stdout] ready\n",
 	}
 	if diff := cmp.Diff(want, insp); diff != "" {
 		t.Errorf("inspection (-want +got):\n%s", diff)
@@ -265,7 +269,7 @@ func TestStallIncompleteSequentialBatchUsesToolTimeout(t *testing.T) {
 	if err := os.WriteFile(path, src, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tail := pilot.PiSessionTail{Path: path}
+	tail := pisession.Tail{Path: path}
 	st, err := tail.Update()
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +300,7 @@ func TestStallIncompleteSequentialBatchUsesToolTimeout(t *testing.T) {
 	if st, err = tail.Update(); err != nil {
 		t.Fatal(err)
 	}
-	if st.Phase != pilot.PhaseAwaitingModel || st.Reason != pilot.ReasonAllToolResultsRecorded {
+	if st.Phase != pilot.PhaseAwaitingModel || st.Reason != pisession.ReasonAllToolResultsRecorded {
 		t.Fatalf("after result-b: %q, %q; want awaiting-model, all-tool-results-recorded", st.Phase, st.Reason)
 	}
 	clock.SessionSize(int64(len(src)+len(resultB)), stallAt(81))
@@ -466,7 +470,7 @@ func TestCodexCollabWait(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got result
-		got.ID, got.Started, got.Completed = pilot.CodexCollabWait([]byte(tt.line))
+		got.ID, got.Started, got.Completed = agents.CodexCollabWait([]byte(tt.line))
 		if got != tt.want {
 			t.Errorf("CodexCollabWait(%s) = %+v; want %+v", tt.line, got, tt.want)
 		}
@@ -493,7 +497,7 @@ func TestCodexSubagentWaits(t *testing.T) {
 		{`{"type":"item.started","item":{"id":"item_4","type":"collab_tool_call","tool":"wait"}}`, true},
 		{`{"type":"turn.failed","error":{"message":"stream disconnected before completion"}}`, false},
 	}
-	var w pilot.CodexSubagentWaits
+	var w agents.CodexSubagentWaits
 	for i, s := range steps {
 		w.Observe([]byte(s.line))
 		if w.Waiting() != s.waiting {
@@ -530,7 +534,7 @@ func ExampleStallClock() {
 }
 
 func ExampleStallInspection() {
-	st := pilot.PiSessionState{Phase: pilot.PhaseToolRunning, Reason: pilot.ReasonToolResultsPending, PendingToolCallIDs: []string{"call_2"}}
+	st := pilot.SessionState{Phase: pilot.PhaseToolRunning, Reason: pisession.ReasonToolResultsPending, PendingToolCallIDs: []string{"call_2"}}
 	insp := pilot.NewStallInspection(pilot.StallTerminate, st, 31*time.Minute, []byte("[stderr] still compiling\n"))
 	out, _ := json.Marshal(insp)
 	fmt.Println(string(out))
@@ -538,7 +542,7 @@ func ExampleStallInspection() {
 }
 
 func ExampleCodexSubagentWaits() {
-	var w pilot.CodexSubagentWaits
+	var w agents.CodexSubagentWaits
 	w.Observe([]byte(`{"type":"item.started","item":{"id":"item_5","type":"collab_tool_call","tool":"wait","status":"in_progress"}}`))
 	fmt.Println(w.Waiting())
 	w.Observe([]byte(`{"type":"item.completed","item":{"id":"item_5","type":"collab_tool_call","tool":"wait","status":"completed"}}`))

@@ -241,7 +241,7 @@ type Event struct {
 	Message string
 	// Session is the new session state of an EventPhase; Inspection the
 	// stall check of an EventStallInspection.
-	Session    *PiSessionState
+	Session    *SessionState
 	Inspection *StallInspection
 	// Retry describes an EventRetry, EventResumeFallback or EventBlocked.
 	Retry *RetryInfo
@@ -261,7 +261,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		RunID      string           `json:"run_id"`
 		Time       time.Time        `json:"time"`
 		Message    string           `json:"message,omitempty"`
-		Session    *PiSessionState  `json:"session,omitempty"`
+		Session    *SessionState    `json:"session,omitempty"`
 		Inspection *StallInspection `json:"inspection,omitempty"`
 		Retry      *RetryInfo       `json:"retry,omitempty"`
 	}{e.Type, e.RunID, e.Time, e.Message, e.Session, e.Inspection, e.Retry})

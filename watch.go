@@ -11,12 +11,13 @@ import (
 // stall policy. It belongs to the dispatch loop's goroutine.
 type sessionWatch struct {
 	r     *run
-	tail  *PiSessionTail // nil when the runner names no session file
+	path  string                       // the native session file; "" for none
+	read  func() (SessionState, error) // reads it; nil when its format is unknown
 	clock *StallClock
 
-	state      PiSessionState // what the stall policy goes by
-	fileState  PiSessionState // the native session file's own
-	size       int64          // of the session file; -1 when absent
+	state      SessionState // what the stall policy goes by
+	fileState  SessionState // the native session file's own
+	size       int64        // of the session file; -1 when absent
 	mtime      int64
 	seenOutput int64  // the last output time the clock was told of
 	activity   string // what the last activity was
@@ -30,19 +31,20 @@ const (
 	ActivitySession   = "session"   // its native session file grew
 )
 
-func (r *run) newSessionWatch(path string, start time.Time) *sessionWatch {
+// reasonNoSessionFile is the reason of a session that has no file (yet).
+const reasonNoSessionFile = "no-session-file"
+
+func (r *run) newSessionWatch(cmd *Command, start time.Time) *sessionWatch {
 	w := &sessionWatch{
 		r:         r,
 		clock:     NewStallClock(start),
-		state:     PiSessionState{Phase: PhaseStarting, Reason: ReasonNoSessionFile},
-		fileState: PiSessionState{Phase: PhaseStarting, Reason: ReasonNoSessionFile},
+		state:     SessionState{Phase: PhaseStarting, Reason: reasonNoSessionFile},
+		fileState: SessionState{Phase: PhaseStarting, Reason: reasonNoSessionFile},
 		size:      -1,
 		activity:  ActivityNone,
 	}
 	w.seenOutput = r.lastOutput.Load()
-	if path != "" {
-		w.tail = &PiSessionTail{Path: path}
-	}
+	w.path, w.read = cmd.SessionPath, cmd.ReadSession
 	return w
 }
 
@@ -54,17 +56,19 @@ func (w *sessionWatch) beat(now time.Time) StallAction {
 		w.clock.Output(time.Unix(0, lo))
 		w.activity = ActivityStreaming
 	}
-	if w.tail != nil {
+	if w.path != "" {
 		size, mtime := int64(-1), int64(0)
-		if st, err := os.Stat(w.tail.Path); err == nil {
+		if st, err := os.Stat(w.path); err == nil {
 			size, mtime = st.Size(), st.ModTime().UnixNano()
 		}
 		if size != w.size {
 			w.size, w.mtime = size, mtime
 			w.clock.SessionSize(size, now)
 			w.activity = ActivitySession
-			if st, err := w.tail.Update(); err == nil {
-				w.fileState = st
+			if w.read != nil {
+				if st, err := w.read(); err == nil {
+					w.fileState = st
+				}
 			}
 		}
 	}
@@ -78,7 +82,7 @@ func (w *sessionWatch) beat(now time.Time) StallAction {
 		if !quietUntil.IsZero() {
 			w.clock.Output(quietUntil) // a retry is due then: silence until then is expected
 		}
-		if ok && (w.tail == nil || w.fileState.Phase == PhaseStarting) {
+		if ok && (w.read == nil || w.fileState.Phase == PhaseStarting) {
 			next = st
 		}
 	}
@@ -124,7 +128,7 @@ func (r *run) retryLoop() (RetryLoop, bool) {
 
 // samePhase reports whether a and b are the same phase for the same tool
 // calls: a new entry that changes neither is not worth an event.
-func samePhase(a, b PiSessionState) bool {
+func samePhase(a, b SessionState) bool {
 	return a.Phase == b.Phase && a.Reason == b.Reason &&
 		slices.Equal(a.ExpectedToolCallIDs, b.ExpectedToolCallIDs) &&
 		slices.Equal(a.PendingToolCallIDs, b.PendingToolCallIDs)
@@ -141,8 +145,8 @@ func (w *sessionWatch) record(p StallPolicy) *SessionRecord {
 		ActivityState:        w.activity,
 		SilenceInspection:    w.inspection,
 	}
-	if w.tail != nil {
-		sr.NativeSessionPath = w.tail.Path
+	if w.path != "" {
+		sr.NativeSessionPath = w.path
 		if w.size >= 0 {
 			mt := w.mtime
 			sr.NativeSessionMtimeNS = &mt
@@ -172,7 +176,7 @@ type SessionRecord struct {
 	NativeSessionPath    string `json:"native_session_path,omitempty"`
 	NativeSessionMtimeNS *int64 `json:"native_session_mtime_ns,omitempty"`
 	// SessionPhase and the rest are the session's state when the worker
-	// ended (see PiSessionState).
+	// ended (see SessionState).
 	SessionPhase         SessionPhase `json:"session_phase"`
 	SessionPhaseReason   string       `json:"session_phase_reason"`
 	ExpectedToolCallIDs  []string     `json:"expected_tool_call_ids"`

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/internal/fakellm"
 	"github.com/pilotworkers/pilot/internal/procfs"
 )
@@ -328,6 +329,7 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	var mu sync.Mutex
 	var phases, inspected []pilot.SessionPhase
 	d := &pilot.Dispatcher{
+		Runners:     agents.Runners(),
 		Providers:   reg,
 		RunDir:      t.TempDir(),
 		Credentials: pilot.EnvCredentials{LookupEnv: func(k string) (string, bool) { return fakeKey, k == fakeKeyEnv }},

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
@@ -44,6 +45,7 @@ func TestSmokeVersion(t *testing.T) {
 			var mu sync.Mutex
 			var stdout []string
 			d := &pilot.Dispatcher{
+				Runners:   agents.Runners(),
 				Providers: reg,
 				RunDir:    t.TempDir(),
 				// The worker inherits PATH alone (node for the node

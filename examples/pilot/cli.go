@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 // Exit statuses.
@@ -152,7 +153,7 @@ func providersPath(flagValue string) string {
 // effect over them.
 func loadRegistry(flagValue string) (*pilot.Registry, error) {
 	path := providersPath(flagValue)
-	reg, err := pilot.LoadRegistry(path)
+	reg, err := agents.LoadRegistry(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("providers file %s does not exist: fix the path given with --providers-file or $%s, or create the file (see README)", path, envProvidersFile)
 	}
@@ -213,7 +214,7 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	}
 	defer closeState()
 
-	d := &pilot.Dispatcher{Providers: reg, RunDir: runDir, Credentials: pilot.DefaultCredentials()}
+	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners(), RunDir: runDir, Credentials: pilot.DefaultCredentials()}
 	var mu sync.Mutex
 	var started *pilot.Started
 	d.Observer = func(e pilot.Event) {

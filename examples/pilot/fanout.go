@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 // jobSpec is one job as the command line or the jobs file gives it.
@@ -221,7 +222,7 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	defer closeState()
 	prog := newProgress(stderr, labels)
-	d := &pilot.Dispatcher{Providers: reg, RunDir: runDir, Credentials: pilot.DefaultCredentials()}
+	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners(), RunDir: runDir, Credentials: pilot.DefaultCredentials()}
 	if prog.term != nil {
 		d.OnLine = prog.line
 	}

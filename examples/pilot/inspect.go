@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/pisession"
 )
 
 // openInput opens the one optional FILE argument, "-" or none meaning stdin.
@@ -54,7 +56,7 @@ func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stde
 		line, err := br.ReadString('\n')
 		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
 		if line != "" || err == nil {
-			if text, ok := pilot.ExtractDiagnostic(*runner, s, line); ok {
+			if text, ok := agents.ExtractDiagnostic(*runner, s, line); ok {
 				texts = append(texts, text)
 			}
 		}
@@ -91,7 +93,7 @@ func cmdPhase(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return badInput(stderr, "phase", "%v", err)
 	}
 	defer in.Close()
-	st, err := pilot.ParsePiSession(in)
+	st, err := pisession.Parse(in)
 	if err != nil {
 		return badInput(stderr, "phase", "cannot read %s: %v", name, err)
 	}

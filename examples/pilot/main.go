@@ -21,7 +21,7 @@
 // default .git/pilot of the workdir's repository when N is above 1).
 //
 // Providers are pilot's built-ins (glm, kimi-k3, pi, codex, claude, gemini;
-// see pilot.DefaultProviders) with the providers file over them: the file
+// see agents.Providers) with the providers file over them: the file
 // named by --providers-file, else $PILOT_PROVIDERS_FILE (both must exist),
 // else $XDG_CONFIG_HOME/pilot/providers.json (~/.config/...) when it
 // exists. A provider's credential comes from its credential_env variable,

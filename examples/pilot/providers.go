@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 // providerStatus is one provider as 'pilot providers' lists it: never a
@@ -46,7 +47,7 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		file = pilot.DefaultProvidersFile()
 	}
 	builtin := map[string]pilot.Provider{}
-	for _, p := range pilot.DefaultProviders() {
+	for _, p := range agents.Providers() {
 		builtin[p.Name] = p
 	}
 	creds := pilot.DefaultCredentials()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 )
 
 // configHome gives the test a config dir of its own and returns the
@@ -126,7 +127,7 @@ func TestProvidersDefaultFile(t *testing.T) {
 	configHome(t)
 	// No providers file at all: the built-ins alone.
 	got := providersJSON(t)
-	if len(got) != len(pilot.DefaultProviders()) || got["glm"].From != "built-in" {
+	if len(got) != len(agents.Providers()) || got["glm"].From != "built-in" {
 		t.Errorf("without a providers file: %+v", got)
 	}
 	// The default file adds to them.

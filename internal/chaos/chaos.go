@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/procfs"
 )
@@ -290,6 +291,7 @@ func newDispatcher(runDir string, ps []pilot.Provider, pid func(int), line func(
 		return nil, err
 	}
 	return &pilot.Dispatcher{
+		Runners:   agents.Runners(),
 		Providers: reg,
 		RunDir:    runDir,
 		Grace:     grace,

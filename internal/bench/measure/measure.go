@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/internal/procfs"
 	"github.com/pilotworkers/pilot/internal/supervise"
 )
@@ -50,6 +51,7 @@ func Dispatcher(runDir string, grace time.Duration, ps ...pilot.Provider) (*pilo
 		return nil, err
 	}
 	return &pilot.Dispatcher{
+		Runners:   agents.Runners(),
 		Providers: reg,
 		RunDir:    runDir,
 		Grace:     grace,
@@ -167,7 +169,7 @@ func CatScript(dir string) (string, error) {
 func StreamProvider(script, path string) pilot.Provider {
 	return pilot.Provider{
 		Name:   "stream",
-		Runner: pilot.RunnerClaude,
+		Runner: agents.RunnerClaude,
 		Binary: script,
 		Env:    map[string]string{"PILOT_BENCH_JSONL": path},
 	}

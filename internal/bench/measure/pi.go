@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/pisession"
 )
 
 // A PiTail follows a pi session file that grows by 1 KiB entries, as a
 // running worker's does: P4.
 type PiTail struct {
 	f      *os.File
-	tail   pilot.PiSessionTail
+	tail   pisession.Tail
 	parent string
 	n      int
 }
@@ -25,7 +26,7 @@ func NewPiTail(path string) (*PiTail, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &PiTail{f: f, tail: pilot.PiSessionTail{Path: path}}
+	p := &PiTail{f: f, tail: pisession.Tail{Path: path}}
 	st, err := p.tail.Update()
 	if err != nil {
 		f.Close()
@@ -88,7 +89,7 @@ func FullParse(path string) (time.Duration, error) {
 		return 0, err
 	}
 	defer f.Close()
-	st, err := pilot.ParsePiSession(f)
+	st, err := pisession.Parse(f)
 	if err != nil {
 		return 0, err
 	}

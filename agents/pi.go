@@ -1,4 +1,4 @@
-package pilot
+package agents
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pilotworkers/pilot"
 )
 
 // PiRunner runs the pi coding agent (binary "pi") in print mode with its
@@ -102,7 +104,7 @@ const piReadOnlyTools = "read,grep,find,ls"
 const piNoCredential = "pilot-no-credential"
 
 // Command implements Runner.
-func (PiRunner) Command(_ context.Context, a Attempt) (*Command, error) {
+func (PiRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, error) {
 	p := a.Provider
 	if p.BaseURL != "" && p.Model == "" {
 		return nil, fmt.Errorf("provider %q has a base_url but no model: set \"model\" to the model id the endpoint serves", p.Name)
@@ -150,16 +152,17 @@ func (PiRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 		argv = append(argv, "--model", p.Model)
 	}
 	switch a.Task.Mode {
-	case ModeExplore, ModeReview:
+	case pilot.ModeExplore, pilot.ModeReview:
 		argv = append(argv, "--tools", piReadOnlyTools)
 	}
 	argv = append(argv, p.Args...)
-	return &Command{
+	return &pilot.Command{
 		Argv:        argv,
 		Env:         env,
 		Stdin:       []byte(a.Prompt),
 		Watcher:     &piWatcher{path: session},
 		SessionPath: session,
+		ReadSession: ReadPiSession(session),
 	}, nil
 }
 
@@ -202,7 +205,7 @@ func piResumePath(resume string) (string, error) {
 
 // writePiModels writes dir/models.json declaring p's endpoint as the
 // provider "pilot". The credential is referenced by its variable's name.
-func writePiModels(dir string, p Provider) error {
+func writePiModels(dir string, p pilot.Provider) error {
 	key := p.CredentialEnv
 	if key == "" {
 		key = piNoCredential
@@ -259,8 +262,8 @@ type piFinal struct {
 }
 
 // Line implements Watcher.
-func (w *piWatcher) Line(l Line) {
-	if l.Stream != Stdout {
+func (w *piWatcher) Line(l pilot.Line) {
+	if l.Stream != pilot.Stdout {
 		return
 	}
 	data := bytes.TrimSpace(l.Data)
@@ -313,10 +316,10 @@ func (w *piWatcher) event(typ string, f map[string]json.RawMessage) {
 		w.done, w.retryFailed, w.finalError = false, false, ""
 		w.quiet(0)
 		w.pending = nil
-		w.setPhase(PhaseAwaitingModel, reason, nil)
+		w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 	case "turn_start", "message_update", "auto_compaction_start", "compaction_start":
 		w.pending = nil
-		w.setPhase(PhaseAwaitingModel, reason, nil)
+		w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 	case "message_start", "message_end":
 		m, ok := piObject(f["message"])
 		if !ok {
@@ -325,7 +328,7 @@ func (w *piWatcher) event(typ string, f map[string]json.RawMessage) {
 		switch piString(m["role"]) {
 		case "assistant":
 			if typ == "message_start" {
-				w.setPhase(PhaseAwaitingModel, reason, nil)
+				w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 				return
 			}
 			fin := readPiFinal(m)
@@ -342,7 +345,7 @@ func (w *piWatcher) event(typ string, f map[string]json.RawMessage) {
 			}
 		case "user":
 			w.pending = nil
-			w.setPhase(PhaseAwaitingModel, reason, nil)
+			w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 		}
 	case "turn_end":
 		if m, ok := piObject(f["message"]); ok && piString(m["role"]) == "assistant" {
@@ -353,9 +356,9 @@ func (w *piWatcher) event(typ string, f map[string]json.RawMessage) {
 		if id := piString(f["toolCallId"]); id != "" && !slices.Contains(w.pending, id) {
 			w.pending = append(w.pending, id)
 		}
-		w.setPhase(PhaseToolRunning, reason, w.pending)
+		w.setPhase(pilot.PhaseToolRunning, reason, w.pending)
 	case "tool_execution_update":
-		w.setPhase(PhaseToolRunning, reason, w.pending)
+		w.setPhase(pilot.PhaseToolRunning, reason, w.pending)
 	case "tool_execution_end":
 		w.toolEnded(piString(f["toolCallId"]), reason)
 	case "agent_end":
@@ -389,18 +392,18 @@ func (w *piWatcher) event(typ string, f map[string]json.RawMessage) {
 		if ms, ok := piFloat(f["delayMs"]); ok && ms > 0 && ms < float64(24*time.Hour/time.Millisecond) {
 			w.quiet(time.Duration(ms * float64(time.Millisecond)))
 		}
-		w.setPhase(PhaseAwaitingModel, reason, nil)
+		w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 	case "auto_retry_end":
 		if ok, _ := piBool(f["success"]); !ok {
 			w.retryFailed, w.done = true, true
 			w.finalError = piString(f["finalError"])
 			w.quiet(0)
-			w.setPhase(PhaseErrored, reason, nil)
+			w.setPhase(pilot.PhaseErrored, reason, nil)
 		}
 	case "auto_compaction_end", "compaction_end":
 		if retry, _ := piBool(f["willRetry"]); retry {
 			w.done = false
-			w.setPhase(PhaseAwaitingModel, reason, nil)
+			w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 			return
 		}
 		w.setPhase(w.endPhase(), reason, nil)
@@ -416,7 +419,7 @@ func (w *piWatcher) truncatedEvent(typ string, prefix []byte) {
 		case bytes.HasPrefix(prefix, []byte(`{"type":"message_end","message":{"role":"assistant"`)):
 			w.last = &piFinal{truncated: true}
 			w.pending = nil
-			w.setPhase(PhaseUnknown, "stream:message_end-too-long", nil)
+			w.setPhase(pilot.PhaseUnknown, "stream:message_end-too-long", nil)
 		case bytes.HasPrefix(prefix, []byte(`{"type":"message_end","message":{"role":"toolResult"`)):
 			if id, ok := piPrefixString(prefix, "toolCallId"); ok {
 				w.toolEnded(id, "stream:message_end")
@@ -459,7 +462,7 @@ func piPrefixString(prefix []byte, key string) (string, bool) {
 // afterAssistant sets the phase an assistant message_end leaves.
 func (w *piWatcher) afterAssistant(reason string) {
 	if len(w.pending) > 0 {
-		w.setPhase(PhaseToolRunning, reason, w.pending)
+		w.setPhase(pilot.PhaseToolRunning, reason, w.pending)
 		return
 	}
 	w.setPhase(w.endPhase(), reason, nil)
@@ -471,21 +474,21 @@ func (w *piWatcher) toolEnded(id, reason string) {
 		w.pending = slices.Delete(w.pending, i, i+1)
 	}
 	if len(w.pending) > 0 {
-		w.setPhase(PhaseToolRunning, reason, w.pending)
+		w.setPhase(pilot.PhaseToolRunning, reason, w.pending)
 		return
 	}
-	w.setPhase(PhaseAwaitingModel, reason, nil)
+	w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 }
 
 // endPhase is the phase of a run whose last model call ended.
-func (w *piWatcher) endPhase() SessionPhase {
+func (w *piWatcher) endPhase() pilot.SessionPhase {
 	if w.last != nil && (w.last.stopReason == "error" || w.last.stopReason == "aborted") {
-		return PhaseErrored
+		return pilot.PhaseErrored
 	}
 	if w.last != nil && w.last.truncated {
-		return PhaseUnknown
+		return pilot.PhaseUnknown
 	}
-	return PhaseFinished
+	return pilot.PhaseFinished
 }
 
 // addUsage adds one assistant message's usage (one model call) to the
@@ -496,7 +499,7 @@ func (w *piWatcher) addUsage(raw json.RawMessage) {
 		return
 	}
 	if w.usage == nil {
-		w.usage = &Usage{}
+		w.usage = &pilot.Usage{}
 	}
 	add := func(dst *int64, key string) {
 		if n, ok := piFloat(u[key]); ok && n > 0 && n < 1<<53 {
@@ -518,50 +521,50 @@ func (w *piWatcher) addUsage(raw json.RawMessage) {
 }
 
 // Finish implements Watcher.
-func (w *piWatcher) Finish(e Exit) Result {
+func (w *piWatcher) Finish(e pilot.Exit) pilot.Result {
 	last := w.last
 	switch {
 	case ended(e):
-		return w.session(JudgeExit(e))
+		return w.session(pilot.JudgeExit(e))
 	case last == nil && e.Code != 0:
 		// pi's pre-flight errors ("No API key found", "No models
 		// available") go to stderr before any model call.
-		return w.session(JudgeExit(e))
+		return w.session(pilot.JudgeExit(e))
 	case last == nil:
 		return w.session(incomplete(RunnerPi, "a final assistant message"))
 	case last.truncated:
-		return w.session(Result{Outcome: Failed, FailureClass: FailGeneric, Source: SourceWorkerReport,
-			Evidence: &Evidence{Source: RunnerPi + ":stdout", Line: "pi's last assistant message is longer than the Dispatcher's MaxLineBytes: pilot cannot read how it ended"}})
+		return w.session(pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric, Source: pilot.SourceWorkerReport,
+			Evidence: &pilot.Evidence{Source: RunnerPi + ":stdout", Line: "pi's last assistant message is longer than the Dispatcher's MaxLineBytes: pilot cannot read how it ended"}})
 	case last.stopReason == "error", last.stopReason == "aborted":
 		// pi exits 0 in JSON mode when the model call failed; the
 		// message says why.
 		return w.session(w.failure(e, last))
 	case e.Code != 0:
-		return w.session(JudgeExit(e))
+		return w.session(pilot.JudgeExit(e))
 	case !w.done:
 		return w.session(incomplete(RunnerPi, "agent_end"))
 	}
 	switch last.stopReason {
 	case "stop":
 		if last.text {
-			return w.session(Result{Outcome: Completed})
+			return w.session(pilot.Result{Outcome: pilot.Completed})
 		}
-		return w.session(Result{Outcome: Empty})
+		return w.session(pilot.Result{Outcome: pilot.Empty})
 	case "length":
 		// The model hit its output-token cap mid-answer. pi has no turn
 		// or step cap of its own; this is the nearest thing.
-		return w.session(Result{Outcome: StepCappedPartial})
+		return w.session(pilot.Result{Outcome: pilot.StepCappedPartial})
 	case "toolUse":
 		return w.session(incomplete(RunnerPi, "a final answer (its last assistant message asked for tools)"))
 	}
-	return w.session(Result{Outcome: Failed, FailureClass: FailGeneric, Source: SourceWorkerReport,
-		Evidence: &Evidence{Source: RunnerPi + ":stdout", Line: fmt.Sprintf("pi's last assistant message has stopReason %q", last.stopReason)}})
+	return w.session(pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric, Source: pilot.SourceWorkerReport,
+		Evidence: &pilot.Evidence{Source: RunnerPi + ":stdout", Line: fmt.Sprintf("pi's last assistant message has stopReason %q", last.stopReason)}})
 }
 
 // failure is the Result of a run whose last assistant message failed:
 // the class its errorMessage proves. Only that message counts: errors pi
 // retried earlier (which the Dispatcher's diagnostic may hold) do not.
-func (w *piWatcher) failure(e Exit, last *piFinal) Result {
+func (w *piWatcher) failure(e pilot.Exit, last *piFinal) pilot.Result {
 	text := last.errorMessage
 	if text == "" {
 		text = w.finalError
@@ -659,4 +662,9 @@ func piFloat(raw json.RawMessage) (float64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
+func (w *piWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
+	return ExtractDiagnostic(RunnerPi, s, line)
 }

@@ -1,4 +1,4 @@
-package pilot
+package agents
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pilotworkers/pilot"
 )
 
 // GeminiRunner runs gemini-cli non-interactively:
@@ -102,7 +104,7 @@ denyMessage = "This task is read-only: stay in plan mode and report your finding
 `
 
 // Command implements Runner.
-func (GeminiRunner) Command(_ context.Context, a Attempt) (*Command, error) {
+func (GeminiRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, error) {
 	p := a.Provider
 	if len(a.Prompt) > geminiMaxPrompt {
 		return nil, fmt.Errorf("the task prompt is %d bytes: gemini takes its prompt as one argument, and Linux limits one argument to %d bytes; shorten the task", len(a.Prompt), 128<<10)
@@ -112,7 +114,7 @@ func (GeminiRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 		argv = append(argv, "--model", p.Model)
 	}
 	switch a.Task.Mode {
-	case ModeExplore, ModeReview:
+	case pilot.ModeExplore, pilot.ModeReview:
 		policy := filepath.Join(a.RunDir, "gemini-read-only.toml")
 		if err := os.WriteFile(policy, []byte(geminiReadOnlyPolicy), 0o600); err != nil {
 			return nil, fmt.Errorf("writing the read-only policy: %w", err)
@@ -158,7 +160,7 @@ func (GeminiRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 	argv = append(argv, p.Args...)
 	argv = append(argv, "--prompt="+a.Prompt)
 
-	cmd := &Command{Argv: argv, Env: env, Watcher: &geminiWatcher{home: home}}
+	cmd := &pilot.Command{Argv: argv, Env: env, Watcher: &geminiWatcher{home: home}}
 	if p.CredentialEnv != "" && p.CredentialEnv != "GEMINI_API_KEY" {
 		cmd.SecretEnv = []string{"GEMINI_API_KEY"}
 	}
@@ -211,11 +213,11 @@ func geminiTurnLimit(errType, message string) bool {
 }
 
 // Line implements Watcher.
-func (w *geminiWatcher) Line(l Line) {
+func (w *geminiWatcher) Line(l pilot.Line) {
 	if l.Truncated {
 		return
 	}
-	if l.Stream == Stderr {
+	if l.Stream == pilot.Stderr {
 		if d, ok := geminiRetryDelay(l.Data); ok {
 			w.quiet(d)
 			notice := string(l.Data)
@@ -223,7 +225,7 @@ func (w *geminiWatcher) Line(l Line) {
 		}
 		return
 	}
-	if l.Stream != Stdout {
+	if l.Stream != pilot.Stdout {
 		return
 	}
 	var ev geminiEvent
@@ -244,27 +246,27 @@ func (w *geminiWatcher) Line(l Line) {
 		if ev.SessionID != "" {
 			w.sessionID = ev.SessionID
 		}
-		w.setPhase(PhaseAwaitingModel, "stream:init", nil)
+		w.setPhase(pilot.PhaseAwaitingModel, "stream:init", nil)
 	case "message":
 		if ev.Role == "assistant" && strings.TrimSpace(ev.Content) != "" {
 			w.answered = true
 		}
 		if len(w.pending) == 0 {
-			w.setPhase(PhaseAwaitingModel, "stream:message", nil)
+			w.setPhase(pilot.PhaseAwaitingModel, "stream:message", nil)
 		}
 	case "tool_use":
 		if ev.ToolID != "" && !slices.Contains(w.pending, ev.ToolID) {
 			w.pending = append(w.pending, ev.ToolID)
 		}
-		w.setPhase(PhaseToolRunning, "stream:tool_use", w.pending)
+		w.setPhase(pilot.PhaseToolRunning, "stream:tool_use", w.pending)
 	case "tool_result":
 		if i := slices.Index(w.pending, ev.ToolID); i >= 0 {
 			w.pending = slices.Delete(w.pending, i, i+1)
 		}
 		if len(w.pending) > 0 {
-			w.setPhase(PhaseToolRunning, "stream:tool_use", w.pending)
+			w.setPhase(pilot.PhaseToolRunning, "stream:tool_use", w.pending)
 		} else {
-			w.setPhase(PhaseAwaitingModel, "stream:tool_result", nil)
+			w.setPhase(pilot.PhaseAwaitingModel, "stream:tool_result", nil)
 		}
 	case "error":
 		if ev.Severity == "error" {
@@ -277,7 +279,7 @@ func (w *geminiWatcher) Line(l Line) {
 		w.result = ev.Status
 		w.pending = nil
 		if ev.Status == "success" {
-			w.setPhase(PhaseFinished, "stream:result", nil)
+			w.setPhase(pilot.PhaseFinished, "stream:result", nil)
 		} else {
 			w.resLine = clip(string(l.Data), 2000)
 			if ev.Error.Type == "" && ev.Error.Message == "" && w.errLine != "" {
@@ -288,10 +290,10 @@ func (w *geminiWatcher) Line(l Line) {
 			if geminiTurnLimit(ev.Error.Type, "") {
 				w.capped = true
 			}
-			w.setPhase(PhaseErrored, "stream:result", nil)
+			w.setPhase(pilot.PhaseErrored, "stream:result", nil)
 		}
 		if s := ev.Stats; s != nil {
-			u := &Usage{OutputTokens: int64(s.OutputTokens), CacheReadTokens: int64(s.Cached)}
+			u := &pilot.Usage{OutputTokens: int64(s.OutputTokens), CacheReadTokens: int64(s.Cached)}
 			switch {
 			case s.Input != nil:
 				u.InputTokens = int64(*s.Input)
@@ -304,21 +306,21 @@ func (w *geminiWatcher) Line(l Line) {
 }
 
 // Finish implements Watcher.
-func (w *geminiWatcher) Finish(e Exit) Result {
+func (w *geminiWatcher) Finish(e pilot.Exit) pilot.Result {
 	if w.home != "" && w.sessionID != "" {
 		w.resume = filepath.Join(w.home, w.sessionID)
 	}
 	if w.ended(e) {
-		return w.session(JudgeExit(e))
+		return w.session(pilot.JudgeExit(e))
 	}
 	switch {
 	case w.capped || StepCapExit(RunnerGemini, e.Code):
-		return w.session(Result{Outcome: StepCappedPartial})
+		return w.session(pilot.Result{Outcome: pilot.StepCappedPartial})
 	case w.result == "success":
 		if w.answered {
-			return w.session(Result{Outcome: Completed})
+			return w.session(pilot.Result{Outcome: pilot.Completed})
 		}
-		return w.session(Result{Outcome: Empty})
+		return w.session(pilot.Result{Outcome: pilot.Empty})
 	case w.result != "":
 		// gemini's own report of the error decides when it proves a
 		// class. Its stderr often carries the same error ("Error when
@@ -326,19 +328,37 @@ func (w *geminiWatcher) Finish(e Exit) Result {
 		// read apart, so which of the two came last, the Dispatcher's
 		// pick, is timing (seen in e2e runs: a context overflow's
 		// evidence came from either stream).
-		if text, ok := ExtractDiagnostic(RunnerGemini, Stdout, w.resLine); ok {
+		if text, ok := ExtractDiagnostic(RunnerGemini, pilot.Stdout, w.resLine); ok {
 			e = streamDiagnostic(e, RunnerGemini, text)
 		}
 		if d := e.Diagnostic; d == nil || d.Evidence == "" {
-			if _, ok := ClassifyExitCode(RunnerGemini, e.Code); ok {
-				return w.session(JudgeExit(e))
+			if r, ok := geminiExit(e); ok {
+				return w.session(r)
 			}
 		}
 		return w.session(reportedFailure(e, RunnerGemini, w.resLine))
 	case e.Code != 0:
-		return w.session(JudgeExit(e))
+		if r, ok := geminiExit(e); ok {
+			return w.session(r)
+		}
+		return w.session(pilot.JudgeExit(e))
 	}
 	return w.session(incomplete(RunnerGemini, "a result event"))
+}
+
+// geminiExit judges an exit code with a documented meaning
+// ([ClassifyExitCode]), the exit itself the evidence.
+func geminiExit(e pilot.Exit) (pilot.Result, bool) {
+	class, ok := ClassifyExitCode(RunnerGemini, e.Code)
+	if !ok {
+		return pilot.Result{}, false
+	}
+	return pilot.Result{
+		Outcome:      pilot.Failed,
+		FailureClass: class,
+		Source:       pilot.SourceExitCode,
+		Evidence:     &pilot.Evidence{Source: RunnerGemini + ":exit", Line: "exit status " + strconv.Itoa(e.Code)},
+	}, true
 }
 
 // geminiRetryDelay reads how long gemini will be silent from its retry
@@ -408,7 +428,7 @@ func geminiBackoff(n int) time.Duration {
 // ended is [ended] for gemini, which exits with an API error's HTTP status
 // (truncated to 8 bits): once a result event has reported the error, an
 // exit code of 144 to 159 is a 400 to 415, not a signal.
-func (w *geminiWatcher) ended(e Exit) bool {
+func (w *geminiWatcher) ended(e pilot.Exit) bool {
 	if !e.Started || e.Terminated || e.Signal != 0 {
 		return true
 	}
@@ -418,7 +438,7 @@ func (w *geminiWatcher) ended(e Exit) bool {
 	return ended(e)
 }
 
-var _ PhaseWatcher = (*geminiWatcher)(nil)
+var _ pilot.PhaseWatcher = (*geminiWatcher)(nil)
 
 // geminiSettings is the settings.json pilot writes into a fresh isolated
 // gemini home: authenticate with the API key from the environment (with
@@ -430,7 +450,7 @@ const geminiSettings = `{"security":{"auth":{"selectedType":"gemini-api-key"}},"
 
 // writeGeminiSettings writes home/.gemini/settings.json for a provider with
 // an API key, unless the home already has one (a resumed store).
-func writeGeminiSettings(home string, p Provider) error {
+func writeGeminiSettings(home string, p pilot.Provider) error {
 	if p.CredentialEnv == "" {
 		return nil
 	}
@@ -446,4 +466,9 @@ func writeGeminiSettings(home string, p Provider) error {
 		return fmt.Errorf("writing the gemini settings: %w", err)
 	}
 	return nil
+}
+
+// Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
+func (w *geminiWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
+	return ExtractDiagnostic(RunnerGemini, s, line)
 }

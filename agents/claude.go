@@ -1,4 +1,4 @@
-package pilot
+package agents
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pilotworkers/pilot"
 
 	"github.com/pilotworkers/pilot/internal/jsonskim"
 )
@@ -102,7 +104,7 @@ var claudeKeyEnv = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE
 const claudeReadOnlyDenied = "Edit,Write,NotebookEdit"
 
 // Command implements Runner.
-func (ClaudeRunner) Command(_ context.Context, a Attempt) (*Command, error) {
+func (ClaudeRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, error) {
 	if strings.TrimSpace(a.Prompt) == "" {
 		return nil, errors.New("the task text is empty, and claude -p fails without a prompt: give the task some text")
 	}
@@ -120,7 +122,7 @@ func (ClaudeRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 	// The tool lists are variadic options: a value that follows them
 	// would be read as another tool, so a single-valued option comes last.
 	switch a.Task.Mode {
-	case ModeExplore, ModeReview:
+	case pilot.ModeExplore, pilot.ModeReview:
 		argv = append(argv, "--disallowedTools", claudeReadOnlyDenied, "--permission-mode", "dontAsk")
 	default:
 		argv = append(argv, "--allowedTools", "Bash", "--permission-mode", "acceptEdits")
@@ -134,7 +136,7 @@ func (ClaudeRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 	}
 	argv = append(argv, a.Provider.Args...)
 
-	cmd := &Command{
+	cmd := &pilot.Command{
 		Argv:    argv,
 		Stdin:   []byte(a.Prompt),
 		Watcher: &claudeWatcher{configDir: cfg},
@@ -160,7 +162,7 @@ func (ClaudeRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 // earlier verdict's "resume" value: a session id, or the transcript of an
 // isolated worker, which claudeResume copies into cfg, this worker's config
 // dir.
-func claudeResume(a Attempt, cfg, resume string) (string, error) {
+func claudeResume(a pilot.Attempt, cfg, resume string) (string, error) {
 	if !claudeTranscriptPath(resume) {
 		if cfg != "" {
 			return "", fmt.Errorf("provider %q is isolated, so claude starts with an empty config dir and cannot find session %q: resume with the earlier verdict's \"resume\" value, the transcript path pilot reports for an isolated worker", a.Provider.Name, resume)
@@ -276,7 +278,7 @@ type claudeWatcher struct {
 	answered bool     // the model wrote text to the user
 	// msgUsage is each assistant message's latest usage, by message id,
 	// for a run that ends without a result.
-	msgUsage map[string]Usage
+	msgUsage map[string]pilot.Usage
 	msgOrder []string
 
 	result     *claudeEvent // the last result event
@@ -353,8 +355,8 @@ type claudeUsage struct {
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 }
 
-func (u claudeUsage) usage() Usage {
-	return Usage{
+func (u claudeUsage) usage() pilot.Usage {
+	return pilot.Usage{
 		InputTokens:      u.InputTokens,
 		OutputTokens:     u.OutputTokens,
 		CacheReadTokens:  u.CacheReadInputTokens,
@@ -393,8 +395,8 @@ func (m *claudeMessage) blocks() []claudeBlock {
 }
 
 // Line implements Watcher.
-func (w *claudeWatcher) Line(l Line) {
-	if l.Stream != Stdout || l.Truncated {
+func (w *claudeWatcher) Line(l pilot.Line) {
+	if l.Stream != pilot.Stdout || l.Truncated {
 		return
 	}
 	data := bytes.TrimSpace(l.Data)
@@ -427,14 +429,14 @@ func (w *claudeWatcher) Line(l Line) {
 		}
 		if ev.TotalCostUSD != nil && !math.IsNaN(*ev.TotalCostUSD) {
 			if w.usage == nil {
-				w.usage = &Usage{}
+				w.usage = &pilot.Usage{}
 			}
 			c := *ev.TotalCostUSD
 			w.usage.CostUSD = &c
 		}
-		phase := PhaseFinished
+		phase := pilot.PhaseFinished
 		if ev.IsError || strings.HasPrefix(ev.Subtype, "error") {
-			phase = PhaseErrored
+			phase = pilot.PhaseErrored
 		}
 		w.setPhase(phase, "stream:result/"+ev.Subtype, nil)
 	}
@@ -446,23 +448,23 @@ func (w *claudeWatcher) system(ev claudeEvent, data []byte) {
 	case "init":
 		w.initSeen = true
 		if len(w.pending) == 0 {
-			w.setPhase(PhaseAwaitingModel, reason, nil)
+			w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 		}
 	case "api_retry":
 		// The model call failed and is retried after retry_delay_ms:
 		// silence until then is expected.
 		w.retrying(RunnerClaude+":stdout", string(data), claudeRetryReason(ev))
-		if d := ev.RetryDelayMS; d != nil && *d > 0 && *d < float64(maxRetryAfter/time.Millisecond) {
+		if d := ev.RetryDelayMS; d != nil && *d > 0 && *d < float64(maxRetryDelay/time.Millisecond) {
 			w.quiet(time.Duration(*d * float64(time.Millisecond)))
 		}
 		if len(w.pending) == 0 {
-			w.setPhase(PhaseAwaitingModel, reason, nil)
+			w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 		}
 	default:
 		// Hook events and the like may come before init: the worker is
 		// still starting.
 		if !w.initSeen && w.result == nil {
-			w.setPhase(PhaseStarting, reason, nil)
+			w.setPhase(pilot.PhaseStarting, reason, nil)
 		}
 	}
 }
@@ -478,7 +480,7 @@ func (w *claudeWatcher) assistant(ev claudeEvent) {
 	synthetic := m.Model == "<synthetic>" || claudeErrorCategory(ev.Error) != ""
 	if m.Usage != nil && m.ID != "" && !synthetic {
 		if w.msgUsage == nil {
-			w.msgUsage = map[string]Usage{}
+			w.msgUsage = map[string]pilot.Usage{}
 		}
 		if _, ok := w.msgUsage[m.ID]; !ok {
 			w.msgOrder = append(w.msgOrder, m.ID)
@@ -500,10 +502,10 @@ func (w *claudeWatcher) assistant(ev claudeEvent) {
 		}
 	}
 	if len(w.pending) > 0 {
-		w.setPhase(PhaseToolRunning, "stream:assistant/tool_use", w.pending)
+		w.setPhase(pilot.PhaseToolRunning, "stream:assistant/tool_use", w.pending)
 		return
 	}
-	w.setPhase(PhaseAwaitingModel, "stream:assistant", nil)
+	w.setPhase(pilot.PhaseAwaitingModel, "stream:assistant", nil)
 }
 
 func (w *claudeWatcher) user(ev claudeEvent) {
@@ -525,10 +527,10 @@ func (w *claudeWatcher) user(ev claudeEvent) {
 	}
 	w.quiet(0)
 	if len(w.pending) > 0 {
-		w.setPhase(PhaseToolRunning, "stream:user/tool_result", w.pending)
+		w.setPhase(pilot.PhaseToolRunning, "stream:user/tool_result", w.pending)
 		return
 	}
-	w.setPhase(PhaseAwaitingModel, "stream:user/tool_result", nil)
+	w.setPhase(pilot.PhaseAwaitingModel, "stream:user/tool_result", nil)
 }
 
 // claudeRetryReason is what an api_retry event says about the failed call:
@@ -555,10 +557,10 @@ func claudeErrorCategory(raw json.RawMessage) string {
 }
 
 // Finish implements Watcher.
-func (w *claudeWatcher) Finish(e Exit) Result {
+func (w *claudeWatcher) Finish(e pilot.Exit) pilot.Result {
 	if w.usage == nil && len(w.msgOrder) > 0 {
 		// No result: the run's usage is what its messages reported.
-		var u Usage
+		var u pilot.Usage
 		for _, id := range w.msgOrder {
 			m := w.msgUsage[id]
 			u.InputTokens += m.InputTokens
@@ -570,22 +572,22 @@ func (w *claudeWatcher) Finish(e Exit) Result {
 	}
 	w.resume = w.transcript()
 	if ended(e) {
-		return w.session(JudgeExit(e))
+		return w.session(pilot.JudgeExit(e))
 	}
 	r := w.result
 	switch {
 	case r == nil && e.Code != 0:
-		return w.session(JudgeExit(e))
+		return w.session(pilot.JudgeExit(e))
 	case r == nil:
 		return w.session(incomplete(RunnerClaude, "a result event"))
 	case r.Subtype == "error_max_turns" || r.TerminalReason == "max_turns" || r.Subtype == "error_max_budget_usd":
-		return w.session(Result{Outcome: StepCappedPartial})
+		return w.session(pilot.Result{Outcome: pilot.StepCappedPartial})
 	case r.IsError || strings.HasPrefix(r.Subtype, "error") || strings.HasPrefix(r.TerminalReason, "aborted"):
 		return w.session(reportedFailure(e, RunnerClaude, w.resultLine))
 	case strings.TrimSpace(r.Result) == "" && !w.answered:
-		return w.session(Result{Outcome: Empty})
+		return w.session(pilot.Result{Outcome: pilot.Empty})
 	}
-	return w.session(Result{Outcome: Completed})
+	return w.session(pilot.Result{Outcome: pilot.Completed})
 }
 
 // claudeSessionID matches the session ids whose transcript the watcher
@@ -606,4 +608,9 @@ func (w *claudeWatcher) transcript() string {
 		}
 	}
 	return ""
+}
+
+// Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
+func (w *claudeWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
+	return ExtractDiagnostic(RunnerClaude, s, line)
 }

@@ -1,4 +1,4 @@
-package pilot_test
+package pisession_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/bench/measure"
+	"github.com/pilotworkers/pilot/pisession"
 )
 
 // piGenSession writes a realistic pi session of at least size bytes (see
@@ -27,7 +28,7 @@ func BenchmarkParsePiSession(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		st, err := pilot.ParsePiSession(bytes.NewReader(data))
+		st, err := pisession.Parse(bytes.NewReader(data))
 		if err != nil || st.Phase != pilot.PhaseFinished {
 			b.Fatalf("%q %q %v", st.Phase, st.Reason, err)
 		}
@@ -48,7 +49,7 @@ func piBenchSizes(b *testing.B) []int64 {
 	return []int64{1, large}
 }
 
-// BenchmarkPiSessionTailAppend1KiB measures one PiSessionTail.Update after
+// BenchmarkPiSessionTailAppend1KiB measures one Tail.Update after
 // 1 KiB was appended to a large session file, at two file sizes, to show
 // that the cost does not depend on the size. The large size is 64 MiB;
 // PILOT_BENCH_PI_SESSION_MIB sets it, e.g. for 1 GiB:
@@ -67,7 +68,7 @@ func BenchmarkPiSessionTailAppend1KiB(b *testing.B) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			tail := pilot.PiSessionTail{Path: path}
+			tail := pisession.Tail{Path: path}
 			if st, err := tail.Update(); err != nil || st.Phase != pilot.PhaseFinished {
 				b.Fatalf("initial read: %q %q %v", st.Phase, st.Reason, err)
 			}

@@ -1,4 +1,4 @@
-package pilot
+package agents
 
 import (
 	"fmt"
@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/pisession"
 )
 
 // The names of the built-in agent CLI runners, as providers files give them.
@@ -18,25 +21,28 @@ const (
 	RunnerGemini   = "gemini"
 )
 
-// BuiltinRunners returns one of each built-in runner: the command runner
-// and the agent CLI adapters. A Dispatcher has them all without being told;
-// Dispatcher.Runners adds to or replaces them.
-func BuiltinRunners() []Runner {
-	return []Runner{CommandRunner{}, PiRunner{}, CodexRunner{}, ClaudeRunner{}, OpencodeRunner{}, GeminiRunner{}}
+// Runners returns one of each of pilot's runners for a Dispatcher's
+// Runners field: the agent CLI adapters, and the command runner reading
+// pi-format session files at {session_path}:
+//
+//	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners()}
+func Runners() []pilot.Runner {
+	return []pilot.Runner{
+		pilot.CommandRunner{ReadSession: ReadPiSession},
+		PiRunner{}, CodexRunner{}, ClaudeRunner{}, OpencodeRunner{}, GeminiRunner{},
+	}
 }
 
-func builtinRunner(name string) Runner {
-	for _, r := range BuiltinRunners() {
-		if r.Name() == name {
-			return r
-		}
-	}
-	return nil
+// ReadPiSession returns a reader of the pi session file at path, for
+// [pilot.Command].ReadSession: each call reads what was appended since the
+// last one ([pisession.Tail]).
+func ReadPiSession(path string) func() (pilot.SessionState, error) {
+	return (&pisession.Tail{Path: path}).Update
 }
 
 // program is the CLI an agent runner starts for p: p.Binary, or the
 // runner's own name looked up in PATH.
-func program(p Provider, name string) string {
+func program(p pilot.Provider, name string) string {
 	if p.Binary != "" {
 		return p.Binary
 	}
@@ -47,7 +53,7 @@ func program(p Provider, name string) string {
 // <RunDir>/<name>, created with mode 0700, when the provider asks for
 // isolation (Isolated, or a BaseURL whose config pilot writes); "" when it
 // does not.
-func isolatedDir(a Attempt, name string) (string, error) {
+func isolatedDir(a pilot.Attempt, name string) (string, error) {
 	if !a.Provider.Isolated && a.Provider.BaseURL == "" {
 		return "", nil
 	}
@@ -62,13 +68,13 @@ func isolatedDir(a Attempt, name string) (string, error) {
 // stream shows, a retry's due time, the session id and the usage. Embedded
 // in a watcher, it provides PhaseWatcher's StreamState.
 type streamWatch struct {
-	state      SessionState
+	state      pilot.SessionState
 	seen       bool
 	quietUntil time.Time
 	sessionID  string
 	resume     string
-	usage      *Usage
-	loop       RetryLoop
+	usage      *pilot.Usage
+	loop       pilot.RetryLoop
 	looping    bool
 }
 
@@ -76,29 +82,29 @@ type streamWatch struct {
 // reason text gives and the worker calls again. notice is the notice as
 // the worker printed it (the evidence), src where ("codex:stdout").
 func (s *streamWatch) retrying(src, notice, text string) {
-	c := classifyRetried(text)
+	c := pilot.ClassifyRetryNotice(text)
 	if !s.looping {
-		s.loop = RetryLoop{Since: time.Now()}
+		s.loop = pilot.RetryLoop{Since: time.Now()}
 		s.looping = true
 	}
 	c.Evidence = clip(notice, 2000)
-	s.loop.Diagnostic = Diagnostic{Classification: c, Source: src}
+	s.loop.Diagnostic = pilot.Diagnostic{Classification: c, Source: src}
 	s.loop.Retries++
 }
 
 // retryOver records that the model answered (or the worker settled its
 // retries itself): a retry loop, if any, is over.
 func (s *streamWatch) retryOver() {
-	s.loop, s.looping = RetryLoop{}, false
+	s.loop, s.looping = pilot.RetryLoop{}, false
 }
 
 // RetryLoop implements RetryWatcher.
-func (s *streamWatch) RetryLoop() (RetryLoop, bool) { return s.loop, s.looping }
+func (s *streamWatch) RetryLoop() (pilot.RetryLoop, bool) { return s.loop, s.looping }
 
 // setPhase records the phase the stream shows now. pending lists the tool
 // calls still open (nil for none).
-func (s *streamWatch) setPhase(p SessionPhase, reason string, pending []string) {
-	s.state = SessionState{Phase: p, Reason: reason, PendingToolCallIDs: append([]string(nil), pending...)}
+func (s *streamWatch) setPhase(p pilot.SessionPhase, reason string, pending []string) {
+	s.state = pilot.SessionState{Phase: p, Reason: reason, PendingToolCallIDs: append([]string(nil), pending...)}
 	s.seen = true
 }
 
@@ -113,14 +119,14 @@ func (s *streamWatch) quiet(d time.Duration) {
 }
 
 // StreamState implements PhaseWatcher.
-func (s *streamWatch) StreamState() (SessionState, time.Time, bool) {
+func (s *streamWatch) StreamState() (pilot.SessionState, time.Time, bool) {
 	st := s.state
 	st.PendingToolCallIDs = append([]string(nil), st.PendingToolCallIDs...)
 	return st, s.quietUntil, s.seen
 }
 
 // session adds what the stream said about the session to r.
-func (s *streamWatch) session(r Result) Result {
+func (s *streamWatch) session(r pilot.Result) pilot.Result {
 	r.SessionID, r.Resume = s.sessionID, s.resume
 	if s.usage != nil {
 		u := *s.usage
@@ -132,8 +138,8 @@ func (s *streamWatch) session(r Result) Result {
 // ended reports whether the exit alone decides the verdict, whatever the
 // stream said: the worker never started, pilot ended it, or it died from a
 // signal (or a 128+N exit code).
-func ended(e Exit) bool {
-	_, inferred := SignalFromExitCode(e.Code)
+func ended(e pilot.Exit) bool {
+	_, inferred := pilot.SignalFromExitCode(e.Code)
 	return !e.Started || e.Terminated || e.Signal != 0 || inferred
 }
 
@@ -142,9 +148,9 @@ func ended(e Exit) bool {
 // It comes before the Dispatcher's pick among all the run's lines, which
 // may be an earlier error the CLI retried, or the same error on stderr read
 // a moment later.
-func streamDiagnostic(e Exit, runner, text string) Exit {
-	if c := ClassifyFailure(text); c.Evidence != "" {
-		e.Diagnostic = &Diagnostic{Classification: c, Source: runner + ":stdout"}
+func streamDiagnostic(e pilot.Exit, runner, text string) pilot.Exit {
+	if c := pilot.ClassifyFailure(text); c.Evidence != "" {
+		e.Diagnostic = &pilot.Diagnostic{Classification: c, Source: runner + ":stdout"}
 	}
 	return e
 }
@@ -153,19 +159,19 @@ func streamDiagnostic(e Exit, runner, text string) Exit {
 // failure (line, from the runner's stdout): the class of the diagnostic
 // pilot extracted from the stream when there is one, else generic-error
 // with the event as evidence.
-func reportedFailure(e Exit, runner, line string) Result {
+func reportedFailure(e pilot.Exit, runner, line string) pilot.Result {
 	if d := e.Diagnostic; d != nil && d.Evidence != "" {
-		return DiagnosticResult(*d)
+		return pilot.DiagnosticResult(*d)
 	}
-	return Result{Outcome: Failed, FailureClass: FailGeneric, Source: SourceWorkerReport,
-		Evidence: &Evidence{Source: runner + ":stdout", Line: clip(line, 2000)}}
+	return pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric, Source: pilot.SourceWorkerReport,
+		Evidence: &pilot.Evidence{Source: runner + ":stdout", Line: clip(line, 2000)}}
 }
 
 // incomplete is the Result for a worker that exited 0 without the terminal
 // event its stream always ends with.
-func incomplete(runner, missing string) Result {
-	return Result{Outcome: Failed, FailureClass: FailIncomplete, Source: SourceWorkerReport,
-		Evidence: &Evidence{Source: runner + ":stdout", Line: runner + " exited 0 without " + missing}}
+func incomplete(runner, missing string) pilot.Result {
+	return pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailIncomplete, Source: pilot.SourceWorkerReport,
+		Evidence: &pilot.Evidence{Source: runner + ":stdout", Line: runner + " exited 0 without " + missing}}
 }
 
 // clip shortens s to at most n bytes, on a rune boundary.
@@ -235,3 +241,6 @@ func copyFile(dst, src string) error {
 	}
 	return out.Close()
 }
+
+// maxRetryDelay is the longest announced retry delay taken at its word.
+const maxRetryDelay = 366 * 24 * time.Hour

@@ -1,4 +1,4 @@
-package pilot
+package agents
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/pilotworkers/pilot"
 )
 
 // CodexRunner runs OpenAI's codex CLI non-interactively, one turn per
@@ -115,13 +117,13 @@ const codexMaxPromptArg = 96 << 10
 const codexKeyEnv = "CODEX_API_KEY"
 
 // Command implements Runner.
-func (CodexRunner) Command(_ context.Context, a Attempt) (*Command, error) {
+func (CodexRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, error) {
 	p := a.Provider
 	var sandbox string
 	switch a.Task.Mode {
-	case ModeExplore, ModeReview:
+	case pilot.ModeExplore, pilot.ModeReview:
 		sandbox = "read-only"
-	case ModeCode, ModeTest, ModeResume:
+	case pilot.ModeCode, pilot.ModeTest, pilot.ModeResume:
 		sandbox = "workspace-write"
 	default:
 		return nil, fmt.Errorf("pilot: the codex runner does not know mode %q", a.Task.Mode)
@@ -151,7 +153,7 @@ func (CodexRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 			return nil, fmt.Errorf("pilot: provider %q: %w", p.Name, err)
 		}
 	}
-	cmd := &Command{Watcher: &codexWatcher{home: home}}
+	cmd := &pilot.Command{Watcher: &codexWatcher{home: home}}
 	if home != "" {
 		cmd.Env = map[string]string{"CODEX_HOME": home}
 		if p.BaseURL != "" {
@@ -221,7 +223,7 @@ func codexResumeThread(home, resume string) (string, error) {
 // writeCodexConfig writes the config.toml that points codex at p.BaseURL: a
 // model provider "pilot" that takes its key from the variable
 // p.CredentialEnv names.
-func writeCodexConfig(path string, p Provider) error {
+func writeCodexConfig(path string, p pilot.Provider) error {
 	var b strings.Builder
 	b.WriteString("# Written by pilot for one codex worker. The API key is read from the\n")
 	b.WriteString("# environment variable env_key names; no secret is stored here.\n")
@@ -309,8 +311,8 @@ type codexItem struct {
 }
 
 // Line implements Watcher.
-func (w *codexWatcher) Line(l Line) {
-	if l.Stream != Stdout {
+func (w *codexWatcher) Line(l pilot.Line) {
+	if l.Stream != pilot.Stdout {
 		return
 	}
 	data := bytes.TrimSpace(l.Data)
@@ -343,11 +345,11 @@ func (w *codexWatcher) Line(l Line) {
 		if json.Unmarshal(ev.ThreadID, &id) == nil && id != "" {
 			w.sessionID = id
 		}
-		w.setPhase(PhaseStarting, "stream:thread.started", nil)
+		w.setPhase(pilot.PhaseStarting, "stream:thread.started", nil)
 	case "turn.started":
 		w.terminal, w.failLine = "", ""
 		w.open = w.open[:0]
-		w.setPhase(PhaseAwaitingModel, "stream:turn.started", nil)
+		w.setPhase(pilot.PhaseAwaitingModel, "stream:turn.started", nil)
 	case "item.started", "item.updated", "item.completed":
 		var it codexItem
 		if json.Unmarshal(ev.Item, &it) != nil {
@@ -361,19 +363,19 @@ func (w *codexWatcher) Line(l Line) {
 			Output int64 `json:"output_tokens"`
 		}
 		if len(ev.Usage) > 0 && json.Unmarshal(ev.Usage, &u) == nil {
-			w.usage = &Usage{InputTokens: u.Input, CacheReadTokens: u.Cached, OutputTokens: u.Output}
+			w.usage = &pilot.Usage{InputTokens: u.Input, CacheReadTokens: u.Cached, OutputTokens: u.Output}
 		}
 		w.terminal, w.failLine = ev.Type, ""
 		w.open = w.open[:0]
-		w.setPhase(PhaseFinished, "stream:turn.completed", nil)
+		w.setPhase(pilot.PhaseFinished, "stream:turn.completed", nil)
 	case "turn.failed":
 		w.terminal, w.failLine = ev.Type, string(data)
 		w.open = w.open[:0]
-		w.setPhase(PhaseErrored, "stream:turn.failed", nil)
+		w.setPhase(pilot.PhaseErrored, "stream:turn.failed", nil)
 	case "error":
 		var msg string
 		json.Unmarshal(ev.Message, &msg)
-		if retryInProgress(strings.ToLower(msg)) {
+		if codexRetrying(msg) {
 			// A retry in progress: the phase stands.
 			w.retrying(RunnerCodex+":stdout", msg, msg)
 			if w.seen {
@@ -383,7 +385,7 @@ func (w *codexWatcher) Line(l Line) {
 		}
 		if w.terminal == "" {
 			w.failLine = string(data)
-			w.setPhase(PhaseErrored, "stream:error", nil)
+			w.setPhase(pilot.PhaseErrored, "stream:error", nil)
 		}
 	}
 }
@@ -426,28 +428,28 @@ func (w *codexWatcher) item(event, id, typ string, hasText bool) {
 	}
 	switch {
 	case len(w.open) > 0:
-		w.setPhase(PhaseToolRunning, "stream:"+event, w.open)
+		w.setPhase(pilot.PhaseToolRunning, "stream:"+event, w.open)
 	case w.waits.Waiting():
-		w.setPhase(PhaseToolRunning, "stream:subagent-wait", nil)
+		w.setPhase(pilot.PhaseToolRunning, "stream:subagent-wait", nil)
 	default:
-		w.setPhase(PhaseAwaitingModel, "stream:"+event, nil)
+		w.setPhase(pilot.PhaseAwaitingModel, "stream:"+event, nil)
 	}
 }
 
 // Finish implements Watcher.
-func (w *codexWatcher) Finish(e Exit) Result {
+func (w *codexWatcher) Finish(e pilot.Exit) pilot.Result {
 	w.findRollout()
 	switch {
 	case ended(e):
-		return w.session(JudgeExit(e))
+		return w.session(pilot.JudgeExit(e))
 	case w.terminal == "turn.completed" && w.answer:
-		return w.session(Result{Outcome: Completed})
+		return w.session(pilot.Result{Outcome: pilot.Completed})
 	case w.terminal == "turn.completed":
-		return w.session(Result{Outcome: Empty})
+		return w.session(pilot.Result{Outcome: pilot.Empty})
 	case w.failLine != "":
 		return w.session(reportedFailure(e, RunnerCodex, w.failLine))
 	case e.Code != 0:
-		return w.session(JudgeExit(e))
+		return w.session(pilot.JudgeExit(e))
 	}
 	return w.session(incomplete(RunnerCodex, "turn.completed or turn.failed"))
 }
@@ -464,4 +466,9 @@ func (w *codexWatcher) findRollout() {
 	}
 }
 
-var _ PhaseWatcher = (*codexWatcher)(nil)
+var _ pilot.PhaseWatcher = (*codexWatcher)(nil)
+
+// Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
+func (w *codexWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
+	return ExtractDiagnostic(RunnerCodex, s, line)
+}

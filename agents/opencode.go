@@ -1,4 +1,4 @@
-package pilot
+package agents
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/pilotworkers/pilot"
 )
 
 // OpencodeRunner runs the opencode CLI non-interactively:
@@ -112,14 +114,14 @@ func (OpencodeRunner) Name() string { return RunnerOpencode }
 const opencodeProvider = "pilot"
 
 // Command implements Runner.
-func (OpencodeRunner) Command(_ context.Context, a Attempt) (*Command, error) {
+func (OpencodeRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, error) {
 	p := a.Provider
 	// --print-logs puts opencode's log on stderr, where the watcher reads
 	// what the JSON stream does not say: a model call going out, a tool
 	// starting, an API error it will retry. --log-level INFO keeps an
 	// inherited OPENCODE_LOG_LEVEL from hiding those lines.
 	argv := []string{program(p, RunnerOpencode), "run", "--format", "json", "--print-logs", "--log-level", "INFO"}
-	if a.Task.Mode == ModeExplore || a.Task.Mode == ModeReview {
+	if a.Task.Mode == pilot.ModeExplore || a.Task.Mode == pilot.ModeReview {
 		argv = append(argv, "--agent", "plan")
 	}
 
@@ -182,7 +184,7 @@ func (OpencodeRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 	}
 	argv = append(argv, p.Args...)
 
-	return &Command{
+	return &pilot.Command{
 		Argv:    argv,
 		Env:     env,
 		Stdin:   []byte(a.Prompt),
@@ -193,7 +195,7 @@ func (OpencodeRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 // writeOpencodeConfig writes the opencode config that makes p.BaseURL a
 // provider named "pilot" serving p.Model. The key is referenced by variable
 // name ({env:NAME}), which opencode expands when it loads the file.
-func writeOpencodeConfig(path string, p Provider) error {
+func writeOpencodeConfig(path string, p pilot.Provider) error {
 	options := map[string]string{"baseURL": p.BaseURL}
 	if p.CredentialEnv != "" {
 		options["apiKey"] = "{env:" + p.CredentialEnv + "}"
@@ -292,15 +294,15 @@ func opencodeRetryWait(n int) time.Duration {
 }
 
 // Line implements Watcher.
-func (w *opencodeWatcher) Line(l Line) {
+func (w *opencodeWatcher) Line(l pilot.Line) {
 	if l.Truncated {
 		return
 	}
-	if l.Stream == Stderr {
+	if l.Stream == pilot.Stderr {
 		w.logLine(l)
 		return
 	}
-	if l.Stream != Stdout {
+	if l.Stream != pilot.Stdout {
 		return
 	}
 	var ev opencodeEvent
@@ -324,21 +326,21 @@ func (w *opencodeWatcher) Line(l Line) {
 		// The model's answer is arriving.
 		w.quiet(0)
 		if w.logs {
-			w.setPhase(PhaseAwaitingModel, "stream:step_start", nil)
+			w.setPhase(pilot.PhaseAwaitingModel, "stream:step_start", nil)
 		} else {
-			w.setPhase(PhaseUnknown, reasonOpencodeStep, nil)
+			w.setPhase(pilot.PhaseUnknown, reasonOpencodeStep, nil)
 		}
 	case "tool_use":
 		// A tool finished; the step goes on: another tool, or the
 		// model's answer.
 		if w.logs {
-			w.setPhase(PhaseUnknown, "stream:tool_use", nil)
+			w.setPhase(pilot.PhaseUnknown, "stream:tool_use", nil)
 		} else {
-			w.setPhase(PhaseUnknown, reasonOpencodeStep, nil)
+			w.setPhase(pilot.PhaseUnknown, reasonOpencodeStep, nil)
 		}
 	case "reasoning":
 		if !w.logs {
-			w.setPhase(PhaseUnknown, reasonOpencodeStep, nil)
+			w.setPhase(pilot.PhaseUnknown, reasonOpencodeStep, nil)
 		}
 	case "text":
 		if strings.TrimSpace(ev.Part.Text) != "" {
@@ -362,26 +364,26 @@ func (w *opencodeWatcher) Line(l Line) {
 		}
 		w.noteUsage()
 		if ev.Part.Reason == "tool-calls" {
-			w.setPhase(PhaseAwaitingModel, "stream:step_finish", nil)
+			w.setPhase(pilot.PhaseAwaitingModel, "stream:step_finish", nil)
 		} else {
-			w.setPhase(PhaseFinished, "stream:step_finish", nil)
+			w.setPhase(pilot.PhaseFinished, "stream:step_finish", nil)
 		}
 	case "error":
 		if w.errLine == "" {
 			w.errLine = clip(string(l.Data), 2000)
 		}
 		w.quiet(0)
-		w.setPhase(PhaseErrored, "stream:error", nil)
+		w.setPhase(pilot.PhaseErrored, "stream:error", nil)
 	case "done":
 		w.done = true
 		w.quiet(0)
-		w.setPhase(PhaseFinished, "stream:done", nil)
+		w.setPhase(pilot.PhaseFinished, "stream:done", nil)
 	}
 }
 
 // logLine reads one of opencode's log lines (--print-logs, on stderr).
 // Other stderr lines are left to the diagnostics.
-func (w *opencodeWatcher) logLine(l Line) {
+func (w *opencodeWatcher) logLine(l pilot.Line) {
 	lg, ok := parseOpencodeLog(string(l.Data))
 	if !ok {
 		return
@@ -400,7 +402,7 @@ func (w *opencodeWatcher) logLine(l Line) {
 			w.sessionID = lg.SessionID
 		}
 	}
-	if w.state.Phase == PhaseErrored || w.state.Phase == PhaseFinished {
+	if w.state.Phase == pilot.PhaseErrored || w.state.Phase == pilot.PhaseFinished {
 		// The stream has said how the run ends; the log's last lines
 		// (the failed call that ended it, disposing) change nothing.
 		return
@@ -411,7 +413,7 @@ func (w *opencodeWatcher) logLine(l Line) {
 			return
 		}
 		w.quiet(0)
-		w.setPhase(PhaseAwaitingModel, "log:stream", nil)
+		w.setPhase(pilot.PhaseAwaitingModel, "log:stream", nil)
 	case "stream error":
 		if lg.Small == "true" || lg.Level != "ERROR" {
 			return
@@ -424,10 +426,10 @@ func (w *opencodeWatcher) logLine(l Line) {
 		}
 		w.retries++
 		w.quiet(opencodeRetryWait(w.retries))
-		w.setPhase(PhaseAwaitingModel, "log:stream error", nil)
+		w.setPhase(pilot.PhaseAwaitingModel, "log:stream error", nil)
 	case "evaluated":
 		if lg.Action == "allow" {
-			w.setPhase(PhaseToolRunning, "log:evaluated/"+lg.Perm, nil)
+			w.setPhase(pilot.PhaseToolRunning, "log:evaluated/"+lg.Perm, nil)
 		}
 	}
 }
@@ -436,7 +438,7 @@ func (w *opencodeWatcher) noteUsage() {
 	if !w.tokensSeen && !w.costSeen {
 		return
 	}
-	u := &Usage{InputTokens: w.in, OutputTokens: w.out, CacheReadTokens: w.cacheRead, CacheWriteTokens: w.cacheWrite}
+	u := &pilot.Usage{InputTokens: w.in, OutputTokens: w.out, CacheReadTokens: w.cacheRead, CacheWriteTokens: w.cacheWrite}
 	if w.costSeen {
 		c := w.cost
 		u.CostUSD = &c
@@ -445,25 +447,25 @@ func (w *opencodeWatcher) noteUsage() {
 }
 
 // Finish implements Watcher.
-func (w *opencodeWatcher) Finish(e Exit) Result {
+func (w *opencodeWatcher) Finish(e pilot.Exit) pilot.Result {
 	if w.store != "" && w.sessionID != "" {
 		w.resume = filepath.Join(w.store, w.sessionID)
 	}
 	if ended(e) {
-		return w.session(JudgeExit(e))
+		return w.session(pilot.JudgeExit(e))
 	}
 	if w.errLine != "" {
 		// opencode's own error event says how the run ended: its class
 		// comes before the earlier "stream error" log lines' (the
 		// retried calls), which may prove less ("APICallError: boom"
 		// without the status the event carries).
-		if text, ok := ExtractDiagnostic(RunnerOpencode, Stdout, w.errLine); ok {
+		if text, ok := ExtractDiagnostic(RunnerOpencode, pilot.Stdout, w.errLine); ok {
 			e = streamDiagnostic(e, RunnerOpencode, text)
 		}
 		return w.session(reportedFailure(e, RunnerOpencode, w.errLine))
 	}
 	if e.Code != 0 {
-		return w.session(JudgeExit(e))
+		return w.session(pilot.JudgeExit(e))
 	}
 	final := w.steps > 0 && w.lastReason != "tool-calls"
 	if !w.done && !final {
@@ -471,11 +473,16 @@ func (w *opencodeWatcher) Finish(e Exit) Result {
 	}
 	switch {
 	case w.steps > 0 && w.lastReason == "length":
-		return w.session(Result{Outcome: StepCappedPartial})
+		return w.session(pilot.Result{Outcome: pilot.StepCappedPartial})
 	case w.answered:
-		return w.session(Result{Outcome: Completed})
+		return w.session(pilot.Result{Outcome: pilot.Completed})
 	}
-	return w.session(Result{Outcome: Empty})
+	return w.session(pilot.Result{Outcome: pilot.Empty})
 }
 
-var _ PhaseWatcher = (*opencodeWatcher)(nil)
+var _ pilot.PhaseWatcher = (*opencodeWatcher)(nil)
+
+// Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
+func (w *opencodeWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
+	return ExtractDiagnostic(RunnerOpencode, s, line)
+}

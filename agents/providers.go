@@ -1,0 +1,85 @@
+package agents
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/pilotworkers/pilot"
+)
+
+// Providers returns pilot's built-in providers, sorted by name. It
+// keeps pilot-workers' names where they exist: glm and kimi-k3 run through
+// opencode with a model and key of their own. The others run each agent
+// CLI on its default model:
+//
+//	name     runner    model                     credential_env
+//	claude   claude    (the CLI's default)       ANTHROPIC_API_KEY
+//	codex    codex     (the CLI's default)       CODEX_API_KEY
+//	gemini   gemini    (the CLI's default)       GEMINI_API_KEY
+//	glm      opencode  zai-coding-plan/glm-5.2   ZHIPU_API_KEY
+//	kimi-k3  opencode  moonshotai/kimi-k3        MOONSHOT_API_KEY
+//	pi       pi        (the CLI's default)       (none: pi's own login and settings)
+//
+// The opencode models are opencode's provider/model ids; opencode reads the
+// key from the variable named. codex exec reads CODEX_API_KEY for one
+// invocation (OPENAI_API_KEY alone does not log codex in). A provider with
+// a credential_env needs that credential: to use a CLI's own login instead
+// (a Claude or ChatGPT subscription), define the provider again in the
+// providers file without credential_env; to use another model, define it
+// again with that model. A providers file entry replaces the built-in one
+// of the same name whole.
+//
+// Each call returns a fresh slice the caller may change.
+func Providers() []pilot.Provider {
+	return []pilot.Provider{
+		{Name: "claude", Runner: RunnerClaude, CredentialEnv: "ANTHROPIC_API_KEY"},
+		{Name: "codex", Runner: RunnerCodex, CredentialEnv: "CODEX_API_KEY"},
+		{Name: "gemini", Runner: RunnerGemini, CredentialEnv: "GEMINI_API_KEY"},
+		{Name: "glm", Runner: RunnerOpencode, Model: "zai-coding-plan/glm-5.2", CredentialEnv: "ZHIPU_API_KEY"},
+		{Name: "kimi-k3", Runner: RunnerOpencode, Model: "moonshotai/kimi-k3", CredentialEnv: "MOONSHOT_API_KEY"},
+		{Name: "pi", Runner: RunnerPi},
+	}
+}
+
+// LoadRegistry returns the built-in providers ([Providers]) with the
+// providers file at path over them: an entry of the file replaces the
+// built-in entry of the same name whole, and adds one of a new name.
+//
+// An empty path means [pilot.DefaultProvidersFile], which may be missing (then
+// the registry holds the built-ins alone). A path given explicitly must
+// exist: a missing one is an error that names it and matches
+// fs.ErrNotExist. Errors in the file are [pilot.LoadProviders]'s, and name it.
+func LoadRegistry(path string) (*pilot.Registry, error) {
+	builtin, err := pilot.NewRegistry(Providers()...)
+	if err != nil {
+		return nil, err // a bug in DefaultProviders
+	}
+	explicit := path != ""
+	if !explicit {
+		if path = pilot.DefaultProvidersFile(); path == "" {
+			return builtin, nil
+		}
+	}
+	file, err := pilot.LoadProviders(path)
+	switch {
+	case err == nil:
+		return builtin.With(providersOf(file)...)
+	case !explicit && errors.Is(err, fs.ErrNotExist):
+		return builtin, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("pilot: providers file %s does not exist: %w", path, os.ErrNotExist)
+	}
+	return nil, err
+}
+
+// providersOf lists the providers of r.
+func providersOf(r *pilot.Registry) []pilot.Provider {
+	var ps []pilot.Provider
+	for _, n := range r.Names() {
+		p, _ := r.Lookup(n)
+		ps = append(ps, p)
+	}
+	return ps
+}
