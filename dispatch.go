@@ -73,6 +73,42 @@ type Task struct {
 	// where the worker may write as in ModeCode; other modes may set it
 	// too. A runner that cannot resume refuses it.
 	Resume string
+
+	// Key names the task for layers that keep state about it across
+	// attempts and restarts (the retry package's budgets, a scheduler's
+	// jobs); empty means each derives one. Dispatch does not use it.
+	Key string
+	// Lineage links this attempt to the attempts of the same task before
+	// it, for its record (retry_key, attempt, previous_record,
+	// resumed_from, resume_fallback). A retry layer sets it; zero means
+	// a first attempt of its own.
+	Lineage Lineage
+	// Observer, when set, receives this dispatch's events after the
+	// Dispatcher's Observer, under the same rules. Orchestration layers
+	// use it to follow one task (Fanout's OnEvent does).
+	Observer func(Event)
+}
+
+// Lineage is what an attempt's record says of the attempts before it.
+type Lineage struct {
+	// Key names the task and Attempt numbers this attempt (1 for the
+	// first).
+	Key     string
+	Attempt int
+	// PreviousRecord is the record of the attempt before; ResumedFrom
+	// the record whose session this attempt continues; ResumeFallback
+	// why this attempt starts afresh instead of resuming.
+	PreviousRecord string
+	ResumedFrom    string
+	ResumeFallback string
+}
+
+// A TaskDispatcher runs one task and reports its verdict, as
+// [Dispatcher.Dispatch] does. Orchestration layers ([Fanout], the retry and
+// schedule packages) take one, so that they compose, and so that code built
+// on them can be tested with a fake that starts no process.
+type TaskDispatcher interface {
+	Dispatch(ctx context.Context, t Task) (Verdict, error)
 }
 
 // A Dispatcher runs one task at a time per Dispatch call, each in a worker
@@ -145,12 +181,6 @@ type Dispatcher struct {
 // directory could not be written. What the worker did, including failing
 // to start, is always the Verdict.
 func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
-	return d.dispatch(ctx, t, attemptLink{})
-}
-
-// dispatch is Dispatch with the attempt's links to earlier attempts, which
-// go into its record (see DispatchWithRetry).
-func (d *Dispatcher) dispatch(ctx context.Context, t Task, link attemptLink) (Verdict, error) {
 	if err := ctx.Err(); err != nil {
 		return Verdict{}, fmt.Errorf("pilot: dispatch not started: %w", err)
 	}
@@ -168,7 +198,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, t Task, link attemptLink) (Ve
 			return Verdict{}, &CredentialError{Provider: p.prov.Name, Env: p.prov.CredentialEnv}
 		}
 	}
-	r := &run{d: cfg, task: p.task, prov: p.prov, runner: p.runner, secret: secret, link: link}
+	r := &run{d: cfg, task: p.task, prov: p.prov, runner: p.runner, secret: secret}
 	r.prepared = func() error { return nil }
 	r.runningWritten = func() error { return nil }
 	// Enough bytes for 500 characters of any width, plus room to redact a
@@ -324,7 +354,6 @@ type run struct {
 	prov   Provider
 	runner Runner
 	secret Secret
-	link   attemptLink
 
 	id      string
 	dir     string
@@ -380,11 +409,11 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		StreamLog:   filepath.Join(r.dir, "stream.log"),
 		EventsLog:   filepath.Join(r.dir, "events.log"),
 
-		RetryKey:       r.link.key,
-		Attempt:        r.link.attempt,
-		PreviousRecord: r.link.previous,
-		ResumedFrom:    r.link.resumedFrom,
-		ResumeFallback: r.link.fallback,
+		RetryKey:       r.task.Lineage.Key,
+		Attempt:        r.task.Lineage.Attempt,
+		PreviousRecord: r.task.Lineage.PreviousRecord,
+		ResumedFrom:    r.task.Lineage.ResumedFrom,
+		ResumeFallback: r.task.Lineage.ResumeFallback,
 	}
 	defer r.closeLogs()
 
@@ -1153,6 +1182,9 @@ func (r *run) emit(e Event) {
 	}
 	if r.d.Observer != nil {
 		r.d.Observer(e)
+	}
+	if r.task.Observer != nil {
+		r.task.Observer(e)
 	}
 }
 

@@ -18,10 +18,6 @@ type Job struct {
 	// Worktree runs the task in a fresh git worktree of Task.Workdir, on
 	// a branch of its own; see Fanout.
 	Worktree bool
-	// Key is the job's name in the retry state when Fanout.Retry is set;
-	// zero fields take RetryKey's defaults, and a job whose key another
-	// job already has gets "#2", "#3"... added to its Task.
-	Key RetryKey
 }
 
 // Label is the job's name in verdicts and events: "provider:mode".
@@ -30,10 +26,17 @@ func (j Job) Label() string { return j.Task.Provider + ":" + string(j.Task.Mode)
 // A Fanout runs many jobs with bounded parallelism and returns one verdict
 // per job, in job order. Its fields are configuration; Dispatcher is
 // required. A Fanout is safe for concurrent use and never changed by Run.
+//
+// Fanout uses what its Dispatcher offers beyond Dispatch, when it has it:
+// a Check(ctx, Task) error method (as [*Dispatcher] has) checks every job
+// before anything runs, and a Runs(Task) bool method (as the retry
+// package's Dispatcher has) says a job would run nothing (a blocked task),
+// so that it gets no worktree.
 type Fanout struct {
-	// Dispatcher runs each job. Its Observer, if any, still sees every
-	// event; OnEvent adds the job's index.
-	Dispatcher *Dispatcher
+	// Dispatcher runs each job: a *Dispatcher, a layer over one (the
+	// retry package's Dispatcher), or a fake. A *Dispatcher's Observer
+	// still sees every event; OnEvent adds the job's index.
+	Dispatcher TaskDispatcher
 	// MaxParallel bounds how many jobs run at once; zero means all of
 	// them.
 	MaxParallel int
@@ -46,13 +49,10 @@ type Fanout struct {
 	// be called from several goroutines at once.
 	OnEvent func(job int, e Event)
 	// Worktrees creates and records the worktrees of jobs with Worktree
-	// set; nil means worktrees under the Dispatcher's run directory (see
-	// DefaultWorktrees).
+	// set; nil means git worktrees under the run directory of the
+	// Dispatcher when it is a *Dispatcher, else under the default run
+	// directory.
 	Worktrees Worktrees
-	// Retry, when set, runs each job with DispatchWithRetry under this
-	// policy. A job holds its slot of MaxParallel only while an attempt
-	// runs, never while it waits to retry. Jobs share Retry.State.
-	Retry *RetryPolicy
 }
 
 // EventWarning is a fanout-level warning (Message says what), such as test
@@ -106,7 +106,14 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 	}
 	wts := f.Worktrees
 	if wts == nil {
-		wts = DefaultWorktrees(f.Dispatcher.withDefaults().RunDir)
+		runDir := ""
+		if d, ok := f.Dispatcher.(*Dispatcher); ok {
+			runDir = d.RunDir
+		}
+		if runDir == "" {
+			runDir = DefaultRunDir()
+		}
+		wts = DefaultWorktrees(runDir)
 	}
 	if err := f.guard(ctx, jobs, wts); err != nil {
 		return nil, err
@@ -115,10 +122,6 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 	limit := f.MaxParallel
 	if limit <= 0 || limit > len(jobs) {
 		limit = len(jobs)
-	}
-	var keys []RetryKey
-	if f.Retry != nil {
-		keys = retryKeys(jobs)
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -139,11 +142,7 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 		go func() {
 			defer wg.Done()
 			defer s.release()
-			var key RetryKey
-			if keys != nil {
-				key = keys[i]
-			}
-			v := f.runJob(runCtx, i, jobs[i], wts, fanoutID, s, key)
+			v := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, jobs[i], wts, fanoutID)
 			if f.FailFast && !v.Verdict.Success() {
 				cancel(fmt.Errorf("fail-fast: job %d (%s) ended %s", i, jobs[i].Label(), v.Verdict))
 			}
@@ -154,10 +153,33 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 	return verdicts, nil
 }
 
-// fanoutSlot is one job's hold on the fanout's parallelism.
+// fanoutSlot is one job's hold on the fanout's parallelism. Only the job's
+// goroutine uses it.
 type fanoutSlot struct {
 	sem  *semaphore.Weighted
 	held bool
+}
+
+// slotKey is the context key of a Fanout job's slot.
+type slotKey struct{}
+
+// WithoutSlot calls wait and returns its error. Inside a [Fanout] job it
+// gives the job's slot of MaxParallel back for the call and takes one again
+// before it returns (failing with ctx's error if ctx ends first), so that a
+// layer waiting to retry (the retry package) or for a provider's rate limit
+// to reset holds no slot while it waits. Outside a Fanout it just calls
+// wait. Call it from the goroutine that runs the job's Dispatch.
+func WithoutSlot(ctx context.Context, wait func() error) error {
+	s, _ := ctx.Value(slotKey{}).(*fanoutSlot)
+	if s == nil {
+		return wait()
+	}
+	s.release()
+	err := wait()
+	if aerr := s.acquire(ctx); aerr != nil && err == nil {
+		err = aerr
+	}
+	return err
 }
 
 func (s *fanoutSlot) acquire(ctx context.Context) error {
@@ -178,37 +200,17 @@ func (s *fanoutSlot) release() {
 	}
 }
 
-// retryKeys is every job's retry key, with its defaults filled and
-// duplicates told apart.
-func retryKeys(jobs []Job) []RetryKey {
-	keys := make([]RetryKey, len(jobs))
-	seen := map[[2]string]int{}
-	for i, j := range jobs {
-		k := j.Key
-		if k.Task == "" {
-			k.Task = TaskKey(j.Task)
-		}
-		k = k.withDefaults(j.Task)
-		id := [2]string{k.Task, k.Stage}
-		seen[id]++
-		if n := seen[id]; n > 1 {
-			k.Task = fmt.Sprintf("%s#%d", k.Task, n)
-		}
-		keys[i] = k
-	}
-	return keys
-}
-
 // runJob dispatches one job and always returns its verdict.
-func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fanoutID string, sl *fanoutSlot, key RetryKey) Verdict {
+func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fanoutID string) Verdict {
 	if ctx.Err() != nil {
 		return synthesized(job, nil, "", true)
 	}
 	label := job.Label()
-	d := *f.Dispatcher
-	var emitMu sync.Mutex
-	if orig, on := f.Dispatcher.Observer, f.OnEvent; orig != nil || on != nil {
-		d.Observer = func(e Event) {
+	task := job.Task
+	if on := f.OnEvent; on != nil || task.Observer != nil {
+		var emitMu sync.Mutex
+		orig := task.Observer
+		task.Observer = func(e Event) {
 			if e.Started != nil {
 				s := *e.Started
 				s.Job = label
@@ -229,9 +231,8 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fano
 			}
 		}
 	}
-	task := job.Task
 	var wt *WorktreeInfo
-	if job.Worktree && !(f.Retry != nil && f.Retry.blocked(key)) {
+	if job.Worktree && f.runs(task) {
 		// (A blocked job runs nothing: it needs no worktree.)
 		name := fmt.Sprintf("%s-%d-%s", fanoutID, i, task.Provider)
 		info, err := wts.Create(ctx, task.Workdir, safeName(name, '-'))
@@ -241,19 +242,13 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fano
 		wt = &info
 		task.Workdir = info.Path
 	}
-	var v Verdict
-	var err error
-	if f.Retry != nil {
-		v, err = retryTask(ctx, d.dispatch, d.Observer, task, key, *f.Retry, sl)
-		if err != nil && v.RunID != "" {
-			// The attempt ran but its budget could not be kept.
-			v.StderrTail = truncateTail(v.StderrTail + "\npilot: " + err.Error())
-			err = nil
-		}
-	} else {
-		v, err = d.Dispatch(ctx, task)
-	}
-	if err != nil {
+	v, err := f.Dispatcher.Dispatch(ctx, task)
+	switch {
+	case err != nil && v.RunID != "":
+		// The attempt ran, but a layer above it failed (a retry budget
+		// that could not be kept): the verdict stands, with the error.
+		v.StderrTail = truncateTail(v.StderrTail + "\npilot: " + err.Error())
+	case err != nil:
 		v = synthesized(job, nil, err.Error(), ctx.Err() != nil)
 	}
 	v.Job = label
@@ -271,6 +266,15 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fano
 		v.Worktree = &info
 	}
 	return v
+}
+
+// runs reports whether the Dispatcher would start anything for t (see
+// Fanout).
+func (f *Fanout) runs(t Task) bool {
+	if r, ok := f.Dispatcher.(interface{ Runs(Task) bool }); ok {
+		return r.Runs(t)
+	}
+	return true
 }
 
 // synthesized is the verdict of a job that produced none of its own.
@@ -334,8 +338,14 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 			return &JobError{i, j.Label(), ErrResumeInFanout}
 		}
 	}
+	checker, _ := f.Dispatcher.(interface {
+		Check(context.Context, Task) error
+	})
 	for i, j := range jobs {
-		if err := f.Dispatcher.Check(ctx, j.Task); err != nil {
+		if checker == nil {
+			break
+		}
+		if err := checker.Check(ctx, j.Task); err != nil {
 			if errors.As(err, new(*CredentialError)) {
 				return err // it names the provider and the fix
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/procfs"
+	"github.com/pilotworkers/pilot/worktrees"
 )
 
 func fanoutJobs(mode pilot.Mode, providers ...string) []pilot.Job {
@@ -244,7 +245,7 @@ func TestFanoutWorktrees(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(repo, "made-by-pilot.txt")); err == nil {
 		t.Errorf("the job wrote into the repository's own work tree")
 	}
-	inv, err := pilot.ListWorktrees(d.RunDir)
+	inv, err := worktrees.List(d.RunDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -473,3 +473,12 @@ func fuzzWatcher(t *testing.T, rn pilot.Runner, a pilot.Attempt, lines []pilot.L
 	}
 	return res
 }
+func subsequence(have, want []string) bool {
+	i := 0
+	for _, h := range have {
+		if i < len(want) && h == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // Same-session resume and the fallback from a gone session, end to end with
@@ -43,20 +44,21 @@ func TestRetryResumesTheSessionThenFallsBackWhenItIsGone(t *testing.T) {
 	d := testDispatcher(t, p)
 	var argvs [][]string
 	var stdins []string
-	d.Observer = func(e pilot.Event) {
+	observe := func(e pilot.Event) {
 		switch e.Type {
 		case pilot.VerdictType:
 			c, _ := readCall(t, p)
 			argvs, stdins = append(argvs, c.Argv), append(stdins, c.Stdin)
-		case pilot.EventRetry:
+		case retry.EventRetry:
 			play("", "No conversation found with session ID: "+session+"\n")
-		case pilot.EventResumeFallback:
+		case retry.EventResumeFallback:
 			play(fixture("success"), "")
 		}
 	}
 	waits := 0
-	task := pilot.Task{Provider: "claude", Mode: pilot.ModeCode, Prompt: "fix the bug", Workdir: t.TempDir()}
-	v, err := d.DispatchWithRetry(context.Background(), task, pilot.RetryKey{Task: "bugs/1"}, pilot.RetryPolicy{
+	// The task's observer sees the retry layer's events too.
+	task := pilot.Task{Provider: "claude", Mode: pilot.ModeCode, Prompt: "fix the bug", Workdir: t.TempDir(), Observer: observe}
+	v, err := retry.Dispatch(context.Background(), d, task, retry.Key{Task: "bugs/1"}, retry.Policy{
 		Sleep: func(context.Context, time.Duration) error { waits++; return nil },
 	})
 	if err != nil {
@@ -73,7 +75,7 @@ func TestRetryResumesTheSessionThenFallsBackWhenItIsGone(t *testing.T) {
 	if slices.Contains(argvs[0], resumeFlag) || !slices.Contains(argvs[1], resumeFlag) || slices.Contains(argvs[2], resumeFlag) {
 		t.Errorf("argvs %q: want --resume only on the second run", argvs)
 	}
-	if !strings.Contains(stdins[0], "fix the bug") || !strings.Contains(stdins[1], pilot.DefaultResumePrompt) || !strings.Contains(stdins[2], "fix the bug") {
+	if !strings.Contains(stdins[0], "fix the bug") || !strings.Contains(stdins[1], retry.DefaultResumePrompt) || !strings.Contains(stdins[2], "fix the bug") {
 		t.Errorf("prompts %q: want the task, the resume prompt, the task", stdins)
 	}
 
@@ -101,7 +103,7 @@ func TestRetryResumesTheSessionThenFallsBackWhenItIsGone(t *testing.T) {
 		t.Errorf("third record: attempt %d resumed from %q fallback %q", third.Attempt, third.ResumedFrom, third.ResumeFallback)
 	}
 	events, err := os.ReadFile(second.EventsLog)
-	if err != nil || !strings.Contains(string(events), pilot.EventResumeFallback) {
+	if err != nil || !strings.Contains(string(events), retry.EventResumeFallback) {
 		t.Errorf("the gone resume's events.log has no fallback event (%v):\n%s", err, events)
 	}
 }

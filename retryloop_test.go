@@ -30,7 +30,7 @@ func TestClassifyRetried(t *testing.T) {
 		{"429 Rate limit reached for requests per min (RPM)", pilot.FailProviderRateLimit},
 		{"terminated", pilot.FailProviderStreamDisconnect},
 	} {
-		if got := pilot.ClassifyRetried(tc.text).Class; got != tc.want {
+		if got := pilot.ClassifyRetryNotice(tc.text).Class; got != tc.want {
 			t.Errorf("ClassifyRetried(%q) = %q, want %q", tc.text, got, tc.want)
 		}
 	}

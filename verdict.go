@@ -218,15 +218,6 @@ const (
 	// EventPhase: the worker's native session moved to another phase
 	// (Session holds the new state).
 	EventPhase = "worker_runner.phase"
-	// EventRetry: an attempt of DispatchWithRetry failed and another
-	// follows (Retry says when and how).
-	EventRetry = "worker_runner.retry"
-	// EventResumeFallback: the session an attempt was to resume is gone;
-	// the next attempt starts a fresh session.
-	EventResumeFallback = "worker_runner.resume_fallback"
-	// EventBlocked: the task's failure budget ran out, or it was blocked
-	// already; nothing more runs until the block is cleared.
-	EventBlocked = "worker_runner.blocked"
 )
 
 // An Event is one thing that happened during a dispatch. Exactly one of
@@ -243,7 +234,8 @@ type Event struct {
 	// stall check of an EventStallInspection.
 	Session    *SessionState
 	Inspection *StallInspection
-	// Retry describes an EventRetry, EventResumeFallback or EventBlocked.
+	// Retry describes a retry package event (retry, resume fallback,
+	// blocked).
 	Retry *RetryInfo
 }
 
@@ -265,4 +257,27 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Inspection *StallInspection `json:"inspection,omitempty"`
 		Retry      *RetryInfo       `json:"retry,omitempty"`
 	}{e.Type, e.RunID, e.Time, e.Message, e.Session, e.Inspection, e.Retry})
+}
+
+// RetryInfo describes a retry, a resume fallback or a block, in events of
+// the retry package.
+type RetryInfo struct {
+	Key   string `json:"key"`
+	Stage string `json:"stage"`
+	// Attempt is the number of the attempt that failed, Record its record
+	// and FailureClass its class.
+	Attempt      int          `json:"attempt"`
+	Record       string       `json:"record,omitempty"`
+	FailureClass FailureClass `json:"failure_class,omitempty"`
+	// Failures is the count of consecutive failures after this one, of
+	// MaxFailures; Counted is false for a failure that did not count.
+	Failures    int  `json:"failures"`
+	MaxFailures int  `json:"max_failures"`
+	Counted     bool `json:"counted"`
+	// DelayMS is the wait before the next attempt; Resume is set when it
+	// continues the failed attempt's session.
+	DelayMS int64 `json:"delay_ms"`
+	Resume  bool  `json:"resume,omitempty"`
+	// Reason says why the task is blocked or the resume fell back.
+	Reason string `json:"reason,omitempty"`
 }

@@ -9,41 +9,22 @@ import (
 	"github.com/pilotworkers/pilot/internal/worktree"
 )
 
-// WorktreeEntry is one worktree in the inventory pilot keeps of the
-// worktrees it made: which repository, which branch, which run and process
-// own it, and whether it was kept or removed.
-type WorktreeEntry = worktree.Entry
-
 // DefaultWorktrees returns the Worktrees a Fanout uses when it has none:
 // worktrees in <runDir>/.worktrees/<name>, on branches pilot/<name>, with
 // their inventory in <runDir>/.worktrees/inventory.json, created and
-// removed with the git CLI.
+// removed with the git CLI. The worktrees package lists and prunes them.
+//
+// An empty runDir means DefaultRunDir().
 func DefaultWorktrees(runDir string) Worktrees {
+	if runDir == "" {
+		runDir = DefaultRunDir()
+	}
 	return &gitWorktrees{m: worktreeManager(runDir), entries: map[string]*worktree.Entry{}}
 }
 
 func worktreeManager(runDir string) *worktree.Manager {
 	dir := filepath.Join(runDir, ".worktrees")
 	return &worktree.Manager{Dir: dir, Inventory: filepath.Join(dir, "inventory.json")}
-}
-
-// ListWorktrees returns the inventory of the worktrees made for fanouts
-// with run directory runDir ("" means DefaultRunDir()), oldest first.
-func ListWorktrees(runDir string) ([]WorktreeEntry, error) {
-	if runDir == "" {
-		runDir = DefaultRunDir()
-	}
-	return worktreeManager(runDir).List()
-}
-
-// PruneWorktrees removes the worktrees whose runs are over and which are
-// clean, and returns them. A worktree whose owning pilot still runs is
-// never touched, and one with changes is kept.
-func PruneWorktrees(ctx context.Context, runDir string) ([]WorktreeEntry, error) {
-	if runDir == "" {
-		runDir = DefaultRunDir()
-	}
-	return worktreeManager(runDir).Prune(ctx)
 }
 
 type gitWorktrees struct {

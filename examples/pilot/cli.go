@@ -15,6 +15,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // Exit statuses.
@@ -217,7 +218,8 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners(), RunDir: runDir, Credentials: pilot.DefaultCredentials()}
 	var mu sync.Mutex
 	var started *pilot.Started
-	d.Observer = func(e pilot.Event) {
+	// The task's observer sees the retry layer's events too.
+	t.Observer = func(e pilot.Event) {
 		if e.Started != nil {
 			mu.Lock()
 			started = e.Started
@@ -244,7 +246,7 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	}
 	var v pilot.Verdict
 	if policy != nil {
-		v, err = d.DispatchWithRetry(ctx, t, pilot.RetryKey{}, *policy)
+		v, err = retry.Dispatch(ctx, d, t, retry.Key{}, *policy)
 		if err != nil && v.RunID != "" {
 			// The attempt ran; its budget could not be kept.
 			fmt.Fprintf(stderr, "pilot %s: %v\n", name, err)

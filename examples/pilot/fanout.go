@@ -15,6 +15,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // jobSpec is one job as the command line or the jobs file gives it.
@@ -226,7 +227,11 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if prog.term != nil {
 		d.OnLine = prog.line
 	}
-	f := &pilot.Fanout{Dispatcher: d, MaxParallel: maxParallel, FailFast: failFast, OnEvent: prog.event, Retry: policy}
+	f := &pilot.Fanout{Dispatcher: d, MaxParallel: maxParallel, FailFast: failFast, OnEvent: prog.event, Worktrees: pilot.DefaultWorktrees(d.RunDir)}
+	if policy != nil {
+		retry.UniqueKeys(jobs)
+		f.Dispatcher = &retry.Dispatcher{Dispatcher: d, Policy: *policy}
+	}
 	prog.start()
 	verdicts, err := f.Run(ctx, jobs)
 	prog.stop()

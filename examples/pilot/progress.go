@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // progress is fanout's stderr: the started lines and warnings, and, when
@@ -123,7 +124,7 @@ func (p *progress) event(i int, e pilot.Event) {
 		r.Phase = string(e.Session.Phase)
 	case e.Type == pilot.EventTerminate:
 		r.Phase = "terminating"
-	case e.Type == pilot.EventRetry:
+	case e.Type == retry.EventRetry:
 		r.Phase = "retry wait"
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/templates"
 )
 
 // providerStatus is one provider as 'pilot providers' lists it: never a
@@ -117,7 +118,7 @@ func cmdTemplate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	if mode == "" {
 		return badInput(stderr, "template", "a mode is required: pilot template code|explore|test|review")
 	}
-	text, err := pilot.TaskTemplate(pilot.Mode(mode))
+	text, err := templates.For(pilot.Mode(mode))
 	if err != nil {
 		return badInput(stderr, "template", "%v", strings.TrimPrefix(err.Error(), "pilot: "))
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/templates"
 )
 
 // configHome gives the test a config dir of its own and returns the
@@ -154,7 +155,7 @@ func TestProvidersDefaultFile(t *testing.T) {
 
 func TestTemplate(t *testing.T) {
 	for _, m := range []pilot.Mode{pilot.ModeCode, pilot.ModeExplore, pilot.ModeTest, pilot.ModeReview} {
-		want, err := pilot.TaskTemplate(m)
+		want, err := templates.For(m)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // retrySleep is the retry policy's clock; nil means real timers. Tests set
@@ -33,29 +33,29 @@ func addRetryFlags(fs *flag.FlagSet, rf *retryFlags) {
 		rf.maxFailures = n
 		return nil
 	})
-	fs.StringVar(&rf.stateDir, "state", "", "`directory` of the state file ("+pilot.StateFileName+") that keeps failure budgets and blocked jobs across runs (default: .git/pilot of the workdir's repository, when --max-failures is above 1)")
+	fs.StringVar(&rf.stateDir, "state", "", "`directory` of the state file ("+retry.StateFileName+") that keeps failure budgets and blocked jobs across runs (default: .git/pilot of the workdir's repository, when --max-failures is above 1)")
 }
 
 // policy returns the retry policy the flags ask for, or nil when they ask
 // for none (one attempt and no state: pilot-workers' behaviour), and a
 // function that releases the state file.
-func (rf retryFlags) policy(ctx context.Context, workdir string, stderr io.Writer, cmd string) (*pilot.RetryPolicy, func(), error) {
+func (rf retryFlags) policy(ctx context.Context, workdir string, stderr io.Writer, cmd string) (*retry.Policy, func(), error) {
 	if rf.maxFailures == 1 && rf.stateDir == "" {
 		return nil, func() {}, nil
 	}
 	path := ""
 	if rf.stateDir != "" {
-		path = filepath.Join(rf.stateDir, pilot.StateFileName)
-	} else if p, err := pilot.DefaultStatePath(ctx, workdir); err == nil {
+		path = filepath.Join(rf.stateDir, retry.StateFileName)
+	} else if p, err := retry.DefaultStorePath(ctx, workdir); err == nil {
 		path = p
 	} else {
 		fmt.Fprintf(stderr, "pilot %s: note: %s is not in a git repository; failure budgets last for this run only (give --state DIR to keep them)\n", cmd, workdir)
 	}
-	p := &pilot.RetryPolicy{MaxFailures: rf.maxFailures, Sleep: retrySleep}
+	p := &retry.Policy{MaxFailures: rf.maxFailures, Sleep: retrySleep}
 	if path == "" {
 		return p, func() {}, nil
 	}
-	s, err := pilot.OpenState(path)
+	s, err := retry.OpenStore(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -78,9 +78,9 @@ func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	path := ""
 	switch {
 	case stateDir != "":
-		path = filepath.Join(stateDir, pilot.StateFileName)
+		path = filepath.Join(stateDir, retry.StateFileName)
 	case workdir != "":
-		p, err := pilot.DefaultStatePath(ctx, workdir)
+		p, err := retry.DefaultStorePath(ctx, workdir)
 		if err != nil {
 			return badInput(stderr, "state", "%v", err)
 		}
@@ -91,10 +91,10 @@ func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if dryRun && group == "" {
 		return badInput(stderr, "state", "--dry-run goes with --clear-blocked")
 	}
-	open := pilot.OpenState
+	open := retry.OpenStore
 	if dryRun || group == "" {
 		// Reading, or a dry run: never create, lock or change the file.
-		open = pilot.OpenStateDryRun
+		open = retry.OpenStoreDryRun
 	}
 	s, err := open(path)
 	if err != nil {
@@ -112,7 +112,7 @@ func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		writeJSON(stdout, map[string]any{"state": s.Path(), "group": group, "cleared": cleared, "dry_run": dryRun})
 		return exitOK
 	}
-	tasks := map[string]pilot.TaskState{}
+	tasks := map[string]retry.TaskState{}
 	for _, n := range s.Tasks() {
 		tasks[n] = s.Task(n)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // fakeWaits replaces the retry clock for one test and returns the waits it
@@ -104,7 +105,7 @@ func TestDispatchMaxFailuresSucceedsOnRetry(t *testing.T) {
 	if len(*waits) != 1 {
 		t.Errorf("waits %v", *waits)
 	}
-	s, err := pilot.OpenState(filepath.Join(state, pilot.StateFileName))
+	s, err := retry.OpenStore(filepath.Join(state, retry.StateFileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestDispatchStateInTheRepositoryByDefault(t *testing.T) {
 	if code != exitFailed {
 		t.Fatalf("exit %d (%s)", code, errOut)
 	}
-	s, err := pilot.OpenState(filepath.Join(f.workdir, ".git", "pilot", "state.json"))
+	s, err := retry.OpenStore(filepath.Join(f.workdir, ".git", "pilot", "state.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestDispatchStateProblemsAreBadInput(t *testing.T) {
 	f := newFixture(t, map[string][]string{"ok": {"out=hi"}})
 	state := filepath.Join(f.dir, "state")
 	os.MkdirAll(state, 0o700)
-	path := filepath.Join(state, pilot.StateFileName)
+	path := filepath.Join(state, retry.StateFileName)
 
 	os.WriteFile(path, []byte("{broken"), 0o600)
 	code, out, errOut := runCLI(f.args("dispatch", "ok", "--state", state)...)
@@ -173,7 +174,7 @@ func TestDispatchStateProblemsAreBadInput(t *testing.T) {
 	}
 
 	os.WriteFile(path, []byte("{}"), 0o600)
-	held, err := pilot.OpenState(path)
+	held, err := retry.OpenStore(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestFanoutMaxFailures(t *testing.T) {
 	if len(*waits) != 1 || !strings.Contains(errOut, "broken:review: attempt 1 failed (generic-error, 1/2)") {
 		t.Errorf("%d waits; stderr:\n%s", len(*waits), errOut)
 	}
-	s, err := pilot.OpenState(filepath.Join(state, pilot.StateFileName))
+	s, err := retry.OpenStore(filepath.Join(state, retry.StateFileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestStateClearBlocked(t *testing.T) {
 	fakeWaits(t)
 	f := newFixture(t, map[string][]string{"broken": {"err=boom", "exit=3"}})
 	state := filepath.Join(f.dir, "state")
-	path := filepath.Join(state, pilot.StateFileName)
+	path := filepath.Join(state, retry.StateFileName)
 
 	// Reading a state that does not exist creates nothing.
 	code, out, errOut := runCLI("state", "--state", state)
@@ -261,7 +262,7 @@ func TestStateClearBlocked(t *testing.T) {
 	}
 	code, out, _ = runCLI("state", "--state", state)
 	var doc struct {
-		Tasks map[string]pilot.TaskState `json:"tasks"`
+		Tasks map[string]retry.TaskState `json:"tasks"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != exitOK {
 		t.Fatalf("state: %v %q", err, out)

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/worktrees"
 )
 
 // cmdWorktrees lists the worktree inventory, or prunes it.
@@ -21,19 +22,19 @@ func cmdWorktrees(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
-	var entries []pilot.WorktreeEntry
+	var entries []worktrees.Entry
 	var err error
 	if prune {
-		entries, err = pilot.PruneWorktrees(ctx, *runDir)
+		entries, err = worktrees.Prune(ctx, *runDir)
 	} else {
-		entries, err = pilot.ListWorktrees(*runDir)
+		entries, err = worktrees.List(*runDir)
 	}
 	if err != nil {
 		return badInput(stderr, "worktrees", "%v", err)
 	}
 	if *asJSON {
 		if entries == nil {
-			entries = []pilot.WorktreeEntry{}
+			entries = []worktrees.Entry{}
 		}
 		writeJSON(stdout, entries)
 		return exitOK

@@ -1,4 +1,4 @@
-package pilot_test
+package retry_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // The state store, ported from the seed's OrchestrationPersistenceTest and
@@ -26,9 +27,9 @@ func TestStateCorruptFailsClosedAndReleasesTheLock(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "pilot", "state.json")
 		os.MkdirAll(filepath.Dir(path), 0o700)
 		os.WriteFile(path, []byte(content), 0o600)
-		_, err := pilot.OpenState(path)
-		var se *pilot.StateError
-		if !errors.As(err, &se) || !errors.Is(err, pilot.ErrStateCorrupt) {
+		_, err := retry.OpenStore(path)
+		var se *retry.StateError
+		if !errors.As(err, &se) || !errors.Is(err, retry.ErrStateCorrupt) {
 			t.Fatalf("%q: error %v, want a *StateError of ErrStateCorrupt", content, err)
 		}
 		if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "move it aside") {
@@ -39,7 +40,7 @@ func TestStateCorruptFailsClosedAndReleasesTheLock(t *testing.T) {
 		}
 		// The lock was released: once repaired, the file opens.
 		os.WriteFile(path, []byte("{}\n"), 0o600)
-		s, err := pilot.OpenState(path)
+		s, err := retry.OpenStore(path)
 		if err != nil {
 			t.Fatalf("%q: reopening the repaired file: %v", content, err)
 		}
@@ -50,8 +51,8 @@ func TestStateCorruptFailsClosedAndReleasesTheLock(t *testing.T) {
 func TestStateLockIsExclusive(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	s := openState(t, path)
-	_, err := pilot.OpenState(path)
-	if !errors.Is(err, pilot.ErrStateLocked) || !strings.Contains(err.Error(), path) ||
+	_, err := retry.OpenStore(path)
+	if !errors.Is(err, retry.ErrStateLocked) || !strings.Contains(err.Error(), path) ||
 		!strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
 		t.Fatalf("second open: %v; want ErrStateLocked naming the file and this pid", err)
 	}
@@ -84,16 +85,16 @@ const envStateChild = "PILOT_TEST_STATE_CHILD"
 
 // TestStateChild is a child process of the state tests: "open PATH" opens
 // the store and says so; "retry PATH" runs a failing task through
-// DispatchWithRetry with the store and prints the verdict.
+// retry.Dispatch with the store and prints the verdict.
 func TestStateChild(t *testing.T) {
 	spec := os.Getenv(envStateChild)
 	if spec == "" {
 		t.Skip("only a child process of the state tests")
 	}
 	args := strings.Split(spec, "\n")
-	s, err := pilot.OpenState(args[1])
+	s, err := retry.OpenStore(args[1])
 	if err != nil {
-		if errors.Is(err, pilot.ErrStateLocked) {
+		if errors.Is(err, retry.ErrStateLocked) {
 			fmt.Println("locked")
 			return
 		}
@@ -107,9 +108,9 @@ func TestStateChild(t *testing.T) {
 	case "retry":
 		d := testDispatcher(t, fakeProvider(t, "fake", "err=boom", "exit=1"))
 		d.RunDir = args[2]
-		v, err := d.DispatchWithRetry(context.Background(), task("fake"),
-			pilot.RetryKey{Task: "group/01_task", Stage: "worker"},
-			pilot.RetryPolicy{State: s, Sleep: func(context.Context, time.Duration) error { return nil }})
+		v, err := retry.Dispatch(context.Background(), d, task("fake"),
+			retry.Key{Task: "group/01_task", Stage: "worker"},
+			retry.Policy{State: s, Sleep: func(context.Context, time.Duration) error { return nil }})
 		if err != nil {
 			fmt.Println("error:", err)
 			return
@@ -125,12 +126,12 @@ func TestStateBudgetSurvivesAProcessRestart(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "state.json")
 	runs := filepath.Join(dir, "runs")
-	s, err := pilot.OpenState(path)
+	s, err := retry.OpenStore(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.UpdateTask("group/01_task", func(ts *pilot.TaskState) {
-		ts.RecoveryFailures = map[string]int{"worker": pilot.DefaultMaxFailures - 1}
+	s.UpdateTask("group/01_task", func(ts *retry.TaskState) {
+		ts.RecoveryFailures = map[string]int{"worker": retry.DefaultMaxFailures - 1}
 	})
 	s.Close()
 
@@ -157,7 +158,7 @@ func TestStateBudgetSurvivesAProcessRestart(t *testing.T) {
 	}
 	// And this process, restarted once more, runs nothing.
 	d := testDispatcher(t, fakeProvider(t, "fake", "out=should not run"))
-	again, err := d.DispatchWithRetry(context.Background(), task("fake"), pilot.RetryKey{Task: "group/01_task", Stage: "worker"}, pilot.RetryPolicy{State: s})
+	again, err := retry.Dispatch(context.Background(), d, task("fake"), retry.Key{Task: "group/01_task", Stage: "worker"}, retry.Policy{State: s})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestStateBudgetSurvivesAProcessRestart(t *testing.T) {
 func TestStateClearBlockedOnlyClearsItsGroup(t *testing.T) {
 	s := openState(t, filepath.Join(t.TempDir(), "state.json"))
 	for _, name := range []string{"alpha/01_task", "alpha/02_task", "beta/01_task"} {
-		if err := s.UpdateTask(name, func(ts *pilot.TaskState) {
+		if err := s.UpdateTask(name, func(ts *retry.TaskState) {
 			ts.Blocked = "recovery failure limit exhausted: 10/10"
 			ts.Counters = map[string]int{"review_no_progress": 10, "selfcheck_incomplete": 10}
 			ts.RecoveryFailures = map[string]int{"worker": 10}
@@ -210,11 +211,11 @@ func TestStateDryRunWritesNothing(t *testing.T) {
 	// No state yet: a dry run creates neither the file nor its directory.
 	dir := t.TempDir()
 	path := filepath.Join(dir, ".git", "pilot", "state.json")
-	s, err := pilot.OpenStateDryRun(path)
+	s, err := retry.OpenStoreDryRun(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.UpdateTask("a/1", func(ts *pilot.TaskState) { ts.Blocked = "x" }); err != nil {
+	if err := s.UpdateTask("a/1", func(ts *retry.TaskState) { ts.Blocked = "x" }); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetGroupStatus("a", "running"); err != nil {
@@ -230,7 +231,7 @@ func TestStateDryRunWritesNothing(t *testing.T) {
 
 	// Existing state: a dry run's clear-blocked leaves the file as it was.
 	real := openState(t, path)
-	real.UpdateTask("a/1", func(ts *pilot.TaskState) {
+	real.UpdateTask("a/1", func(ts *retry.TaskState) {
 		ts.Blocked = "recovery failure limit exhausted: 10/10"
 		ts.Counters = map[string]int{"review_no_progress": 10}
 		ts.RecoveryFailures = map[string]int{"review": 10}
@@ -238,7 +239,7 @@ func TestStateDryRunWritesNothing(t *testing.T) {
 	real.Close()
 	before, _ := os.ReadFile(path)
 	entriesBefore, _ := os.ReadDir(filepath.Dir(path))
-	dry, err := pilot.OpenStateDryRun(path)
+	dry, err := retry.OpenStoreDryRun(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func TestStateDryRunWritesNothing(t *testing.T) {
 	}
 	// A retry over a dry-run store keeps its budget in memory only.
 	f := newFake(t, fail(pilot.FailGeneric))
-	v, _ := retry(t, f, pilot.RetryPolicy{MaxFailures: 1, State: dry}, pilot.RetryKey{Task: "a/2"}, nil)
+	v, _ := runRetry(t, f, retry.Policy{MaxFailures: 1, State: dry}, retry.Key{Task: "a/2"})
 	if !v.Blocked || dry.Task("a/2").Blocked == "" {
 		t.Errorf("dry-run retry: blocked %v, state %+v", v.Blocked, dry.Task("a/2"))
 	}
@@ -270,7 +271,7 @@ func TestStateRepetitionLimits(t *testing.T) {
 	const limit = 10
 
 	// An exhausted budget: CheckLimit blocks and nothing is invoked.
-	s.UpdateTask("g/exhausted", func(ts *pilot.TaskState) { ts.Counters = map[string]int{"selfcheck_incomplete": limit} })
+	s.UpdateTask("g/exhausted", func(ts *retry.TaskState) { ts.Counters = map[string]int{"selfcheck_incomplete": limit} })
 	ok, err := s.CheckLimit("g/exhausted", "selfcheck_incomplete", limit, "selfcheck")
 	if err != nil || ok {
 		t.Fatalf("CheckLimit = %v, %v; want false: the caller invokes nothing", ok, err)
@@ -280,7 +281,7 @@ func TestStateRepetitionLimits(t *testing.T) {
 	}
 
 	// The tenth pass without progress blocks.
-	s.UpdateTask("g/review", func(ts *pilot.TaskState) { ts.Counters = map[string]int{"review_no_progress": limit - 1} })
+	s.UpdateTask("g/review", func(ts *retry.TaskState) { ts.Counters = map[string]int{"review_no_progress": limit - 1} })
 	if ok, err := s.CheckLimit("g/review", "review_no_progress", limit, "review"); err != nil || !ok {
 		t.Fatalf("CheckLimit below the limit = %v, %v", ok, err)
 	}
@@ -292,7 +293,7 @@ func TestStateRepetitionLimits(t *testing.T) {
 		t.Errorf("blocked %q", got)
 	}
 	// Progress resets a counter.
-	s.UpdateTask("g/progress", func(ts *pilot.TaskState) { ts.Counters = map[string]int{"review_no_progress": 3} })
+	s.UpdateTask("g/progress", func(ts *retry.TaskState) { ts.Counters = map[string]int{"review_no_progress": 3} })
 	if err := s.ResetCounter("g/progress", "review_no_progress"); err != nil || s.Task("g/progress").Counters["review_no_progress"] != 0 {
 		t.Errorf("reset: %v %+v", err, s.Task("g/progress"))
 	}
@@ -314,7 +315,7 @@ func TestStateGroupStatusPersists(t *testing.T) {
 	}
 	var doc map[string]any
 	data, _ := os.ReadFile(path)
-	if err := json.Unmarshal(data, &doc); err != nil || doc["version"] != float64(pilot.StateVersion) {
+	if err := json.Unmarshal(data, &doc); err != nil || doc["version"] != float64(retry.StateVersion) {
 		t.Errorf("file %s: %v", data, err)
 	}
 	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
@@ -333,7 +334,7 @@ func TestDefaultStatePath(t *testing.T) {
 	}
 	sub := filepath.Join(repo, "a", "b")
 	os.MkdirAll(sub, 0o755)
-	got, err := pilot.DefaultStatePath(context.Background(), sub)
+	got, err := retry.DefaultStorePath(context.Background(), sub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestDefaultStatePath(t *testing.T) {
 	if got != want {
 		t.Errorf("DefaultStatePath = %s, want %s", got, want)
 	}
-	if _, err := pilot.DefaultStatePath(context.Background(), t.TempDir()); err == nil {
+	if _, err := retry.DefaultStorePath(context.Background(), t.TempDir()); err == nil {
 		t.Error("a directory outside any repository has a default state path")
 	}
 }
@@ -363,15 +364,15 @@ func FuzzStateFile(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s, err := pilot.OpenState(path)
+		s, err := retry.OpenStore(path)
 		if err != nil {
-			var se *pilot.StateError
+			var se *retry.StateError
 			if !errors.As(err, &se) || se.Path != path {
 				t.Fatalf("error %v is not a *StateError naming the file", err)
 			}
 			return
 		}
-		tasks := map[string]pilot.TaskState{}
+		tasks := map[string]retry.TaskState{}
 		for _, n := range s.Tasks() {
 			tasks[n] = s.Task(n)
 		}
@@ -379,12 +380,12 @@ func FuzzStateFile(f *testing.F) {
 			t.Fatal(err)
 		}
 		s.Close()
-		again, err := pilot.OpenState(path)
+		again, err := retry.OpenStore(path)
 		if err != nil {
 			t.Fatalf("the state pilot wrote does not read back: %v", err)
 		}
 		defer again.Close()
-		got := map[string]pilot.TaskState{}
+		got := map[string]retry.TaskState{}
 		for _, n := range again.Tasks() {
 			got[n] = again.Task(n)
 		}

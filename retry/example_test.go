@@ -1,4 +1,4 @@
-package pilot_test
+package retry_test
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // A worker that fails once, then succeeds: the retry waits (here on a fake
 // clock), runs the task again, and the verdict counts the attempts.
-func ExampleDispatcher_DispatchWithRetry() {
+func ExampleDispatch() {
 	dir, _ := os.MkdirTemp("", "pilot-example-")
 	defer os.RemoveAll(dir)
 	marker := filepath.Join(dir, "tried")
@@ -23,16 +24,16 @@ func ExampleDispatcher_DispatchWithRetry() {
 			`if [ -e "$1" ]; then echo done; else touch "$1"; echo "upstream hiccup" >&2; exit 1; fi`, "sh", marker},
 	})
 	d := &pilot.Dispatcher{Providers: reg, RunDir: filepath.Join(dir, "runs")}
-	policy := pilot.RetryPolicy{
+	policy := retry.Policy{
 		MaxFailures: 3,
 		Sleep: func(_ context.Context, d time.Duration) error {
-			fmt.Println("waiting about", pilot.BackoffCeiling(1))
+			fmt.Println("waiting about", retry.BackoffCeiling(1))
 			return nil
 		},
 	}
-	v, err := d.DispatchWithRetry(context.Background(),
+	v, err := retry.Dispatch(context.Background(), d,
 		pilot.Task{Provider: "flaky", Mode: pilot.ModeExplore, Prompt: "look around", Workdir: dir},
-		pilot.RetryKey{Task: "demo/look-around"}, policy)
+		retry.Key{Task: "demo/look-around"}, policy)
 	if err != nil {
 		panic(err)
 	}
@@ -44,16 +45,16 @@ func ExampleDispatcher_DispatchWithRetry() {
 
 // Failure budgets and blocks persist in a state file; clearing one group
 // leaves the others blocked.
-func ExampleStateStore_ClearBlocked() {
+func ExampleStore_ClearBlocked() {
 	dir, _ := os.MkdirTemp("", "pilot-example-")
 	defer os.RemoveAll(dir)
-	s, err := pilot.OpenState(filepath.Join(dir, "state.json"))
+	s, err := retry.OpenStore(filepath.Join(dir, "state.json"))
 	if err != nil {
 		panic(err)
 	}
 	defer s.Close()
 	for _, task := range []string{"alpha/01", "beta/01"} {
-		s.UpdateTask(task, func(t *pilot.TaskState) {
+		s.UpdateTask(task, func(t *retry.TaskState) {
 			t.Blocked = "recovery failure limit exhausted: 10/10"
 			t.RecoveryFailures = map[string]int{"code": 10}
 		})

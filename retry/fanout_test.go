@@ -1,4 +1,4 @@
-package pilot_test
+package retry_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 func reviewJob(provider, workdir string) pilot.Job {
@@ -34,7 +35,6 @@ func TestFanoutRetryWaitFreesTheSlot(t *testing.T) {
 	}
 	sleeps := 0
 	f := &pilot.Fanout{
-		Dispatcher:  d,
 		MaxParallel: 1,
 		OnEvent: func(job int, e pilot.Event) {
 			mu.Lock()
@@ -42,13 +42,13 @@ func TestFanoutRetryWaitFreesTheSlot(t *testing.T) {
 			switch {
 			case job == 1 && e.Verdict != nil:
 				once.Do(func() { close(steadyDone) })
-			case job == 0 && e.Type == pilot.EventRetry:
+			case job == 0 && e.Type == retry.EventRetry:
 				retries = append(retries, e)
-			case job == 0 && e.Type == pilot.EventBlocked:
+			case job == 0 && e.Type == retry.EventBlocked:
 				blocks = append(blocks, e)
 			}
 		},
-		Retry: &pilot.RetryPolicy{MaxFailures: 3, Sleep: func(ctx context.Context, d time.Duration) error {
+		Dispatcher: &retry.Dispatcher{Dispatcher: d, Policy: retry.Policy{MaxFailures: 3, Sleep: func(ctx context.Context, d time.Duration) error {
 			sleeps++
 			if sleeps == 1 {
 				// The steady job can only finish if this wait left the
@@ -60,7 +60,7 @@ func TestFanoutRetryWaitFreesTheSlot(t *testing.T) {
 				}
 			}
 			return nil
-		}},
+		}}},
 	}
 	vs, err := f.Run(context.Background(), []pilot.Job{reviewJob("flaky", workdir), reviewJob("steady", workdir)})
 	if err != nil {
@@ -83,7 +83,7 @@ func TestFanoutRetryWaitFreesTheSlot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Attempt != n || r.RetryKey != pilot.TaskKey(reviewJob("flaky", workdir).Task) || r.Status != "error" {
+		if r.Attempt != n || r.RetryKey != retry.TaskKey(reviewJob("flaky", workdir).Task) || r.Status != "error" {
 			t.Errorf("attempt %d's record: attempt %d key %q status %s", n, r.Attempt, r.RetryKey, r.Status)
 		}
 		if n == 1 {
@@ -117,7 +117,7 @@ func TestFanoutRetryKeysAndCancelledWait(t *testing.T) {
 	workdir := t.TempDir()
 	var mu sync.Mutex
 	waiting := 0
-	f := &pilot.Fanout{Dispatcher: d, Retry: &pilot.RetryPolicy{State: state, Sleep: func(ctx context.Context, _ time.Duration) error {
+	f := &pilot.Fanout{Dispatcher: &retry.Dispatcher{Dispatcher: d, Policy: retry.Policy{State: state, Sleep: func(ctx context.Context, _ time.Duration) error {
 		// Both jobs have failed once when both wait: then cancel.
 		mu.Lock()
 		if waiting++; waiting == 2 {
@@ -126,9 +126,11 @@ func TestFanoutRetryKeysAndCancelledWait(t *testing.T) {
 		mu.Unlock()
 		<-ctx.Done()
 		return ctx.Err()
-	}}}
+	}}}}
 	job := reviewJob("flaky", workdir)
-	vs, err := f.Run(ctx, []pilot.Job{job, job})
+	jobs := []pilot.Job{job, job}
+	retry.UniqueKeys(jobs) // the two identical jobs keep budgets of their own
+	vs, err := f.Run(ctx, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +139,7 @@ func TestFanoutRetryKeysAndCancelledWait(t *testing.T) {
 			t.Errorf("job %d: interrupted %v, %d attempts, blocked %v; want interrupted after one attempt", i, v.Interrupted, v.Attempts, v.Blocked)
 		}
 	}
-	key := pilot.TaskKey(job.Task)
+	key := retry.TaskKey(job.Task)
 	if got := state.Tasks(); !slices.Equal(got, []string{key, key + "#2"}) {
 		t.Errorf("state keys %q, want %q and its #2", got, key)
 	}
@@ -157,8 +159,8 @@ func TestFanoutRetryWorktree(t *testing.T) {
 	d := testDispatcher(t, flaky)
 	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
 	job := pilot.Job{Task: pilot.Task{Provider: "flaky", Mode: pilot.ModeCode, Prompt: "x", Workdir: repo, Label: "wt/1"}, Worktree: true}
-	policy := &pilot.RetryPolicy{State: state, Sleep: func(context.Context, time.Duration) error { return nil }}
-	vs, err := (&pilot.Fanout{Dispatcher: d, Retry: policy}).Run(context.Background(), []pilot.Job{job})
+	rd := &retry.Dispatcher{Dispatcher: d, Policy: retry.Policy{State: state, Sleep: func(context.Context, time.Duration) error { return nil }}}
+	vs, err := (&pilot.Fanout{Dispatcher: rd, Worktrees: pilot.DefaultWorktrees(d.RunDir)}).Run(context.Background(), []pilot.Job{job})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,10 +174,10 @@ func TestFanoutRetryWorktree(t *testing.T) {
 		t.Errorf("attempts ran in %s and %s, want both in the worktree %s", first.Workdir, last.Workdir, v.Worktree.Path)
 	}
 
-	if err := state.UpdateTask("wt/1", func(s *pilot.TaskState) { s.Blocked = "held for review" }); err != nil {
+	if err := state.UpdateTask("wt/1", func(s *retry.TaskState) { s.Blocked = "held for review" }); err != nil {
 		t.Fatal(err)
 	}
-	vs, err = (&pilot.Fanout{Dispatcher: d, Retry: policy}).Run(context.Background(), []pilot.Job{job})
+	vs, err = (&pilot.Fanout{Dispatcher: rd, Worktrees: pilot.DefaultWorktrees(d.RunDir)}).Run(context.Background(), []pilot.Job{job})
 	if err != nil {
 		t.Fatal(err)
 	}

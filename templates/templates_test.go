@@ -1,4 +1,4 @@
-package pilot_test
+package templates_test
 
 import (
 	"fmt"
@@ -6,9 +6,10 @@ import (
 	"testing"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/templates"
 )
 
-func TestTaskTemplate(t *testing.T) {
+func TestFor(t *testing.T) {
 	// What every template must ask for, and what each mode adds.
 	common := []string{"## Goal", "## Scope", "## Constraints", "## Done when", "## Report back"}
 	tests := []struct {
@@ -23,35 +24,35 @@ func TestTaskTemplate(t *testing.T) {
 	}
 	seen := map[string]pilot.Mode{}
 	for _, tt := range tests {
-		text, err := pilot.TaskTemplate(tt.mode)
+		text, err := templates.For(tt.mode)
 		if err != nil {
-			t.Fatalf("TaskTemplate(%s): %v", tt.mode, err)
+			t.Fatalf("For(%s): %v", tt.mode, err)
 		}
 		if !strings.HasPrefix(text, "# ") || !strings.HasSuffix(text, "\n") {
-			t.Errorf("TaskTemplate(%s) is not a Markdown document starting with a title and ending with a newline", tt.mode)
+			t.Errorf("For(%s) is not a Markdown document starting with a title and ending with a newline", tt.mode)
 		}
 		for _, w := range tt.want {
 			if !strings.Contains(text, w) {
-				t.Errorf("TaskTemplate(%s) lacks %q", tt.mode, w)
+				t.Errorf("For(%s) lacks %q", tt.mode, w)
 			}
 		}
 		if m, dup := seen[text]; dup {
-			t.Errorf("TaskTemplate(%s) is the same as TaskTemplate(%s)", tt.mode, m)
+			t.Errorf("For(%s) is the same as For(%s)", tt.mode, m)
 		}
 		seen[text] = tt.mode
 	}
 	for _, m := range []pilot.Mode{pilot.ModeResume, "write", ""} {
-		text, err := pilot.TaskTemplate(m)
+		text, err := templates.For(m)
 		if err == nil || text != "" || !strings.Contains(err.Error(), "code, explore, test, review") {
-			t.Errorf("TaskTemplate(%q) = %q, %v; want an error that lists the modes with templates", m, text, err)
+			t.Errorf("For(%q) = %q, %v; want an error that lists the modes with templates", m, text, err)
 		}
 	}
 }
 
-func ExampleTaskTemplate() {
-	text, _ := pilot.TaskTemplate(pilot.ModeReview)
+func ExampleFor() {
+	text, _ := templates.For(pilot.ModeReview)
 	fmt.Println(strings.SplitN(text, "\n", 2)[0])
-	_, err := pilot.TaskTemplate("write")
+	_, err := templates.For("write")
 	fmt.Println(err)
 	// Output:
 	// # Review: <one line: the change under review>

@@ -1,4 +1,4 @@
-package pilot
+package retry
 
 import (
 	"context"
@@ -14,9 +14,24 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pilotworkers/pilot"
 )
 
-// Defaults of RetryPolicy's zero-valued fields.
+// The events of retries (Event.Type), with Event.Retry set.
+const (
+	// EventRetry: an attempt failed and another follows (Retry says when
+	// and how).
+	EventRetry = "worker_runner.retry"
+	// EventResumeFallback: the session an attempt was to resume is gone;
+	// the next attempt starts a fresh session.
+	EventResumeFallback = "worker_runner.resume_fallback"
+	// EventBlocked: the task's failure budget ran out, or it was blocked
+	// already; nothing more runs until the block is cleared.
+	EventBlocked = "worker_runner.blocked"
+)
+
+// Defaults of Policy's zero-valued fields.
 const (
 	// DefaultMaxFailures is the budget of consecutive failures of one
 	// task and stage (the seed dispatcher's RECOVERY_FAILURE_LIMIT).
@@ -35,7 +50,7 @@ const (
 	backoffMax  = 5 * time.Minute
 )
 
-// A RetryPolicy says when DispatchWithRetry runs a task again, how long it
+// A Policy says when DispatchWithRetry runs a task again, how long it
 // waits first, and when it gives up. The zero value is the default policy;
 // fields are configuration and are never changed.
 //
@@ -65,7 +80,7 @@ const (
 // Before each retry DispatchWithRetry waits Backoff(failures); a
 // rate-limited attempt waits at least the provider's retry-after (capped).
 // The wait never holds a Fanout slot.
-type RetryPolicy struct {
+type Policy struct {
 	// MaxFailures is the budget of consecutive failures before the task
 	// is blocked; DefaultMaxFailures when zero. 1 means a single attempt.
 	MaxFailures int
@@ -73,7 +88,8 @@ type RetryPolicy struct {
 	// consecutive failure; DefaultBackoff when nil.
 	Backoff func(n int) time.Duration
 	// Sleep waits d or until ctx is done (then it returns ctx's error);
-	// nil means a timer. Tests inject their own clock here.
+	// nil means a timer. Tests inject their own clock here. Either way
+	// the wait holds no Fanout slot (pilot.WithoutSlot).
 	Sleep func(ctx context.Context, d time.Duration) error
 	// ResumePrompt is the prompt of an attempt that continues a failed
 	// attempt's session; DefaultResumePrompt when empty.
@@ -82,9 +98,9 @@ type RetryPolicy struct {
 	// Resume replaces the classes retried in the same session (nil means
 	// session-stall and context-limit); NonRetryable names classes never
 	// retried, whatever the other lists say.
-	Retry        []FailureClass
-	Resume       []FailureClass
-	NonRetryable []FailureClass
+	Retry        []pilot.FailureClass
+	Resume       []pilot.FailureClass
+	NonRetryable []pilot.FailureClass
 	// RateLimitCap bounds a provider's retry-after; DefaultRateLimitCap
 	// when zero. RateLimitRetries bounds the uncounted re-dispatches of
 	// rate-limited attempts that did no work, in a row;
@@ -93,17 +109,17 @@ type RetryPolicy struct {
 	RateLimitRetries int
 	// State keeps the budgets, blocks and last attempts across restarts;
 	// nil keeps them in memory for this call only.
-	State *StateStore
+	State *Store
 }
 
 // DefaultResumeClasses are the failure classes retried in the same session
-// when RetryPolicy.Resume is nil.
-var DefaultResumeClasses = []FailureClass{FailSessionStall, FailContextLimit}
+// when Policy.Resume is nil.
+var DefaultResumeClasses = []pilot.FailureClass{pilot.FailSessionStall, pilot.FailContextLimit}
 
 // neverRetried are the classes no policy retries.
-var neverRetried = []FailureClass{FailProviderAuth, FailProviderQuota, FailSpawn, FailCancelled}
+var neverRetried = []pilot.FailureClass{pilot.FailProviderAuth, pilot.FailProviderQuota, pilot.FailSpawn, pilot.FailCancelled}
 
-func (p RetryPolicy) withDefaults() RetryPolicy {
+func (p Policy) withDefaults() Policy {
 	if p.MaxFailures <= 0 {
 		p.MaxFailures = DefaultMaxFailures
 	}
@@ -111,7 +127,7 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 		p.Backoff = DefaultBackoff
 	}
 	if p.Sleep == nil {
-		p.Sleep = sleepCtx
+		p.Sleep = sleep
 	}
 	if p.ResumePrompt == "" {
 		p.ResumePrompt = DefaultResumePrompt
@@ -133,7 +149,7 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 
 // retries reports whether a failure of class c is retried, and whether in
 // the same session.
-func (p RetryPolicy) retries(c FailureClass) (retry, resume bool) {
+func (p Policy) retries(c pilot.FailureClass) (retry, resume bool) {
 	if slices.Contains(neverRetried, c) || slices.Contains(p.NonRetryable, c) {
 		return false, false
 	}
@@ -145,7 +161,7 @@ func (p RetryPolicy) retries(c FailureClass) (retry, resume bool) {
 
 // blocked reports whether the task of key (its defaults filled) would run
 // nothing: it is blocked, or its budget is used up.
-func (p RetryPolicy) blocked(key RetryKey) bool {
+func (p Policy) blocked(key Key) bool {
 	if p.State == nil {
 		return false
 	}
@@ -170,31 +186,24 @@ func BackoffCeiling(n int) time.Duration {
 	return min(d, backoffMax)
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// A RetryKey names a task in the retry state. Its budget is per Task and
+// A Key names a task in the retry state. Its budget is per Task and
 // Stage.
-type RetryKey struct {
-	// Task is the task's name; empty means TaskKey(task).
+type Key struct {
+	// Task is the task's name; empty means Task.Key, or when that is
+	// empty TaskKey(task).
 	Task string
 	// Stage is the step of the task the budget counts ("worker",
 	// "review"); empty means the task's mode.
 	Stage string
-	// Group is what StateStore.ClearBlocked selects by; empty means
+	// Group is what Store.ClearBlocked selects by; empty means
 	// DefaultGroup(Task).
 	Group string
 }
 
-func (k RetryKey) withDefaults(t Task) RetryKey {
+func (k Key) withDefaults(t pilot.Task) Key {
+	if k.Task == "" {
+		k.Task = t.Key
+	}
 	if k.Task == "" {
 		k.Task = TaskKey(t)
 	}
@@ -211,7 +220,7 @@ func (k RetryKey) withDefaults(t Task) RetryKey {
 // it has one, else "provider:mode:" and the task file's base name (or
 // "prompt") with a short hash of its absolute path (or of the prompt), so
 // that the same task gets the same key in every run.
-func TaskKey(t Task) string {
+func TaskKey(t pilot.Task) string {
 	if t.Label != "" {
 		return t.Label
 	}
@@ -224,62 +233,23 @@ func TaskKey(t Task) string {
 		name, src = filepath.Base(abs), abs
 	}
 	sum := sha256.Sum256([]byte(src))
-	return t.Provider + ":" + string(t.Mode) + ":" + safeName(name, '_') + "@" + hex.EncodeToString(sum[:4])
+	return t.Provider + ":" + string(t.Mode) + ":" + safeName(name) + "@" + hex.EncodeToString(sum[:4])
 }
 
-// RetryInfo describes a retry, a resume fallback or a block, in events.
-type RetryInfo struct {
-	Key   string `json:"key"`
-	Stage string `json:"stage"`
-	// Attempt is the number of the attempt that failed, Record its record
-	// and FailureClass its class.
-	Attempt      int          `json:"attempt"`
-	Record       string       `json:"record,omitempty"`
-	FailureClass FailureClass `json:"failure_class,omitempty"`
-	// Failures is the count of consecutive failures after this one, of
-	// MaxFailures; Counted is false for a failure that did not count.
-	Failures    int  `json:"failures"`
-	MaxFailures int  `json:"max_failures"`
-	Counted     bool `json:"counted"`
-	// DelayMS is the wait before the next attempt; Resume is set when it
-	// continues the failed attempt's session.
-	DelayMS int64 `json:"delay_ms"`
-	Resume  bool  `json:"resume,omitempty"`
-	// Reason says why the task is blocked or the resume fell back.
-	Reason string `json:"reason,omitempty"`
-}
-
-// attemptLink is what an attempt's record says of the attempts before it.
-type attemptLink struct {
-	key         string
-	attempt     int
-	previous    string
-	resumedFrom string
-	fallback    string
-}
-
-// attemptFunc runs one attempt (Dispatcher.dispatch, or a test's fake).
-type attemptFunc func(ctx context.Context, t Task, link attemptLink) (Verdict, error)
-
-// slot is a concurrency slot an attempt holds while it runs (Fanout's);
-// nil means none.
-type slot interface {
-	acquire(ctx context.Context) error
-	release()
-}
-
-// DispatchWithRetry dispatches t, and again after each failure the policy
+// Dispatch dispatches t through d, and again after each failure the policy
 // retries, until an attempt succeeds, a failure is not retried, the budget
 // of consecutive failures runs out, or ctx is done. Every attempt is a
 // Dispatch of its own, with its own run directory and record; each record
 // after the first names the one before (previous_record, and resumed_from
-// when it continues that attempt's session).
+// when it continues that attempt's session), through t.Lineage.
 //
 // The verdict is the last attempt's, with Attempts set, and Blocked and
 // BlockedReason when the budget ran out. A task that is blocked already,
 // or whose budget is used up, is not dispatched: its verdict is
 // synthesized, with Attempts 0 and Blocked set. When ctx ends during a wait
-// the last verdict is returned with Interrupted set.
+// the last verdict is returned with Interrupted set. Retry, resume-fallback
+// and blocked events go to t.Observer and to the events.log of the attempt
+// they follow.
 //
 // After a restart, a task whose last attempt (per p.State) failed in a class
 // retried in the same session resumes that session (see ResumeFromRecord),
@@ -288,21 +258,16 @@ type slot interface {
 // A non-nil error means pilot failed, as for Dispatch; when the state store
 // could not be written, the error comes with the verdict of the attempt
 // that ran.
-func (d *Dispatcher) DispatchWithRetry(ctx context.Context, t Task, key RetryKey, p RetryPolicy) (Verdict, error) {
-	return retryTask(ctx, d.dispatch, d.Observer, t, key, p, nil)
-}
-
-// retryTask is DispatchWithRetry over any attempt function, holding sl (if
-// any) for each attempt and never during a wait.
-func retryTask(ctx context.Context, attempt attemptFunc, observe func(Event), t Task, key RetryKey, p RetryPolicy, sl slot) (Verdict, error) {
+func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key, p Policy) (pilot.Verdict, error) {
 	p = p.withDefaults()
 	key = key.withDefaults(t)
 	store := p.State
 	if store == nil {
-		store = &StateStore{dryRun: true, now: time.Now}
+		store = &Store{dryRun: true, now: time.Now}
 	}
-	emit := func(typ, runID, eventsLog, msg string, info RetryInfo) {
-		e := Event{Type: typ, RunID: runID, Time: time.Now().UTC(), Message: msg, Retry: &info}
+	observe := t.Observer
+	emit := func(typ, runID, eventsLog, msg string, info pilot.RetryInfo) {
+		e := pilot.Event{Type: typ, RunID: runID, Time: time.Now().UTC(), Message: msg, Retry: &info}
 		if eventsLog != "" {
 			appendEvent(eventsLog, e)
 		}
@@ -310,8 +275,8 @@ func retryTask(ctx context.Context, attempt attemptFunc, observe func(Event), t 
 			observe(e)
 		}
 	}
-	info := func(attempt int, v Verdict, fails int, counted bool) RetryInfo {
-		return RetryInfo{Key: key.Task, Stage: key.Stage, Attempt: attempt, Record: v.Record,
+	info := func(attempt int, v pilot.Verdict, fails int, counted bool) pilot.RetryInfo {
+		return pilot.RetryInfo{Key: key.Task, Stage: key.Stage, Attempt: attempt, Record: v.Record,
 			FailureClass: v.FailureClass, Failures: fails, MaxFailures: p.MaxFailures, Counted: counted}
 	}
 	update := func(f func(*TaskState)) error {
@@ -326,55 +291,44 @@ func retryTask(ctx context.Context, attempt attemptFunc, observe func(Event), t 
 	if ts.Blocked == "" && fails >= p.MaxFailures {
 		reason := fmt.Sprintf("recovery failure limit exhausted: %d/%d", fails, p.MaxFailures)
 		if err := update(func(s *TaskState) { s.Blocked = reason }); err != nil {
-			return Verdict{}, err
+			return pilot.Verdict{}, err
 		}
 		ts.Blocked = reason
 	}
 	if ts.Blocked != "" {
 		v := blockedVerdict(t, ts)
 		emit(EventBlocked, "", "", "not dispatched: "+ts.Blocked,
-			RetryInfo{Key: key.Task, Stage: key.Stage, Record: ts.LastRecord, FailureClass: ts.LastFailureClass,
+			pilot.RetryInfo{Key: key.Task, Stage: key.Stage, Record: ts.LastRecord, FailureClass: ts.LastFailureClass,
 				Failures: fails, MaxFailures: p.MaxFailures, Reason: ts.Blocked})
 		return v, nil
 	}
 
 	cur := t
-	link := attemptLink{key: key.Task, attempt: 1}
+	link := pilot.Lineage{Key: key.Task, Attempt: 1}
 	if t.Resume == "" && fails > 0 && ts.LastStage == key.Stage && ts.LastRecord != "" {
 		// A restart: continue the failed attempt's session if it can be.
-		if rec, err := ReadRecord(ts.LastRecord); err == nil && rec.Provider == t.Provider {
+		if rec, err := pilot.ReadRecord(ts.LastRecord); err == nil && rec.Provider == t.Provider {
 			if res, err := resumeFromRecord(rec, p.Resume); err == nil {
 				cur = resumeTask(t, res, p.ResumePrompt)
-				link.previous, link.resumedFrom = ts.LastRecord, ts.LastRecord
+				link.PreviousRecord, link.ResumedFrom = ts.LastRecord, ts.LastRecord
 			}
 		}
 	}
-	var v Verdict
+	var v pilot.Verdict
 	attempts, free, fellBack := 0, 0, false
 	for {
-		if sl != nil {
-			if err := sl.acquire(ctx); err != nil {
-				if attempts == 0 {
-					return Verdict{}, fmt.Errorf("pilot: dispatch not started: %w", err)
-				}
-				v.Interrupted = true
-				return v, nil
-			}
-		}
-		av, err := attempt(ctx, cur, link)
-		if sl != nil {
-			sl.release()
-		}
+		cur.Lineage = link
+		av, err := d.Dispatch(ctx, cur)
 		if err != nil {
 			if attempts > 0 {
 				err = fmt.Errorf("pilot: attempt %d of %s: %w", attempts+1, key.Task, err)
 			}
-			return Verdict{}, err
+			return pilot.Verdict{}, err
 		}
 		attempts++
 		v = av
 		v.Attempts = attempts
-		v.ResumedFrom = link.resumedFrom
+		v.ResumedFrom = link.ResumedFrom
 		eventsLog := ""
 		if v.Record != "" {
 			eventsLog = filepath.Join(filepath.Dir(v.Record), "events.log")
@@ -387,14 +341,14 @@ func retryTask(ctx context.Context, attempt attemptFunc, observe func(Event), t 
 			})
 		}
 		class := v.FailureClass
-		if class == FailCancelled || ctx.Err() != nil {
+		if class == pilot.FailCancelled || ctx.Err() != nil {
 			// The caller stopped it: not the task's failure.
 			if ctx.Err() != nil {
 				v.Interrupted = true
 			}
 			return v, nil
 		}
-		if link.resumedFrom != "" && !fellBack {
+		if link.ResumedFrom != "" && !fellBack {
 			if line, gone := sessionGone(v); gone {
 				fellBack = true
 				reason := "the session to resume is gone (" + line + "); starting a fresh session"
@@ -402,11 +356,11 @@ func retryTask(ctx context.Context, attempt attemptFunc, observe func(Event), t 
 				i.Reason = reason
 				emit(EventResumeFallback, v.RunID, eventsLog, reason, i)
 				cur = t
-				link = attemptLink{key: key.Task, attempt: attempts + 1, previous: v.Record, fallback: reason}
+				link = pilot.Lineage{Key: key.Task, Attempt: attempts + 1, PreviousRecord: v.Record, ResumeFallback: reason}
 				continue
 			}
 		}
-		if class == FailProviderRateLimit && free < p.RateLimitRetries && noWork(v) {
+		if class == pilot.FailProviderRateLimit && free < p.RateLimitRetries && noWork(v) {
 			free++
 			delay := min(p.Backoff(free), p.RateLimitCap)
 			if v.RetryAfterMS > 0 {
@@ -415,8 +369,8 @@ func retryTask(ctx context.Context, attempt attemptFunc, observe func(Event), t 
 			i := info(attempts, v, fails, false)
 			i.DelayMS, i.Resume = delay.Milliseconds(), cur.Resume != t.Resume
 			emit(EventRetry, v.RunID, eventsLog, fmt.Sprintf("rate limited before doing any work: retrying in %s (not counted)", delay), i)
-			link = attemptLink{key: key.Task, attempt: attempts + 1, previous: v.Record, resumedFrom: link.resumedFrom}
-			if err := p.Sleep(ctx, delay); err != nil {
+			link = pilot.Lineage{Key: key.Task, Attempt: attempts + 1, PreviousRecord: v.Record, ResumedFrom: link.ResumedFrom}
+			if err := pilot.WithoutSlot(ctx, func() error { return p.Sleep(ctx, delay) }); err != nil {
 				v.Interrupted = true
 				return v, nil
 			}
@@ -457,7 +411,7 @@ func retryTask(ctx context.Context, attempt attemptFunc, observe func(Event), t 
 			next, resumedFrom = resumeTask(t, v.Resume, p.ResumePrompt), v.Record
 		}
 		delay := p.Backoff(fails)
-		if class == FailProviderRateLimit && v.RetryAfterMS > 0 {
+		if class == pilot.FailProviderRateLimit && v.RetryAfterMS > 0 {
 			delay = max(delay, min(time.Duration(v.RetryAfterMS)*time.Millisecond, p.RateLimitCap))
 		}
 		i := info(attempts, v, fails, true)
@@ -469,8 +423,8 @@ func retryTask(ctx context.Context, attempt attemptFunc, observe func(Event), t 
 		emit(EventRetry, v.RunID, eventsLog, fmt.Sprintf("attempt %d failed (%s, %d/%d): retrying %s in %s",
 			attempts, class, fails, p.MaxFailures, how, delay.Round(time.Millisecond)), i)
 		cur = next
-		link = attemptLink{key: key.Task, attempt: attempts + 1, previous: v.Record, resumedFrom: resumedFrom}
-		if err := p.Sleep(ctx, delay); err != nil {
+		link = pilot.Lineage{Key: key.Task, Attempt: attempts + 1, PreviousRecord: v.Record, ResumedFrom: resumedFrom}
+		if err := pilot.WithoutSlot(ctx, func() error { return p.Sleep(ctx, delay) }); err != nil {
 			v.Interrupted = true
 			return v, nil
 		}
@@ -478,7 +432,7 @@ func retryTask(ctx context.Context, attempt attemptFunc, observe func(Event), t 
 }
 
 // resumeTask is t continuing the session resume with prompt.
-func resumeTask(t Task, resume, prompt string) Task {
+func resumeTask(t pilot.Task, resume, prompt string) pilot.Task {
 	t.Resume = resume
 	t.Prompt = prompt
 	t.TaskFile = ""
@@ -487,22 +441,22 @@ func resumeTask(t Task, resume, prompt string) Task {
 
 // blockedVerdict is the synthesized verdict of a task not dispatched
 // because it is blocked.
-func blockedVerdict(t Task, ts TaskState) Verdict {
-	v := Verdict{
-		Type:          VerdictType,
+func blockedVerdict(t pilot.Task, ts TaskState) pilot.Verdict {
+	v := pilot.Verdict{
+		Type:          pilot.VerdictType,
 		Provider:      t.Provider,
 		Mode:          t.Mode,
 		Label:         t.Label,
-		Verdict:       Failed,
+		Verdict:       pilot.Failed,
 		Record:        ts.LastRecord,
-		StderrTail:    truncateTail("pilot: not dispatched: " + ts.Blocked),
+		StderrTail:    lastRunes("pilot: not dispatched: "+ts.Blocked, 500),
 		Synthesized:   true,
 		Blocked:       true,
 		BlockedReason: ts.Blocked,
 	}
 	v.FailureClass = ts.LastFailureClass
 	if v.FailureClass == "" {
-		v.FailureClass = FailGeneric
+		v.FailureClass = pilot.FailGeneric
 	}
 	v.FailureSource = "pilot-retry-budget"
 	return v
@@ -510,14 +464,14 @@ func blockedVerdict(t Task, ts TaskState) Verdict {
 
 // noWork reports whether a failed attempt did no work: no output tokens
 // reported and no tool call in its session.
-func noWork(v Verdict) bool {
+func noWork(v pilot.Verdict) bool {
 	if v.Usage != nil && v.Usage.OutputTokens > 0 {
 		return false
 	}
 	if v.Record == "" {
 		return true
 	}
-	rec, err := ReadRecord(v.Record)
+	rec, err := pilot.ReadRecord(v.Record)
 	if err != nil || rec.SessionRecord == nil {
 		return true
 	}
@@ -536,7 +490,7 @@ const sessionGoneScan = 64 << 10
 // gone, with the line that says so: in the evidence, the stderr tail, or the
 // end of the attempt's stream.log (its stderr lines and its result events;
 // not the rest of stdout, where a tool's output may quote anything).
-func sessionGone(v Verdict) (string, bool) {
+func sessionGone(v pilot.Verdict) (string, bool) {
 	texts := []string{v.EvidenceExcerpt, v.StderrTail}
 	if v.Record != "" {
 		if f, err := os.Open(filepath.Join(filepath.Dir(v.Record), "stream.log")); err == nil {
@@ -569,7 +523,7 @@ func sessionGone(v Verdict) (string, bool) {
 
 // appendEvent adds e to an events.log, best effort: the log is evidence,
 // not the outcome.
-func appendEvent(path string, e Event) {
+func appendEvent(path string, e pilot.Event) {
 	data, err := json.Marshal(e)
 	if err != nil {
 		return
@@ -594,17 +548,17 @@ var ErrNotResumable = errors.New("pilot: record cannot be resumed")
 // attempt (the seed's laguna_resume_locator); the record's runner and model
 // say which provider may resume it.
 func ResumeFromRecord(path string) (string, error) {
-	rec, err := ReadRecord(path)
+	rec, err := pilot.ReadRecord(path)
 	if err != nil {
 		return "", fmt.Errorf("pilot: reading record %s: %w", path, err)
 	}
 	return resumeFromRecord(rec, DefaultResumeClasses)
 }
 
-func resumeFromRecord(rec Record, classes []FailureClass) (string, error) {
+func resumeFromRecord(rec pilot.Record, classes []pilot.FailureClass) (string, error) {
 	notResumable := func(why string) error { return fmt.Errorf("%w: %s (run %s)", ErrNotResumable, why, rec.RunID) }
 	switch {
-	case rec.Status != string(Failed):
+	case rec.Status != string(pilot.Failed):
 		return "", notResumable("its status is " + rec.Status + ", not error")
 	case !slices.Contains(classes, rec.FailureClass):
 		return "", notResumable("its failure class " + string(rec.FailureClass) + " is not resumed")
@@ -622,4 +576,83 @@ func resumeFromRecord(rec Record, classes []FailureClass) (string, error) {
 		}
 	}
 	return rec.Resume, nil
+}
+
+// Dispatcher is a TaskDispatcher that runs every task under Policy
+// ([Dispatch]), with the key Task.Key names (or its default). Give it to a
+// Fanout to retry every job: a job holds its slot of MaxParallel only while
+// an attempt runs, never while it waits, and jobs share Policy.State.
+type Dispatcher struct {
+	Dispatcher pilot.TaskDispatcher
+	Policy     Policy
+}
+
+// Dispatch implements pilot.TaskDispatcher.
+func (d *Dispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
+	return Dispatch(ctx, d.Dispatcher, t, Key{}, d.Policy)
+}
+
+// Check passes on to the Dispatcher's Check, if it has one (a
+// *pilot.Dispatcher does), for Fanout's checks before anything runs.
+func (d *Dispatcher) Check(ctx context.Context, t pilot.Task) error {
+	if c, ok := d.Dispatcher.(interface {
+		Check(context.Context, pilot.Task) error
+	}); ok {
+		return c.Check(ctx, t)
+	}
+	return nil
+}
+
+// Runs reports whether Dispatch would start anything for t: false when
+// the task is blocked or its budget is used up.
+func (d *Dispatcher) Runs(t pilot.Task) bool {
+	return !d.Policy.blocked(Key{}.withDefaults(t))
+}
+
+// safeName is s with every character but ASCII letters, digits, "-", "_"
+// and "." replaced by "_".
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// lastRunes keeps the last n characters of s (a verdict's stderr_tail).
+func lastRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[len(r)-n:])
+	}
+	return s
+}
+
+// UniqueKeys gives every job's task its key (Task.Key, else its default,
+// see Key), adding "#2", "#3"... to a key another job of the list already
+// has for the same stage, so that identical jobs of one Fanout keep budgets
+// of their own. It changes jobs in place.
+func UniqueKeys(jobs []pilot.Job) {
+	seen := map[[2]string]int{}
+	for i := range jobs {
+		k := Key{}.withDefaults(jobs[i].Task)
+		id := [2]string{k.Task, k.Stage}
+		seen[id]++
+		if n := seen[id]; n > 1 {
+			k.Task = fmt.Sprintf("%s#%d", k.Task, n)
+		}
+		jobs[i].Task.Key = k.Task
+	}
+}
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

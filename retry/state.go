@@ -1,4 +1,4 @@
-package pilot
+package retry
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pilotworkers/pilot"
+
 	"github.com/pilotworkers/pilot/internal/atomicfile"
 )
 
@@ -28,7 +30,7 @@ const StateFileName = "state.json"
 
 // Errors of the state store, matched with errors.Is.
 var (
-	// ErrStateLocked: another process (or another open StateStore) holds
+	// ErrStateLocked: another process (or another open Store) holds
 	// the state file's lock.
 	ErrStateLocked = errors.New("pilot: state file is locked")
 	// ErrStateCorrupt: the state file cannot be read as a state file.
@@ -61,7 +63,7 @@ type TaskState struct {
 	// Group is the task's group, which ClearBlocked selects by.
 	Group string `json:"group"`
 	// RecoveryFailures counts consecutive failed attempts per stage (a
-	// RetryKey's Stage); a success resets the stage's count.
+	// Key's Stage); a success resets the stage's count.
 	RecoveryFailures map[string]int `json:"recovery_failures,omitempty"`
 	// Counters are the caller's own repetition counters
 	// ("selfcheck_incomplete", "review_no_progress"), see Bump.
@@ -72,10 +74,10 @@ type TaskState struct {
 	// LastRecord is the record.json of the task's last attempt, and
 	// LastFailureClass its failure class when it failed: enough to
 	// resume it after a restart.
-	LastRecord       string       `json:"last_record,omitempty"`
-	LastFailureClass FailureClass `json:"last_failure_class,omitempty"`
-	LastStage        string       `json:"last_stage,omitempty"`
-	UpdatedAt        time.Time    `json:"updated_at"`
+	LastRecord       string             `json:"last_record,omitempty"`
+	LastFailureClass pilot.FailureClass `json:"last_failure_class,omitempty"`
+	LastStage        string             `json:"last_stage,omitempty"`
+	UpdatedAt        time.Time          `json:"updated_at"`
 }
 
 func (t TaskState) clone() TaskState {
@@ -109,17 +111,17 @@ type stateDoc struct {
 	Groups  map[string]GroupState `json:"groups"`
 }
 
-// A StateStore is pilot's persistent state: failure budgets, counters,
+// A Store is pilot's persistent state: failure budgets, counters,
 // blocked tasks and group status, in one JSON file that survives restarts.
 // The process that opens it holds an exclusive lock (flock on a ".lock" file
 // beside it) until Close; every change is written at once, atomically and
 // durably (temporary file, fsync, rename, fsync of the directory).
 //
-// A StateStore opened with OpenStateDryRun reads the file if it exists and
+// A Store opened with OpenStoreDryRun reads the file if it exists and
 // keeps changes in memory only: it never creates, locks or changes a file.
 //
-// A StateStore is safe for concurrent use.
-type StateStore struct {
+// A Store is safe for concurrent use.
+type Store struct {
 	path   string
 	dryRun bool
 	lock   *os.File
@@ -129,10 +131,10 @@ type StateStore struct {
 	doc stateDoc
 }
 
-// DefaultStatePath returns the state file of the git repository holding
+// DefaultStorePath returns the state file of the git repository holding
 // workdir: <git common dir>/pilot/state.json (".git/pilot/state.json" in an
 // ordinary checkout, shared by its worktrees). It runs the git CLI.
-func DefaultStatePath(ctx context.Context, workdir string) (string, error) {
+func DefaultStorePath(ctx context.Context, workdir string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", "rev-parse", "--git-common-dir")
 	cmd.Dir = workdir
 	var stderr bytes.Buffer
@@ -152,17 +154,17 @@ func DefaultStatePath(ctx context.Context, workdir string) (string, error) {
 	return filepath.Join(abs, "pilot", StateFileName), nil
 }
 
-// OpenState opens the state file at path, creating it (and its directory)
+// OpenStore opens the state file at path, creating it (and its directory)
 // when it does not exist, and takes its lock. A file that another process
 // holds is ErrStateLocked; one that is not a state file is ErrStateCorrupt,
 // and the lock is released. Both come as a *StateError that says how to
 // recover.
-func OpenState(path string) (*StateStore, error) {
+func OpenStore(path string) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("pilot: state file: %w", err)
 	}
-	s := &StateStore{path: abs, now: time.Now}
+	s := &Store{path: abs, now: time.Now}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, &StateError{Path: abs, Err: err, Fix: "make its directory writable or choose another state directory"}
 	}
@@ -188,14 +190,14 @@ func OpenState(path string) (*StateStore, error) {
 	return s, nil
 }
 
-// OpenStateDryRun reads the state file at path, if there is one, without
+// OpenStoreDryRun reads the state file at path, if there is one, without
 // locking it; changes to the returned store are never written.
-func OpenStateDryRun(path string) (*StateStore, error) {
+func OpenStoreDryRun(path string) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("pilot: state file: %w", err)
 	}
-	s := &StateStore{path: abs, dryRun: true, now: time.Now}
+	s := &Store{path: abs, dryRun: true, now: time.Now}
 	if err := s.load(); err != nil {
 		return nil, err
 	}
@@ -221,7 +223,7 @@ func readHolder(f *os.File) string {
 }
 
 // load reads the state file; a missing file is an empty state.
-func (s *StateStore) load() error {
+func (s *Store) load() error {
 	s.doc = stateDoc{Version: StateVersion}
 	data, err := os.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -266,13 +268,13 @@ func (s *StateStore) load() error {
 }
 
 // Path is the state file's path.
-func (s *StateStore) Path() string { return s.path }
+func (s *Store) Path() string { return s.path }
 
 // DryRun reports whether the store never writes.
-func (s *StateStore) DryRun() bool { return s.dryRun }
+func (s *Store) DryRun() bool { return s.dryRun }
 
 // Close releases the lock. The state was written at every change.
-func (s *StateStore) Close() error {
+func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lock == nil {
@@ -285,14 +287,14 @@ func (s *StateStore) Close() error {
 
 // Task returns the state of the task named name (a zero TaskState for a
 // task the store does not know).
-func (s *StateStore) Task(name string) TaskState {
+func (s *Store) Task(name string) TaskState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.doc.Tasks[name].clone()
 }
 
 // Tasks returns the names of the tasks the store knows, sorted.
-func (s *StateStore) Tasks() []string {
+func (s *Store) Tasks() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	names := make([]string, 0, len(s.doc.Tasks))
@@ -306,7 +308,7 @@ func (s *StateStore) Tasks() []string {
 // UpdateTask changes the task's state with f and writes the file. A task
 // without a Group gets DefaultGroup(name). On a write error the change is
 // undone.
-func (s *StateStore) UpdateTask(name string, f func(*TaskState)) error {
+func (s *Store) UpdateTask(name string, f func(*TaskState)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, had := s.doc.Tasks[name]
@@ -344,7 +346,7 @@ func DefaultGroup(name string) string {
 // ClearBlocked unblocks every task of group and resets its recovery
 // failures and counters; other groups are untouched. It returns the names
 // of the tasks it cleared.
-func (s *StateStore) ClearBlocked(group string) ([]string, error) {
+func (s *Store) ClearBlocked(group string) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var cleared []string
@@ -377,7 +379,7 @@ func (s *StateStore) ClearBlocked(group string) ([]string, error) {
 // Bump adds one to the task's counter and, when the count reaches limit,
 // blocks the task with "<reason>: <count>/<limit>". It returns the new
 // count and whether the task is now blocked.
-func (s *StateStore) Bump(task, counter string, limit int, reason string) (n int, blocked bool, err error) {
+func (s *Store) Bump(task, counter string, limit int, reason string) (n int, blocked bool, err error) {
 	err = s.UpdateTask(task, func(t *TaskState) {
 		if t.Counters == nil {
 			t.Counters = map[string]int{}
@@ -393,7 +395,7 @@ func (s *StateStore) Bump(task, counter string, limit int, reason string) (n int
 }
 
 // ResetCounter sets the task's counter back to zero (progress was made).
-func (s *StateStore) ResetCounter(task, counter string) error {
+func (s *Store) ResetCounter(task, counter string) error {
 	return s.UpdateTask(task, func(t *TaskState) { delete(t.Counters, counter) })
 }
 
@@ -401,7 +403,7 @@ func (s *StateStore) ResetCounter(task, counter string) error {
 // counter: it is not blocked and the counter is below limit. A counter
 // already at the limit blocks the task with "<what> limit already
 // exhausted: <count>/<limit>" and reports false, so that nothing is invoked.
-func (s *StateStore) CheckLimit(task, counter string, limit int, what string) (bool, error) {
+func (s *Store) CheckLimit(task, counter string, limit int, what string) (bool, error) {
 	t := s.Task(task)
 	if t.Blocked != "" {
 		return false, nil
@@ -416,7 +418,7 @@ func (s *StateStore) CheckLimit(task, counter string, limit int, what string) (b
 }
 
 // Group returns a group's orchestration status.
-func (s *StateStore) Group(name string) GroupState {
+func (s *Store) Group(name string) GroupState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.doc.Groups[name]
@@ -424,7 +426,7 @@ func (s *StateStore) Group(name string) GroupState {
 
 // SetGroupStatus records a group's orchestration status ("running",
 // "complete", ... as the caller defines them).
-func (s *StateStore) SetGroupStatus(name, status string) error {
+func (s *Store) SetGroupStatus(name, status string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, had := s.doc.Groups[name]
@@ -445,7 +447,7 @@ func (s *StateStore) SetGroupStatus(name, status string) error {
 
 // write replaces the file with the state. Called with mu held; a dry run
 // writes nothing.
-func (s *StateStore) write() error {
+func (s *Store) write() error {
 	if s.dryRun {
 		return nil
 	}

@@ -1,11 +1,13 @@
-package pilot
+package templates
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/pilotworkers/pilot"
 )
 
-// TaskTemplate returns the task-file template for mode m: what a good
+// For returns the task-file template for mode m: what a good
 // bounded task for that kind of work says, as Markdown with <placeholders>
 // to fill in. Every template states the goal, the scope, the constraints
 // (read-only for explore and review), when the task is done, and what the
@@ -16,7 +18,7 @@ import (
 // none (a resume task continues an earlier session; its task is what is
 // left to do), and it, like an unknown mode, is an error that lists the
 // modes that have one.
-func TaskTemplate(m Mode) (string, error) {
+func For(m pilot.Mode) (string, error) {
 	for _, t := range taskTemplates {
 		if t.mode == m {
 			return t.text, nil
@@ -26,20 +28,20 @@ func TaskTemplate(m Mode) (string, error) {
 	for _, t := range taskTemplates {
 		modes = append(modes, string(t.mode))
 	}
-	if m == ModeResume {
+	if m == pilot.ModeResume {
 		return "", fmt.Errorf("pilot: there is no task template for mode resume: a resume task continues an earlier session, so write only what is left to do; templates exist for %s", strings.Join(modes, ", "))
 	}
 	return "", fmt.Errorf("pilot: unknown mode %q for a task template: want one of %s", m, strings.Join(modes, ", "))
 }
 
 var taskTemplates = []struct {
-	mode Mode
+	mode pilot.Mode
 	text string
 }{
-	{ModeCode, codeTemplate},
-	{ModeExplore, exploreTemplate},
-	{ModeTest, testTemplate},
-	{ModeReview, reviewTemplate},
+	{pilot.ModeCode, codeTemplate},
+	{pilot.ModeExplore, exploreTemplate},
+	{pilot.ModeTest, testTemplate},
+	{pilot.ModeReview, reviewTemplate},
 }
 
 const codeTemplate = `# Task: <one line: the change to make>

@@ -1,4 +1,4 @@
-package pilot_test
+package retry_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/pilottest"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // The retry policy, ported from the seed dispatcher's ReviewRetryTest and
@@ -39,7 +41,7 @@ var ok = outcome{}
 // call is what one attempt was asked to do.
 type call struct {
 	task pilot.Task
-	link pilot.TestLink
+	link pilot.Lineage
 }
 
 // fakeAttempts plays outcomes in order, one per attempt, writing each
@@ -63,7 +65,8 @@ func (f *fakeAttempts) record(i int) string {
 	return filepath.Join(f.dir, fmt.Sprintf("attempt-%d", i), "record.json")
 }
 
-func (f *fakeAttempts) attempt(ctx context.Context, task pilot.Task, link pilot.TestLink) (pilot.Verdict, error) {
+func (f *fakeAttempts) attempt(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+	link := task.Lineage
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	i := len(f.calls)
@@ -89,7 +92,7 @@ func (f *fakeAttempts) attempt(ctx context.Context, task pilot.Task, link pilot.
 	}
 	rec := pilot.Record{RunID: v.RunID, Provider: task.Provider, Mode: task.Mode, Runner: "pi", Model: "m",
 		Status: string(v.Verdict), Failure: v.Failure, Resume: v.Resume,
-		Attempt: link.Attempt, PreviousRecord: link.Previous, ResumedFrom: link.ResumedFrom, ResumeFallback: link.Fallback}
+		Attempt: link.Attempt, PreviousRecord: link.PreviousRecord, ResumedFrom: link.ResumedFrom, ResumeFallback: link.ResumeFallback}
 	if o.toolCall {
 		rec.SessionRecord = &pilot.SessionRecord{CompletedToolCallIDs: []string{"call-1"}}
 	}
@@ -152,24 +155,26 @@ func fixedBackoff(n int) time.Duration { return time.Duration(n) * time.Second }
 
 var piTask = pilot.Task{Provider: "pi", Mode: pilot.ModeCode, Prompt: "implement the thing"}
 
-func retry(t *testing.T, f *fakeAttempts, p pilot.RetryPolicy, key pilot.RetryKey, sl *pilot.TestSlot) (pilot.Verdict, []pilot.Event) {
+func runRetry(t *testing.T, f *fakeAttempts, p retry.Policy, key retry.Key) (pilot.Verdict, []pilot.Event) {
 	t.Helper()
 	var mu sync.Mutex
 	var events []pilot.Event
-	v, err := pilot.RetryWith(context.Background(), f.attempt, func(e pilot.Event) {
+	task := piTask
+	task.Observer = func(e pilot.Event) {
 		mu.Lock()
 		events = append(events, e)
 		mu.Unlock()
-	}, piTask, key, p, sl)
+	}
+	v, err := retry.Dispatch(context.Background(), pilottest.DispatchFunc(f.attempt), task, key, p)
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	return v, events
 }
 
-func openState(t *testing.T, path string) *pilot.StateStore {
+func openState(t *testing.T, path string) *retry.Store {
 	t.Helper()
-	s, err := pilot.OpenState(path)
+	s, err := retry.OpenStore(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +186,7 @@ func TestRetryTwoControlViolationsThenSucceeds(t *testing.T) {
 	const violation = pilot.FailureClass("review-control-violation")
 	f := newFake(t, fail(violation), fail(violation), ok)
 	clock := &fakeClock{}
-	v, _ := retry(t, f, pilot.RetryPolicy{Retry: []pilot.FailureClass{violation}, Sleep: clock.sleep, Backoff: fixedBackoff}, pilot.RetryKey{}, nil)
+	v, _ := runRetry(t, f, retry.Policy{Retry: []pilot.FailureClass{violation}, Sleep: clock.sleep, Backoff: fixedBackoff}, retry.Key{})
 	if v.Verdict != pilot.Completed || v.Record != f.record(2) || v.Attempts != 3 || v.Blocked {
 		t.Errorf("verdict %s record %s attempts %d blocked %v; want completed, %s, 3, not blocked", v.Verdict, v.Record, v.Attempts, v.Blocked, f.record(2))
 	}
@@ -195,9 +200,9 @@ func TestRetryTwoControlViolationsThenSucceeds(t *testing.T) {
 		if c.task.Prompt != piTask.Prompt || c.task.Resume != "" {
 			t.Errorf("attempt %d: prompt %q resume %q; want the task afresh", i+1, c.task.Prompt, c.task.Resume)
 		}
-		want := pilot.TestLink{Key: pilot.TaskKey(piTask), Attempt: i + 1}
+		want := pilot.Lineage{Key: retry.TaskKey(piTask), Attempt: i + 1}
 		if i > 0 {
-			want.Previous = f.record(i - 1)
+			want.PreviousRecord = f.record(i - 1)
 		}
 		if diff := cmp.Diff(want, c.link); diff != "" {
 			t.Errorf("attempt %d link (-want +got):\n%s", i+1, diff)
@@ -210,8 +215,8 @@ func TestRetryControlViolationsDoNotBlock(t *testing.T) {
 	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
 	f := newFake(t, fail(violation), fail(violation), fail(violation), ok)
 	clock := &fakeClock{}
-	v, _ := retry(t, f, pilot.RetryPolicy{Retry: []pilot.FailureClass{violation}, Sleep: clock.sleep, State: state},
-		pilot.RetryKey{Task: "group/01_task", Stage: "review"}, nil)
+	v, _ := runRetry(t, f, retry.Policy{Retry: []pilot.FailureClass{violation}, Sleep: clock.sleep, State: state},
+		retry.Key{Task: "group/01_task", Stage: "review"})
 	if v.Verdict != pilot.Completed || v.Record != f.record(3) || f.count() != 4 {
 		t.Errorf("verdict %s record %s after %d attempts; want completed, %s, 4", v.Verdict, v.Record, f.count(), f.record(3))
 	}
@@ -224,27 +229,27 @@ func TestRetryControlViolationsDoNotBlock(t *testing.T) {
 func TestRetryDoesNotRetryUnknownOrNonRetryableClasses(t *testing.T) {
 	for _, tt := range []struct {
 		class pilot.FailureClass
-		p     pilot.RetryPolicy
+		p     retry.Policy
 	}{
 		// The seed's obsolete work-log failure: a class pilot does not
 		// know is not retried.
 		{class: "work-log-incomplete"},
 		// A caller's class marked non-retryable, even when listed as
 		// retryable too.
-		{class: "work-log-runtime-write", p: pilot.RetryPolicy{
+		{class: "work-log-runtime-write", p: retry.Policy{
 			Retry: []pilot.FailureClass{"work-log-runtime-write"}, NonRetryable: []pilot.FailureClass{"work-log-runtime-write"}}},
 		{class: pilot.FailProviderAuth},
-		{class: pilot.FailProviderQuota, p: pilot.RetryPolicy{Retry: []pilot.FailureClass{pilot.FailProviderQuota}}},
+		{class: pilot.FailProviderQuota, p: retry.Policy{Retry: []pilot.FailureClass{pilot.FailProviderQuota}}},
 		{class: pilot.FailSpawn},
 		{class: pilot.FailCancelled},
 		{class: pilot.FailProcessTerminated},
-		{class: pilot.FailGeneric, p: pilot.RetryPolicy{NonRetryable: []pilot.FailureClass{pilot.FailGeneric}}},
+		{class: pilot.FailGeneric, p: retry.Policy{NonRetryable: []pilot.FailureClass{pilot.FailGeneric}}},
 	} {
 		t.Run(string(tt.class), func(t *testing.T) {
 			f := newFake(t, fail(tt.class), ok)
 			clock := &fakeClock{}
 			tt.p.Sleep = clock.sleep
-			v, _ := retry(t, f, tt.p, pilot.RetryKey{}, nil)
+			v, _ := runRetry(t, f, tt.p, retry.Key{})
 			if v.Verdict != pilot.Failed || v.FailureClass != tt.class || v.Record != f.record(0) || v.Attempts != 1 || v.Blocked {
 				t.Errorf("verdict %s %s record %s attempts %d blocked %v; want the first attempt's failure, not blocked",
 					v.Verdict, v.FailureClass, v.Record, v.Attempts, v.Blocked)
@@ -263,7 +268,7 @@ func TestRetryStallTwiceInTheSameSession(t *testing.T) {
 		outcome{class: pilot.FailSessionStall, resume: "/sessions/a.jsonl"},
 		ok)
 	clock := &fakeClock{}
-	v, events := retry(t, f, pilot.RetryPolicy{ResumePrompt: prompt, Sleep: clock.sleep}, pilot.RetryKey{}, nil)
+	v, events := runRetry(t, f, retry.Policy{ResumePrompt: prompt, Sleep: clock.sleep}, retry.Key{})
 	if v.Verdict != pilot.Completed || v.Record != f.record(2) || v.ResumedFrom != f.record(1) {
 		t.Errorf("verdict %s record %s resumed from %s; want completed, %s, resumed from %s", v.Verdict, v.Record, v.ResumedFrom, f.record(2), f.record(1))
 	}
@@ -283,8 +288,8 @@ func TestRetryStallTwiceInTheSameSession(t *testing.T) {
 		if c.task.Prompt != prompt || c.task.Resume != "/sessions/a.jsonl" || c.task.TaskFile != "" {
 			t.Errorf("attempt %d: prompt %q resume %q task file %q; want the resume prompt in the failed session", i+1, c.task.Prompt, c.task.Resume, c.task.TaskFile)
 		}
-		if c.link.ResumedFrom != f.record(i-1) || c.link.Previous != f.record(i-1) {
-			t.Errorf("attempt %d resumed from %q (previous %q), want %q", i+1, c.link.ResumedFrom, c.link.Previous, f.record(i-1))
+		if c.link.ResumedFrom != f.record(i-1) || c.link.PreviousRecord != f.record(i-1) {
+			t.Errorf("attempt %d resumed from %q (previous %q), want %q", i+1, c.link.ResumedFrom, c.link.PreviousRecord, f.record(i-1))
 		}
 	}
 	if len(clock.waits()) != 2 {
@@ -292,7 +297,7 @@ func TestRetryStallTwiceInTheSameSession(t *testing.T) {
 	}
 	retries := 0
 	for _, e := range events {
-		if e.Type == pilot.EventRetry {
+		if e.Type == retry.EventRetry {
 			retries++
 			if !e.Retry.Resume || !e.Retry.Counted {
 				t.Errorf("retry event %+v: want a counted resume", e.Retry)
@@ -306,7 +311,7 @@ func TestRetryStallTwiceInTheSameSession(t *testing.T) {
 
 func TestRetryStallWithoutASessionStartsAfresh(t *testing.T) {
 	f := newFake(t, fail(pilot.FailContextLimit), ok)
-	v, _ := retry(t, f, pilot.RetryPolicy{Sleep: (&fakeClock{}).sleep}, pilot.RetryKey{}, nil)
+	v, _ := runRetry(t, f, retry.Policy{Sleep: (&fakeClock{}).sleep}, retry.Key{})
 	if v.Verdict != pilot.Completed || f.count() != 2 {
 		t.Fatalf("verdict %s after %d attempts", v.Verdict, f.count())
 	}
@@ -318,7 +323,7 @@ func TestRetryStallWithoutASessionStartsAfresh(t *testing.T) {
 func TestRetryConnectionAndGenericFailuresWithTwoWaits(t *testing.T) {
 	f := newFake(t, fail(pilot.FailProviderConnection), fail(pilot.FailGeneric), ok)
 	clock := &fakeClock{}
-	v, _ := retry(t, f, pilot.RetryPolicy{Sleep: clock.sleep}, pilot.RetryKey{}, nil)
+	v, _ := runRetry(t, f, retry.Policy{Sleep: clock.sleep}, retry.Key{})
 	if v.Verdict != pilot.Completed || v.Record != f.record(2) || f.count() != 3 || v.Attempts != 3 {
 		t.Errorf("verdict %s record %s attempts %d (%d calls)", v.Verdict, v.Record, v.Attempts, f.count())
 	}
@@ -328,85 +333,49 @@ func TestRetryConnectionAndGenericFailuresWithTwoWaits(t *testing.T) {
 	}
 	// The default backoff: 10 s then 20 s, each less at most a fifth.
 	for i, w := range waits {
-		hi := pilot.BackoffCeiling(i + 1)
+		hi := retry.BackoffCeiling(i + 1)
 		if w > hi || w < hi-hi/5 {
 			t.Errorf("wait %d: %s, want in [%s, %s]", i+1, w, hi-hi/5, hi)
 		}
 	}
 }
 
-func TestRetryTenthFailureBlocksWithoutCooldownOrSlot(t *testing.T) {
-	outcomes := make([]outcome, pilot.DefaultMaxFailures)
+func TestRetryTenthFailureBlocksWithoutCooldown(t *testing.T) {
+	outcomes := make([]outcome, retry.DefaultMaxFailures)
 	for i := range outcomes {
 		outcomes[i] = fail(pilot.FailProviderStreamDisconnect)
 	}
 	f := newFake(t, outcomes...)
-	var held bool
-	var heldDuringAttempts int
-	sl := &pilot.TestSlot{
-		Acquire: func(context.Context) error {
-			if held {
-				t.Error("slot acquired twice")
-			}
-			held = true
-			return nil
-		},
-		Release: func() { held = false },
-	}
-	f.during = func() {
-		if held {
-			heldDuringAttempts++
-		}
-	}
-	type observation struct {
-		d    time.Duration
-		held bool
-	}
-	var seen []observation
-	clock := &fakeClock{at: func(d time.Duration) error {
-		seen = append(seen, observation{d, held})
-		return nil
-	}}
+	clock := &fakeClock{}
 	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
-	v, events := retry(t, f, pilot.RetryPolicy{Sleep: clock.sleep, State: state}, pilot.RetryKey{Task: "w/1", Stage: "worker"}, sl)
+	v, events := runRetry(t, f, retry.Policy{Sleep: clock.sleep, State: state}, retry.Key{Task: "w/1", Stage: "worker"})
 	if v.Verdict != pilot.Failed || v.Record != f.record(9) || !v.Blocked || v.BlockedReason != "recovery failure limit exhausted: 10/10" || v.Attempts != 10 {
 		t.Errorf("verdict %s record %s blocked %v %q attempts %d", v.Verdict, v.Record, v.Blocked, v.BlockedReason, v.Attempts)
 	}
-	if f.count() != pilot.DefaultMaxFailures {
-		t.Errorf("%d attempts, want %d", f.count(), pilot.DefaultMaxFailures)
+	if f.count() != retry.DefaultMaxFailures {
+		t.Errorf("%d attempts, want %d", f.count(), retry.DefaultMaxFailures)
 	}
-	if heldDuringAttempts != pilot.DefaultMaxFailures {
-		t.Errorf("the slot was held during %d attempts, want all %d", heldDuringAttempts, pilot.DefaultMaxFailures)
-	}
-	if len(seen) != pilot.DefaultMaxFailures-1 {
-		t.Errorf("%d waits, want %d (none after the blocking failure)", len(seen), pilot.DefaultMaxFailures-1)
-	}
-	for i, o := range seen {
-		if o.held {
-			t.Errorf("wait %d (%s) held the slot", i+1, o.d)
-		}
-	}
-	if held {
-		t.Error("the slot is still held")
+	if n := len(clock.waits()); n != retry.DefaultMaxFailures-1 {
+		t.Errorf("%d waits, want %d (none after the blocking failure)", n, retry.DefaultMaxFailures-1)
 	}
 	ts := state.Task("w/1")
 	if ts.Blocked != "recovery failure limit exhausted: 10/10" || ts.RecoveryFailures["worker"] != 10 {
 		t.Errorf("state %+v", ts)
 	}
-	if last := events[len(events)-1]; last.Type != pilot.EventBlocked || last.Retry.Reason != v.BlockedReason {
+	if last := events[len(events)-1]; last.Type != retry.EventBlocked || last.Retry.Reason != v.BlockedReason {
 		t.Errorf("last event %+v, want the block", last)
 	}
 }
 
 func TestRetryBudgetSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), ".git", "pilot", "state.json")
-	key := pilot.RetryKey{Task: "group/01_task", Stage: "worker"}
-	first, err := pilot.OpenState(path)
+	key := retry.Key{Task: "group/01_task", Stage: "worker"}
+	first, err := retry.OpenStore(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := first.UpdateTask(key.Task, func(s *pilot.TaskState) {
-		s.RecoveryFailures = map[string]int{"worker": pilot.DefaultMaxFailures - 1}
+	if err := first.UpdateTask(key.Task, func(s *retry.TaskState) {
+		s.RecoveryFailures = map[string]int{"worker": retry.DefaultMaxFailures - 1}
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +385,7 @@ func TestRetryBudgetSurvivesRestart(t *testing.T) {
 	second := openState(t, path)
 	f := newFake(t, fail(pilot.FailGeneric), ok)
 	clock := &fakeClock{}
-	v, _ := retry(t, f, pilot.RetryPolicy{Sleep: clock.sleep, State: second}, key, nil)
+	v, _ := runRetry(t, f, retry.Policy{Sleep: clock.sleep, State: second}, key)
 	if !v.Blocked || !strings.Contains(v.BlockedReason, "recovery failure limit exhausted") || v.Record != f.record(0) {
 		t.Errorf("verdict blocked %v %q record %s", v.Blocked, v.BlockedReason, v.Record)
 	}
@@ -433,17 +402,17 @@ func TestRetryBudgetSurvivesRestart(t *testing.T) {
 
 func TestRetryExhaustedBudgetInvokesNothing(t *testing.T) {
 	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
-	key := pilot.RetryKey{Task: "group/01_task", Stage: "worker"}
+	key := retry.Key{Task: "group/01_task", Stage: "worker"}
 	last := filepath.Join(t.TempDir(), "record.json")
-	if err := state.UpdateTask(key.Task, func(s *pilot.TaskState) {
-		s.RecoveryFailures = map[string]int{"worker": pilot.DefaultMaxFailures}
+	if err := state.UpdateTask(key.Task, func(s *retry.TaskState) {
+		s.RecoveryFailures = map[string]int{"worker": retry.DefaultMaxFailures}
 		s.LastRecord, s.LastFailureClass = last, pilot.FailProviderStreamDisconnect
 	}); err != nil {
 		t.Fatal(err)
 	}
 	f := newFake(t)
 	clock := &fakeClock{}
-	v, events := retry(t, f, pilot.RetryPolicy{Sleep: clock.sleep, State: state}, key, nil)
+	v, events := runRetry(t, f, retry.Policy{Sleep: clock.sleep, State: state}, key)
 	if f.count() != 0 || len(clock.waits()) != 0 {
 		t.Errorf("%d attempts, %d waits; want none", f.count(), len(clock.waits()))
 	}
@@ -455,11 +424,11 @@ func TestRetryExhaustedBudgetInvokesNothing(t *testing.T) {
 	if got := state.Task(key.Task).Blocked; got != want {
 		t.Errorf("state blocked %q, want %q", got, want)
 	}
-	if len(events) != 1 || events[0].Type != pilot.EventBlocked {
+	if len(events) != 1 || events[0].Type != retry.EventBlocked {
 		t.Errorf("events %+v, want one block", events)
 	}
 	// Blocked now: still nothing runs, whatever the budget.
-	v, _ = retry(t, f, pilot.RetryPolicy{MaxFailures: 50, Sleep: clock.sleep, State: state}, key, nil)
+	v, _ = runRetry(t, f, retry.Policy{MaxFailures: 50, Sleep: clock.sleep, State: state}, key)
 	if f.count() != 0 || !v.Blocked {
 		t.Errorf("a blocked task ran: %d attempts, blocked %v", f.count(), v.Blocked)
 	}
@@ -472,16 +441,16 @@ func TestRetryRateLimitWithoutWorkIsNotCounted(t *testing.T) {
 		outcome{class: pilot.FailProviderRateLimit, retryAfter: 10 * time.Minute},
 		ok)
 	clock := &fakeClock{}
-	v, events := retry(t, f, pilot.RetryPolicy{MaxFailures: 2, Sleep: clock.sleep, Backoff: fixedBackoff, State: state}, pilot.RetryKey{Task: "t"}, nil)
+	v, events := runRetry(t, f, retry.Policy{MaxFailures: 2, Sleep: clock.sleep, Backoff: fixedBackoff, State: state}, retry.Key{Task: "t"})
 	// Two rate limits would exhaust a budget of 2 if they counted.
 	if v.Verdict != pilot.Completed || f.count() != 3 || v.Blocked {
 		t.Errorf("verdict %s after %d attempts, blocked %v", v.Verdict, f.count(), v.Blocked)
 	}
-	if diff := cmp.Diff([]time.Duration{30 * time.Second, pilot.DefaultRateLimitCap}, clock.waits()); diff != "" {
+	if diff := cmp.Diff([]time.Duration{30 * time.Second, retry.DefaultRateLimitCap}, clock.waits()); diff != "" {
 		t.Errorf("waits: the retry-after, then the cap (-want +got):\n%s", diff)
 	}
 	for _, e := range events {
-		if e.Type == pilot.EventRetry && e.Retry.Counted {
+		if e.Type == retry.EventRetry && e.Retry.Counted {
 			t.Errorf("a rate limit without work counted: %+v", e.Retry)
 		}
 	}
@@ -494,7 +463,7 @@ func TestRetryRateLimitAfterWorkCounts(t *testing.T) {
 	} {
 		f := newFake(t, o, o)
 		clock := &fakeClock{}
-		v, _ := retry(t, f, pilot.RetryPolicy{MaxFailures: 2, Sleep: clock.sleep, Backoff: fixedBackoff}, pilot.RetryKey{}, nil)
+		v, _ := runRetry(t, f, retry.Policy{MaxFailures: 2, Sleep: clock.sleep, Backoff: fixedBackoff}, retry.Key{})
 		if !v.Blocked || f.count() != 2 {
 			t.Errorf("%+v: blocked %v after %d attempts; want blocked after 2", o, v.Blocked, f.count())
 		}
@@ -514,19 +483,19 @@ func TestRetryResumeOfAGoneSessionFallsBackOnce(t *testing.T) {
 		ok)
 	clock := &fakeClock{}
 	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
-	v, events := retry(t, f, pilot.RetryPolicy{Sleep: clock.sleep, Backoff: fixedBackoff, State: state}, pilot.RetryKey{Task: "t"}, nil)
+	v, events := runRetry(t, f, retry.Policy{Sleep: clock.sleep, Backoff: fixedBackoff, State: state}, retry.Key{Task: "t"})
 	if v.Verdict != pilot.Completed || f.count() != 5 {
 		t.Fatalf("verdict %s after %d attempts", v.Verdict, f.count())
 	}
 	// Attempt 3 is the fallback: the task afresh, at once, not counted.
 	c := f.calls[2]
-	if c.task.Resume != "" || c.task.Prompt != piTask.Prompt || c.link.ResumedFrom != "" || c.link.Previous != f.record(1) ||
-		!strings.Contains(c.link.Fallback, "No conversation found with session ID: sess-1") {
+	if c.task.Resume != "" || c.task.Prompt != piTask.Prompt || c.link.ResumedFrom != "" || c.link.PreviousRecord != f.record(1) ||
+		!strings.Contains(c.link.ResumeFallback, "No conversation found with session ID: sess-1") {
 		t.Errorf("fallback attempt %+v", c)
 	}
 	// Attempt 5 follows a second gone session: no second fallback, an
 	// ordinary (counted) retry of a generic error, afresh.
-	if c := f.calls[4]; c.link.Fallback != "" || c.task.Resume != "" {
+	if c := f.calls[4]; c.link.ResumeFallback != "" || c.task.Resume != "" {
 		t.Errorf("attempt 5 %+v: want an ordinary retry", c)
 	}
 	// Waits: after attempt 1 (1 failure), none for the fallback, after
@@ -536,7 +505,7 @@ func TestRetryResumeOfAGoneSessionFallsBackOnce(t *testing.T) {
 	}
 	fallbacks := 0
 	for _, e := range events {
-		if e.Type == pilot.EventResumeFallback {
+		if e.Type == retry.EventResumeFallback {
 			fallbacks++
 		}
 	}
@@ -562,23 +531,23 @@ func TestResumeFromRecordAfterRestart(t *testing.T) {
 		Failure: pilot.Failure{FailureClass: pilot.FailSessionStall}, Resume: native,
 		SessionRecord: &pilot.SessionRecord{NativeSessionPath: native}}
 	writeJSONFile(t, recPath, rec)
-	got, err := pilot.ResumeFromRecord(recPath)
+	got, err := retry.ResumeFromRecord(recPath)
 	if err != nil || got != native {
 		t.Fatalf("ResumeFromRecord = %q, %v; want %q", got, err, native)
 	}
 
 	// A restarted retry picks it up: the first attempt resumes it.
 	state := openState(t, filepath.Join(dir, "state.json"))
-	key := pilot.RetryKey{Task: "t", Stage: string(piTask.Mode)}
-	if err := state.UpdateTask(key.Task, func(s *pilot.TaskState) {
+	key := retry.Key{Task: "t", Stage: string(piTask.Mode)}
+	if err := state.UpdateTask(key.Task, func(s *retry.TaskState) {
 		s.RecoveryFailures = map[string]int{key.Stage: 1}
 		s.LastRecord, s.LastFailureClass, s.LastStage = recPath, pilot.FailSessionStall, key.Stage
 	}); err != nil {
 		t.Fatal(err)
 	}
 	f := newFake(t, ok)
-	v, _ := retry(t, f, pilot.RetryPolicy{State: state}, key, nil)
-	if c := f.calls[0]; c.task.Resume != native || c.task.Prompt != pilot.DefaultResumePrompt || c.link.ResumedFrom != recPath {
+	v, _ := runRetry(t, f, retry.Policy{State: state}, key)
+	if c := f.calls[0]; c.task.Resume != native || c.task.Prompt != retry.DefaultResumePrompt || c.link.ResumedFrom != recPath {
 		t.Errorf("first attempt after the restart: %+v; want a resume of %s", c, native)
 	}
 	if v.ResumedFrom != recPath || state.Task("t").RecoveryFailures[key.Stage] != 0 {
@@ -587,13 +556,13 @@ func TestResumeFromRecordAfterRestart(t *testing.T) {
 
 	// Not resumable: the session is gone, or the class is not resumed.
 	os.Remove(native)
-	if _, err := pilot.ResumeFromRecord(recPath); !errors.Is(err, pilot.ErrNotResumable) || !strings.Contains(err.Error(), "gone") {
+	if _, err := retry.ResumeFromRecord(recPath); !errors.Is(err, retry.ErrNotResumable) || !strings.Contains(err.Error(), "gone") {
 		t.Errorf("gone session: %v", err)
 	}
 	rec.Failure.FailureClass = pilot.FailProviderAuth
 	os.WriteFile(native, []byte("{}\n"), 0o600)
 	writeJSONFile(t, recPath, rec)
-	if _, err := pilot.ResumeFromRecord(recPath); !errors.Is(err, pilot.ErrNotResumable) {
+	if _, err := retry.ResumeFromRecord(recPath); !errors.Is(err, retry.ErrNotResumable) {
 		t.Errorf("provider-auth: %v", err)
 	}
 }
@@ -606,7 +575,7 @@ func TestRetryWaitCutByCancel(t *testing.T) {
 		cancel()
 		return ctx.Err()
 	}}
-	v, err := pilot.RetryWith(ctx, f.attempt, nil, piTask, pilot.RetryKey{}, pilot.RetryPolicy{Sleep: clock.sleep}, nil)
+	v, err := retry.Dispatch(ctx, pilottest.DispatchFunc(f.attempt), piTask, retry.Key{}, retry.Policy{Sleep: clock.sleep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,11 +589,11 @@ func TestBackoff(t *testing.T) {
 		1: 10 * time.Second, 2: 20 * time.Second, 3: 40 * time.Second, 5: 160 * time.Second,
 		6: 5 * time.Minute, 9: 5 * time.Minute, 1000: 5 * time.Minute,
 	} {
-		if got := pilot.BackoffCeiling(n); got != want {
+		if got := retry.BackoffCeiling(n); got != want {
 			t.Errorf("BackoffCeiling(%d) = %s, want %s", n, got, want)
 		}
 		for range 50 {
-			if got := pilot.DefaultBackoff(n); got > want || got < want-want/5 {
+			if got := retry.DefaultBackoff(n); got > want || got < want-want/5 {
 				t.Fatalf("DefaultBackoff(%d) = %s, want in [%s, %s]", n, got, want-want/5, want)
 			}
 		}
@@ -635,15 +604,15 @@ func TestTaskKeyIsStable(t *testing.T) {
 	a := pilot.Task{Provider: "pi", Mode: pilot.ModeCode, TaskFile: "/work/tasks/one.md"}
 	b := a
 	b.TaskFile = "/work/other/one.md"
-	if pilot.TaskKey(a) != pilot.TaskKey(a) || pilot.TaskKey(a) == pilot.TaskKey(b) {
-		t.Errorf("keys %q %q: want stable and distinct", pilot.TaskKey(a), pilot.TaskKey(b))
+	if retry.TaskKey(a) != retry.TaskKey(a) || retry.TaskKey(a) == retry.TaskKey(b) {
+		t.Errorf("keys %q %q: want stable and distinct", retry.TaskKey(a), retry.TaskKey(b))
 	}
-	if k := pilot.TaskKey(a); !strings.HasPrefix(k, "pi:code:one.md@") || strings.Contains(k, "/") {
+	if k := retry.TaskKey(a); !strings.HasPrefix(k, "pi:code:one.md@") || strings.Contains(k, "/") {
 		t.Errorf("key %q", k)
 	}
 	a.Label = "alpha/01_task"
-	if pilot.TaskKey(a) != "alpha/01_task" {
-		t.Errorf("labelled key %q", pilot.TaskKey(a))
+	if retry.TaskKey(a) != "alpha/01_task" {
+		t.Errorf("labelled key %q", retry.TaskKey(a))
 	}
 }
 
@@ -662,8 +631,8 @@ func TestRetryGoneSessionEvidenceInTheStream(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake(t, stall, outcome{class: pilot.FailGeneric, stream: tt.stream}, ok)
-			retry(t, f, pilot.RetryPolicy{Sleep: (&fakeClock{}).sleep}, pilot.RetryKey{}, nil)
-			if got := f.calls[2].link.Fallback != ""; got != tt.fallback {
+			runRetry(t, f, retry.Policy{Sleep: (&fakeClock{}).sleep}, retry.Key{})
+			if got := f.calls[2].link.ResumeFallback != ""; got != tt.fallback {
 				t.Errorf("fallback %v, want %v (link %+v)", got, tt.fallback, f.calls[2].link)
 			}
 		})

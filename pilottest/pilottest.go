@@ -1,0 +1,115 @@
+// Package pilottest is a test kit for code built on pilot: a scripted fake
+// agent, a fake TaskDispatcher, and the conformance harness pilot's own
+// agent CLI runners pass, for the authors of other runners.
+//
+// The fake agent is the test binary itself. A test package that uses
+// FakeProvider or Conformance calls Main from its TestMain:
+//
+//	func TestMain(m *testing.M) { pilottest.Main(m) }
+package pilottest
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/fakeagent"
+)
+
+// Main runs the tests, or plays the fake agent when the test binary was
+// started as one (by a FakeProvider or Conformance worker), and exits.
+func Main(m *testing.M) {
+	if os.Getenv(fakeagent.EnvFakeAgent) != "" {
+		os.Exit(fakeagent.Main(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// FakeProvider is a provider of the command runner, named name, whose
+// worker is the fake agent (the test binary; see Main) running script, one
+// step per argument, in order:
+//
+//	out=TEXT        print TEXT and a newline on stdout
+//	err=TEXT        print TEXT and a newline on stderr
+//	raw=TEXT        print TEXT on stdout with no newline
+//	bigline=N       print one line of N bytes on stdout
+//	flood=N         write at least N bytes of text lines to stderr
+//	printenv=NAME   print "NAME=value" or "NAME unset" on stdout
+//	stdin           copy stdin to stdout
+//	sleep=DURATION  sleep (a Go duration)
+//	block           wait forever
+//	ignore-term     ignore SIGTERM from now on
+//	session=PATH    use PATH as the native session file for sess= steps
+//	sess=JSON       append JSON and a newline to the session file
+//	tick=N/DURATION print N numbered lines on stdout, DURATION apart
+//	await=PATH      wait until PATH exists
+//	signal=N        die from signal N
+//	exit=N          exit with status N
+//	spawn[:setsid,hold] STEPS... end
+//	                start a child fake agent running STEPS and print
+//	                "spawned PID" once it runs "ready" (or exits)
+//
+// After the last step the agent exits 0. Placeholders of the command
+// runner ({session_path}, {task_file}, ...) work in steps.
+func FakeProvider(t testing.TB, name string, script ...string) pilot.Provider {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pilot.Provider{
+		Name:   name,
+		Runner: "command",
+		Argv:   append([]string{exe}, script...),
+		Env:    map[string]string{fakeagent.EnvFakeAgent: "1", "GORACE": "atexit_sleep_ms=0"},
+	}
+}
+
+// Dispatcher is a Dispatcher over providers ps (and runners rs, beside the
+// command runner), with its run directory in t's temporary directory, a
+// grace period short enough for a test (a fraction of t's deadline, at most
+// 2 s) and a worker environment of PATH alone.
+func Dispatcher(t testing.TB, ps []pilot.Provider, rs ...pilot.Runner) *pilot.Dispatcher {
+	t.Helper()
+	reg, err := pilot.NewRegistry(ps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pilot.Dispatcher{
+		Providers: reg,
+		Runners:   rs,
+		RunDir:    t.TempDir(),
+		Grace:     grace(t),
+		LookupEnv: func(k string) (string, bool) {
+			if k == "PATH" {
+				return os.LookupEnv(k)
+			}
+			return "", false
+		},
+	}
+}
+
+// grace is a grace period long enough for a loaded machine and short
+// enough for a test: a twentieth of the time left before t's deadline, at
+// most 2 s.
+func grace(t testing.TB) time.Duration {
+	g := 2 * time.Second
+	if tt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := tt.Deadline(); ok {
+			g = min(g, time.Until(dl)/20)
+		}
+	}
+	return g
+}
+
+// DispatchFunc is a pilot.TaskDispatcher made of a function: a fake for
+// testing orchestration (Fanout, retries, a scheduler, your own) without
+// starting a process.
+type DispatchFunc func(ctx context.Context, t pilot.Task) (pilot.Verdict, error)
+
+// Dispatch implements pilot.TaskDispatcher.
+func (f DispatchFunc) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
+	return f(ctx, t)
+}
