@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/config"
 )
 
 // FuzzCredentialFile: whatever a stored credential file holds, reading it
@@ -19,7 +20,7 @@ func FuzzCredentialFile(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	dir := f.TempDir()
-	fc := pilot.FileCredentials{Dir: dir}
+	fc := config.FileCredentials{Dir: dir}
 	p := pilot.Provider{Name: "fuzz", Runner: pilot.RunnerCommand, Argv: []string{"true"}, CredentialEnv: "FUZZ_KEY"}
 	path := fc.Path(p.Name)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -28,7 +29,7 @@ func FuzzCredentialFile(f *testing.F) {
 		}
 		want := bytes.TrimSuffix(bytes.TrimSuffix(data, []byte("\n")), []byte("\r"))
 		s, err := fc.Secret(context.Background(), p)
-		var fe *pilot.CredentialFileError
+		var fe *config.CredentialFileError
 		switch {
 		case len(want) == 0:
 			if !errors.As(err, new(*pilot.CredentialError)) {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/config"
 )
 
 // writeCredential writes content to dir/name with mode perm, whatever the
@@ -108,7 +109,7 @@ func TestFileCredentials(t *testing.T) {
 			if p.Name == "" {
 				p = glm
 			}
-			creds := pilot.FileCredentials{Dir: dir}
+			creds := config.FileCredentials{Dir: dir}
 			info, infoErr := creds.Info(ctx, p)
 			sec, secErr := creds.Secret(ctx, p)
 			wantInfo := pilot.CredentialInfo{Source: "file:" + path}
@@ -151,8 +152,8 @@ func TestFileCredentials(t *testing.T) {
 // naming it and the fix, and does not hold the secret.
 func checkCredentialFileError(t *testing.T, err error, provider, path string, mode fs.FileMode, want []string) {
 	t.Helper()
-	var fe *pilot.CredentialFileError
-	if !errors.As(err, &fe) || !errors.Is(err, pilot.ErrCredentialFile) {
+	var fe *config.CredentialFileError
+	if !errors.As(err, &fe) || !errors.Is(err, config.ErrCredentialFile) {
 		t.Fatalf("error = %v (%T); want a *CredentialFileError", err, err)
 	}
 	if fe.Provider != provider || fe.Path != path || fe.Mode != mode {
@@ -193,17 +194,17 @@ func TestConfigDirDefaults(t *testing.T) {
 				wantCreds = filepath.Join(tt.wantBase, "pilot", "credentials")
 				wantProviders = filepath.Join(tt.wantBase, "pilot", "providers.json")
 			}
-			if got := pilot.DefaultCredentialsDir(); got != wantCreds {
+			if got := config.DefaultCredentialsDir(); got != wantCreds {
 				t.Errorf("DefaultCredentialsDir() = %q; want %q", got, wantCreds)
 			}
-			if got := pilot.DefaultProvidersFile(); got != wantProviders {
+			if got := config.DefaultProvidersFile(); got != wantProviders {
 				t.Errorf("DefaultProvidersFile() = %q; want %q", got, wantProviders)
 			}
 			wantPath := ""
 			if wantCreds != "" {
 				wantPath = filepath.Join(wantCreds, "glm")
 			}
-			if got := (pilot.FileCredentials{}).Path("glm"); got != wantPath {
+			if got := (config.FileCredentials{}).Path("glm"); got != wantPath {
 				t.Errorf("FileCredentials{}.Path(glm) = %q; want %q", got, wantPath)
 			}
 		})
@@ -214,11 +215,11 @@ func TestFileCredentialsWithoutAConfigDir(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", "")
 	t.Setenv("HOME", "")
 	p := pilot.Provider{Name: "glm", Runner: "opencode", CredentialEnv: "ZHIPU_API_KEY"}
-	info, err := pilot.FileCredentials{}.Info(context.Background(), p)
+	info, err := config.FileCredentials{}.Info(context.Background(), p)
 	if err != nil || info.Configured || !strings.Contains(info.Source, "HOME") {
 		t.Errorf("Info = %+v, %v; want not configured, a source that says to set HOME", info, err)
 	}
-	if _, err := (pilot.FileCredentials{}).Store("glm", pilot.NewSecret(fileSecret)); err == nil || !strings.Contains(err.Error(), "HOME") {
+	if _, err := (config.FileCredentials{}).Store("glm", pilot.NewSecret(fileSecret)); err == nil || !strings.Contains(err.Error(), "HOME") {
 		t.Errorf("Store error = %v; want one that says to set HOME", err)
 	}
 }
@@ -226,7 +227,7 @@ func TestFileCredentialsWithoutAConfigDir(t *testing.T) {
 func TestFileCredentialsStore(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", home)
-	var creds pilot.FileCredentials // the default dir, made by Store
+	var creds config.FileCredentials // the default dir, made by Store
 	dir := filepath.Join(home, "pilot", "credentials")
 	p := pilot.Provider{Name: "glm", Runner: "opencode", CredentialEnv: "ZHIPU_API_KEY"}
 	ctx := context.Background()
@@ -316,7 +317,7 @@ func TestFileCredentialsStoreRefusals(t *testing.T) {
 				os.Mkdir(dir, tt.dirMode)
 				os.Chmod(dir, tt.dirMode)
 			}
-			_, err := pilot.FileCredentials{Dir: dir}.Store(tt.provider, pilot.NewSecret(tt.secret))
+			_, err := config.FileCredentials{Dir: dir}.Store(tt.provider, pilot.NewSecret(tt.secret))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Store error = %v; want one that mentions %q", err, tt.want)
 			}
@@ -351,7 +352,7 @@ func (f fakeSource) Secret(_ context.Context, p pilot.Provider) (pilot.Secret, e
 }
 
 func TestChainCredentials(t *testing.T) {
-	refused := &pilot.CredentialFileError{Provider: "glm", Path: "/c/glm", Mode: 0o644, Reason: "has mode 0644"}
+	refused := &config.CredentialFileError{Provider: "glm", Path: "/c/glm", Mode: 0o644, Reason: "has mode 0644"}
 	p := pilot.Provider{Name: "glm", Runner: "opencode", CredentialEnv: "ZHIPU_API_KEY"}
 	type src struct {
 		configured bool
@@ -411,7 +412,7 @@ func TestChainCredentials(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var calls []string
-			chain := pilot.ChainCredentials{nil} // nil entries are skipped
+			chain := config.ChainCredentials{nil} // nil entries are skipped
 			for i, s := range tt.srcs {
 				chain = append(chain, fakeSource{
 					name:   fmt.Sprint(i),
@@ -468,7 +469,7 @@ func TestDefaultCredentials(t *testing.T) {
 	p := pilot.Provider{Name: "glm", Runner: "opencode", CredentialEnv: env}
 	path := filepath.Join(home, "pilot", "credentials", "glm")
 	ctx := context.Background()
-	creds := pilot.DefaultCredentials()
+	creds := config.DefaultCredentials()
 
 	t.Setenv(env, "")
 	info, err := creds.Info(ctx, p)
@@ -476,7 +477,7 @@ func TestDefaultCredentials(t *testing.T) {
 		t.Errorf("nothing configured: Info = %+v, %v; want %+v", info, err, want)
 	}
 
-	if _, err := (pilot.FileCredentials{}).Store("glm", pilot.NewSecret(fileSecret)); err != nil {
+	if _, err := (config.FileCredentials{}).Store("glm", pilot.NewSecret(fileSecret)); err != nil {
 		t.Fatal(err)
 	}
 	info, err = creds.Info(ctx, p)
@@ -511,7 +512,7 @@ func TestDispatchRefusesAnInsecureCredentialFile(t *testing.T) {
 	p := fakeProvider(t, "worker", "out=ran")
 	p.CredentialEnv = "PILOT_TEST_WORKER_KEY"
 	d := testDispatcher(t, p)
-	d.Credentials = pilot.DefaultCredentials()
+	d.Credentials = config.DefaultCredentials()
 	t.Setenv("PILOT_TEST_WORKER_KEY", "")
 	_, err := d.Dispatch(context.Background(), pilot.Task{Provider: "worker", Mode: pilot.ModeCode, Prompt: "x", Workdir: t.TempDir()})
 	checkCredentialFileError(t, err, "worker", path, 0o604, []string{"chmod 600 "})
@@ -525,7 +526,7 @@ func TestDispatchRefusesAnInsecureCredentialFile(t *testing.T) {
 func ExampleFileCredentials() {
 	dir, _ := os.MkdirTemp("", "pilot-example-")
 	defer os.RemoveAll(dir)
-	creds := pilot.FileCredentials{Dir: dir}
+	creds := config.FileCredentials{Dir: dir}
 	glm := pilot.Provider{Name: "glm", Runner: agents.RunnerOpencode, CredentialEnv: "ZHIPU_API_KEY"}
 
 	path, _ := creds.Store("glm", pilot.NewSecret("sk-example"))
@@ -534,7 +535,7 @@ func ExampleFileCredentials() {
 
 	os.Chmod(path, 0o644) // now others may read it
 	_, err := creds.Info(context.Background(), glm)
-	fmt.Println(errors.Is(err, pilot.ErrCredentialFile))
+	fmt.Println(errors.Is(err, config.ErrCredentialFile))
 	fmt.Println(strings.ReplaceAll(err.Error(), dir, "DIR"))
 	// Output:
 	// true true true
@@ -547,9 +548,9 @@ func ExampleChainCredentials() {
 	dir, _ := os.MkdirTemp("", "pilot-example-")
 	defer os.RemoveAll(dir)
 	env := map[string]string{}
-	chain := pilot.ChainCredentials{
+	chain := config.ChainCredentials{
 		pilot.EnvCredentials{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }},
-		pilot.FileCredentials{Dir: dir},
+		config.FileCredentials{Dir: dir},
 	}
 	glm := pilot.Provider{Name: "glm", Runner: agents.RunnerOpencode, CredentialEnv: "ZHIPU_API_KEY"}
 	show := func() {
@@ -557,7 +558,7 @@ func ExampleChainCredentials() {
 		fmt.Println(info.Configured, strings.ReplaceAll(info.Source, dir, "DIR"))
 	}
 	show()
-	pilot.FileCredentials{Dir: dir}.Store("glm", pilot.NewSecret("sk-from-file"))
+	config.FileCredentials{Dir: dir}.Store("glm", pilot.NewSecret("sk-from-file"))
 	show()
 	env["ZHIPU_API_KEY"] = "sk-from-env"
 	show()

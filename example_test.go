@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/config"
 )
 
 // A command-runner provider, dispatched once.
@@ -62,7 +63,7 @@ func ExampleCredentialError() {
 
 // Providers come from a JSON file; unknown fields are rejected.
 func ExampleParseProviders() {
-	_, err := pilot.ParseProviders(strings.NewReader(
+	_, err := config.ParseProviders(strings.NewReader(
 		`{"providers": {"glm": {"runner": "command", "argv": ["glm", "{task_file}"], "modle": "x"}}}`),
 		"providers.json")
 	fmt.Println(err)

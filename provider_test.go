@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/config"
 )
 
 // validProviders is a providers file using every field.
@@ -89,7 +90,7 @@ func marshalProviders(t testing.TB, ps []pilot.Provider) []byte {
 }
 
 func TestLoadProviders(t *testing.T) {
-	reg, err := pilot.LoadProviders(writeProviders(t, validProviders))
+	reg, err := config.LoadProviders(writeProviders(t, validProviders))
 	if err != nil {
 		t.Fatalf("LoadProviders: %v", err)
 	}
@@ -103,7 +104,7 @@ func TestLoadProviders(t *testing.T) {
 
 	// What Lookup reports, written back as a providers file, parses to
 	// the same registry.
-	again, err := pilot.ParseProviders(bytes.NewReader(marshalProviders(t, got)), "round-trip.json")
+	again, err := config.ParseProviders(bytes.NewReader(marshalProviders(t, got)), "round-trip.json")
 	if err != nil {
 		t.Fatalf("ParseProviders(round trip): %v", err)
 	}
@@ -118,7 +119,7 @@ func TestLoadProviders(t *testing.T) {
 
 func TestLoadProvidersMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "absent.json")
-	reg, err := pilot.LoadProviders(path)
+	reg, err := config.LoadProviders(path)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("LoadProviders(%s) error = %v; want fs.ErrNotExist", path, err)
 	}
@@ -194,7 +195,7 @@ func TestLoadProvidersErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeProviders(t, tt.input)
-			reg, err := pilot.LoadProviders(path)
+			reg, err := config.LoadProviders(path)
 			if err == nil {
 				t.Fatalf("LoadProviders(%q) = %v, nil; want an error", tt.input, reg.Names())
 			}
@@ -285,7 +286,7 @@ func TestRegistryEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromFile, err := pilot.ParseProviders(strings.NewReader(`{"providers": {}}`), "empty.json")
+	fromFile, err := config.ParseProviders(strings.NewReader(`{"providers": {}}`), "empty.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,7 +515,7 @@ func FuzzParseProviders(f *testing.F) {
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const name = "fuzz.json"
-		reg, err := pilot.ParseProviders(bytes.NewReader(data), name)
+		reg, err := config.ParseProviders(bytes.NewReader(data), name)
 		if err != nil {
 			if reg != nil {
 				t.Fatalf("ParseProviders returned a registry with error %v", err)
@@ -558,7 +559,7 @@ func FuzzParseProviders(f *testing.F) {
 		// What the registry holds, written back out, parses to the same
 		// registry.
 		ps := registryProviders(t, reg)
-		again, err := pilot.ParseProviders(bytes.NewReader(marshalProviders(t, ps)), name)
+		again, err := config.ParseProviders(bytes.NewReader(marshalProviders(t, ps)), name)
 		if err != nil {
 			t.Fatalf("re-parsing %+v: %v", ps, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/config"
 )
 
 func TestDefaultProviders(t *testing.T) {
@@ -108,7 +109,7 @@ func TestLoadRegistry(t *testing.T) {
 
 	t.Run("no default file", func(t *testing.T) {
 		t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-		reg, err := agents.LoadRegistry("")
+		reg, err := config.LoadRegistry("")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +120,7 @@ func TestLoadRegistry(t *testing.T) {
 	t.Run("no config dir", func(t *testing.T) {
 		t.Setenv("XDG_CONFIG_HOME", "")
 		t.Setenv("HOME", "")
-		reg, err := agents.LoadRegistry("")
+		reg, err := config.LoadRegistry("")
 		if err != nil || len(reg.Names()) != len(builtin) {
 			t.Errorf("LoadRegistry(\"\") = %v, %v; want the built-ins", reg.Names(), err)
 		}
@@ -129,7 +130,7 @@ func TestLoadRegistry(t *testing.T) {
 		t.Setenv("XDG_CONFIG_HOME", home)
 		os.MkdirAll(filepath.Join(home, "pilot"), 0o700)
 		os.WriteFile(filepath.Join(home, "pilot", "providers.json"), []byte(file), 0o644)
-		reg, err := agents.LoadRegistry("")
+		reg, err := config.LoadRegistry("")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +140,7 @@ func TestLoadRegistry(t *testing.T) {
 	})
 	t.Run("explicit file", func(t *testing.T) {
 		t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-		reg, err := agents.LoadRegistry(writeProviders(t, file))
+		reg, err := config.LoadRegistry(writeProviders(t, file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +150,7 @@ func TestLoadRegistry(t *testing.T) {
 	})
 	t.Run("explicit file missing", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "providers.json")
-		_, err := agents.LoadRegistry(path)
+		_, err := config.LoadRegistry(path)
 		if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), path) {
 			t.Errorf("error = %v; want one matching fs.ErrNotExist that names %s", err, path)
 		}
@@ -185,7 +186,7 @@ func TestLoadRegistryFileErrors(t *testing.T) {
 			def := filepath.Join(home, "pilot", "providers.json")
 			os.WriteFile(def, []byte(tt.content), 0o644)
 			for path, arg := range map[string]string{explicit: explicit, def: ""} {
-				reg, err := agents.LoadRegistry(arg)
+				reg, err := config.LoadRegistry(arg)
 				if err == nil || reg != nil {
 					t.Fatalf("LoadRegistry(%q) = %v, %v; want an error", arg, reg, err)
 				}
@@ -207,7 +208,7 @@ func ExampleLoadRegistry() {
 	os.WriteFile(path, []byte(`{"providers": {
 		"glm":   {"runner": "opencode", "model": "zai-coding-plan/glm-4.7", "credential_env": "ZHIPU_API_KEY"},
 		"local": {"runner": "codex", "model": "my-model", "base_url": "http://127.0.0.1:8080/v1", "credential_env": "LOCAL_API_KEY"}}}`), 0o644)
-	reg, err := agents.LoadRegistry(path)
+	reg, err := config.LoadRegistry(path)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,11 +1,6 @@
 package agents
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-
 	"github.com/pilotworkers/pilot"
 )
 
@@ -41,45 +36,4 @@ func Providers() []pilot.Provider {
 		{Name: "kimi-k3", Runner: RunnerOpencode, Model: "moonshotai/kimi-k3", CredentialEnv: "MOONSHOT_API_KEY"},
 		{Name: "pi", Runner: RunnerPi},
 	}
-}
-
-// LoadRegistry returns the built-in providers ([Providers]) with the
-// providers file at path over them: an entry of the file replaces the
-// built-in entry of the same name whole, and adds one of a new name.
-//
-// An empty path means [pilot.DefaultProvidersFile], which may be missing (then
-// the registry holds the built-ins alone). A path given explicitly must
-// exist: a missing one is an error that names it and matches
-// fs.ErrNotExist. Errors in the file are [pilot.LoadProviders]'s, and name it.
-func LoadRegistry(path string) (*pilot.Registry, error) {
-	builtin, err := pilot.NewRegistry(Providers()...)
-	if err != nil {
-		return nil, err // a bug in DefaultProviders
-	}
-	explicit := path != ""
-	if !explicit {
-		if path = pilot.DefaultProvidersFile(); path == "" {
-			return builtin, nil
-		}
-	}
-	file, err := pilot.LoadProviders(path)
-	switch {
-	case err == nil:
-		return builtin.With(providersOf(file)...)
-	case !explicit && errors.Is(err, fs.ErrNotExist):
-		return builtin, nil
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("pilot: providers file %s does not exist: %w", path, os.ErrNotExist)
-	}
-	return nil, err
-}
-
-// providersOf lists the providers of r.
-func providersOf(r *pilot.Registry) []pilot.Provider {
-	var ps []pilot.Provider
-	for _, n := range r.Names() {
-		p, _ := r.Lookup(n)
-		ps = append(ps, p)
-	}
-	return ps
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/retry"
 )
 
@@ -138,7 +139,7 @@ const envProvidersFile = "PILOT_PROVIDERS_FILE"
 // providersFlag adds --providers-file to fs.
 func providersFlag(fs *flag.FlagSet) *string {
 	return fs.String("providers-file", "", "providers `JSON` file merged over the built-in providers (default $"+
-		envProvidersFile+", else "+pilot.DefaultProvidersFile()+" when it exists)")
+		envProvidersFile+", else "+config.DefaultProvidersFile()+" when it exists)")
 }
 
 // providersPath is the providers file in effect: the flag's, else
@@ -154,7 +155,7 @@ func providersPath(flagValue string) string {
 // effect over them.
 func loadRegistry(flagValue string) (*pilot.Registry, error) {
 	path := providersPath(flagValue)
-	reg, err := agents.LoadRegistry(path)
+	reg, err := config.LoadRegistry(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("providers file %s does not exist: fix the path given with --providers-file or $%s, or create the file (see README)", path, envProvidersFile)
 	}
@@ -215,7 +216,7 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	}
 	defer closeState()
 
-	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners(), RunDir: runDir, Credentials: pilot.DefaultCredentials()}
+	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners(), RunDir: runDir, Credentials: config.DefaultCredentials()}
 	var mu sync.Mutex
 	var started *pilot.Started
 	// The task's observer sees the retry layer's events too.

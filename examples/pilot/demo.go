@@ -14,6 +14,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/procfs"
 )
@@ -100,7 +101,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// The demo's providers need no credential and are its own: it runs
 	// without the providers file and without any API key.
-	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners(), RunDir: *runDir, Grace: 500 * time.Millisecond, Credentials: pilot.DefaultCredentials()}
+	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners(), RunDir: *runDir, Grace: 500 * time.Millisecond, Credentials: config.DefaultCredentials()}
 
 	if !*asJSON {
 		fmt.Fprintf(stdout, "pilot demo: %d scripted workers (this program as a fake agent), run side by side\n\n", len(demoJobs))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/retry"
 )
 
@@ -223,7 +224,7 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	defer closeState()
 	prog := newProgress(stderr, labels)
-	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners(), RunDir: runDir, Credentials: pilot.DefaultCredentials()}
+	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners(), RunDir: runDir, Credentials: config.DefaultCredentials()}
 	if prog.term != nil {
 		d.OnLine = prog.line
 	}

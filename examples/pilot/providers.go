@@ -12,6 +12,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/templates"
 )
 
@@ -45,13 +46,13 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	file := providersPath(*providersFile)
 	if file == "" {
-		file = pilot.DefaultProvidersFile()
+		file = config.DefaultProvidersFile()
 	}
 	builtin := map[string]pilot.Provider{}
 	for _, p := range agents.Providers() {
 		builtin[p.Name] = p
 	}
-	creds := pilot.DefaultCredentials()
+	creds := config.DefaultCredentials()
 	statuses := []providerStatus{}
 	for _, name := range reg.Names() {
 		p, _ := reg.Lookup(name)
@@ -177,7 +178,7 @@ func cmdCredentials(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return badInput(stderr, "credentials", "no secret on stdin, so nothing was stored: type it at the prompt or pipe it in "+
 			"(pilot credentials %s < FILE); to see whether one is configured, run: pilot credentials %s --status", p.Name, p.Name)
 	}
-	path, err := pilot.FileCredentials{}.Store(p.Name, pilot.NewSecret(value))
+	path, err := config.FileCredentials{}.Store(p.Name, pilot.NewSecret(value))
 	if err != nil {
 		return badInput(stderr, "credentials", "%v", strings.TrimPrefix(err.Error(), "pilot: "))
 	}
@@ -189,7 +190,7 @@ func cmdCredentials(ctx context.Context, args []string, stdin io.Reader, stdout,
 }
 
 func credentialsDirForHelp() string {
-	if dir := pilot.DefaultCredentialsDir(); dir != "" {
+	if dir := config.DefaultCredentialsDir(); dir != "" {
 		return dir
 	}
 	return "$XDG_CONFIG_HOME/pilot/credentials"
@@ -198,7 +199,7 @@ func credentialsDirForHelp() string {
 // credentialStatus prints p's credential status as one JSON line: the
 // behaviour of 'pilot credentials PROVIDER' before it stored secrets.
 func credentialStatus(ctx context.Context, p pilot.Provider, stdout, stderr io.Writer) int {
-	info, err := pilot.DefaultCredentials().Info(ctx, p)
+	info, err := config.DefaultCredentials().Info(ctx, p)
 	if err != nil {
 		info.Configured, info.SecureMode = false, false
 	}

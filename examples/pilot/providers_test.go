@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/templates"
 )
 
@@ -132,7 +133,7 @@ func TestProvidersDefaultFile(t *testing.T) {
 		t.Errorf("without a providers file: %+v", got)
 	}
 	// The default file adds to them.
-	path := pilot.DefaultProvidersFile()
+	path := config.DefaultProvidersFile()
 	os.MkdirAll(filepath.Dir(path), 0o700)
 	writeProviders(t, path, map[string]map[string]any{"mine": {"runner": "pi", "model": "m"}})
 	got = providersJSON(t)
