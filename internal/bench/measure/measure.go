@@ -38,7 +38,7 @@ func KeepSupervisor() (stop func()) {
 	supervise.SetLinger(time.Hour)
 	return func() {
 		supervise.SetLinger(0)
-		supervise.Shutdown()
+		supervise.Shutdown(context.Background())
 	}
 }
 
