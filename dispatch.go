@@ -151,6 +151,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 // dispatch is Dispatch with the attempt's links to earlier attempts, which
 // go into its record (see DispatchWithRetry).
 func (d *Dispatcher) dispatch(ctx context.Context, t Task, link attemptLink) (Verdict, error) {
+	defer supervise.Hold()() // Shutdown waits for the whole dispatch
 	if err := ctx.Err(); err != nil {
 		return Verdict{}, fmt.Errorf("pilot: dispatch not started: %w", err)
 	}

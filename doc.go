@@ -76,6 +76,21 @@
 // group outlived the worker. On Windows, Dispatch returns an error wrapping
 // [errors.ErrUnsupported].
 //
+// # What importing pilot does
+//
+// Importing pilot adds an init function (internal/supervise's) that looks
+// for PILOT_SUPERVISOR_FD in the environment: when it is not empty, the
+// process is a supervisor, and init runs the supervisor and exits instead
+// of returning. Nothing else happens until the first dispatch, which starts
+// the program's own executable (/proc/self/exe on Linux, [os.Executable]
+// elsewhere) in a process group of its own, with the argv
+// ["pilot-supervisor"], the environment PILOT_SUPERVISOR_FD=3 (plus GORACE,
+// if set) and nothing else, and its control socket as descriptor 3. The
+// supervisor serves every later dispatch; 5 seconds after the last one ends
+// it exits, and the goroutine pilot keeps to read from it returns.
+// [Shutdown] ends both at once. The supervisor also exits when the program
+// does.
+//
 // # What pilot does not do
 //
 // The library never prints and never installs signal handlers: the caller
