@@ -23,7 +23,7 @@ func keepSupervisor(b *testing.B) {
 	supervise.SetLinger(time.Minute)
 	b.Cleanup(func() {
 		supervise.SetLinger(0)
-		supervise.Shutdown()
+		supervise.Shutdown(context.Background())
 	})
 }
 

@@ -25,7 +25,7 @@ func BenchmarkDispatchTrivial(b *testing.B) {
 	supervise.SetLinger(time.Minute)
 	b.Cleanup(func() {
 		supervise.SetLinger(0)
-		supervise.Shutdown()
+		supervise.Shutdown(context.Background())
 	})
 	d := testDispatcher(b, pilot.Provider{
 		Name:   "echo",

@@ -181,6 +181,7 @@ type Dispatcher struct {
 // directory could not be written. What the worker did, including failing
 // to start, is always the Verdict.
 func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
+	defer supervise.Hold()() // Shutdown waits for the whole dispatch
 	if err := ctx.Err(); err != nil {
 		return Verdict{}, fmt.Errorf("pilot: dispatch not started: %w", err)
 	}
@@ -1256,16 +1257,7 @@ func (r *run) tail() string {
 // poller (so Close unblocks a Read) and whose write end is blocking, as
 // ordinary programs expect their stdout to be.
 func pipe() (r, w *os.File, err error) {
-	var p [2]int
-	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
-		return nil, nil, fmt.Errorf("pilot: pipe: %w", err)
-	}
-	if err := syscall.SetNonblock(p[0], true); err != nil {
-		syscall.Close(p[0])
-		syscall.Close(p[1])
-		return nil, nil, fmt.Errorf("pilot: pipe: %w", err)
-	}
-	return os.NewFile(uintptr(p[0]), "worker-output"), os.NewFile(uintptr(p[1]), "worker-output"), nil
+	return newPipe("worker-output", true)
 }
 
 // stdinFile returns the worker's stdin: /dev/null, or a pipe fed with data
@@ -1278,17 +1270,10 @@ func stdinFile(data []byte) (*os.File, func(), error) {
 		}
 		return f, func() {}, nil
 	}
-	var p [2]int
-	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
-		return nil, nil, fmt.Errorf("pilot: pipe: %w", err)
+	rd, wr, err := newPipe("worker-stdin", false)
+	if err != nil {
+		return nil, nil, err
 	}
-	if err := syscall.SetNonblock(p[1], true); err != nil {
-		syscall.Close(p[0])
-		syscall.Close(p[1])
-		return nil, nil, fmt.Errorf("pilot: pipe: %w", err)
-	}
-	rd := os.NewFile(uintptr(p[0]), "worker-stdin")
-	wr := os.NewFile(uintptr(p[1]), "worker-stdin")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -1322,15 +1307,6 @@ func lookPath(prog string, env []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("executable %q not found in the worker's PATH (%s)", prog, path)
-}
-
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
-	syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT",
-	syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL",
-	syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
-	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
-	syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS",
 }
 
 func signalName(s syscall.Signal) string {

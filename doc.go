@@ -47,7 +47,7 @@
 // group is not enough, so pilot runs workers under a supervisor: this
 // program's own executable, started again on the first dispatch (package
 // init code recognises it before main runs) and kept for a few seconds after
-// the last. The supervisor is a Linux child subreaper, so a worker's
+// the last. On Linux the supervisor is a child subreaper, so a worker's
 // descendants stay its descendants even when they double-fork or call
 // setsid; it reaps them itself, so the program embedding pilot reaps its own
 // children exactly as before. When a worker exits, whatever it left running
@@ -67,13 +67,38 @@
 // found has ended. A process handed to an unrelated daemon (a container
 // engine, tmux's server, systemd-run) is outside the tree and out of reach.
 //
+// Darwin has no child subreaper: there the supervisor holds a worker by its
+// process group alone. Signals go to the group, and whatever is still in it
+// when the worker exits gets SIGTERM, the grace period, then SIGKILL. A
+// descendant that leaves the group (setsid or setpgid, as agent CLIs do for
+// their tools) escapes: it is not signalled, waited for, counted or killed,
+// and runs on after Dispatch returns. Leftovers is 1, not a count, when the
+// group outlived the worker. On Windows, Dispatch returns an error wrapping
+// [errors.ErrUnsupported].
+//
+// # What importing pilot does
+//
+// Importing pilot adds an init function (internal/supervise's) that looks
+// for PILOT_SUPERVISOR_FD in the environment: when it is not empty, the
+// process is a supervisor, and init runs the supervisor and exits instead
+// of returning. Nothing else happens until the first dispatch, which starts
+// the program's own executable (/proc/self/exe on Linux, [os.Executable]
+// elsewhere) in a process group of its own, with the argv
+// ["pilot-supervisor"], the environment PILOT_SUPERVISOR_FD=3 (plus GORACE,
+// if set) and nothing else, and its control socket as descriptor 3. The
+// supervisor serves every later dispatch; 5 seconds after the last one ends
+// it exits, and the goroutine pilot keeps to read from it returns.
+// [Shutdown] ends both at once. The supervisor also exits when the program
+// does.
+//
 // # What pilot does not do
 //
 // The library never prints and never installs signal handlers: the caller
 // cancels the context (the example command uses signal.NotifyContext). It
 // does not schedule or sandbox beyond the environment and process tree, and
 // retries only when asked ([Dispatcher.DispatchWithRetry], Fanout.Retry);
-// the rest is the caller's, or later layers'. It runs on Linux only.
+// the rest is the caller's, or later layers'. It dispatches on Linux and,
+// with the weaker supervision above, on darwin.
 //
 // # Retries and state
 //

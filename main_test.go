@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -137,55 +136,6 @@ func (s *spawnedPIDs) get() []int {
 
 // gone reports whether pid no longer runs (absent or a zombie).
 func gone(pid int) bool { return !procfs.Alive(pid) }
-
-// waitGone waits, without polling, until every pid has exited or the
-// deadline passes; it returns the pids still alive.
-func waitGone(t *testing.T, pids []int, timeout time.Duration) []int {
-	t.Helper()
-	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(ep)
-	live := map[int32]int{}
-	for _, pid := range pids {
-		fd, _, errno := syscall.Syscall(434 /* pidfd_open */, uintptr(pid), 0, 0)
-		if errno != 0 {
-			continue // already gone
-		}
-		defer syscall.Close(int(fd))
-		if err := syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, int(fd), &syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd)}); err != nil {
-			t.Fatal(err)
-		}
-		live[int32(fd)] = pid
-	}
-	deadline := time.Now().Add(timeout)
-	events := make([]syscall.EpollEvent, 8)
-	for len(live) > 0 {
-		ms := int(time.Until(deadline).Milliseconds())
-		if ms <= 0 {
-			break
-		}
-		n, err := syscall.EpollWait(ep, events, ms)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range events[:n] {
-			delete(live, ev.Fd)
-			syscall.EpollCtl(ep, syscall.EPOLL_CTL_DEL, int(ev.Fd), nil)
-		}
-	}
-	var left []int
-	for _, pid := range live {
-		if !gone(pid) {
-			left = append(left, pid)
-		}
-	}
-	return left
-}
 
 // dispatcherChild runs one dispatch of the fake agent script in args and
 // reports on stdout: "worker PID" once it started, then "line TEXT" for each

@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
-	"syscall"
 )
 
 // Provenance says which program dispatched a run, so a record can be traced
@@ -18,8 +17,9 @@ type Provenance struct {
 	// Pid is the dispatching process.
 	Pid int `json:"dispatcher_pid"`
 	// SourcePath is the executable's path; SourceSHA256 the sha256 of the
-	// executable that is running (read through /proc/self/exe, which is
-	// the loaded file even when the path now holds another);
+	// executable that is running (read through /proc/self/exe on Linux,
+	// which is the loaded file even when the path now holds another;
+	// elsewhere, the file at SourcePath on the first dispatch);
 	// CurrentSHA256 the sha256 of the file at SourcePath now.
 	SourcePath          string `json:"dispatcher_source_path"`
 	SourceSHA256        string `json:"dispatcher_source_sha256"`
@@ -52,11 +52,12 @@ type fileID struct {
 }
 
 func statID(path string) (fileID, bool) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
+	fi, err := os.Stat(path)
+	if err != nil {
 		return fileID{}, false
 	}
-	return fileID{uint64(st.Dev), st.Ino, st.Size, st.Mtim.Nano()}, true
+	dev, ino := devIno(fi)
+	return fileID{dev, ino, fi.Size(), fi.ModTime().UnixNano()}, true
 }
 
 func sha256File(path string) string {
@@ -80,8 +81,9 @@ func CurrentProvenance() Provenance {
 		p := &loaded.p
 		p.Pid = os.Getpid()
 		p.SourcePath, _ = os.Executable()
-		p.SourceSHA256 = sha256File("/proc/self/exe")
-		loaded.st, _ = statID("/proc/self/exe")
+		exe := loadedExecutable(p.SourcePath)
+		p.SourceSHA256 = sha256File(exe)
+		loaded.st, _ = statID(exe)
 		if bi, ok := debug.ReadBuildInfo(); ok {
 			p.Module, p.Version = bi.Main.Path, bi.Main.Version
 			if bi.Main.Path == pilotModule {

@@ -105,7 +105,8 @@ type Verdict struct {
 	SessionPhase SessionPhase `json:"session_phase,omitempty"`
 
 	// Leftovers counts processes of the worker's tree that were still
-	// alive after the worker exited and that pilot killed.
+	// alive after the worker exited and that pilot killed (on darwin, 1
+	// for any number: see the package doc's Process trees).
 	Leftovers int `json:"leftovers,omitempty"`
 	// OutputIncomplete is set when the worker's output pipes stayed open
 	// past the wait delay and pilot stopped reading them.

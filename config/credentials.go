@@ -137,7 +137,7 @@ func readCredentialFile(provider, path string) (string, error) {
 	fail := func(mode fs.FileMode, format string, a ...any) (string, error) {
 		return "", &CredentialFileError{Provider: provider, Path: path, Mode: mode, Reason: fmt.Sprintf(format, a...)}
 	}
-	file, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	file, err := os.OpenFile(path, os.O_RDONLY|credentialOpenFlags, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", nil

@@ -14,12 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/pilotworkers/pilot"
 
 	"github.com/pilotworkers/pilot/internal/atomicfile"
+	"github.com/pilotworkers/pilot/internal/filelock"
 )
 
 // StateVersion is the version of the state file format this package writes.
@@ -172,7 +172,7 @@ func OpenStore(path string) (*Store, error) {
 	if err != nil {
 		return nil, &StateError{Path: abs, Err: err, Fix: "make its directory writable or choose another state directory"}
 	}
-	if err := flock(lock, syscall.LOCK_EX); err != nil {
+	if err := filelock.TryLock(lock); err != nil {
 		holder := readHolder(lock)
 		lock.Close()
 		return nil, &StateError{Path: abs, Err: fmt.Errorf("%w%s", ErrStateLocked, holder),
@@ -202,15 +202,6 @@ func OpenStoreDryRun(path string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-func flock(f *os.File, how int) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
-		if err != syscall.EINTR {
-			return err
-		}
-	}
 }
 
 func readHolder(f *os.File) string {

@@ -6,10 +6,8 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/retry"
@@ -182,34 +180,6 @@ func (p *progress) redraw() {
 // eraseLines moves the cursor up over the last n lines, clearing each.
 func eraseLines(n int) string {
 	return strings.Repeat("\x1b[1A\x1b[2K", n)
-}
-
-// termSize returns the size of the terminal f, and false when f is not a
-// terminal. A character device is not enough: /dev/null is one.
-func termSize(f *os.File) (width, height int, ok bool) {
-	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return 0, 0, false
-	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return 0, 0, false
-	}
-	var ws struct{ Row, Col, X, Y uint16 }
-	var errno syscall.Errno
-	rc.Control(func(fd uintptr) {
-		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCGWINSZ, uintptr(unsafe.Pointer(&ws)))
-	})
-	if errno != 0 {
-		return 0, 0, false
-	}
-	width, height = int(ws.Col), int(ws.Row)
-	if width <= 0 {
-		width = 80
-	}
-	if height <= 0 {
-		height = 24
-	}
-	return width, height, true
 }
 
 // A progressRow is one job in the live table.

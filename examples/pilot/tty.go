@@ -1,3 +1,5 @@
+//go:build linux || darwin
+
 package main
 
 import (
@@ -11,20 +13,20 @@ import (
 	"unsafe"
 )
 
-// Terminal control with the termios ioctls of Linux, from the standard
-// library alone.
+// Terminal control with the termios ioctls of Linux and darwin, from the
+// standard library alone.
 
 // termios returns f's terminal attributes; an error means f is not a
 // terminal.
 func termios(f *os.File) (syscall.Termios, error) {
 	var t syscall.Termios
-	err := ioctlTermios(f, syscall.TCGETS, &t)
+	err := ioctlTermios(f, ioctlGetTermios, &t)
 	return t, err
 }
 
 // setTermios sets f's terminal attributes at once.
 func setTermios(f *os.File, t *syscall.Termios) error {
-	return ioctlTermios(f, syscall.TCSETS, t)
+	return ioctlTermios(f, ioctlSetTermios, t)
 }
 
 func ioctlTermios(f *os.File, req uintptr, t *syscall.Termios) error {
@@ -121,4 +123,32 @@ func readLine(r io.Reader, limit int) ([]byte, error) {
 		}
 	}
 	return line, nil
+}
+
+// termSize returns the size of the terminal f, and false when f is not a
+// terminal. A character device is not enough: /dev/null is one.
+func termSize(f *os.File) (width, height int, ok bool) {
+	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return 0, 0, false
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, 0, false
+	}
+	var ws struct{ Row, Col, X, Y uint16 }
+	var errno syscall.Errno
+	rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCGWINSZ, uintptr(unsafe.Pointer(&ws)))
+	})
+	if errno != 0 {
+		return 0, 0, false
+	}
+	width, height = int(ws.Col), int(ws.Row)
+	if width <= 0 {
+		width = 80
+	}
+	if height <= 0 {
+		height = 24
+	}
+	return width, height, true
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command chaos runs a random mix of dispatches and fanouts against a
 // misbehaving fake agent and checks, after each, that pilot kept its
 // promises: no process of the run is left alive, every job has a verdict,
@@ -16,6 +18,8 @@
 // the pilot process of the kinds that need one of their own: a pilot that is
 // SIGKILLed mid-fanout, a pilot whose files stop being writable mid-run, and
 // two pilots sharing one run directory (PILOT_CHAOS_CHILD set).
+//
+// It runs on Linux only: it finds leftover processes in /proc.
 package main
 
 import (

@@ -74,7 +74,7 @@ func Main(args []string) int {
 	}
 	var ready *os.File
 	if fd, err := strconv.Atoi(os.Getenv(envReadyFD)); err == nil {
-		syscall.CloseOnExec(fd)
+		closeOnExec(fd)
 		ready = os.NewFile(uintptr(fd), "ready")
 		os.Unsetenv(envReadyFD)
 	}
@@ -270,7 +270,10 @@ func spawn(opts string, steps []string) (int, error) {
 		switch o {
 		case "":
 		case "setsid":
-			cmd.SysProcAttr.Setsid = true
+			if err := setsid(cmd.SysProcAttr); err != nil {
+				wr.Close()
+				return 0, err
+			}
 		case "hold":
 			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		default:

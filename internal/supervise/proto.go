@@ -4,12 +4,15 @@
 //
 // The supervisor is the program's own executable started again with
 // EnvSupervisor set: this package's init function notices and runs the
-// supervisor instead of the program. It is a Linux child subreaper, so
+// supervisor instead of the program. On Linux it is a child subreaper, so
 // descendants that double-fork or call setsid are re-parented to it instead
 // of to init, and it reaps them; the program that embeds pilot keeps reaping
-// its own children exactly as before. One supervisor serves every job of the
-// process. When the program exits or is killed, the supervisor's control
+// its own children exactly as before. On other Unix systems (darwin) it
+// holds each worker by its process group only, and descendants that leave
+// the group escape (see server_group.go). One supervisor serves every job of
+// the process. When the program exits or is killed, the supervisor's control
 // socket reaches end of file and it terminates every job's process tree.
+// Elsewhere (windows) Start returns an error wrapping errors.ErrUnsupported.
 package supervise
 
 import (

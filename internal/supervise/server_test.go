@@ -1,3 +1,5 @@
+//go:build unix
+
 package supervise
 
 import (
@@ -12,7 +14,7 @@ import (
 // panic on the error's counts. The chaos suite found this: a SIGKILLed
 // pilot's grandchildren were left to init.
 func TestReadEndsOnAResetControlSocket(t *testing.T) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fds, err := socketpair()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 
 	"github.com/pilotworkers/pilot/internal/atomicfile"
+	"github.com/pilotworkers/pilot/internal/filelock"
 )
 
 // inventory is the inventory file's content.
@@ -61,22 +61,16 @@ func lock(inventoryPath string) (*os.File, error) {
 	return lockFile(inventoryPath + ".lock")
 }
 
-// lockFile takes an exclusive flock on path, creating the file if need be,
-// and blocks until it has it; the caller releases it by closing the file.
-// flock locks belong to the open file, so goroutines of one process exclude
-// each other as processes do.
+// lockFile takes an exclusive lock (flock on Unix) on path, creating the
+// file if need be, and blocks until it has it; the caller releases it by
+// closing the file. The locks belong to the open file, so goroutines of one
+// process exclude each other as processes do.
 func lockFile(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening the lock file: %w", err)
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
+	if err := filelock.Lock(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}

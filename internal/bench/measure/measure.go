@@ -39,7 +39,7 @@ func KeepSupervisor() (stop func()) {
 	supervise.SetLinger(time.Hour)
 	return func() {
 		supervise.SetLinger(0)
-		supervise.Shutdown()
+		supervise.Shutdown(context.Background())
 	}
 }
 

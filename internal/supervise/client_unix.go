@@ -1,0 +1,184 @@
+//go:build unix
+
+package supervise
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+func spawn() (*client, error) {
+	exe, err := selfExe()
+	if err != nil {
+		return nil, fmt.Errorf("supervise: finding this program's executable: %w", err)
+	}
+	fds, err := socketpair()
+	if err != nil {
+		return nil, fmt.Errorf("supervise: socketpair: %w", err)
+	}
+	mine := os.NewFile(uintptr(fds[0]), "supervisor-control")
+	theirs := os.NewFile(uintptr(fds[1]), "supervisor-control")
+	defer theirs.Close()
+	fc, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		theirs.Close()
+		return nil, fmt.Errorf("supervise: %w", err)
+	}
+	env := []string{EnvSupervisor + "=3"}
+	if v, ok := os.LookupEnv("GORACE"); ok {
+		// Race-detector builds (tests) read their options from it; the
+		// default makes every exit wait a second.
+		env = append(env, "GORACE="+v)
+	}
+	// exec.Command, not a bare Cmd: os/exec's execwait leak check
+	// (GODEBUG=execwait, which tests set) covers it.
+	cmd := exec.Command(exe)
+	cmd.Args = []string{"pilot-supervisor"}
+	cmd.Env = env
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		fc.Close()
+		return nil, fmt.Errorf("supervise: starting the supervisor (%s re-executed): %w", exe, err)
+	}
+	c := &client{
+		conn:   fc.(*net.UnixConn),
+		cmd:    cmd,
+		jobs:   map[uint64]*Job{},
+		reader: make(chan struct{}),
+	}
+	go c.read()
+	return c, nil
+}
+
+func (c *client) start(spec Spec, stdin, stdout, stderr *os.File) (*Job, error) {
+	c.mu.Lock()
+	if c.lost {
+		c.mu.Unlock()
+		return nil, ErrSupervisorLost
+	}
+	c.nextID++
+	j := &Job{
+		c:       c,
+		id:      c.nextID,
+		started: make(chan *msg, 1),
+		exited:  make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	c.jobs[j.id] = j
+	c.mu.Unlock()
+
+	m := &msg{
+		Op:      opStart,
+		ID:      j.id,
+		Path:    spec.Path,
+		Argv:    spec.Argv,
+		Env:     spec.Env,
+		Dir:     spec.Dir,
+		Cookie:  spec.Cookie,
+		GraceMS: spec.Grace.Milliseconds(),
+	}
+	rights := syscall.UnixRights(int(stdin.Fd()), int(stdout.Fd()), int(stderr.Fd()))
+	if err := c.send(m, rights); err != nil {
+		c.forget(j.id)
+		return nil, err
+	}
+	r, ok := <-j.started
+	if !ok {
+		return nil, ErrSupervisorLost
+	}
+	if r.Err != "" {
+		return nil, &StartError{Path: spec.Path, Msg: r.Err}
+	}
+	j.Pid = r.Pid
+	return j, nil
+}
+
+func (c *client) send(m *msg, rights []byte) error {
+	frame, err := encodeFrame(m)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if rights != nil {
+		// The descriptors travel with the frame's first bytes.
+		n, _, err := c.conn.WriteMsgUnix(frame[:4], rights, nil)
+		if err != nil {
+			return fmt.Errorf("supervise: %w", err)
+		}
+		frame = frame[n:]
+	}
+	if _, err := c.conn.Write(frame); err != nil {
+		return fmt.Errorf("supervise: %w", err)
+	}
+	return nil
+}
+
+func (c *client) read() {
+	defer close(c.reader)
+	br := bufio.NewReader(c.conn)
+	for {
+		m, err := readFrame(br)
+		if err != nil {
+			break
+		}
+		c.mu.Lock()
+		j := c.jobs[m.ID]
+		switch {
+		case j == nil:
+		case m.Op == opDone:
+			delete(c.jobs, m.ID)
+		case m.Op == opStarted && m.Err != "":
+			delete(c.jobs, m.ID)
+		case m.Op == opStarted:
+			j.startedOK = true
+		}
+		c.mu.Unlock()
+		if j == nil {
+			continue
+		}
+		switch m.Op {
+		case opStarted:
+			j.started <- m
+		case opExited:
+			j.status = Status{syscall.WaitStatus(m.Status)}
+			close(j.exited)
+		case opDone:
+			j.leftovers = m.Leftovers
+			close(j.done)
+		}
+	}
+	c.conn.Close()
+	c.mu.Lock()
+	c.lost = true
+	jobs := c.jobs
+	c.jobs = map[uint64]*Job{}
+	startedOK := map[uint64]bool{}
+	for id, j := range jobs {
+		startedOK[id] = j.startedOK
+	}
+	c.mu.Unlock()
+	for id, j := range jobs {
+		j.err = ErrSupervisorLost
+		if !startedOK[id] {
+			close(j.started)
+			continue
+		}
+		select {
+		case <-j.exited:
+		default:
+			close(j.exited)
+		}
+		close(j.done)
+	}
+	_ = c.cmd.Wait()
+	shared.mu.Lock()
+	delete(shared.live, c)
+	shared.mu.Unlock()
+}
