@@ -31,7 +31,7 @@ func keepSupervisor(b *testing.B) {
 // 64 at a time; one op is the whole fanout.
 func BenchmarkFanout1000(b *testing.B) {
 	keepSupervisor(b)
-	d := testDispatcher(b, pilot.Provider{Name: "echo", Runner: pilot.RunnerCommand, Argv: []string{"/bin/echo", "ok"}})
+	d := testDispatcher(b, pilot.Provider{Name: "echo", Runner: "command", Argv: []string{"/bin/echo", "ok"}})
 	wd := b.TempDir()
 	jobs := make([]pilot.Job, fanoutBenchJobs)
 	for i := range jobs {
@@ -90,8 +90,8 @@ func BenchmarkFanoutInFlightMemory(b *testing.B) {
 	const n = 256
 	keepSupervisor(b)
 	d := testDispatcher(b,
-		pilot.Provider{Name: "echo", Runner: pilot.RunnerCommand, Argv: measure.TrivialArgv},
-		pilot.Provider{Name: "block", Runner: pilot.RunnerCommand, Argv: measure.BlockingArgv})
+		pilot.Provider{Name: "echo", Runner: "command", Argv: measure.TrivialArgv},
+		pilot.Provider{Name: "block", Runner: "command", Argv: measure.BlockingArgv})
 	if err := measure.DispatchOK(context.Background(), d, pilot.Task{Provider: "echo", Mode: pilot.ModeReview, Prompt: "x"}); err != nil {
 		b.Fatal(err) // the warm-up starts the supervisor
 	}

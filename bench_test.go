@@ -29,7 +29,7 @@ func BenchmarkDispatchTrivial(b *testing.B) {
 	})
 	d := testDispatcher(b, pilot.Provider{
 		Name:   "echo",
-		Runner: pilot.RunnerCommand,
+		Runner: "command",
 		Argv:   []string{"/bin/echo", "ok"},
 	})
 	tk := pilot.Task{Provider: "echo", Mode: pilot.ModeCode, Prompt: "x", Workdir: b.TempDir()}

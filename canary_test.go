@@ -28,7 +28,7 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 	const otherKey = "canary-other-a3c47e10-secret"
 	for _, rn := range agents.Runners() {
 		for _, setup := range []string{"plain", "isolated", "base_url"} {
-			if rn.Name() == pilot.RunnerCommand && setup != "plain" {
+			if rn.Name() == "command" && setup != "plain" {
 				continue
 			}
 			t.Run(rn.Name()+"/"+setup, func(t *testing.T) {
@@ -37,7 +37,7 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 				victim.Name, victim.Model, victim.CredentialEnv = "victim", "prov/m1", "VICTIM_KEY"
 				victim.Env[fakeagent.EnvReplayEcho] = "VICTIM_KEY"
 				victim.Env[fakeagent.EnvReplayExit] = "1"
-				if rn.Name() == pilot.RunnerCommand {
+				if rn.Name() == "command" {
 					victim.Argv = []string{victim.Binary, "--key-in-argv=" + victimKey}
 					victim.Binary, victim.Model = "", ""
 				}
@@ -47,7 +47,7 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 				case "base_url":
 					victim.BaseURL = "http://127.0.0.1:9/v1"
 				}
-				other := pilot.Provider{Name: "other", Runner: pilot.RunnerCommand, Argv: []string{"true"}, CredentialEnv: "OTHER_KEY"}
+				other := pilot.Provider{Name: "other", Runner: "command", Argv: []string{"true"}, CredentialEnv: "OTHER_KEY"}
 				d := testDispatcher(t, victim, other)
 				d.EnvAllow = append([]string{"OTHER_KEY"}, pilot.DefaultEnvAllow...)
 				keys := map[string]string{"VICTIM_KEY": victimKey, "OTHER_KEY": otherKey, "PATH": os.Getenv("PATH")}
@@ -85,7 +85,7 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 				if !got {
 					t.Errorf("the worker did not receive its own key in VICTIM_KEY")
 				}
-				if rn.Name() != pilot.RunnerCommand && strings.Contains(strings.Join(call.Argv, " "), victimKey) {
+				if rn.Name() != "command" && strings.Contains(strings.Join(call.Argv, " "), victimKey) {
 					t.Errorf("the runner put the secret on the command line: %q", call.Argv)
 				}
 			})
@@ -101,7 +101,7 @@ var canaryFixture = map[string]string{
 	agents.RunnerClaude:   "testdata/claude/stream/parallel-tools",
 	agents.RunnerOpencode: "testdata/opencode/stream/parallel-tools",
 	agents.RunnerGemini:   "testdata/gemini/stream/parallel-tools",
-	pilot.RunnerCommand:   "testdata/pi/stream/parallel-tools-gen-b",
+	"command":   "testdata/pi/stream/parallel-tools-gen-b",
 }
 
 // The secret canary across everything: every built-in provider (and a
@@ -130,7 +130,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 			provs[i].CredentialEnv = "PI_CANARY_KEY" // pi needs none: give it one
 		}
 	}
-	provs = append(provs, pilot.Provider{Name: "cmd", Runner: pilot.RunnerCommand, Argv: []string{"true"}, CredentialEnv: "CMD_CANARY_KEY"})
+	provs = append(provs, pilot.Provider{Name: "cmd", Runner: "command", Argv: []string{"true"}, CredentialEnv: "CMD_CANARY_KEY"})
 	canary := map[string]string{} // provider → its secret
 	secretOf := map[string]string{}
 	for i, p := range provs {
@@ -187,7 +187,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 			fakeagent.EnvFakeAgent: "1", "GORACE": "atexit_sleep_ms=0",
 			fakeagent.EnvReplay: prefix, fakeagent.EnvCallOut: call,
 		}
-		if p.Runner == pilot.RunnerCommand {
+		if p.Runner == "command" {
 			p.Argv = []string{exe, "{prompt}"}
 		} else {
 			p.Binary = exe

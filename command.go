@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// RunnerCommand is the name of the command runner.
-const RunnerCommand = "command"
+// runnerCommand is the name of the command runner.
+const runnerCommand = "command"
 
 // CommandRunner runs any command line from the provider's Argv. Each
 // argument may contain these placeholders, replaced for every attempt:
@@ -26,7 +26,7 @@ const RunnerCommand = "command"
 // A task with Resume set needs a {resume} somewhere in Argv: without one,
 // the command could not continue the session, and the runner refuses it.
 //
-// Its outcome comes from the exit status alone ([ExitCodeWatcher]): exit 0
+// Its outcome comes from the exit status alone ([exitCodeWatcher]): exit 0
 // with output on stdout is completed, exit 0 with no stdout is empty, and
 // anything else is an error.
 //
@@ -40,7 +40,7 @@ type CommandRunner struct {
 }
 
 // Name implements Runner.
-func (CommandRunner) Name() string { return RunnerCommand }
+func (CommandRunner) Name() string { return runnerCommand }
 
 // Command implements Runner.
 func (c CommandRunner) Command(_ context.Context, a Attempt) (*Command, error) {
@@ -69,7 +69,7 @@ func (c CommandRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 	// pi, say) gets phase tracking and the stall policy when ReadSession
 	// knows its format; one that does not stays "starting", which is only
 	// ever inspected.
-	cmd := &Command{Argv: argv, Watcher: ExitCodeWatcher{}, SessionPath: a.SessionPath}
+	cmd := &Command{Argv: argv, Watcher: exitCodeWatcher{}, SessionPath: a.SessionPath}
 	if c.ReadSession != nil {
 		cmd.ReadSession = c.ReadSession(a.SessionPath)
 	}

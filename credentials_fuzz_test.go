@@ -21,7 +21,7 @@ func FuzzCredentialFile(f *testing.F) {
 	}
 	dir := f.TempDir()
 	fc := config.FileCredentials{Dir: dir}
-	p := pilot.Provider{Name: "fuzz", Runner: pilot.RunnerCommand, Argv: []string{"true"}, CredentialEnv: "FUZZ_KEY"}
+	p := pilot.Provider{Name: "fuzz", Runner: "command", Argv: []string{"true"}, CredentialEnv: "FUZZ_KEY"}
 	path := fc.Path(p.Name)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {

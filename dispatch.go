@@ -25,12 +25,12 @@ import (
 
 // Defaults for the Dispatcher's zero-valued fields.
 const (
-	DefaultTimeout      = 3600 * time.Second
-	DefaultIdleTimeout  = 900 * time.Second
-	DefaultGrace        = 5 * time.Second
-	DefaultWaitDelay    = 2 * time.Second
-	DefaultMaxLineBytes = 8 << 20
-	DefaultHeartbeat    = time.Second
+	defaultTimeout      = 3600 * time.Second
+	defaultIdleTimeout  = 900 * time.Second
+	defaultGrace        = 5 * time.Second
+	defaultWaitDelay    = 2 * time.Second
+	defaultMaxLineBytes = 8 << 20
+	defaultHeartbeat    = time.Second
 )
 
 // DefaultEnvAllow is the environment a worker inherits from pilot's own when
@@ -130,24 +130,24 @@ type Dispatcher struct {
 	RunDir string
 
 	// Timeout and IdleTimeout are the defaults for tasks that set none:
-	// DefaultTimeout and DefaultIdleTimeout when zero.
+	// defaultTimeout and defaultIdleTimeout when zero.
 	Timeout     time.Duration
 	IdleTimeout time.Duration
 	// Grace is the time between SIGTERM and SIGKILL when pilot ends a
 	// worker, and the time leftover descendants get after the worker
-	// exits; DefaultGrace when zero.
+	// exits; defaultGrace when zero.
 	Grace time.Duration
 	// WaitDelay bounds how long pilot keeps reading output once the whole
-	// process tree is gone; DefaultWaitDelay when zero.
+	// process tree is gone; defaultWaitDelay when zero.
 	WaitDelay time.Duration
 	// MaxLineBytes is the most of one output line held in memory (longer
-	// lines still reach stream.log whole); DefaultMaxLineBytes when zero.
+	// lines still reach stream.log whole); defaultMaxLineBytes when zero.
 	MaxLineBytes int
 
 	// Stall decides, from the phase of the worker's native session, when
 	// a silent worker is inspected and when it is ended as a
 	// session-stall. Heartbeat is how often pilot looks at the session
-	// file and the silence; DefaultHeartbeat when zero.
+	// file and the silence; defaultHeartbeat when zero.
 	Stall     StallPolicy
 	Heartbeat time.Duration
 
@@ -205,7 +205,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 	// Enough bytes for 500 characters of any width, plus room to redact a
 	// secret cut by the window's start.
 	r.stderrTail.N = 4*stderrTailRunes + 2*len(secret.Reveal()) + 64
-	r.streamTail.N = StallTailBytes + 2*len(secret.Reveal()) + 64
+	r.streamTail.N = stallTailBytes + 2*len(secret.Reveal()) + 64
 	return r.execute(ctx)
 }
 
@@ -256,22 +256,22 @@ func (d *Dispatcher) withDefaults() *Dispatcher {
 		c.RunDir = abs
 	}
 	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
+		c.Timeout = defaultTimeout
 	}
 	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
+		c.IdleTimeout = defaultIdleTimeout
 	}
 	if c.Grace <= 0 {
-		c.Grace = DefaultGrace
+		c.Grace = defaultGrace
 	}
 	if c.WaitDelay <= 0 {
-		c.WaitDelay = DefaultWaitDelay
+		c.WaitDelay = defaultWaitDelay
 	}
 	if c.MaxLineBytes <= 0 {
-		c.MaxLineBytes = DefaultMaxLineBytes
+		c.MaxLineBytes = defaultMaxLineBytes
 	}
 	if c.Heartbeat <= 0 {
-		c.Heartbeat = DefaultHeartbeat
+		c.Heartbeat = defaultHeartbeat
 	}
 	if c.EnvAllow == nil {
 		c.EnvAllow = DefaultEnvAllow
@@ -303,7 +303,7 @@ func (d *Dispatcher) runner(name string) Runner {
 			return d.Runners[i]
 		}
 	}
-	if name == RunnerCommand {
+	if name == runnerCommand {
 		return CommandRunner{}
 	}
 	return nil
@@ -402,7 +402,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		Label:       r.task.Label,
 		Runner:      r.runner.Name(),
 		Model:       r.prov.Model,
-		Status:      StatusRunning,
+		Status:      statusRunning,
 		Workdir:     r.task.Workdir,
 		StartedAt:   start.UTC(),
 		Timeout:     r.timeout().Seconds(),
@@ -456,7 +456,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	}
 	r.watcher = cmd.Watcher
 	if r.watcher == nil {
-		r.watcher = ExitCodeWatcher{}
+		r.watcher = exitCodeWatcher{}
 	}
 	env := r.environ(cmd.Env, cmd.SecretEnv)
 	r.rec.Argv = make([]string, len(cmd.Argv))
@@ -541,7 +541,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	r.rec.SessionID, r.rec.Resume, r.rec.Usage = v.SessionID, v.Resume, v.Usage
 	r.rec.StdoutBytes = exit.StdoutBytes
 	r.rec.StderrBytes = exit.StderrBytes
-	r.rec.Provenance = CurrentProvenance() // the executable on disk now
+	r.rec.Provenance = currentProvenance() // the executable on disk now
 	if err := writeRecord(r.recPath, r.final, &r.rec); err != nil {
 		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
 	}
@@ -578,7 +578,7 @@ func (r *run) writeTaskFile() error {
 // worker has started, so that creating files overlaps the worker's
 // start-up (its output waits in its pipes meanwhile).
 func (r *run) prepareFiles() (err error) {
-	r.rec.Provenance = CurrentProvenance()
+	r.rec.Provenance = currentProvenance()
 	if err := r.writeTaskFile(); err != nil {
 		return err
 	}
@@ -872,14 +872,14 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	// stall policy and the retry-loop limit say.
 	look := func(now time.Time) {
 		switch watch.beat(now) {
-		case StallInspect:
+		case stallInspect:
 			r.emit(Event{Type: EventStallInspection, Inspection: watch.inspection})
-		case StallTerminate:
+		case stallTerminate:
 			r.emit(Event{Type: EventStallInspection, Inspection: watch.inspection})
 			terminate(FailSessionStall, fmt.Sprintf("no activity for %s while %s", watch.clock.Silence(now).Round(time.Millisecond), watch.state.Phase))
 			return
 		}
-		if limit, on := r.d.Stall.RetryLoopLimit(); on {
+		if limit, on := r.d.Stall.retryLoopLimit(); on {
 			if loop, ok := r.retryLoop(); ok && now.Sub(loop.Since) >= limit {
 				terminate(loop.Diagnostic.Class, fmt.Sprintf("the worker has retried a failing model call for %s (%d retries, the last for %s)",
 					now.Sub(loop.Since).Round(time.Millisecond), loop.Retries, loop.Diagnostic.Class))
@@ -904,7 +904,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 			switch {
 			case since < idle:
 				idleTimer.Reset(idle - since)
-			case r.d.Stall.SuppressIdleTimeout(watch.state.Phase, watch.clock.Silence(time.Now())):
+			case r.d.Stall.suppressIdleTimeout(watch.state.Phase, watch.clock.Silence(time.Now())):
 				// A tool is running inside the tool threshold: that
 				// threshold judges it, not the idle timeout.
 				if lo := r.lastOutput.Load(); lo != idleDeferredAt {
@@ -990,6 +990,16 @@ func (r *run) judge(e Exit, finishedFirst bool) Result {
 	r.lineMu.Lock()
 	res := r.watcher.Finish(seen)
 	r.lineMu.Unlock()
+	switch {
+	case res.Outcome == "", res.Outcome == Failed && res.FailureClass == "":
+		// A watcher that gave no judgement, or no class: judge by the
+		// exit, keeping what it said about the session.
+		fb := JudgeExit(seen)
+		fb.SessionID, fb.Resume, fb.Usage = res.SessionID, res.Resume, res.Usage
+		res = fb
+	case res.Outcome == Failed && res.Source == "":
+		res.Source = sourceWorkerReport
+	}
 	if e.Terminated && finishedFirst && (res.Outcome == Completed || res.Outcome == StepCappedPartial) {
 		return res
 	}
@@ -1002,10 +1012,7 @@ func (r *run) judge(e Exit, finishedFirst bool) Result {
 		// work did not get done.
 		out = DiagnosticResult(loop.Diagnostic)
 	case e.Terminated:
-		out = Result{Outcome: Failed, FailureClass: e.Reason, Source: SourcePilotPolicy}
-	case res.Outcome == "", res.Outcome == Failed && res.FailureClass == "":
-		// A watcher that gave no class: fall back on the exit.
-		out = JudgeExit(e)
+		out = Result{Outcome: Failed, FailureClass: e.Reason, Source: sourcePilotPolicy}
 	default:
 		return res
 	}

@@ -329,7 +329,7 @@ func TestCredentialPreflightFailureSpawnsNothing(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "spawned")
 	p := pilot.Provider{
 		Name:          "glm",
-		Runner:        pilot.RunnerCommand,
+		Runner:        "command",
 		Argv:          []string{"/bin/sh", "-c", "touch " + marker},
 		CredentialEnv: "GLM_API_KEY",
 	}
@@ -475,7 +475,7 @@ func TestRecordIsClosedOutOnEveryPath(t *testing.T) {
 		{name: "completed", prov: fakeProvider(t, "p", "out=ok")},
 		{name: "error exit", prov: fakeProvider(t, "p", "exit=4")},
 		{name: "timeout", prov: fakeProvider(t, "p", "block"), tweak: func(tk *pilot.Task) { tk.Timeout = 200 * time.Millisecond }},
-		{name: "spawn failed", prov: pilot.Provider{Name: "p", Runner: pilot.RunnerCommand, Argv: []string{"/nonexistent/agent"}}},
+		{name: "spawn failed", prov: pilot.Provider{Name: "p", Runner: "command", Argv: []string{"/nonexistent/agent"}}},
 		{name: "runner failed", prov: pilot.Provider{Name: "p", Runner: "failing"}, runners: []pilot.Runner{failingRunner{}}, wantErr: true},
 	}
 	for _, c := range cases {
@@ -498,7 +498,7 @@ func TestRecordIsClosedOutOnEveryPath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rec.Status == pilot.StatusRunning || rec.EndedAt == nil {
+			if rec.Status == "running" || rec.EndedAt == nil {
 				t.Errorf("record left open: status %q, ended_at %v", rec.Status, rec.EndedAt)
 			}
 			if c.wantErr && rec.PilotError == "" {
@@ -510,7 +510,7 @@ func TestRecordIsClosedOutOnEveryPath(t *testing.T) {
 
 func TestSpawnFailureIsAVerdict(t *testing.T) {
 	checkGoroutines(t)
-	d := testDispatcher(t, pilot.Provider{Name: "p", Runner: pilot.RunnerCommand, Argv: []string{"no-such-agent-cli"}})
+	d := testDispatcher(t, pilot.Provider{Name: "p", Runner: "command", Argv: []string{"no-such-agent-cli"}})
 	v := dispatch(t, d, task("p"))
 	if diff := cmp.Diff(summary{pilot.Failed, pilot.FailSpawn, nil, ""}, summarize(v)); diff != "" {
 		t.Errorf("verdict (-want +got):\n%s", diff)

@@ -11,7 +11,7 @@ import (
 // A program that dispatches, then goes on without pilot: Shutdown ends the
 // supervisor now instead of 5 seconds after the dispatch.
 func ExampleShutdown() {
-	reg, err := pilot.NewRegistry(pilot.Provider{Name: "sh", Runner: pilot.RunnerCommand, Argv: []string{"/bin/sh", "-c", "echo ok"}})
+	reg, err := pilot.NewRegistry(pilot.Provider{Name: "sh", Runner: "command", Argv: []string{"/bin/sh", "-c", "echo ok"}})
 	if err != nil {
 		panic(err)
 	}

@@ -15,7 +15,7 @@ import (
 func ExampleDispatcher_Dispatch() {
 	reg, err := pilot.NewRegistry(pilot.Provider{
 		Name:   "echo",
-		Runner: pilot.RunnerCommand,
+		Runner: "command",
 		Argv:   []string{"/bin/sh", "-c", `echo "done: $(cat "$1")"`, "sh", "{task_file}"},
 	})
 	if err != nil {
@@ -45,7 +45,7 @@ func ExampleDispatcher_Dispatch() {
 func ExampleCredentialError() {
 	reg, _ := pilot.NewRegistry(pilot.Provider{
 		Name:          "glm",
-		Runner:        pilot.RunnerCommand,
+		Runner:        "command",
 		Argv:          []string{"glm-agent", "{task_file}"},
 		CredentialEnv: "GLM_API_KEY",
 	})

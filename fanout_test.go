@@ -64,7 +64,7 @@ func TestFanoutVerdictsInJobOrder(t *testing.T) {
 func TestFanoutGuardsSpawnNothing(t *testing.T) {
 	checkGoroutines(t)
 	marker := filepath.Join(t.TempDir(), "spawned")
-	touch := pilot.Provider{Name: "touch", Runner: pilot.RunnerCommand, Argv: []string{"/bin/sh", "-c", "touch " + marker + "; echo ok"}}
+	touch := pilot.Provider{Name: "touch", Runner: "command", Argv: []string{"/bin/sh", "-c", "touch " + marker + "; echo ok"}}
 	keyed := touch
 	keyed.Name, keyed.CredentialEnv = "glm", "GLM_API_KEY"
 	d := testDispatcher(t, touch, keyed)
@@ -216,9 +216,9 @@ func gitRepo(t *testing.T) string {
 func TestFanoutWorktrees(t *testing.T) {
 	checkGoroutines(t)
 	repo := gitRepo(t)
-	writer := pilot.Provider{Name: "writer", Runner: pilot.RunnerCommand,
+	writer := pilot.Provider{Name: "writer", Runner: "command",
 		Argv: []string{"/bin/sh", "-c", "echo change > made-by-pilot.txt && pwd"}}
-	reader := pilot.Provider{Name: "reader", Runner: pilot.RunnerCommand, Argv: []string{"/bin/sh", "-c", "pwd"}}
+	reader := pilot.Provider{Name: "reader", Runner: "command", Argv: []string{"/bin/sh", "-c", "pwd"}}
 	d := testDispatcher(t, writer, reader)
 	code := func(p string) pilot.Job {
 		return pilot.Job{Task: pilot.Task{Provider: p, Mode: pilot.ModeCode, Prompt: "x", Workdir: repo}, Worktree: true}

@@ -57,7 +57,7 @@ func fakeProvider(t testing.TB, name string, script ...string) pilot.Provider {
 	}
 	return pilot.Provider{
 		Name:   name,
-		Runner: pilot.RunnerCommand,
+		Runner: "command",
 		Argv:   append([]string{exe}, script...),
 		Env:    map[string]string{fakeagent.EnvFakeAgent: "1", "GORACE": "atexit_sleep_ms=0"},
 	}
@@ -144,7 +144,7 @@ func dispatcherChild(script []string) int {
 	exe, _ := os.Executable()
 	reg, err := pilot.NewRegistry(pilot.Provider{
 		Name:   "fake",
-		Runner: pilot.RunnerCommand,
+		Runner: "command",
 		Argv:   append([]string{exe}, script...),
 		Env:    map[string]string{fakeagent.EnvFakeAgent: "1"},
 	})

@@ -73,10 +73,10 @@ func sha256File(path string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// CurrentProvenance returns the provenance of this process now. The first
+// currentProvenance returns the provenance of this process now. The first
 // call hashes the running executable; later calls only stat the file at
 // its path, and hash it again only if it changed.
-func CurrentProvenance() Provenance {
+func currentProvenance() Provenance {
 	loaded.once.Do(func() {
 		p := &loaded.p
 		p.Pid = os.Getpid()

@@ -47,7 +47,7 @@ type Provider struct {
 	Name string `json:"-"`
 
 	// Runner names the adapter that builds the worker command
-	// ("command" for RunnerCommand).
+	// ("command" for runnerCommand).
 	Runner string `json:"runner"`
 
 	// Argv is the command line for the command runner, with placeholders
@@ -150,13 +150,13 @@ func (p Provider) validate() error {
 	if p.Runner == "" {
 		return fmt.Errorf("pilot: provider %q has no runner: set \"runner\" (for example \"command\")", p.Name)
 	}
-	if p.Runner == RunnerCommand && len(p.Argv) == 0 {
+	if p.Runner == runnerCommand && len(p.Argv) == 0 {
 		return fmt.Errorf("pilot: provider %q uses the command runner but has no argv: set \"argv\" to the worker's command line", p.Name)
 	}
-	if p.Runner != RunnerCommand && len(p.Argv) > 0 {
+	if p.Runner != runnerCommand && len(p.Argv) > 0 {
 		return fmt.Errorf("pilot: provider %q sets argv, which only the command runner uses (its runner is %q)", p.Name, p.Runner)
 	}
-	if p.Runner == RunnerCommand && (p.Binary != "" || len(p.Args) > 0 || p.BaseURL != "") {
+	if p.Runner == runnerCommand && (p.Binary != "" || len(p.Args) > 0 || p.BaseURL != "") {
 		return fmt.Errorf("pilot: provider %q uses the command runner, which takes its whole command line from argv: remove binary, args and base_url", p.Name)
 	}
 	if p.BaseURL != "" {

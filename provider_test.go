@@ -39,14 +39,14 @@ const validProviders = `{
 var validProvidersWant = []pilot.Provider{
 	{
 		Name:          "glm",
-		Runner:        pilot.RunnerCommand,
+		Runner:        "command",
 		Argv:          []string{"glm-agent", "--model", "{model}", "{task_file}"},
 		Model:         "glm-5",
 		CredentialEnv: "GLM_API_KEY",
 		Env:           map[string]string{"GLM_REGION": "eu", "NO_COLOR": "1"},
 	},
 	{Name: "kimi-k3", Runner: "kimi", Model: "k3", CredentialEnv: "KIMI_API_KEY"},
-	{Name: "local", Runner: pilot.RunnerCommand, Argv: []string{"local-agent"}},
+	{Name: "local", Runner: "command", Argv: []string{"local-agent"}},
 }
 
 // writeProviders writes content to a providers file in a fresh directory
@@ -212,7 +212,7 @@ func TestLoadProvidersErrors(t *testing.T) {
 }
 
 func TestNewRegistryErrors(t *testing.T) {
-	ok := pilot.Provider{Name: "glm", Runner: pilot.RunnerCommand, Argv: []string{"glm-agent"}}
+	ok := pilot.Provider{Name: "glm", Runner: "command", Argv: []string{"glm-agent"}}
 	tests := []struct {
 		name string
 		ps   []pilot.Provider
@@ -221,7 +221,7 @@ func TestNewRegistryErrors(t *testing.T) {
 		{name: "duplicate with different settings", ps: []pilot.Provider{ok, {Name: "glm", Runner: "kimi"}}},
 		{name: "no name", ps: []pilot.Provider{{Runner: "kimi"}}},
 		{name: "no runner", ps: []pilot.Provider{{Name: "glm"}}},
-		{name: "command without argv", ps: []pilot.Provider{{Name: "glm", Runner: pilot.RunnerCommand}}},
+		{name: "command without argv", ps: []pilot.Provider{{Name: "glm", Runner: "command"}}},
 		{name: "argv on another runner", ps: []pilot.Provider{{Name: "glm", Runner: "kimi", Argv: []string{"a"}}}},
 		{name: "bad credential_env", ps: []pilot.Provider{{Name: "glm", Runner: "kimi", CredentialEnv: "A-B"}}},
 		{name: "env sets credential", ps: []pilot.Provider{{Name: "glm", Runner: "kimi", CredentialEnv: "K", Env: map[string]string{"K": "v"}}}},
@@ -244,13 +244,13 @@ func TestNewRegistryErrors(t *testing.T) {
 func TestRegistryCopies(t *testing.T) {
 	in := pilot.Provider{
 		Name:   "glm",
-		Runner: pilot.RunnerCommand,
+		Runner: "command",
 		Argv:   []string{"glm-agent", "{task_file}"},
 		Env:    map[string]string{"K": "v"},
 	}
 	want := pilot.Provider{
 		Name:   "glm",
-		Runner: pilot.RunnerCommand,
+		Runner: "command",
 		Argv:   []string{"glm-agent", "{task_file}"},
 		Env:    map[string]string{"K": "v"},
 	}
@@ -537,7 +537,7 @@ func FuzzParseProviders(f *testing.F) {
 			if want.Name != n {
 				t.Fatalf("Lookup(%q).Name = %q", n, want.Name)
 			}
-			if want.Runner == "" || (want.Runner == pilot.RunnerCommand) != (len(want.Argv) > 0) {
+			if want.Runner == "" || (want.Runner == "command") != (len(want.Argv) > 0) {
 				t.Fatalf("Lookup(%q) = %+v: an invalid provider was accepted", n, want)
 			}
 			got, _ := reg.Lookup(n)

@@ -53,7 +53,7 @@ func TestRegistryWith(t *testing.T) {
 	}
 	before := registryProviders(t, base)
 	got, err := base.With(
-		pilot.Provider{Name: "glm", Runner: pilot.RunnerCommand, Argv: []string{"glm-agent"}},
+		pilot.Provider{Name: "glm", Runner: "command", Argv: []string{"glm-agent"}},
 		pilot.Provider{Name: "local", Runner: agents.RunnerCodex, Model: "m", BaseURL: "http://127.0.0.1:8080/v1", CredentialEnv: "LOCAL_KEY"},
 	)
 	if err != nil {
@@ -61,7 +61,7 @@ func TestRegistryWith(t *testing.T) {
 	}
 	want := []pilot.Provider{
 		// Replaced whole: nothing of the old glm (model, env, args) is left.
-		{Name: "glm", Runner: pilot.RunnerCommand, Argv: []string{"glm-agent"}},
+		{Name: "glm", Runner: "command", Argv: []string{"glm-agent"}},
 		{Name: "local", Runner: agents.RunnerCodex, Model: "m", BaseURL: "http://127.0.0.1:8080/v1", CredentialEnv: "LOCAL_KEY"},
 		{Name: "pi", Runner: agents.RunnerPi},
 	}
@@ -82,7 +82,7 @@ func TestRegistryWith(t *testing.T) {
 		want string
 	}{
 		{"twice in one call", []pilot.Provider{{Name: "x", Runner: "pi"}, {Name: "x", Runner: "codex"}}, `"x" is defined twice`},
-		{"invalid", []pilot.Provider{{Name: "x", Runner: pilot.RunnerCommand}}, "no argv"},
+		{"invalid", []pilot.Provider{{Name: "x", Runner: "command"}}, "no argv"},
 		{"no name", []pilot.Provider{{Runner: "pi"}}, "name"},
 	} {
 		if got, err := base.With(tt.ps...); err == nil || got != nil || !strings.Contains(err.Error(), tt.want) {

@@ -106,8 +106,8 @@ func (r Record) FailureReport() FailureReport {
 	}
 }
 
-// StatusRunning is Record.Status while a worker runs.
-const StatusRunning = "running"
+// statusRunning is Record.Status while a worker runs.
+const statusRunning = "running"
 
 // ReadRecord reads a record.json.
 func ReadRecord(path string) (Record, error) {

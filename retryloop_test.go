@@ -54,7 +54,7 @@ func TestStallPolicyRetryLoopLimit(t *testing.T) {
 		{7 * time.Second, 7 * time.Second, true},
 		{-1, 0, false},
 	} {
-		d, on := pilot.StallPolicy{RetryLoop: tc.set}.RetryLoopLimit()
+		d, on := pilot.RetryLoopLimit(pilot.StallPolicy{RetryLoop: tc.set})
 		if d != tc.want || on != tc.wantOn {
 			t.Errorf("RetryLoop %v: RetryLoopLimit() = %v, %v; want %v, %v", tc.set, d, on, tc.want, tc.wantOn)
 		}

@@ -53,7 +53,7 @@ type Command struct {
 	Env map[string]string
 	// Stdin is the worker's standard input; nil means /dev/null.
 	Stdin []byte
-	// Watcher interprets the worker's output. Nil means ExitCodeWatcher.
+	// Watcher interprets the worker's output. Nil means exitCodeWatcher.
 	Watcher Watcher
 	// SessionPath is the worker's native session file, if it keeps one:
 	// pilot watches it every heartbeat, and its growth is activity for the
@@ -125,27 +125,27 @@ type Diagnostic struct {
 // Failure sources: what decided a verdict's failure class (the
 // "failure_source" field).
 const (
-	// SourcePilotPolicy: pilot ended the worker (timeout, idle timeout,
+	// sourcePilotPolicy: pilot ended the worker (timeout, idle timeout,
 	// stall, cancel).
-	SourcePilotPolicy = "pilot-policy"
-	// SourceProcessTermination: the worker died from a signal, seen or
+	sourcePilotPolicy = "pilot-policy"
+	// sourceProcessTermination: the worker died from a signal, seen or
 	// inferred from a 128+N exit code.
-	SourceProcessTermination = "process-termination"
-	// SourceProviderDiagnostic: a provider line in the worker's
+	sourceProcessTermination = "process-termination"
+	// sourceProviderDiagnostic: a provider line in the worker's
 	// diagnostics (stderr, or an error event of its JSON stream).
-	SourceProviderDiagnostic = "provider-terminal-diagnostic"
-	// SourceTerminalDiagnostic: a recognised error line of no provider
+	sourceProviderDiagnostic = "provider-terminal-diagnostic"
+	// sourceTerminalDiagnostic: a recognised error line of no provider
 	// class.
-	SourceTerminalDiagnostic = "terminal-diagnostic"
-	// SourceWorkerReport: the worker's own stream says how it ended (pi's
+	sourceTerminalDiagnostic = "terminal-diagnostic"
+	// sourceWorkerReport: the worker's own stream says how it ended (pi's
 	// stopReason, Claude's result event).
-	SourceWorkerReport = "worker-report"
-	// SourceExitCode: an exit code with a documented meaning.
-	SourceExitCode = "exit-code"
-	// SourceExitStatus: a non-zero exit and nothing more specific.
-	SourceExitStatus = "exit-status"
-	// SourceSpawn: the worker could not be started.
-	SourceSpawn = "spawn"
+	sourceWorkerReport = "worker-report"
+	// sourceExitCode: an exit code with a documented meaning.
+	sourceExitCode = "exit-code"
+	// sourceExitStatus: a non-zero exit and nothing more specific.
+	sourceExitStatus = "exit-status"
+	// sourceSpawn: the worker could not be started.
+	sourceSpawn = "spawn"
 )
 
 // Result is a Watcher's judgement of an attempt.
@@ -244,16 +244,16 @@ type RetryLoop struct {
 	Retries int
 }
 
-// ExitCodeWatcher judges an attempt by how the process ended and by its
+// exitCodeWatcher judges an attempt by how the process ended and by its
 // terminal diagnostics alone ([JudgeExit]). It is the command runner's
 // watcher.
-type ExitCodeWatcher struct{}
+type exitCodeWatcher struct{}
 
 // Line implements Watcher.
-func (ExitCodeWatcher) Line(Line) {}
+func (exitCodeWatcher) Line(Line) {}
 
 // Finish implements Watcher.
-func (ExitCodeWatcher) Finish(e Exit) Result { return JudgeExit(e) }
+func (exitCodeWatcher) Finish(e Exit) Result { return JudgeExit(e) }
 
 // JudgeExit is the judgement every runner falls back on when the worker's
 // own stream says nothing more, in this order:
@@ -270,21 +270,21 @@ func JudgeExit(e Exit) Result {
 	_, inferred := SignalFromExitCode(e.Code)
 	switch {
 	case !e.Started:
-		r := Result{Outcome: Failed, FailureClass: FailSpawn, Source: SourceSpawn}
+		r := Result{Outcome: Failed, FailureClass: FailSpawn, Source: sourceSpawn}
 		if e.Err != nil {
 			r.Evidence = &Evidence{Source: "pilot", Line: e.Err.Error()}
 		}
 		return r
 	case e.Terminated:
-		return Result{Outcome: Failed, FailureClass: e.Reason, Source: SourcePilotPolicy}
+		return Result{Outcome: Failed, FailureClass: e.Reason, Source: sourcePilotPolicy}
 	case e.Signal != 0 || inferred:
-		return Result{Outcome: Failed, FailureClass: FailProcessTerminated, Source: SourceProcessTermination}
+		return Result{Outcome: Failed, FailureClass: FailProcessTerminated, Source: sourceProcessTermination}
 	}
 	if e.Code != 0 {
 		if d := e.Diagnostic; d != nil && d.Evidence != "" {
 			return DiagnosticResult(*d)
 		}
-		return Result{Outcome: Failed, FailureClass: FailGeneric, Source: SourceExitStatus}
+		return Result{Outcome: Failed, FailureClass: FailGeneric, Source: sourceExitStatus}
 	}
 	if e.StdoutBytes == 0 {
 		return Result{Outcome: Empty}
@@ -294,9 +294,9 @@ func JudgeExit(e Exit) Result {
 
 // DiagnosticResult is the failed Result a diagnostic proves.
 func DiagnosticResult(d Diagnostic) Result {
-	src := SourceTerminalDiagnostic
+	src := sourceTerminalDiagnostic
 	if d.Class.Provider() || d.Class == FailContextLimit || d.TransportConfirmed {
-		src = SourceProviderDiagnostic
+		src = sourceProviderDiagnostic
 	}
 	return Result{
 		Outcome:            Failed,

@@ -37,7 +37,7 @@ func shellDispatcher(t *testing.T, script string, args ...string) (*pilot.Dispat
 	t.Helper()
 	reg, err := pilot.NewRegistry(pilot.Provider{
 		Name:   "sh",
-		Runner: pilot.RunnerCommand,
+		Runner: "command",
 		Argv:   append([]string{"/bin/sh", "-c", script, "sh"}, args...),
 	})
 	if err != nil {

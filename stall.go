@@ -9,7 +9,7 @@ import (
 // the phase its native session shows, before pilot looks at it (an
 // inspection: recorded, reported, the worker keeps running) or ends it
 // (failure class session-stall). It is pure: the caller measures silence
-// and reads the session; StallClock helps with the first.
+// and reads the session; stallClock helps with the first.
 //
 // Silence is the time since the worker's last activity. Activity is new
 // bytes on the worker's stdout or stderr, or a change in the size of its
@@ -26,60 +26,60 @@ import (
 // start threshold equals the model one, because pi writes no session file
 // until the first model response exists, so "starting" covers that first
 // model call; the tool threshold is 30 minutes, twice the 15 minute idle
-// timeout (DefaultIdleTimeout, from pilot-workers), because long test
+// timeout (defaultIdleTimeout, from pilot-workers), because long test
 // suites and builds are silent and ending one is costly.
 const (
-	DefaultStallStart         = 3 * time.Minute
-	DefaultStallModelResponse = 3 * time.Minute
-	DefaultStallTool          = 30 * time.Minute
+	defaultStallStart         = 3 * time.Minute
+	defaultStallModelResponse = 3 * time.Minute
+	defaultStallTool          = 30 * time.Minute
 )
 
-// DefaultRetryLoop is how long a worker may go on retrying a failing model
+// defaultRetryLoop is how long a worker may go on retrying a failing model
 // call on its own before pilot ends it (StallPolicy.RetryLoop). Ten
 // minutes outlasts the CLIs' own default retry schedules (Claude Code's ten
 // retries, gemini-cli's ten attempts, codex's five stream and four request
 // retries, pi's three), so a CLI that gives up by itself still does, and
 // one that never gives up (codex on a refused connection) is ended long
 // before the Task's timeout.
-const DefaultRetryLoop = 10 * time.Minute
+const defaultRetryLoop = 10 * time.Minute
 
-// StallTailBytes is how much of the end of the worker's stream a
+// stallTailBytes is how much of the end of the worker's stream a
 // StallInspection keeps.
-const StallTailBytes = 2048
+const stallTailBytes = 2048
 
 // EventStallInspection is the type of the event that reports a
 // StallInspection (in its Message, as JSON).
 const EventStallInspection = "worker_runner.stall_inspection"
 
-// StallAction is what a StallPolicy says to do about a silence.
-type StallAction int
+// stallAction is what a StallPolicy says to do about a silence.
+type stallAction int
 
 const (
-	// StallNone: keep waiting.
-	StallNone StallAction = iota
-	// StallInspect: record a StallInspection and emit an event once per
+	// stallNone: keep waiting.
+	stallNone stallAction = iota
+	// stallInspect: record a StallInspection and emit an event once per
 	// silence; the worker keeps running.
-	StallInspect
-	// StallTerminate: end the worker's process tree; its verdict is an
+	stallInspect
+	// stallTerminate: end the worker's process tree; its verdict is an
 	// error with failure class FailSessionStall ("session-stall") and the
 	// phase at the kill.
-	StallTerminate
+	stallTerminate
 )
 
-func (a StallAction) String() string {
+func (a stallAction) String() string {
 	switch a {
-	case StallNone:
+	case stallNone:
 		return "none"
-	case StallInspect:
+	case stallInspect:
 		return "inspect"
-	case StallTerminate:
+	case stallTerminate:
 		return "terminate"
 	}
-	return "StallAction(?)"
+	return "stallAction(?)"
 }
 
 // MarshalText writes the action's name.
-func (a StallAction) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+func (a stallAction) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
 
 // StallPolicy holds the silence thresholds that apply to each session
 // phase. Zero fields mean the defaults; a negative field turns that
@@ -103,14 +103,14 @@ func (a StallAction) MarshalText() ([]byte, error) { return []byte(a.String()), 
 // conservative end, since pilot cannot tell what the worker is doing.
 type StallPolicy struct {
 	// Start is the silence after which a starting worker is inspected;
-	// DefaultStallStart when zero.
+	// defaultStallStart when zero.
 	Start time.Duration
 	// ModelResponse is the silence after which a worker awaiting the model
 	// (or finished, errored, unknown) is inspected;
-	// DefaultStallModelResponse when zero.
+	// defaultStallModelResponse when zero.
 	ModelResponse time.Duration
 	// Tool is the silence after which a worker running a tool, or in an
-	// unknown phase, is terminated; DefaultStallTool when zero.
+	// unknown phase, is terminated; defaultStallTool when zero.
 	Tool time.Duration
 	// ModelStall, when above zero, is the silence after which a worker
 	// awaiting the model is terminated as a session-stall too: for a
@@ -124,15 +124,15 @@ type StallPolicy struct {
 	// with no answer from the model since its first retry, before pilot
 	// ends it. Its verdict then has the class of the failure being
 	// retried, with the last retry notice as evidence, and its
-	// termination reason is that class. DefaultRetryLoop when zero;
+	// termination reason is that class. defaultRetryLoop when zero;
 	// negative never ends a worker for retrying.
 	RetryLoop time.Duration
 }
 
 // RetryLoopLimit returns how long a worker may retry a failing model call
 // on its own before pilot ends it, and false if it never does.
-func (p StallPolicy) RetryLoopLimit() (time.Duration, bool) {
-	return stallDefault(p.RetryLoop, DefaultRetryLoop)
+func (p StallPolicy) retryLoopLimit() (time.Duration, bool) {
+	return stallDefault(p.RetryLoop, defaultRetryLoop)
 }
 
 func stallDefault(d, def time.Duration) (time.Duration, bool) {
@@ -150,11 +150,11 @@ func stallDefault(d, def time.Duration) (time.Duration, bool) {
 func (p StallPolicy) InspectAfter(phase SessionPhase) (time.Duration, bool) {
 	switch phase {
 	case PhaseStarting:
-		return stallDefault(p.Start, DefaultStallStart)
+		return stallDefault(p.Start, defaultStallStart)
 	case PhaseToolRunning:
 		return 0, false
 	}
-	return stallDefault(p.ModelResponse, DefaultStallModelResponse)
+	return stallDefault(p.ModelResponse, defaultStallModelResponse)
 }
 
 // StallTimeout returns the silence after which a worker in phase is
@@ -166,27 +166,27 @@ func (p StallPolicy) StallTimeout(phase SessionPhase) (time.Duration, bool) {
 	case PhaseStarting, PhaseFinished, PhaseErrored:
 		return 0, false
 	}
-	return stallDefault(p.Tool, DefaultStallTool)
+	return stallDefault(p.Tool, defaultStallTool)
 }
 
 // Check says what to do about a worker that has been silent for silence in
 // phase; alreadyInspected says whether this silence was inspected already
 // (an inspection is made once per silence).
-func (p StallPolicy) Check(phase SessionPhase, silence time.Duration, alreadyInspected bool) StallAction {
+func (p StallPolicy) check(phase SessionPhase, silence time.Duration, alreadyInspected bool) stallAction {
 	if d, ok := p.StallTimeout(phase); ok && silence >= d {
-		return StallTerminate
+		return stallTerminate
 	}
 	if d, ok := p.InspectAfter(phase); ok && silence >= d && !alreadyInspected {
-		return StallInspect
+		return stallInspect
 	}
-	return StallNone
+	return stallNone
 }
 
 // SuppressIdleTimeout reports whether the Task's IdleTimeout must not end
 // the worker now: its session shows a tool running and the silence is
 // still inside the tool threshold (or that threshold is off). A long tool
 // run is the tool threshold's to judge, not the idle timeout's.
-func (p StallPolicy) SuppressIdleTimeout(phase SessionPhase, silence time.Duration) bool {
+func (p StallPolicy) suppressIdleTimeout(phase SessionPhase, silence time.Duration) bool {
 	if phase != PhaseToolRunning {
 		return false
 	}
@@ -198,22 +198,22 @@ func (p StallPolicy) SuppressIdleTimeout(phase SessionPhase, silence time.Durati
 // saw when it inspected a silent worker or terminated it. Its JSON form
 // goes into the run's record and events.
 type StallInspection struct {
-	Action             StallAction  `json:"action"`
+	Action             stallAction  `json:"action"`
 	SilenceSeconds     float64      `json:"silence_seconds"`
 	Phase              SessionPhase `json:"phase"`
 	Reason             string       `json:"reason"`
 	PendingToolCallIDs []string     `json:"pending_tool_call_ids"`
-	// StreamTail is the last StallTailBytes (at most) of the worker's
+	// StreamTail is the last stallTailBytes (at most) of the worker's
 	// output, cut at a character boundary. The caller redacts secrets
 	// before passing it in.
 	StreamTail string `json:"stream_tail"`
 }
 
-// NewStallInspection builds the record of action taken after silence, in
+// newStallInspection builds the record of action taken after silence, in
 // the session state st, with the end of the worker's stream.
-func NewStallInspection(action StallAction, st SessionState, silence time.Duration, stream []byte) StallInspection {
-	if len(stream) > StallTailBytes {
-		stream = stream[len(stream)-StallTailBytes:]
+func newStallInspection(action stallAction, st SessionState, silence time.Duration, stream []byte) StallInspection {
+	if len(stream) > stallTailBytes {
+		stream = stream[len(stream)-stallTailBytes:]
 		for i := 0; i < utf8.UTFMax && len(stream) > 0 && !utf8.RuneStart(stream[0]); i++ {
 			stream = stream[1:]
 		}
@@ -228,29 +228,29 @@ func NewStallInspection(action StallAction, st SessionState, silence time.Durati
 	}
 }
 
-// StallClock measures a worker's silence for a StallPolicy and remembers
+// stallClock measures a worker's silence for a StallPolicy and remembers
 // whether the current silence was inspected. Feed it the worker's
 // activity only (see the top of this file); time is passed in, so tests
 // need no clock. It is for one goroutine at a time.
-type StallClock struct {
+type stallClock struct {
 	last      time.Time
 	size      int64
 	inspected bool
 }
 
-// NewStallClock starts a clock at start, the worker's start, with no
+// newStallClock starts a clock at start, the worker's start, with no
 // session file seen yet.
-func NewStallClock(start time.Time) *StallClock {
-	return &StallClock{last: start, size: -1}
+func newStallClock(start time.Time) *stallClock {
+	return &stallClock{last: start, size: -1}
 }
 
 // Output records that the worker wrote to stdout or stderr at now.
-func (c *StallClock) Output(now time.Time) { c.active(now) }
+func (c *stallClock) Output(now time.Time) { c.active(now) }
 
 // SessionSize records the size of the worker's native session file seen at
 // now, or -1 when there is none. A size other than the last one seen is
 // activity: the file grew, appeared, or was rewritten.
-func (c *StallClock) SessionSize(size int64, now time.Time) {
+func (c *stallClock) SessionSize(size int64, now time.Time) {
 	if size < 0 {
 		size = -1
 	}
@@ -260,7 +260,7 @@ func (c *StallClock) SessionSize(size int64, now time.Time) {
 	}
 }
 
-func (c *StallClock) active(now time.Time) {
+func (c *stallClock) active(now time.Time) {
 	if now.After(c.last) {
 		c.last = now
 	}
@@ -268,7 +268,7 @@ func (c *StallClock) active(now time.Time) {
 }
 
 // Silence returns the time from the last activity to now.
-func (c *StallClock) Silence(now time.Time) time.Duration {
+func (c *stallClock) Silence(now time.Time) time.Duration {
 	if d := now.Sub(c.last); d > 0 {
 		return d
 	}
@@ -278,9 +278,9 @@ func (c *StallClock) Silence(now time.Time) time.Duration {
 // Check applies p to the silence at now in phase. An inspection is
 // returned once per silence: the clock remembers it until the next
 // activity.
-func (c *StallClock) Check(p StallPolicy, phase SessionPhase, now time.Time) StallAction {
-	a := p.Check(phase, c.Silence(now), c.inspected)
-	if a == StallInspect {
+func (c *stallClock) Check(p StallPolicy, phase SessionPhase, now time.Time) stallAction {
+	a := p.check(phase, c.Silence(now), c.inspected)
+	if a == stallInspect {
 		c.inspected = true
 	}
 	return a

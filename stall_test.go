@@ -81,7 +81,7 @@ func TestStallPolicyFieldsAndDisabling(t *testing.T) {
 		if _, ok := off.StallTimeout(phase); ok {
 			t.Errorf("negative thresholds: %s still terminated", phase)
 		}
-		if a := off.Check(phase, 1000*time.Hour, false); a != pilot.StallNone {
+		if a := pilot.StallCheck(off, phase, 1000*time.Hour, false); a != pilot.StallNone {
 			t.Errorf("negative thresholds: Check(%s) = %v", phase, a)
 		}
 	}
@@ -124,7 +124,7 @@ func TestStallPolicyCheck(t *testing.T) {
 		{pilot.PhaseUnknown, time.Second, false, pilot.StallTerminate},
 	}
 	for _, tt := range tests {
-		if got := p.Check(tt.phase, tt.silence, tt.inspected); got != tt.want {
+		if got := pilot.StallCheck(p, tt.phase, tt.silence, tt.inspected); got != tt.want {
 			t.Errorf("Check(%s, %v, inspected=%v) = %v; want %v", tt.phase, tt.silence, tt.inspected, got, tt.want)
 		}
 	}
@@ -147,16 +147,16 @@ func TestStallPolicySuppressIdleTimeout(t *testing.T) {
 		{pilot.PhaseUnknown, time.Second, false},
 	}
 	for _, tt := range tests {
-		if got := p.SuppressIdleTimeout(tt.phase, tt.silence); got != tt.want {
+		if got := pilot.SuppressIdleTimeout(p, tt.phase, tt.silence); got != tt.want {
 			t.Errorf("SuppressIdleTimeout(%s, %v) = %v; want %v", tt.phase, tt.silence, got, tt.want)
 		}
 	}
-	if !(pilot.StallPolicy{Tool: -1}).SuppressIdleTimeout(pilot.PhaseToolRunning, 1000*time.Hour) {
+	if !pilot.SuppressIdleTimeout(pilot.StallPolicy{Tool: -1}, pilot.PhaseToolRunning, 1000*time.Hour) {
 		t.Error("with the tool threshold off, a running tool should hold off the idle timeout")
 	}
 	// The default tool threshold outlasts the default idle timeout, so a
 	// silent tool is the stall policy's to end.
-	if !(pilot.StallPolicy{}).SuppressIdleTimeout(pilot.PhaseToolRunning, pilot.DefaultIdleTimeout) {
+	if !pilot.SuppressIdleTimeout(pilot.StallPolicy{}, pilot.PhaseToolRunning, pilot.DefaultIdleTimeout) {
 		t.Error("the zero policy lets the idle timeout end a tool run at DefaultIdleTimeout")
 	}
 }
@@ -208,7 +208,7 @@ func TestStallSilentAwaitingModelIsInspectedWithoutTermination(t *testing.T) {
 	if diff := cmp.Diff(map[int]pilot.StallAction{30: pilot.StallInspect}, stallRun(p, st.Phase, 80)); diff != "" {
 		t.Errorf("actions by ms (-want +got):\n%s", diff)
 	}
-	if a := p.Check(st.Phase, 1000*time.Hour, true); a != pilot.StallNone {
+	if a := pilot.StallCheck(p, st.Phase, 1000*time.Hour, true); a != pilot.StallNone {
 		t.Errorf("after a long silence: %v; awaiting the model is never terminated", a)
 	}
 	insp := pilot.NewStallInspection(pilot.StallInspect, st, 80*time.Millisecond, []byte("[stdout] ready\n"))
@@ -284,7 +284,7 @@ func TestStallIncompleteSequentialBatchUsesToolTimeout(t *testing.T) {
 		if a := clock.Check(p, st.Phase, stallAt(ms)); a != pilot.StallNone {
 			t.Fatalf("at %d ms: %v; a running tool is neither inspected nor ended inside the tool threshold", ms, a)
 		}
-		if !p.SuppressIdleTimeout(st.Phase, clock.Silence(stallAt(ms))) {
+		if !pilot.SuppressIdleTimeout(p, st.Phase, clock.Silence(stallAt(ms))) {
 			t.Fatalf("at %d ms: the idle timeout is not held off", ms)
 		}
 	}
@@ -309,7 +309,7 @@ func TestStallIncompleteSequentialBatchUsesToolTimeout(t *testing.T) {
 	}
 	// Without that growth the same silence would get the model's
 	// inspection.
-	if a := p.Check(st.Phase, 90*time.Millisecond, false); a != pilot.StallInspect {
+	if a := pilot.StallCheck(p, st.Phase, 90*time.Millisecond, false); a != pilot.StallInspect {
 		t.Errorf("Check(awaiting-model, 90ms) = %v; want inspect", a)
 	}
 }
@@ -434,7 +434,7 @@ func TestFailSessionStallIsTheSeedsClass(t *testing.T) {
 
 func TestStallActionString(t *testing.T) {
 	for a, want := range map[pilot.StallAction]string{
-		pilot.StallNone: "none", pilot.StallInspect: "inspect", pilot.StallTerminate: "terminate", 9: "StallAction(?)",
+		pilot.StallNone: "none", pilot.StallInspect: "inspect", pilot.StallTerminate: "terminate", 9: "stallAction(?)",
 	} {
 		if got := a.String(); got != want {
 			t.Errorf("%d.String() = %q; want %q", int(a), got, want)
@@ -509,7 +509,7 @@ func TestCodexSubagentWaits(t *testing.T) {
 func ExampleStallPolicy() {
 	p := pilot.StallPolicy{} // the defaults
 	for _, phase := range []pilot.SessionPhase{pilot.PhaseAwaitingModel, pilot.PhaseToolRunning} {
-		fmt.Println(phase, p.Check(phase, 5*time.Minute, false), p.Check(phase, 45*time.Minute, true))
+		fmt.Println(phase, pilot.StallCheck(p, phase, 5*time.Minute, false), pilot.StallCheck(p, phase, 45*time.Minute, true))
 	}
 	// Output:
 	// awaiting-model inspect none

@@ -13,7 +13,7 @@ type sessionWatch struct {
 	r     *run
 	path  string                       // the native session file; "" for none
 	read  func() (SessionState, error) // reads it; nil when its format is unknown
-	clock *StallClock
+	clock *stallClock
 
 	state      SessionState // what the stall policy goes by
 	fileState  SessionState // the native session file's own
@@ -26,9 +26,9 @@ type sessionWatch struct {
 
 // Activity states for Record.ActivityState.
 const (
-	ActivityNone      = "none"      // nothing yet
-	ActivityStreaming = "streaming" // the worker's stdout or stderr
-	ActivitySession   = "session"   // its native session file grew
+	activityNone      = "none"      // nothing yet
+	activityStreaming = "streaming" // the worker's stdout or stderr
+	activitySession   = "session"   // its native session file grew
 )
 
 // reasonNoSessionFile is the reason of a session that has no file (yet).
@@ -37,11 +37,11 @@ const reasonNoSessionFile = "no-session-file"
 func (r *run) newSessionWatch(cmd *Command, start time.Time) *sessionWatch {
 	w := &sessionWatch{
 		r:         r,
-		clock:     NewStallClock(start),
+		clock:     newStallClock(start),
 		state:     SessionState{Phase: PhaseStarting, Reason: reasonNoSessionFile},
 		fileState: SessionState{Phase: PhaseStarting, Reason: reasonNoSessionFile},
 		size:      -1,
-		activity:  ActivityNone,
+		activity:  activityNone,
 	}
 	w.seenOutput = r.lastOutput.Load()
 	w.path, w.read = cmd.SessionPath, cmd.ReadSession
@@ -50,11 +50,11 @@ func (r *run) newSessionWatch(cmd *Command, start time.Time) *sessionWatch {
 
 // beat takes one look: new output, session growth, the phase, and what the
 // stall policy says about the silence.
-func (w *sessionWatch) beat(now time.Time) StallAction {
+func (w *sessionWatch) beat(now time.Time) stallAction {
 	if lo := w.r.lastOutput.Load(); lo != w.seenOutput {
 		w.seenOutput = lo
 		w.clock.Output(time.Unix(0, lo))
-		w.activity = ActivityStreaming
+		w.activity = activityStreaming
 	}
 	if w.path != "" {
 		size, mtime := int64(-1), int64(0)
@@ -64,7 +64,7 @@ func (w *sessionWatch) beat(now time.Time) StallAction {
 		if size != w.size {
 			w.size, w.mtime = size, mtime
 			w.clock.SessionSize(size, now)
-			w.activity = ActivitySession
+			w.activity = activitySession
 			if w.read != nil {
 				if st, err := w.read(); err == nil {
 					w.fileState = st
@@ -93,8 +93,8 @@ func (w *sessionWatch) beat(now time.Time) StallAction {
 		w.state = next
 	}
 	a := w.clock.Check(w.r.d.Stall, w.state.Phase, now)
-	if a != StallNone {
-		insp := NewStallInspection(a, w.state, w.clock.Silence(now), w.r.streamTailBytes())
+	if a != stallNone {
+		insp := newStallInspection(a, w.state, w.clock.Silence(now), w.r.streamTailBytes())
 		w.inspection = &insp
 	}
 	return a
@@ -193,8 +193,8 @@ type SessionRecord struct {
 }
 
 // UnmarshalText reads an action's name, so records read back.
-func (a *StallAction) UnmarshalText(b []byte) error {
-	for _, v := range []StallAction{StallNone, StallInspect, StallTerminate} {
+func (a *stallAction) UnmarshalText(b []byte) error {
+	for _, v := range []stallAction{stallNone, stallInspect, stallTerminate} {
 		if v.String() == string(b) {
 			*a = v
 			return nil

@@ -351,12 +351,12 @@ func (w *geminiWatcher) Finish(e pilot.Exit) pilot.Result {
 func geminiExit(e pilot.Exit) (pilot.Result, bool) {
 	class, ok := ClassifyExitCode(RunnerGemini, e.Code)
 	if !ok {
-		return pilot.Result{}, false
+		return pilot.JudgeExit(e), false
 	}
 	return pilot.Result{
 		Outcome:      pilot.Failed,
 		FailureClass: class,
-		Source:       pilot.SourceExitCode,
+		Source:       "exit-code",
 		Evidence:     &pilot.Evidence{Source: RunnerGemini + ":exit", Line: "exit status " + strconv.Itoa(e.Code)},
 	}, true
 }

@@ -533,7 +533,7 @@ func (w *piWatcher) Finish(e pilot.Exit) pilot.Result {
 	case last == nil:
 		return w.session(incomplete(RunnerPi, "a final assistant message"))
 	case last.truncated:
-		return w.session(pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric, Source: pilot.SourceWorkerReport,
+		return w.session(pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric,
 			Evidence: &pilot.Evidence{Source: RunnerPi + ":stdout", Line: "pi's last assistant message is longer than the Dispatcher's MaxLineBytes: pilot cannot read how it ended"}})
 	case last.stopReason == "error", last.stopReason == "aborted":
 		// pi exits 0 in JSON mode when the model call failed; the
@@ -557,7 +557,7 @@ func (w *piWatcher) Finish(e pilot.Exit) pilot.Result {
 	case "toolUse":
 		return w.session(incomplete(RunnerPi, "a final answer (its last assistant message asked for tools)"))
 	}
-	return w.session(pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric, Source: pilot.SourceWorkerReport,
+	return w.session(pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric,
 		Evidence: &pilot.Evidence{Source: RunnerPi + ":stdout", Line: fmt.Sprintf("pi's last assistant message has stopReason %q", last.stopReason)}})
 }
 

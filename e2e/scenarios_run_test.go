@@ -373,8 +373,8 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	switch {
 	case want.source == "pilot":
 		// pilot's own policy ended it: the proof is the policy, not a line.
-		if v.FailureSource != pilot.SourcePilotPolicy || v.TerminationInitiator != "pilot" {
-			t.Errorf("failure source %q, termination initiator %q; want %q by pilot", v.FailureSource, v.TerminationInitiator, pilot.SourcePilotPolicy)
+		if v.FailureSource != "pilot-policy" || v.TerminationInitiator != "pilot" {
+			t.Errorf("failure source %q, termination initiator %q; want %q by pilot", v.FailureSource, v.TerminationInitiator, "pilot-policy")
 		}
 	case want.source != "" && v.EvidenceSource != want.source:
 		t.Errorf("evidence source %q, want %q", v.EvidenceSource, want.source)

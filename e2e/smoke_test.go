@@ -34,7 +34,7 @@ func TestSmokeVersion(t *testing.T) {
 			}
 			prov := pilot.Provider{
 				Name:   "e2e-" + c.name,
-				Runner: pilot.RunnerCommand,
+				Runner: "command",
 				Argv:   argv,
 				Env:    isolatedEnv(t, guard),
 			}

@@ -19,7 +19,7 @@ func ExampleDispatch() {
 	marker := filepath.Join(dir, "tried")
 	reg, _ := pilot.NewRegistry(pilot.Provider{
 		Name:   "flaky",
-		Runner: pilot.RunnerCommand,
+		Runner: "command",
 		Argv: []string{"/bin/sh", "-c",
 			`if [ -e "$1" ]; then echo done; else touch "$1"; echo "upstream hiccup" >&2; exit 1; fi`, "sh", marker},
 	})

@@ -154,7 +154,7 @@ func TestFanoutRetryKeysAndCancelledWait(t *testing.T) {
 // the same files); a blocked one gets none.
 func TestFanoutRetryWorktree(t *testing.T) {
 	repo := gitRepo(t)
-	flaky := pilot.Provider{Name: "flaky", Runner: pilot.RunnerCommand,
+	flaky := pilot.Provider{Name: "flaky", Runner: "command",
 		Argv: []string{"/bin/sh", "-c", "if [ -e made ]; then pwd; else touch made; exit 1; fi"}}
 	d := testDispatcher(t, flaky)
 	state := openState(t, filepath.Join(t.TempDir(), "state.json"))

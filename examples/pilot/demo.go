@@ -86,7 +86,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, j := range demoJobs {
 		ps = append(ps, pilot.Provider{
 			Name:   j.name,
-			Runner: pilot.RunnerCommand,
+			Runner: "command",
 			Argv:   append([]string{exe}, j.script...),
 			Env:    map[string]string{fakeagent.EnvFakeAgent: "1"},
 		})

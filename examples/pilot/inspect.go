@@ -32,7 +32,7 @@ func openInput(fsArgs []string, stdin io.Reader) (io.ReadCloser, string, error) 
 
 func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("classify", "[--runner R] [--stream stdout|stderr] [FILE|-]", stderr)
-	runner := fs.String("runner", pilot.RunnerCommand, "the `runner` whose output this is: command, pi, codex, claude, opencode, gemini")
+	runner := fs.String("runner", "command", "the `runner` whose output this is: command, pi, codex, claude, opencode, gemini")
 	stream := fs.String("stream", "stderr", "the `stream` the text came from: stdout or stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

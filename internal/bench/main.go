@@ -270,7 +270,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // starts the supervisor with one warm-up dispatch.
 func trivial(cfg *config) (*pilot.Dispatcher, pilot.Task, error) {
 	runDir := filepath.Join(cfg.dir, "runs")
-	d, err := measure.Dispatcher(runDir, time.Second, pilot.Provider{Name: "echo", Runner: pilot.RunnerCommand, Argv: measure.TrivialArgv})
+	d, err := measure.Dispatcher(runDir, time.Second, pilot.Provider{Name: "echo", Runner: "command", Argv: measure.TrivialArgv})
 	if err != nil {
 		return nil, pilot.Task{}, err
 	}
@@ -572,7 +572,7 @@ func runP5(cfg *config) (row, error) {
 func runP6(cfg *config) (row, error) {
 	const n = 256
 	d, err := measure.Dispatcher(filepath.Join(cfg.dir, "runs"), time.Second,
-		pilot.Provider{Name: "block", Runner: pilot.RunnerCommand, Argv: measure.BlockingArgv})
+		pilot.Provider{Name: "block", Runner: "command", Argv: measure.BlockingArgv})
 	if err != nil {
 		return row{}, err
 	}

@@ -262,7 +262,7 @@ func (c *runCtx) provider(name string, steps []string) pilot.Provider {
 	tk, tv, _ := strings.Cut(c.tag, "=")
 	return pilot.Provider{
 		Name:   name,
-		Runner: pilot.RunnerCommand,
+		Runner: "command",
 		Argv:   append([]string{c.cfg.Exe}, steps...),
 		Env:    map[string]string{fakeagent.EnvFakeAgent: "1", tk: tv, "GORACE": "atexit_sleep_ms=0"},
 	}
@@ -581,9 +581,9 @@ func (c *runCtx) check() result {
 			switch {
 			case err != nil:
 				bad(&res.half, "%s does not parse: %v", path, err)
-			case rec.Status == pilot.StatusRunning && c.killed:
+			case rec.Status == "running" && c.killed:
 				res.killedRecords++
-			case rec.Status == pilot.StatusRunning:
+			case rec.Status == "running":
 				bad(&res.open, "%s still says running", path)
 			case rec.EndedAt == nil:
 				bad(&res.open, "%s has status %q but no ended_at", path, rec.Status)

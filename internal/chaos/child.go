@@ -49,7 +49,7 @@ func childMain() int {
 		name := "c" + strconv.Itoa(i)
 		ps = append(ps, pilot.Provider{
 			Name:   name,
-			Runner: pilot.RunnerCommand,
+			Runner: "command",
 			Argv:   append([]string{exe}, j.Steps...),
 			Env:    map[string]string{fakeagent.EnvFakeAgent: "1", tk: tv, "GORACE": "atexit_sleep_ms=0"},
 		})

@@ -64,7 +64,7 @@ func Dispatcher(runDir string, grace time.Duration, ps ...pilot.Provider) (*pilo
 func FakeAgent(name, exe, envFake string, script ...string) pilot.Provider {
 	return pilot.Provider{
 		Name:   name,
-		Runner: pilot.RunnerCommand,
+		Runner: "command",
 		Argv:   append([]string{exe}, script...),
 		Env:    map[string]string{envFake: "1", "GORACE": "atexit_sleep_ms=0"},
 	}

@@ -1,0 +1,55 @@
+package pilot
+
+import "time"
+
+// What the external tests reach of pilot's unexported parts: the defaults,
+// the stall clock and actions, the failure sources, and the fallback
+// judgement, so that they are tested as they were when they were exported.
+
+const (
+	DefaultIdleTimeout        = defaultIdleTimeout
+	DefaultStallStart         = defaultStallStart
+	DefaultStallModelResponse = defaultStallModelResponse
+	DefaultStallTool          = defaultStallTool
+	DefaultRetryLoop          = defaultRetryLoop
+	StallTailBytes            = stallTailBytes
+	ActivityStreaming         = activityStreaming
+
+	StallNone      = stallNone
+	StallInspect   = stallInspect
+	StallTerminate = stallTerminate
+
+	SourcePilotPolicy        = sourcePilotPolicy
+	SourceProcessTermination = sourceProcessTermination
+	SourceProviderDiagnostic = sourceProviderDiagnostic
+	SourceTerminalDiagnostic = sourceTerminalDiagnostic
+	SourceWorkerReport       = sourceWorkerReport
+	SourceExitCode           = sourceExitCode
+	SourceExitStatus         = sourceExitStatus
+	SourceSpawn              = sourceSpawn
+)
+
+type (
+	StallClock      = stallClock
+	StallAction     = stallAction
+	ExitCodeWatcher = exitCodeWatcher
+)
+
+var (
+	NewStallClock      = newStallClock
+	NewStallInspection = newStallInspection
+	CurrentProvenance  = currentProvenance
+)
+
+// StallCheck is p's check of a silence.
+func StallCheck(p StallPolicy, phase SessionPhase, silence time.Duration, inspected bool) StallAction {
+	return p.check(phase, silence, inspected)
+}
+
+// SuppressIdleTimeout is p.suppressIdleTimeout.
+func SuppressIdleTimeout(p StallPolicy, phase SessionPhase, silence time.Duration) bool {
+	return p.suppressIdleTimeout(phase, silence)
+}
+
+// RetryLoopLimit is p.retryLoopLimit.
+func RetryLoopLimit(p StallPolicy) (time.Duration, bool) { return p.retryLoopLimit() }
