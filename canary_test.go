@@ -101,7 +101,7 @@ var canaryFixture = map[string]string{
 	agents.RunnerClaude:   "testdata/claude/stream/parallel-tools",
 	agents.RunnerOpencode: "testdata/opencode/stream/parallel-tools",
 	agents.RunnerGemini:   "testdata/gemini/stream/parallel-tools",
-	"command":   "testdata/pi/stream/parallel-tools-gen-b",
+	"command":             "testdata/pi/stream/parallel-tools-gen-b",
 }
 
 // The secret canary across everything: every built-in provider (and a

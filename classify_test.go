@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/report"
 )
 
 // The flag has a name of its own so that other golden tests in this package
@@ -421,7 +422,7 @@ func TestClassifySeedProviderStderrEvidenceReport(t *testing.T) {
 		t.Fatalf("ExtractDiagnostic(pi, stderr) = %q, %v; want the line itself", text, ok)
 	}
 	c := pilot.ClassifyFailure(text)
-	r := c.Report("pi:stderr")
+	r := report.FromClassification(c, "pi:stderr")
 	r.DispatcherPID = 4242
 	r.DispatcherSourceSHA256 = strings.Repeat("a", 64)
 	r.DispatcherCurrentSHA256 = strings.Repeat("a", 64)
@@ -455,7 +456,7 @@ func TestClassifySeedExit143IsTerminationNotProvider(t *testing.T) {
 	if !ok || sig != syscall.SIGTERM {
 		t.Fatalf("SignalFromExitCode(143) = %v, %v; want SIGTERM", sig, ok)
 	}
-	r := pilot.FailureReport{
+	r := report.Failure{
 		Class:                     pilot.FailProcessTerminated,
 		Source:                    "process-termination",
 		TerminationSignal:         "SIGTERM",
@@ -472,85 +473,6 @@ func TestClassifySeedExit143IsTerminationNotProvider(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, r.Lines()); diff != "" {
 		t.Errorf("report lines mismatch (-want +got):\n%s", diff)
-	}
-}
-
-func TestClassifyFailureReportLines(t *testing.T) {
-	tests := []struct {
-		name string
-		why  string
-		r    pilot.FailureReport
-		want []string
-	}{
-		{
-			// ReviewControlTest.test_dispatcher_source_provenance_detects_hot_edit
-			name: "seed hot edit provenance",
-			why:  "a rebuilt executable no longer matches the loaded one",
-			r: pilot.FailureReport{
-				Class:                   pilot.FailGeneric,
-				DispatcherSourceSHA256:  strings.Repeat("a", 64),
-				DispatcherCurrentSHA256: strings.Repeat("f", 64),
-			},
-			want: []string{
-				"failure_class=generic-error",
-				"provider_transport_failure_confirmed=false",
-				"dispatcher_source_sha256=" + strings.Repeat("a", 64),
-				"dispatcher_source_current_sha256=" + strings.Repeat("f", 64),
-				"dispatcher_source_matches_loaded=false",
-			},
-		},
-		{
-			name: "recognised API error is not provider evidence",
-			why:  "generic-error evidence is reported under failure_evidence",
-			r:    pilot.ClassifyFailure("unexpected status 400 Bad Request: nope").Report("codex:stdout"),
-			want: []string{
-				"failure_class=generic-error",
-				"failure_source=terminal-diagnostic",
-				"provider_transport_failure_confirmed=false",
-				"failure_evidence_source=codex:stdout",
-				"failure_evidence=unexpected status 400 Bad Request: nope",
-			},
-		},
-		{
-			name: "quota with retry after",
-			why:  "quota is a provider class without a transport failure; the delay is reported",
-			r:    pilot.ClassifyFailure("You've hit your usage limit. Try again in 90s.").Report("codex:stdout"),
-			want: []string{
-				"failure_class=provider-quota",
-				"failure_source=provider-terminal-diagnostic",
-				"provider_transport_failure_confirmed=false",
-				"failure_evidence_source=codex:stdout",
-				"provider_evidence=You've hit your usage limit. Try again in 90s.",
-				"retry_after=1m30s",
-			},
-		},
-		{
-			name: "no evidence",
-			why:  "a classification without evidence reports no source",
-			r:    pilot.ClassifyFailure("dial tcp 127.0.0.1:9999: connect: connection refused").Report("pi:stderr"),
-			want: []string{
-				"failure_class=generic-error",
-				"provider_transport_failure_confirmed=false",
-			},
-		},
-		{
-			name: "newlines in values are escaped",
-			why:  "every key stays on one line",
-			r:    pilot.FailureReport{Class: pilot.FailSpawn, Source: "pilot", Evidence: "exec: \"x\":\nnot found\r"},
-			want: []string{
-				"failure_class=spawn-failed",
-				"failure_source=pilot",
-				"provider_transport_failure_confirmed=false",
-				`failure_evidence=exec: "x":\nnot found\r`,
-			},
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, tc.r.Lines()); diff != "" {
-				t.Errorf("Lines() mismatch (-want +got):\n%s\nwhy: %s", diff, tc.why)
-			}
-		})
 	}
 }
 
@@ -1031,19 +953,6 @@ func ExampleExtractDiagnostic() {
 	// exceeded retry limit, last status: 429 Too Many Requests true
 	// provider-rate-limit
 	// false
-}
-
-func ExampleFailureReport_Lines() {
-	c := pilot.ClassifyFailure("Connection error.")
-	for _, l := range c.Report("pi:stderr").Lines() {
-		fmt.Println(l)
-	}
-	// Output:
-	// failure_class=provider-connection
-	// failure_source=provider-terminal-diagnostic
-	// provider_transport_failure_confirmed=true
-	// failure_evidence_source=pi:stderr
-	// provider_evidence=Connection error.
 }
 
 // BenchmarkClassifyFailureLine is the cost of classifying one stderr line,

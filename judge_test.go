@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/report"
 )
 
 const providerLine = "provider_tunnel_error: dial tcp 192.0.2.1:8001: connect: connection refused"
@@ -97,7 +98,7 @@ func TestVerdictFailureEvidenceAndTermination(t *testing.T) {
 func TestRecordFailureReport(t *testing.T) {
 	d := testDispatcher(t, fakeProvider(t, "w", "err="+providerLine, "exit=1"))
 	rec := readRecord(t, dispatch(t, d, task("w")))
-	lines := rec.FailureReport().Lines()
+	lines := report.FromRecord(rec).Lines()
 	for _, want := range []string{
 		"failure_class=provider-connection",
 		"failure_source=provider-terminal-diagnostic",

@@ -86,26 +86,6 @@ type Record struct {
 	ResumeFallback string `json:"resume_fallback,omitempty"`
 }
 
-// FailureReport renders the record's failure for humans and logs (its
-// Lines are key=value).
-func (r Record) FailureReport() FailureReport {
-	f := r.Failure
-	return FailureReport{
-		Class:                     f.FailureClass,
-		Source:                    f.FailureSource,
-		EvidenceSource:            f.EvidenceSource,
-		Evidence:                  f.EvidenceExcerpt,
-		TransportConfirmed:        f.TransportConfirmed,
-		RetryAfter:                time.Duration(f.RetryAfterMS) * time.Millisecond,
-		TerminationSignal:         f.TerminationSignal,
-		TerminationSignalInferred: f.TerminationSignalInferred,
-		TerminationInitiator:      f.TerminationInitiator,
-		DispatcherPID:             r.Provenance.Pid,
-		DispatcherSourceSHA256:    r.SourceSHA256,
-		DispatcherCurrentSHA256:   r.CurrentSHA256,
-	}
-}
-
 // statusRunning is Record.Status while a worker runs.
 const statusRunning = "running"
 
