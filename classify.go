@@ -123,6 +123,10 @@ type Classification struct {
 	// signal, pilot's own timeout): the line then only explains, it does
 	// not decide.
 	TransportConfirmed bool
+	// Source says where the evidence came from ("pi:stderr",
+	// "codex:stdout"): ClassifyFailure leaves it empty; the Dispatcher,
+	// and a watcher that classifies a line itself, set it.
+	Source string
 }
 
 // classPrecedence is the order in which ClassifyFailure picks among lines

@@ -527,7 +527,7 @@ func TestCodexWatcherFinish(t *testing.T) {
 	exit1 := ok
 	exit1.Code = 1
 	auth := exit1
-	auth.Diagnostic = &pilot.Diagnostic{Classification: pilot.ClassifyFailure("unexpected status 401 Unauthorized: x"), Source: "codex:stdout"}
+	auth.Diagnostic = withSource(pilot.ClassifyFailure("unexpected status 401 Unauthorized: x"), "codex:stdout")
 	killed := ok
 	killed.Code, killed.Signal = -1, 9
 	usage := &pilot.Usage{InputTokens: 5, CacheReadTokens: 1, OutputTokens: 2}

@@ -382,9 +382,9 @@ type run struct {
 	stdoutBytes atomic.Int64
 	stderrBytes atomic.Int64
 	stderrTail  lines.Tail
-	streamTail  lines.Tail                  // both streams, for stall inspections
-	diags       map[FailureClass]Diagnostic // guarded by lineMu
-	logBuf      []byte                      // a stream.log line; guarded by lineMu
+	streamTail  lines.Tail                      // both streams, for stall inspections
+	diags       map[FailureClass]Classification // guarded by lineMu
+	logBuf      []byte                          // a stream.log line; guarded by lineMu
 }
 
 func (r *run) execute(ctx context.Context) (v Verdict, err error) {
@@ -1158,17 +1158,18 @@ func (r *run) noteDiagnostic(l Line) {
 		return
 	}
 	if r.diags == nil {
-		r.diags = map[FailureClass]Diagnostic{}
+		r.diags = map[FailureClass]Classification{}
 	}
-	r.diags[c.Class] = Diagnostic{Classification: c, Source: r.runner.Name() + ":" + string(l.Stream)}
+	c.Source = r.runner.Name() + ":" + string(l.Stream)
+	r.diags[c.Class] = c
 }
 
 // diagnostic returns the strongest diagnostic seen, by ClassifyFailure's
 // precedence, or nil.
-func (r *run) diagnostic() *Diagnostic {
+func (r *run) diagnostic() *Classification {
 	r.lineMu.Lock()
 	defer r.lineMu.Unlock()
-	var best *Diagnostic
+	var best *Classification
 	for _, d := range r.diags {
 		if best == nil || classRank(d.Class) < classRank(best.Class) {
 			d := d

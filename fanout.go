@@ -318,24 +318,17 @@ var (
 	ErrSharedWorkdir  = errors.New(`multiple code jobs share one workdir; use --jobs-file with per-job "worktree": true`)
 )
 
-// JobError reports a job the fanout refused before anything ran.
-type JobError struct {
-	Index int
-	Label string
-	Err   error
+// jobError is the error of a job the fanout refused before anything ran:
+// "job N (label): err", wrapping err.
+func jobError(i int, j Job, err error) error {
+	return fmt.Errorf("job %d (%s): %w", i+1, j.Label(), err)
 }
-
-func (e *JobError) Error() string {
-	return fmt.Sprintf("job %d (%s): %v", e.Index+1, e.Label, e.Err)
-}
-
-func (e *JobError) Unwrap() error { return e.Err }
 
 // guard checks every job before anything is spawned.
 func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 	for i, j := range jobs {
 		if j.Task.Mode == ModeResume {
-			return &JobError{i, j.Label(), ErrResumeInFanout}
+			return jobError(i, j, ErrResumeInFanout)
 		}
 	}
 	checker, _ := f.Dispatcher.(interface {
@@ -349,7 +342,7 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 			if errors.As(err, new(*CredentialError)) {
 				return err // it names the provider and the fix
 			}
-			return &JobError{i, j.Label(), err}
+			return jobError(i, j, err)
 		}
 	}
 	code := map[string][]int{}
@@ -359,7 +352,7 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 		wd := workdirKey(j.Task.Workdir)
 		if j.Worktree && !checked[wd] {
 			if err := wts.CheckRepo(ctx, j.Task.Workdir); err != nil {
-				return &JobError{i, j.Label(), err}
+				return jobError(i, j, err)
 			}
 			checked[wd] = true
 		}

@@ -241,7 +241,7 @@ func TestGeminiWatcherFinish(t *testing.T) {
 		turns   = `{"type":"result","status":"error","error":{"type":"FatalTurnLimitedError","message":"Reached max session turns for this session."}}`
 		noInput = `{"type":"result","status":"error","error":{"type":"FatalInputError","message":"No input provided via stdin."}}`
 	)
-	auth := &pilot.Diagnostic{Classification: pilot.ClassifyFailure("unknown: [API Error: API key not valid. Please pass a valid API key.]"), Source: "gemini:stdout"}
+	auth := withSource(pilot.ClassifyFailure("unknown: [API Error: API key not valid. Please pass a valid API key.]"), "gemini:stdout")
 	tests := []struct {
 		name  string
 		lines []string
@@ -285,8 +285,8 @@ func TestGeminiWatcherFinish(t *testing.T) {
 func TestGeminiWatcherResultEvidence(t *testing.T) {
 	const overflow = `{"error":{"code":400,"message":"The input token count (200000) exceeds the maximum number of tokens allowed (128000).","status":"INVALID_ARGUMENT"}}`
 	stderrLine := "Error when talking to Gemini API Full report available at: /tmp/x.json _ApiError: " + overflow
-	stderrDiag := func(line string) *pilot.Diagnostic {
-		return &pilot.Diagnostic{Classification: pilot.ClassifyFailure(line), Source: "gemini:stderr"}
+	stderrDiag := func(line string) *pilot.Classification {
+		return withSource(pilot.ClassifyFailure(line), "gemini:stderr")
 	}
 	result := func(msg string) string {
 		b, _ := json.Marshal(map[string]any{"type": "result", "status": "error", "error": map[string]any{"type": "unknown", "message": msg}})
@@ -295,7 +295,7 @@ func TestGeminiWatcherResultEvidence(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		result     string
-		diag       *pilot.Diagnostic
+		diag       *pilot.Classification
 		class      pilot.FailureClass
 		source     string
 		evidenceIn string

@@ -432,3 +432,10 @@ func subsequence(have, want []string) bool {
 	}
 	return i == len(want)
 }
+
+// withSource is c with its evidence read from src, as the Dispatcher hands
+// it to a watcher in Exit.Diagnostic.
+func withSource(c pilot.Classification, src string) *pilot.Classification {
+	c.Source = src
+	return &c
+}

@@ -394,7 +394,7 @@ func TestOpencodeWatcherRetries(t *testing.T) {
 	// The Dispatcher's strongest diagnostic is the log's: an API error
 	// that proves no narrower class.
 	logText, _ := agents.ExtractDiagnostic(agents.RunnerOpencode, pilot.Stderr, ocLogStreamError)
-	diag := &pilot.Diagnostic{Classification: pilot.ClassifyFailure(logText), Source: "opencode:stderr"}
+	diag := withSource(pilot.ClassifyFailure(logText), "opencode:stderr")
 	res := w.Finish(pilot.Exit{Runner: agents.RunnerOpencode, Started: true, Code: 1, Diagnostic: diag})
 	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailProviderServerError || res.SessionID != "ses_T" ||
 		res.Evidence == nil || res.Evidence.Source != "opencode:stdout" || !strings.Contains(res.Evidence.Line, "statusCode: 500") {

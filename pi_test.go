@@ -326,7 +326,7 @@ func TestPiWatcherFinish(t *testing.T) {
 		{"last error wins over a retried one", []string{piHeader, piAgentStart, piError("429 Rate limit reached for requests"), piAgentEnd,
 			`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"429"}`, piAgentStart, piError("Connection error."), piAgentEnd,
 			`{"type":"auto_retry_end","success":false,"attempt":1,"finalError":"Connection error."}`},
-			pilot.Exit{Diagnostic: &pilot.Diagnostic{Classification: rateLimit, Source: "pi:stdout"}}, pilot.Failed, pilot.FailProviderConnection, "Connection error."},
+			pilot.Exit{Diagnostic: withSource(rateLimit, "pi:stdout")}, pilot.Failed, pilot.FailProviderConnection, "Connection error."},
 		// agent.ts's catch: an error thrown outside the model stream gives
 		// agent_end with a synthesized message and no message_end.
 		{"agent_end only", []string{piHeader, piAgentStart, `{"type":"agent_end","messages":[{"role":"assistant","content":[{"type":"text","text":""}],"stopReason":"error","errorMessage":"No API key found for openai.\n\nUse /login or set an API key environment variable."}]}`},
@@ -334,7 +334,7 @@ func TestPiWatcherFinish(t *testing.T) {
 		{"aborted, no message", []string{piHeader, piAgentStart, `{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"aborted"}}`, piAgentEnd},
 			pilot.Exit{}, pilot.Failed, pilot.FailGeneric, "Request aborted"},
 		{"unclassified error", []string{piHeader, piAgentStart, piError("model said no"), piAgentEnd},
-			pilot.Exit{Diagnostic: &pilot.Diagnostic{Classification: rateLimit, Source: "pi:stderr"}}, pilot.Failed, pilot.FailGeneric, "model said no"},
+			pilot.Exit{Diagnostic: withSource(rateLimit, "pi:stderr")}, pilot.Failed, pilot.FailGeneric, "model said no"},
 		// pi's "<status> <body>" with a body that names no provider (seen
 		// from pi 0.73 against a local endpoint answering 500): the
 		// status is the provider's.

@@ -21,12 +21,12 @@ const (
 	ModeResume  Mode = "resume"
 )
 
-// Modes lists every valid mode, in the order the CLI documents them.
-var Modes = []Mode{ModeCode, ModeExplore, ModeTest, ModeReview, ModeResume}
+// modes lists every valid mode, in the order the CLI documents them.
+var modes = []Mode{ModeCode, ModeExplore, ModeTest, ModeReview, ModeResume}
 
-// Valid reports whether m is one of [Modes].
+// Valid reports whether m is one of the five modes.
 func (m Mode) Valid() bool {
-	for _, v := range Modes {
+	for _, v := range modes {
 		if m == v {
 			return true
 		}

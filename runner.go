@@ -109,18 +109,12 @@ type Exit struct {
 	Reason     FailureClass
 	// Diagnostic is the strongest terminal diagnostic pilot found in the
 	// worker's output ([ExtractDiagnostic], [ClassifyFailure]), if any.
-	Diagnostic *Diagnostic
+	Diagnostic *Classification
 	// StdoutBytes and StderrBytes count the output read.
 	StdoutBytes, StderrBytes int64
 	Duration                 time.Duration
 }
 
-// A Diagnostic is a classified line of worker output and where it came
-// from ("pi:stderr").
-type Diagnostic struct {
-	Classification
-	Source string
-}
 
 // Failure sources: what decided a verdict's failure class (the
 // "failure_source" field).
@@ -237,7 +231,7 @@ type RetryLoop struct {
 	// Diagnostic is the failure the latest retry was for, classified as a
 	// failed model call, with the retry notice as its evidence (generic
 	// when the notice names no class).
-	Diagnostic Diagnostic
+	Diagnostic Classification
 	// Since is when the first retry of the run was seen; Retries counts
 	// the notices.
 	Since   time.Time
@@ -293,7 +287,7 @@ func JudgeExit(e Exit) Result {
 }
 
 // DiagnosticResult is the failed Result a diagnostic proves.
-func DiagnosticResult(d Diagnostic) Result {
+func DiagnosticResult(d Classification) Result {
 	src := sourceTerminalDiagnostic
 	if d.Class.Provider() || d.Class == FailContextLimit || d.TransportConfirmed {
 		src = sourceProviderDiagnostic

@@ -88,7 +88,8 @@ func (s *streamWatch) retrying(src, notice, text string) {
 		s.looping = true
 	}
 	c.Evidence = clip(notice, 2000)
-	s.loop.Diagnostic = pilot.Diagnostic{Classification: c, Source: src}
+	c.Source = src
+	s.loop.Diagnostic = c
 	s.loop.Retries++
 }
 
@@ -150,7 +151,8 @@ func ended(e pilot.Exit) bool {
 // a moment later.
 func streamDiagnostic(e pilot.Exit, runner, text string) pilot.Exit {
 	if c := pilot.ClassifyFailure(text); c.Evidence != "" {
-		e.Diagnostic = &pilot.Diagnostic{Classification: c, Source: runner + ":stdout"}
+		c.Source = runner + ":stdout"
+	e.Diagnostic = &c
 	}
 	return e
 }
