@@ -14,6 +14,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 )
 
@@ -52,7 +53,7 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 				d.EnvAllow = append([]string{"OTHER_KEY"}, pilot.DefaultEnvAllow...)
 				keys := map[string]string{"VICTIM_KEY": victimKey, "OTHER_KEY": otherKey, "PATH": os.Getenv("PATH")}
 				d.LookupEnv = func(k string) (string, bool) { v, ok := keys[k]; return v, ok }
-				d.Credentials = pilot.EnvCredentials{LookupEnv: d.LookupEnv}
+				d.Credentials = config.EnvCredentials{LookupEnv: d.LookupEnv}
 				v, err := d.Dispatch(context.Background(), pilot.Task{Provider: "victim", Mode: pilot.ModeCode, Prompt: "the task"})
 				if err != nil {
 					if setup == "base_url" && strings.Contains(err.Error(), "base_url") {
@@ -221,7 +222,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		}
 		d.EnvAllow = append(d.EnvAllow, pilot.DefaultEnvAllow...)
 		d.LookupEnv = lookup
-		d.Credentials = pilot.EnvCredentials{LookupEnv: lookup}
+		d.Credentials = config.EnvCredentials{LookupEnv: lookup}
 		d.Heartbeat = 10 * time.Millisecond
 		d.Stall = pilot.StallPolicy{Start: 20 * time.Millisecond, ModelResponse: 20 * time.Millisecond, Tool: 150 * time.Millisecond}
 		d.Observer = func(e pilot.Event) {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,7 +79,7 @@ func TestFileCredentials(t *testing.T) {
 				t.Fatal(err)
 			}
 			return path
-		}, expect: refused, wantMode: fs.ModeSymlink, wantErr: []string{"symbolic link", "pilot credentials glm"}},
+		}, expect: refused, wantMode: fs.ModeSymlink, wantErr: []string{"symbolic link", "replace the link with the file itself"}},
 		{name: "directory", setup: func(t *testing.T, dir string) string {
 			path := filepath.Join(dir, "glm")
 			os.Mkdir(path, 0o700)
@@ -92,7 +93,7 @@ func TestFileCredentials(t *testing.T) {
 			return path
 		}, expect: refused, wantMode: fs.ModeNamedPipe | 0o600, wantErr: []string{"not a regular file"}},
 		{name: "two lines", setup: file(fileSecret+"\n"+fileSecret+"\n", 0o600), expect: refused,
-			wantMode: 0o600, wantErr: []string{"line break", "pilot credentials glm"}},
+			wantMode: 0o600, wantErr: []string{"line break", "store it again"}},
 		{name: "NUL byte", setup: file(fileSecret+"\x00\n", 0o600), expect: refused,
 			wantMode: 0o600, wantErr: []string{"NUL"}},
 		{name: "too large", setup: file(fileSecret+strings.Repeat("x", 64<<10), 0o600), expect: refused,
@@ -114,7 +115,7 @@ func TestFileCredentials(t *testing.T) {
 			creds := config.FileCredentials{Dir: dir}
 			info, infoErr := creds.Info(ctx, p)
 			sec, secErr := creds.Secret(ctx, p)
-			wantInfo := pilot.CredentialInfo{Source: "file:" + path}
+			wantInfo := config.Info{Source: "file:" + path}
 			wantSecret := ""
 			switch tt.expect {
 			case secure:
@@ -135,7 +136,7 @@ func TestFileCredentials(t *testing.T) {
 					checkCredentialFileError(t, err, p.Name, path, tt.wantMode, tt.wantErr)
 				}
 			case none:
-				wantInfo = pilot.CredentialInfo{Configured: true, Source: "none"}
+				wantInfo = config.Info{Configured: true, Source: "none"}
 				if infoErr != nil || secErr != nil {
 					t.Errorf("Info: %v; Secret: %v", infoErr, secErr)
 				}
@@ -143,8 +144,8 @@ func TestFileCredentials(t *testing.T) {
 			if diff := cmp.Diff(wantInfo, info); diff != "" {
 				t.Errorf("Info mismatch (-want +got):\n%s", diff)
 			}
-			if got := sec.Reveal(); got != wantSecret {
-				t.Errorf("Secret().Reveal() = %q; want %q", got, wantSecret)
+			if got := sec; got != wantSecret {
+				t.Errorf("Secret() = %q; want %q", got, wantSecret)
 			}
 		})
 	}
@@ -160,6 +161,9 @@ func checkCredentialFileError(t *testing.T, err error, provider, path string, mo
 	}
 	if fe.Provider != provider || fe.Path != path || fe.Mode != mode {
 		t.Errorf("CredentialFileError = %+v; want provider %s, path %s, mode %v", fe, provider, path, mode)
+	}
+	if chmod := slices.Contains(want, "chmod 600 "); fe.Restore == chmod {
+		t.Errorf("CredentialFileError.Restore = %v; want %v (storing again fixes all but a mode)", fe.Restore, !chmod)
 	}
 	msg := err.Error()
 	for _, w := range append([]string{path}, want...) {
@@ -221,7 +225,7 @@ func TestFileCredentialsWithoutAConfigDir(t *testing.T) {
 	if err != nil || info.Configured || !strings.Contains(info.Source, "HOME") {
 		t.Errorf("Info = %+v, %v; want not configured, a source that says to set HOME", info, err)
 	}
-	if _, err := (config.FileCredentials{}).Store("glm", pilot.NewSecret(fileSecret)); err == nil || !strings.Contains(err.Error(), "HOME") {
+	if _, err := (config.FileCredentials{}).Store("glm", fileSecret); err == nil || !strings.Contains(err.Error(), "HOME") {
 		t.Errorf("Store error = %v; want one that says to set HOME", err)
 	}
 }
@@ -234,7 +238,7 @@ func TestFileCredentialsStore(t *testing.T) {
 	p := pilot.Provider{Name: "glm", Runner: "opencode", CredentialEnv: "ZHIPU_API_KEY"}
 	ctx := context.Background()
 
-	path, err := creds.Store("glm", pilot.NewSecret(fileSecret))
+	path, err := creds.Store("glm", fileSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,14 +252,14 @@ func TestFileCredentialsStore(t *testing.T) {
 		}
 	}
 	sec, err := creds.Secret(ctx, p)
-	if err != nil || sec.Reveal() != fileSecret {
+	if err != nil || sec != fileSecret {
 		t.Errorf("reading it back: %v", err)
 	}
 
 	// Storing again replaces the file; a file someone left world-readable
 	// comes back 0600.
 	os.Chmod(path, 0o644)
-	if _, err := creds.Store("glm", pilot.NewSecret("sk-second-value")); err != nil {
+	if _, err := creds.Store("glm", "sk-second-value"); err != nil {
 		t.Fatal(err)
 	}
 	checkStored(t, path, "sk-second-value")
@@ -264,7 +268,7 @@ func TestFileCredentialsStore(t *testing.T) {
 	target := writeCredential(t, t.TempDir(), "target", "untouched", 0o600)
 	os.Remove(path)
 	os.Symlink(target, path)
-	if _, err := creds.Store("glm", pilot.NewSecret(fileSecret)); err != nil {
+	if _, err := creds.Store("glm", fileSecret); err != nil {
 		t.Fatal(err)
 	}
 	checkStored(t, path, fileSecret)
@@ -319,7 +323,7 @@ func TestFileCredentialsStoreRefusals(t *testing.T) {
 				os.Mkdir(dir, tt.dirMode)
 				os.Chmod(dir, tt.dirMode)
 			}
-			_, err := config.FileCredentials{Dir: dir}.Store(tt.provider, pilot.NewSecret(tt.secret))
+			_, err := config.FileCredentials{Dir: dir}.Store(tt.provider, tt.secret)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Store error = %v; want one that mentions %q", err, tt.want)
 			}
@@ -337,20 +341,20 @@ func TestFileCredentialsStoreRefusals(t *testing.T) {
 // calls it gets.
 type fakeSource struct {
 	name   string
-	info   pilot.CredentialInfo
+	info   config.Info
 	err    error
 	secret string
 	calls  *[]string
 }
 
-func (f fakeSource) Info(_ context.Context, p pilot.Provider) (pilot.CredentialInfo, error) {
+func (f fakeSource) Info(_ context.Context, p pilot.Provider) (config.Info, error) {
 	*f.calls = append(*f.calls, f.name+".Info")
 	return f.info, f.err
 }
 
-func (f fakeSource) Secret(_ context.Context, p pilot.Provider) (pilot.Secret, error) {
+func (f fakeSource) Secret(_ context.Context, p pilot.Provider) (string, error) {
 	*f.calls = append(*f.calls, f.name+".Secret")
-	return pilot.NewSecret(f.secret), nil
+	return f.secret, nil
 }
 
 func TestChainCredentials(t *testing.T) {
@@ -365,7 +369,7 @@ func TestChainCredentials(t *testing.T) {
 		name       string
 		p          pilot.Provider
 		srcs       []src
-		wantInfo   pilot.CredentialInfo
+		wantInfo   config.Info
 		wantErr    error
 		wantSecret string
 		wantCalls  []string
@@ -373,41 +377,41 @@ func TestChainCredentials(t *testing.T) {
 		{
 			name:       "the first configured source wins",
 			srcs:       []src{{source: "env:K"}, {configured: true, source: "file:/c/glm"}, {configured: true, source: "third"}},
-			wantInfo:   pilot.CredentialInfo{Configured: true, Source: "file:/c/glm"},
+			wantInfo:   config.Info{Configured: true, Source: "file:/c/glm"},
 			wantSecret: "from-1",
 			wantCalls:  []string{"0.Info", "1.Info", "0.Info", "1.Info", "1.Secret"},
 		},
 		{
 			name:       "an earlier source shadows a later one",
 			srcs:       []src{{configured: true, source: "env:K"}, {configured: true, source: "file:/c/glm"}},
-			wantInfo:   pilot.CredentialInfo{Configured: true, Source: "env:K"},
+			wantInfo:   config.Info{Configured: true, Source: "env:K"},
 			wantSecret: "from-0",
 			wantCalls:  []string{"0.Info", "0.Info", "0.Secret"},
 		},
 		{
 			name:      "a refusal stops the chain",
 			srcs:      []src{{source: "env:K"}, {source: "file:/c/glm", err: refused}, {configured: true, source: "third"}},
-			wantInfo:  pilot.CredentialInfo{Source: "file:/c/glm"},
+			wantInfo:  config.Info{Source: "file:/c/glm"},
 			wantErr:   refused,
 			wantCalls: []string{"0.Info", "1.Info", "0.Info", "1.Info"},
 		},
 		{
 			name:      "found nowhere: every place it looked",
 			srcs:      []src{{source: "env:K"}, {source: "file:/c/glm"}},
-			wantInfo:  pilot.CredentialInfo{Source: "env:K, file:/c/glm"},
+			wantInfo:  config.Info{Source: "env:K, file:/c/glm"},
 			wantErr:   &pilot.CredentialError{Provider: "glm", Env: "ZHIPU_API_KEY"},
 			wantCalls: []string{"0.Info", "1.Info", "0.Info", "1.Info"},
 		},
 		{
 			name:      "no sources",
-			wantInfo:  pilot.CredentialInfo{},
+			wantInfo:  config.Info{},
 			wantErr:   &pilot.CredentialError{Provider: "glm", Env: "ZHIPU_API_KEY"},
 			wantCalls: nil,
 		},
 		{
 			name:      "no credential needed",
 			p:         pilot.Provider{Name: "pi", Runner: "pi"},
-			wantInfo:  pilot.CredentialInfo{Configured: true, Source: "none"},
+			wantInfo:  config.Info{Configured: true, Source: "none"},
 			wantCalls: nil,
 		},
 	}
@@ -418,7 +422,7 @@ func TestChainCredentials(t *testing.T) {
 			for i, s := range tt.srcs {
 				chain = append(chain, fakeSource{
 					name:   fmt.Sprint(i),
-					info:   pilot.CredentialInfo{Configured: s.configured, Source: s.source},
+					info:   config.Info{Configured: s.configured, Source: s.source},
 					err:    s.err,
 					secret: fmt.Sprintf("from-%d", i),
 					calls:  &calls,
@@ -454,8 +458,8 @@ func TestChainCredentials(t *testing.T) {
 					t.Errorf("Secret error = %v; want %v", err, want)
 				}
 			}
-			if sec.Reveal() != tt.wantSecret {
-				t.Errorf("Secret = %q; want %q", sec.Reveal(), tt.wantSecret)
+			if sec != tt.wantSecret {
+				t.Errorf("Secret = %q; want %q", sec, tt.wantSecret)
 			}
 			if diff := cmp.Diff(tt.wantCalls, calls); diff != "" {
 				t.Errorf("calls (-want +got):\n%s", diff)
@@ -475,18 +479,18 @@ func TestDefaultCredentials(t *testing.T) {
 
 	t.Setenv(env, "")
 	info, err := creds.Info(ctx, p)
-	if want := (pilot.CredentialInfo{Source: "env:" + env + ", file:" + path}); err != nil || info != want {
+	if want := (config.Info{Source: "env:" + env + ", file:" + path}); err != nil || info != want {
 		t.Errorf("nothing configured: Info = %+v, %v; want %+v", info, err, want)
 	}
 
-	if _, err := (config.FileCredentials{}).Store("glm", pilot.NewSecret(fileSecret)); err != nil {
+	if _, err := (config.FileCredentials{}).Store("glm", fileSecret); err != nil {
 		t.Fatal(err)
 	}
 	info, err = creds.Info(ctx, p)
-	if want := (pilot.CredentialInfo{Configured: true, SecureMode: true, Source: "file:" + path}); err != nil || info != want {
+	if want := (config.Info{Configured: true, SecureMode: true, Source: "file:" + path}); err != nil || info != want {
 		t.Errorf("stored file: Info = %+v, %v; want %+v", info, err, want)
 	}
-	if sec, err := creds.Secret(ctx, p); err != nil || sec.Reveal() != fileSecret {
+	if sec, err := creds.Secret(ctx, p); err != nil || sec != fileSecret {
 		t.Errorf("stored file: Secret = %v, %v", sec, err)
 	}
 
@@ -495,10 +499,10 @@ func TestDefaultCredentials(t *testing.T) {
 	os.Chmod(path, 0o644)
 	t.Setenv(env, "sk-from-the-environment")
 	info, err = creds.Info(ctx, p)
-	if want := (pilot.CredentialInfo{Configured: true, Source: "env:" + env}); err != nil || info != want {
+	if want := (config.Info{Configured: true, Source: "env:" + env}); err != nil || info != want {
 		t.Errorf("environment set: Info = %+v, %v; want %+v", info, err, want)
 	}
-	if sec, err := creds.Secret(ctx, p); err != nil || sec.Reveal() != "sk-from-the-environment" {
+	if sec, err := creds.Secret(ctx, p); err != nil || sec != "sk-from-the-environment" {
 		t.Errorf("environment set: Secret = %v, %v", sec, err)
 	}
 }
@@ -531,7 +535,7 @@ func ExampleFileCredentials() {
 	creds := config.FileCredentials{Dir: dir}
 	glm := pilot.Provider{Name: "glm", Runner: agents.RunnerOpencode, CredentialEnv: "ZHIPU_API_KEY"}
 
-	path, _ := creds.Store("glm", pilot.NewSecret("sk-example"))
+	path, _ := creds.Store("glm", "sk-example")
 	info, _ := creds.Info(context.Background(), glm)
 	fmt.Println(info.Configured, info.SecureMode, info.Source == "file:"+path)
 
@@ -551,7 +555,7 @@ func ExampleChainCredentials() {
 	defer os.RemoveAll(dir)
 	env := map[string]string{}
 	chain := config.ChainCredentials{
-		pilot.EnvCredentials{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }},
+		config.EnvCredentials{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }},
 		config.FileCredentials{Dir: dir},
 	}
 	glm := pilot.Provider{Name: "glm", Runner: agents.RunnerOpencode, CredentialEnv: "ZHIPU_API_KEY"}
@@ -560,7 +564,7 @@ func ExampleChainCredentials() {
 		fmt.Println(info.Configured, strings.ReplaceAll(info.Source, dir, "DIR"))
 	}
 	show()
-	config.FileCredentials{Dir: dir}.Store("glm", pilot.NewSecret("sk-from-file"))
+	config.FileCredentials{Dir: dir}.Store("glm", "sk-from-file")
 	show()
 	env["ZHIPU_API_KEY"] = "sk-from-env"
 	show()

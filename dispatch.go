@@ -122,7 +122,8 @@ type Dispatcher struct {
 	// Runners adds runners (or replaces built-in ones) by Name. The
 	// command runner is built in.
 	Runners []Runner
-	// Credentials supplies provider secrets; nil means EnvCredentials{}.
+	// Credentials supplies provider secrets; nil means each provider's
+	// CredentialEnv variable in pilot's environment.
 	Credentials CredentialSource
 
 	// RunDir is where run directories are made; empty means
@@ -190,28 +191,21 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
-	var secret Secret
-	if p.prov.CredentialEnv != "" {
-		if secret, err = cfg.Credentials.Secret(ctx, p.prov); err != nil {
-			return Verdict{}, err
-		}
-		if secret.Reveal() == "" {
-			return Verdict{}, &CredentialError{Provider: p.prov.Name, Env: p.prov.CredentialEnv}
-		}
-	}
+	secret := p.secret
 	r := &run{d: cfg, task: p.task, prov: p.prov, runner: p.runner, secret: secret}
 	r.prepared = func() error { return nil }
 	r.runningWritten = func() error { return nil }
 	// Enough bytes for 500 characters of any width, plus room to redact a
 	// secret cut by the window's start.
-	r.stderrTail.N = 4*stderrTailRunes + 2*len(secret.Reveal()) + 64
-	r.streamTail.N = stallTailBytes + 2*len(secret.Reveal()) + 64
+	r.stderrTail.N = 4*stderrTailRunes + 2*len(secret) + 64
+	r.streamTail.N = stallTailBytes + 2*len(secret) + 64
 	return r.execute(ctx)
 }
 
 // Check reports whether Dispatch would accept t: a known provider and
 // runner, a valid mode, an existing task file and workdir, and a
-// configured credential. It starts nothing and writes nothing.
+// configured credential (it asks the CredentialSource for it). It starts
+// nothing and writes nothing.
 func (d *Dispatcher) Check(ctx context.Context, t Task) error {
 	_, err := d.withDefaults().prepare(ctx, t)
 	return err
@@ -221,6 +215,7 @@ type prepared struct {
 	task   Task
 	prov   Provider
 	runner Runner
+	secret string
 }
 
 // prepare resolves and validates t and checks its provider's credential.
@@ -232,20 +227,23 @@ func (d *Dispatcher) prepare(ctx context.Context, t Task) (prepared, error) {
 	if err := validateTask(&t); err != nil {
 		return prepared{}, err
 	}
-	info, err := d.Credentials.Info(ctx, prov)
-	if err != nil {
+	secret, err := d.Credentials.Secret(ctx, prov)
+	var missing *CredentialError
+	switch {
+	case errors.As(err, &missing):
+		return prepared{}, err
+	case err != nil:
 		return prepared{}, fmt.Errorf("pilot: credential check for %s: %w", prov.Name, err)
-	}
-	if !info.Configured {
+	case prov.CredentialEnv != "" && secret == "":
 		return prepared{}, &CredentialError{Provider: prov.Name, Env: prov.CredentialEnv}
 	}
-	return prepared{task: t, prov: prov, runner: runner}, nil
+	return prepared{task: t, prov: prov, runner: runner, secret: secret}, nil
 }
 
 func (d *Dispatcher) withDefaults() *Dispatcher {
 	c := *d
 	if c.Credentials == nil {
-		c.Credentials = EnvCredentials{}
+		c.Credentials = envCredentials{}
 	}
 	if c.RunDir == "" {
 		c.RunDir = DefaultRunDir()
@@ -354,7 +352,7 @@ type run struct {
 	task   Task
 	prov   Provider
 	runner Runner
-	secret Secret
+	secret string
 
 	id      string
 	dir     string
@@ -707,11 +705,11 @@ func (r *run) environ(runnerEnv map[string]string, secretEnv []string) []string 
 	}
 	set(EnvRunID, r.id)
 	if r.prov.CredentialEnv != "" {
-		set(r.prov.CredentialEnv, r.secret.Reveal())
+		set(r.prov.CredentialEnv, r.secret)
 		for _, k := range secretEnv {
 			if envName.MatchString(k) {
 				delete(others, k) // the runner asked for it by name
-				set(k, r.secret.Reveal())
+				set(k, r.secret)
 			}
 		}
 	}
@@ -1202,10 +1200,10 @@ func (r *run) emit(e Event) {
 const minSecretLen = 6
 
 func (r *run) secretBytes() []byte {
-	if len(r.secret.Reveal()) < minSecretLen {
+	if len(r.secret) < minSecretLen {
 		return nil
 	}
-	return []byte(r.secret.Reveal())
+	return []byte(r.secret)
 }
 
 func (r *run) redact(s string) string {

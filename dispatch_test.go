@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/procfs"
 )
@@ -335,9 +336,6 @@ func TestCredentialPreflightFailureSpawnsNothing(t *testing.T) {
 	}
 	d := testDispatcher(t, p)
 	_, err := d.Dispatch(context.Background(), task("glm"))
-	if !errors.Is(err, pilot.ErrCredentialMissing) {
-		t.Fatalf("Dispatch error = %v, want ErrCredentialMissing", err)
-	}
 	var ce *pilot.CredentialError
 	if !errors.As(err, &ce) || ce.Provider != "glm" || !strings.Contains(err.Error(), "GLM_API_KEY") {
 		t.Errorf("error %q should name the provider and the variable to set", err)
@@ -373,7 +371,7 @@ func TestSecretCanaryStaysWithItsProvider(t *testing.T) {
 	// let it through.
 	d.EnvAllow = []string{"PATH", "A_API_KEY", "B_API_KEY"}
 	d.LookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	d.Credentials = pilot.EnvCredentials{LookupEnv: d.LookupEnv}
+	d.Credentials = config.EnvCredentials{LookupEnv: d.LookupEnv}
 	var mu sync.Mutex
 	var events bytes.Buffer
 	d.Observer = func(e pilot.Event) {

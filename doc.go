@@ -117,7 +117,7 @@
 // # Errors and verdicts
 //
 // An error from Dispatch means pilot could not do its job: an invalid task
-// or configuration, a missing credential ([ErrCredentialMissing]; nothing is
+// or configuration, a missing credential ([CredentialError]; nothing is
 // spawned), a context already done, or a run directory that cannot be
 // written. What the worker did, including failing to start, is always a
 // Verdict. Read a Verdict in the order its documentation gives.

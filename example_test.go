@@ -51,14 +51,15 @@ func ExampleCredentialError() {
 	})
 	d := &pilot.Dispatcher{
 		Providers:   reg,
-		Credentials: pilot.EnvCredentials{LookupEnv: func(string) (string, bool) { return "", false }},
+		Credentials: config.EnvCredentials{LookupEnv: func(string) (string, bool) { return "", false }},
 	}
 	_, err := d.Dispatch(context.Background(), pilot.Task{Provider: "glm", Mode: pilot.ModeCode, Prompt: "x"})
-	fmt.Println(errors.Is(err, pilot.ErrCredentialMissing))
+	var missing *pilot.CredentialError
+	fmt.Println(errors.As(err, &missing), missing.Env)
 	fmt.Println(err)
 	// Output:
-	// true
-	// credential missing for glm; set GLM_API_KEY in the environment (run: pilot credentials glm)
+	// true GLM_API_KEY
+	// pilot: credential missing for glm; set GLM_API_KEY in the environment, or configure its credential source
 }
 
 // Providers come from a JSON file; unknown fields are rejected.

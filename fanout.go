@@ -315,7 +315,7 @@ func truncateTail(s string) string {
 // Fanout guard errors, matched with errors.Is.
 var (
 	ErrResumeInFanout = errors.New("resume is not supported in fanout")
-	ErrSharedWorkdir  = errors.New(`multiple code jobs share one workdir; use --jobs-file with per-job "worktree": true`)
+	ErrSharedWorkdir  = errors.New("multiple code jobs share one workdir; give each its own worktree (Job.Worktree)")
 )
 
 // jobError is the error of a job the fanout refused before anything ran:

@@ -80,7 +80,7 @@ func TestFanoutGuardsSpawnNothing(t *testing.T) {
 	}{
 		{"resume", []pilot.Job{{Task: pilot.Task{Provider: "touch", Mode: pilot.ModeResume, Prompt: "x"}}}, pilot.ErrResumeInFanout, "resume is not supported in fanout"},
 		{"two code jobs, one workdir", []pilot.Job{code("touch"), code("touch")}, pilot.ErrSharedWorkdir, "multiple code jobs share one workdir"},
-		{"missing credential", []pilot.Job{code("touch"), {Task: pilot.Task{Provider: "glm", Mode: pilot.ModeReview, Prompt: "x"}}}, pilot.ErrCredentialMissing, "credential missing for glm"},
+		{"missing credential", []pilot.Job{code("touch"), {Task: pilot.Task{Provider: "glm", Mode: pilot.ModeReview, Prompt: "x"}}}, nil, "credential missing for glm"},
 		{"unknown provider", fanoutJobs(pilot.ModeReview, "touch", "bogus"), nil, "unknown provider: bogus"},
 		{"no jobs", nil, nil, "at least one job"},
 	}

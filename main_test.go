@@ -17,6 +17,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/procfs"
 	"github.com/pilotworkers/pilot/internal/supervise"
@@ -288,7 +289,7 @@ func readCall(t testing.TB, p pilot.Provider) (fakeagent.Call, map[string]string
 func secretDispatcher(t testing.TB, p pilot.Provider, secret string) *pilot.Dispatcher {
 	t.Helper()
 	d := testDispatcher(t, p)
-	d.Credentials = pilot.EnvCredentials{LookupEnv: func(k string) (string, bool) {
+	d.Credentials = config.EnvCredentials{LookupEnv: func(k string) (string, bool) {
 		if k == p.CredentialEnv {
 			return secret, true
 		}

@@ -18,6 +18,71 @@ import (
 	"github.com/pilotworkers/pilot/internal/atomicfile"
 )
 
+// A Source is a pilot.CredentialSource that can also describe a
+// credential without revealing it (for a status display, and to pick the
+// first source of a chain that has one).
+type Source interface {
+	pilot.CredentialSource
+	// Info describes the credential without revealing it. An error means
+	// the source refuses the credential it found (a credential file that
+	// others may read, say); Info then still reports where it looked.
+	Info(ctx context.Context, p pilot.Provider) (Info, error)
+}
+
+// Info is what may be said about a credential: never its value.
+type Info struct {
+	// Configured reports whether a non-empty credential is available (or
+	// none is needed).
+	Configured bool `json:"configured"`
+	// SecureMode reports whether the secret comes from a store only its
+	// owner can read: a credential file of mode 0600 or stricter. An
+	// environment variable is not (any process that can read pilot's
+	// environment sees it), and neither is a missing credential.
+	SecureMode bool `json:"secure_mode"`
+	// Source says where the credential comes from ("env:GLM_API_KEY",
+	// "file:/home/u/.config/pilot/credentials/glm"), "none" when the
+	// provider needs no credential, or, when it is not configured, every
+	// place that was looked at, comma-separated.
+	Source string `json:"source"`
+}
+
+// EnvCredentials reads each provider's credential from an environment
+// variable named by Provider.CredentialEnv. The zero value reads the process
+// environment.
+type EnvCredentials struct {
+	// LookupEnv replaces os.LookupEnv when set (tests, or an environment
+	// captured at start-up).
+	LookupEnv func(key string) (string, bool)
+}
+
+func (e EnvCredentials) lookup(key string) (string, bool) {
+	if e.LookupEnv != nil {
+		return e.LookupEnv(key)
+	}
+	return os.LookupEnv(key)
+}
+
+// Info implements Source.
+func (e EnvCredentials) Info(_ context.Context, p pilot.Provider) (Info, error) {
+	if p.CredentialEnv == "" {
+		return Info{Configured: true, Source: "none"}, nil
+	}
+	v, _ := e.lookup(p.CredentialEnv)
+	return Info{Configured: v != "", Source: "env:" + p.CredentialEnv}, nil
+}
+
+// Secret implements pilot.CredentialSource.
+func (e EnvCredentials) Secret(_ context.Context, p pilot.Provider) (string, error) {
+	if p.CredentialEnv == "" {
+		return "", nil
+	}
+	v, _ := e.lookup(p.CredentialEnv)
+	if v == "" {
+		return "", &pilot.CredentialError{Provider: p.Name, Env: p.CredentialEnv}
+	}
+	return v, nil
+}
+
 // DefaultCredentialsDir returns the directory [FileCredentials] reads by
 // default: $XDG_CONFIG_HOME/pilot/credentials, or
 // ~/.config/pilot/credentials when XDG_CONFIG_HOME is unset or not an
@@ -84,15 +149,15 @@ func (f FileCredentials) Path(provider string) string {
 const noDirSource = "file:(no config dir: set HOME or XDG_CONFIG_HOME)"
 
 // Info implements CredentialSource. It reads the file to check it.
-func (f FileCredentials) Info(_ context.Context, p pilot.Provider) (pilot.CredentialInfo, error) {
+func (f FileCredentials) Info(_ context.Context, p pilot.Provider) (Info, error) {
 	if p.CredentialEnv == "" {
-		return pilot.CredentialInfo{Configured: true, Source: "none"}, nil
+		return Info{Configured: true, Source: "none"}, nil
 	}
 	path, err := f.path(p)
 	if err != nil || path == "" {
-		return pilot.CredentialInfo{Source: noDirSource}, err
+		return Info{Source: noDirSource}, err
 	}
-	info := pilot.CredentialInfo{Source: "file:" + path}
+	info := Info{Source: "file:" + path}
 	v, err := readCredentialFile(p.Name, path)
 	if err != nil || v == "" {
 		return info, err
@@ -102,24 +167,24 @@ func (f FileCredentials) Info(_ context.Context, p pilot.Provider) (pilot.Creden
 }
 
 // Secret implements CredentialSource.
-func (f FileCredentials) Secret(_ context.Context, p pilot.Provider) (pilot.Secret, error) {
+func (f FileCredentials) Secret(_ context.Context, p pilot.Provider) (string, error) {
 	if p.CredentialEnv == "" {
-		return pilot.Secret{}, nil
+		return "", nil
 	}
 	path, err := f.path(p)
 	if err != nil {
-		return pilot.Secret{}, err
+		return "", err
 	}
 	var v string
 	if path != "" {
 		if v, err = readCredentialFile(p.Name, path); err != nil {
-			return pilot.Secret{}, err
+			return "", err
 		}
 	}
 	if v == "" {
-		return pilot.Secret{}, &pilot.CredentialError{Provider: p.Name, Env: p.CredentialEnv}
+		return "", &pilot.CredentialError{Provider: p.Name, Env: p.CredentialEnv}
 	}
-	return pilot.NewSecret(v), nil
+	return v, nil
 }
 
 func (f FileCredentials) path(p pilot.Provider) (string, error) {
@@ -135,14 +200,14 @@ func (f FileCredentials) path(p pilot.Provider) (string, error) {
 // cannot be swapped between the check and the read.
 func readCredentialFile(provider, path string) (string, error) {
 	fail := func(mode fs.FileMode, format string, a ...any) (string, error) {
-		return "", &CredentialFileError{Provider: provider, Path: path, Mode: mode, Reason: fmt.Sprintf(format, a...)}
+		return "", &CredentialFileError{Provider: provider, Path: path, Mode: mode, Reason: fmt.Sprintf(format, a...), Restore: true}
 	}
 	file, err := os.OpenFile(path, os.O_RDONLY|credentialOpenFlags, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", nil
 	case errors.Is(err, syscall.ELOOP):
-		return fail(fs.ModeSymlink, "is a symbolic link; pilot reads credentials only from a regular file it can check: replace the link with the file itself (run: pilot credentials %s)", provider)
+		return fail(fs.ModeSymlink, "is a symbolic link; pilot reads credentials only from a regular file it can check: replace the link with the file itself")
 	case errors.Is(err, syscall.ENOTDIR):
 		return "", nil // a component of Dir is a file: nothing stored there
 	case err != nil:
@@ -156,18 +221,19 @@ func readCredentialFile(provider, path string) (string, error) {
 	mode := st.Mode()
 	switch {
 	case !mode.IsRegular():
-		return fail(mode, "is not a regular file (mode %s); remove it and store the credential again (run: pilot credentials %s)", mode, provider)
+		return fail(mode, "is not a regular file (mode %s); remove it and store the credential again", mode)
 	case mode.Perm()&0o077 != 0:
-		return fail(mode, "has mode %#o, which lets group or others read or change it; pilot requires 0600 or stricter: run chmod 600 %s", mode.Perm(), path)
+		return "", &CredentialFileError{Provider: provider, Path: path, Mode: mode,
+			Reason: fmt.Sprintf("has mode %#o, which lets group or others read or change it; pilot requires 0600 or stricter: run chmod 600 %s", mode.Perm(), path)}
 	case st.Size() > maxCredentialFile:
-		return fail(mode, "is larger than %d KiB, too large for one credential; store the credential again (run: pilot credentials %s)", maxCredentialFile>>10, provider)
+		return fail(mode, "is larger than %d KiB, too large for one credential; store the credential again", maxCredentialFile>>10)
 	}
 	data, err := io.ReadAll(io.LimitReader(file, maxCredentialFile+1))
 	if err != nil {
 		return "", fmt.Errorf("credential file for %s: reading %s: %w", provider, path, err)
 	}
 	if len(data) > maxCredentialFile {
-		return fail(mode, "is larger than %d KiB, too large for one credential; store the credential again (run: pilot credentials %s)", maxCredentialFile>>10, provider)
+		return fail(mode, "is larger than %d KiB, too large for one credential; store the credential again", maxCredentialFile>>10)
 	}
 	data = bytes.TrimSuffix(data, []byte("\n"))
 	data = bytes.TrimSuffix(data, []byte("\r"))
@@ -175,7 +241,7 @@ func readCredentialFile(provider, path string) (string, error) {
 		return "", nil
 	}
 	if problem := secretProblem(string(data)); problem != "" {
-		return fail(mode, "is not usable: %s; the file must hold the secret alone on one line: store it again (run: pilot credentials %s)", problem, provider)
+		return fail(mode, "is not usable: %s; the file must hold the secret alone on one line: store it again", problem)
 	}
 	return string(data), nil
 }
@@ -202,11 +268,11 @@ func secretProblem(s string) string {
 // one line without NUL bytes, and an existing directory that group or
 // others may write to (they could replace the file). Errors never hold the
 // secret.
-func (f FileCredentials) Store(provider string, secret pilot.Secret) (string, error) {
+func (f FileCredentials) Store(provider string, secret string) (string, error) {
 	if !credentialName.MatchString(provider) {
 		return "", fmt.Errorf("pilot: provider name %q is not valid: use letters, digits, '.', '_' and '-'", provider)
 	}
-	if problem := secretProblem(secret.Reveal()); problem != "" {
+	if problem := secretProblem(secret); problem != "" {
 		return "", fmt.Errorf("pilot: storing the credential for %s: %s", provider, problem)
 	}
 	dir := f.dir()
@@ -227,7 +293,7 @@ func (f FileCredentials) Store(provider string, secret pilot.Secret) (string, er
 	path := filepath.Join(dir, provider)
 	// The temporary file atomicfile writes first is created 0600 too, so
 	// the secret is never in a file others may read.
-	if err := atomicfile.WriteFile(path, []byte(secret.Reveal()+"\n"), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("pilot: storing the credential for %s: %w", provider, err)
 	}
 	return path, nil
@@ -250,6 +316,9 @@ type CredentialFileError struct {
 	// Reason says what is wrong and how to fix it ("has mode 0644, which
 	// lets group or others read or change it; ... run chmod 600 PATH").
 	Reason string
+	// Restore is set when storing the credential again is the fix
+	// (FileCredentials.Store), rather than a chmod.
+	Restore bool
 }
 
 func (e *CredentialFileError) Error() string {
@@ -264,32 +333,32 @@ func (e *CredentialFileError) Is(target error) bool { return target == ErrCreden
 // credential file refused for its mode, say) stops the chain with that
 // error rather than falling through to a later source. When no source has
 // the credential, Info reports every place it looked in Source.
-type ChainCredentials []pilot.CredentialSource
+type ChainCredentials []Source
 
 // Info implements CredentialSource.
-func (c ChainCredentials) Info(ctx context.Context, p pilot.Provider) (pilot.CredentialInfo, error) {
+func (c ChainCredentials) Info(ctx context.Context, p pilot.Provider) (Info, error) {
 	_, info, err := c.find(ctx, p)
 	return info, err
 }
 
 // Secret implements CredentialSource.
-func (c ChainCredentials) Secret(ctx context.Context, p pilot.Provider) (pilot.Secret, error) {
+func (c ChainCredentials) Secret(ctx context.Context, p pilot.Provider) (string, error) {
 	src, _, err := c.find(ctx, p)
 	if err != nil {
-		return pilot.Secret{}, err
+		return "", err
 	}
 	if src == nil {
 		if p.CredentialEnv == "" {
-			return pilot.Secret{}, nil
+			return "", nil
 		}
-		return pilot.Secret{}, &pilot.CredentialError{Provider: p.Name, Env: p.CredentialEnv}
+		return "", &pilot.CredentialError{Provider: p.Name, Env: p.CredentialEnv}
 	}
 	return src.Secret(ctx, p)
 }
 
 // find returns the first source that has p's credential and its info, or
 // a nil source and the info of a credential found nowhere.
-func (c ChainCredentials) find(ctx context.Context, p pilot.Provider) (pilot.CredentialSource, pilot.CredentialInfo, error) {
+func (c ChainCredentials) find(ctx context.Context, p pilot.Provider) (Source, Info, error) {
 	var looked []string
 	for _, src := range c {
 		if src == nil {
@@ -307,16 +376,16 @@ func (c ChainCredentials) find(ctx context.Context, p pilot.Provider) (pilot.Cre
 		}
 	}
 	if p.CredentialEnv == "" {
-		return nil, pilot.CredentialInfo{Configured: true, Source: "none"}, nil
+		return nil, Info{Configured: true, Source: "none"}, nil
 	}
-	return nil, pilot.CredentialInfo{Source: strings.Join(looked, ", ")}, nil
+	return nil, Info{Source: strings.Join(looked, ", ")}, nil
 }
 
 // DefaultCredentials is the credential source pilot's command uses: the
 // provider's environment variable first (an explicit override), then its
 // file under [DefaultCredentialsDir].
 func DefaultCredentials() ChainCredentials {
-	return ChainCredentials{pilot.EnvCredentials{}, FileCredentials{}}
+	return ChainCredentials{EnvCredentials{}, FileCredentials{}}
 }
 
 // credentialName is what a provider name may be (as pilot.NewRegistry

@@ -20,6 +20,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/internal/fakellm"
 	"github.com/pilotworkers/pilot/internal/procfs"
 )
@@ -332,7 +333,7 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 		Runners:     agents.Runners(),
 		Providers:   reg,
 		RunDir:      t.TempDir(),
-		Credentials: pilot.EnvCredentials{LookupEnv: func(k string) (string, bool) { return fakeKey, k == fakeKeyEnv }},
+		Credentials: config.EnvCredentials{LookupEnv: func(k string) (string, bool) { return fakeKey, k == fakeKeyEnv }},
 		Grace:       2 * time.Second,
 		Timeout:     timeout,
 		IdleTimeout: time.Minute,

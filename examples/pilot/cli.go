@@ -81,10 +81,34 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return exitBadInput
 }
 
-// badInput prints "pilot <cmd>: msg" and returns exitBadInput.
+// badInput prints "pilot <cmd>: msg" and returns exitBadInput. An error
+// among a gets the command line's hint for it (see hinted).
 func badInput(stderr io.Writer, cmd, format string, a ...any) int {
+	for i, v := range a {
+		if err, ok := v.(error); ok {
+			a[i] = hinted(err)
+		}
+	}
 	fmt.Fprintf(stderr, "pilot %s: %s\n", cmd, fmt.Sprintf(format, a...))
 	return exitBadInput
+}
+
+// hinted is err's message with what to do about it on the command line: the
+// library's errors name the problem and the fix in its own terms, the
+// command adds its own.
+func hinted(err error) string {
+	msg := err.Error()
+	var missing *pilot.CredentialError
+	var file *config.CredentialFileError
+	switch {
+	case errors.Is(err, pilot.ErrSharedWorkdir):
+		return strings.Replace(msg, pilot.ErrSharedWorkdir.Error(), `multiple code jobs share one workdir; use --jobs-file with per-job "worktree": true`, 1)
+	case errors.As(err, &missing):
+		return msg + " (run: pilot credentials " + missing.Provider + ")"
+	case errors.As(err, &file) && file.Restore:
+		return msg + " (run: pilot credentials " + file.Provider + ")"
+	}
+	return msg
 }
 
 // newFlagSet returns a flag set whose errors and help go to stderr.

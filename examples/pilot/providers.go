@@ -27,7 +27,7 @@ type providerStatus struct {
 	// From is "built-in", or the providers file that defines or
 	// redefines the provider.
 	From string `json:"from"`
-	pilot.CredentialInfo
+	config.Info
 	// Error is why the credential source refused the credential it found
 	// (a credential file others may read, say), with the fix.
 	Error string `json:"error,omitempty"`
@@ -61,7 +61,7 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			st.From = "built-in"
 		}
 		info, err := creds.Info(ctx, p)
-		st.CredentialInfo = info
+		st.Info = info
 		if err != nil {
 			st.Configured, st.SecureMode = false, false
 			st.Error = err.Error()
@@ -178,7 +178,7 @@ func cmdCredentials(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return badInput(stderr, "credentials", "no secret on stdin, so nothing was stored: type it at the prompt or pipe it in "+
 			"(pilot credentials %s < FILE); to see whether one is configured, run: pilot credentials %s --status", p.Name, p.Name)
 	}
-	path, err := config.FileCredentials{}.Store(p.Name, pilot.NewSecret(value))
+	path, err := config.FileCredentials{}.Store(p.Name, value)
 	if err != nil {
 		return badInput(stderr, "credentials", "%v", strings.TrimPrefix(err.Error(), "pilot: "))
 	}
@@ -205,7 +205,7 @@ func credentialStatus(ctx context.Context, p pilot.Provider, stdout, stderr io.W
 	}
 	writeJSON(stdout, struct {
 		Provider string `json:"provider"`
-		pilot.CredentialInfo
+		config.Info
 	}{p.Name, info})
 	switch {
 	case err != nil:

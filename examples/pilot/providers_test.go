@@ -74,24 +74,24 @@ func TestProvidersListsBuiltinsWithTheFileOverThem(t *testing.T) {
 	got := providersJSON(t, "--providers-file", f.providers)
 	want := map[string]providerStatus{
 		"claude": {Name: "claude", Runner: "claude", CredentialEnv: "ANTHROPIC_API_KEY", From: "built-in",
-			CredentialInfo: pilot.CredentialInfo{Source: "file:" + claude}},
+			Info: config.Info{Source: "file:" + claude}},
 		"codex": {Name: "codex", Runner: "codex", CredentialEnv: "CODEX_API_KEY", From: "built-in",
-			CredentialInfo: pilot.CredentialInfo{Source: "env:CODEX_API_KEY, file:" + filepath.Join(credDir, "codex")}},
+			Info: config.Info{Source: "env:CODEX_API_KEY, file:" + filepath.Join(credDir, "codex")}},
 		"gemini": {Name: "gemini", Runner: "gemini", CredentialEnv: "GEMINI_API_KEY", From: "built-in",
-			CredentialInfo: pilot.CredentialInfo{Source: "env:GEMINI_API_KEY, file:" + filepath.Join(credDir, "gemini")}},
+			Info: config.Info{Source: "env:GEMINI_API_KEY, file:" + filepath.Join(credDir, "gemini")}},
 		"glm": {Name: "glm", Runner: "opencode", Model: "zai-coding-plan/glm-4.7", CredentialEnv: "PILOT_TEST_GLM_KEY", From: f.providers,
-			CredentialInfo: pilot.CredentialInfo{Source: "env:PILOT_TEST_GLM_KEY, file:" + filepath.Join(credDir, "glm")}},
+			Info: config.Info{Source: "env:PILOT_TEST_GLM_KEY, file:" + filepath.Join(credDir, "glm")}},
 		"kimi-k3": {Name: "kimi-k3", Runner: "opencode", Model: "moonshotai/kimi-k3", CredentialEnv: "MOONSHOT_API_KEY", From: "built-in",
-			CredentialInfo: pilot.CredentialInfo{Configured: true, SecureMode: true, Source: "file:" + filepath.Join(credDir, "kimi-k3")}},
+			Info: config.Info{Configured: true, SecureMode: true, Source: "file:" + filepath.Join(credDir, "kimi-k3")}},
 		"local": {Name: "local", Runner: "codex", Model: "my-model", BaseURL: "http://127.0.0.1:8080/v1", CredentialEnv: "PILOT_TEST_LOCAL_KEY", From: f.providers,
-			CredentialInfo: pilot.CredentialInfo{Configured: true, Source: "env:PILOT_TEST_LOCAL_KEY"}},
-		"pi": {Name: "pi", Runner: "pi", From: "built-in", CredentialInfo: pilot.CredentialInfo{Configured: true, Source: "none"}},
+			Info: config.Info{Configured: true, Source: "env:PILOT_TEST_LOCAL_KEY"}},
+		"pi": {Name: "pi", Runner: "pi", From: "built-in", Info: config.Info{Configured: true, Source: "none"}},
 	}
 	// The CODEX_API_KEY and GEMINI_API_KEY of whoever runs the tests.
 	for _, name := range []string{"codex", "gemini"} {
 		if st := got[name]; st.Configured {
 			w := want[name]
-			w.CredentialInfo = st.CredentialInfo
+			w.Info = st.Info
 			want[name] = w
 		}
 	}
