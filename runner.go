@@ -115,7 +115,6 @@ type Exit struct {
 	Duration                 time.Duration
 }
 
-
 // Failure sources: what decided a verdict's failure class (the
 // "failure_source" field).
 const (

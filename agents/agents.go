@@ -152,7 +152,7 @@ func ended(e pilot.Exit) bool {
 func streamDiagnostic(e pilot.Exit, runner, text string) pilot.Exit {
 	if c := pilot.ClassifyFailure(text); c.Evidence != "" {
 		c.Source = runner + ":stdout"
-	e.Diagnostic = &c
+		e.Diagnostic = &c
 	}
 	return e
 }
