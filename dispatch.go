@@ -1028,9 +1028,9 @@ func (r *run) failure(e Exit, res Result) Failure {
 		f.FailureSource = res.Source
 		f.TransportConfirmed = res.TransportConfirmed
 		f.RetryAfterMS = res.RetryAfter.Milliseconds()
-		if ev := res.Evidence; ev != nil {
-			f.EvidenceSource = ev.Source
-			f.EvidenceExcerpt = r.redact(ev.Line)
+		if res.Evidence != "" {
+			f.EvidenceSource = res.EvidenceSource
+			f.EvidenceExcerpt = r.redact(res.Evidence)
 		}
 	}
 	if !e.Started {

@@ -311,8 +311,8 @@ func TestGeminiWatcherResultEvidence(t *testing.T) {
 			w := geminiWatcher(t)
 			feed(w, `{"type":"init","session_id":"s1","model":"m"}`, tc.result)
 			res := w.Finish(pilot.Exit{Runner: agents.RunnerGemini, Started: true, Code: 144, Diagnostic: tc.diag})
-			if res.FailureClass != tc.class || res.Evidence == nil || res.Evidence.Source != tc.source ||
-				!strings.Contains(res.Evidence.Line, tc.evidenceIn) {
+			if res.FailureClass != tc.class || res.EvidenceSource != tc.source ||
+				!strings.Contains(res.Evidence, tc.evidenceIn) {
 				t.Errorf("Finish = %s (evidence %+v), want %s from %s", res.FailureClass, res.Evidence, tc.class, tc.source)
 			}
 		})
@@ -329,8 +329,8 @@ func TestGeminiWatcherInvalidStreamEvidence(t *testing.T) {
 		`{"type":"result","status":"error","stats":{}}`,
 	)
 	res := w.Finish(pilot.Exit{Runner: agents.RunnerGemini, Started: true})
-	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailGeneric || res.Evidence == nil ||
-		!strings.Contains(res.Evidence.Line, "invalid chunk") || res.Evidence.Source != "gemini:stdout" {
+	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailGeneric || res.Evidence == "" ||
+		!strings.Contains(res.Evidence, "invalid chunk") || res.EvidenceSource != "gemini:stdout" {
 		t.Errorf("Finish = %+v (evidence %+v); want generic-error with the error event as evidence", res, res.Evidence)
 	}
 }

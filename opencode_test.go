@@ -397,7 +397,7 @@ func TestOpencodeWatcherRetries(t *testing.T) {
 	diag := withSource(pilot.ClassifyFailure(logText), "opencode:stderr")
 	res := w.Finish(pilot.Exit{Runner: agents.RunnerOpencode, Started: true, Code: 1, Diagnostic: diag})
 	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailProviderServerError || res.SessionID != "ses_T" ||
-		res.Evidence == nil || res.Evidence.Source != "opencode:stdout" || !strings.Contains(res.Evidence.Line, "statusCode: 500") {
+		res.EvidenceSource != "opencode:stdout" || !strings.Contains(res.Evidence, "statusCode: 500") {
 		t.Errorf("Finish = %+v (evidence %+v); want provider-server-error from the error event, session ses_T", res, res.Evidence)
 	}
 }

@@ -363,7 +363,7 @@ func TestPiWatcherFinish(t *testing.T) {
 			if res.Outcome != tt.want || res.FailureClass != tt.class {
 				t.Errorf("outcome %s %s, want %s %s (%+v)", res.Outcome, res.FailureClass, tt.want, tt.class, res.Evidence)
 			}
-			if tt.ev != "" && (res.Evidence == nil || !strings.Contains(res.Evidence.Line, tt.ev)) {
+			if tt.ev != "" && (!strings.Contains(res.Evidence, tt.ev)) {
 				t.Errorf("evidence %+v, want one containing %q", res.Evidence, tt.ev)
 			}
 			if slices.Contains(tt.lines, piHeader) && res.SessionID != "s-1" {
@@ -396,7 +396,7 @@ func TestPiWatcherTruncated(t *testing.T) {
 		t.Errorf("phase %s, want unknown", st.Phase)
 	}
 	res := w.Finish(pilot.Exit{Runner: "pi", Started: true})
-	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailGeneric || !strings.Contains(res.Evidence.Line, "MaxLineBytes") {
+	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailGeneric || !strings.Contains(res.Evidence, "MaxLineBytes") {
 		t.Errorf("result %+v %+v", res, res.Evidence)
 	}
 }

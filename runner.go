@@ -141,13 +141,20 @@ const (
 	sourceSpawn = "spawn"
 )
 
-// Result is a Watcher's judgement of an attempt.
+// Result is a Watcher's judgement of an attempt. A zero Result leaves the
+// judgement to [JudgeExit].
 type Result struct {
 	Outcome      Outcome
 	FailureClass FailureClass // required when Outcome is Failed
-	// Source says what decided FailureClass (one of the Source constants).
-	Source   string
-	Evidence *Evidence
+	// Source says what decided FailureClass, as the verdict's
+	// failure_source gives it: empty for a failure the worker's own stream
+	// reports ("worker-report"); "exit-code" for an exit code with a
+	// documented meaning; JudgeExit and DiagnosticResult set the others.
+	Source string
+	// Evidence is the line that proves FailureClass, untouched, and
+	// EvidenceSource where it came from ("codex:stdout", "pilot").
+	Evidence       string
+	EvidenceSource string
 	// TransportConfirmed and RetryAfter come from the evidence's
 	// Classification.
 	TransportConfirmed bool
@@ -265,7 +272,7 @@ func JudgeExit(e Exit) Result {
 	case !e.Started:
 		r := Result{Outcome: Failed, FailureClass: FailSpawn, Source: sourceSpawn}
 		if e.Err != nil {
-			r.Evidence = &Evidence{Source: "pilot", Line: e.Err.Error()}
+			r.EvidenceSource, r.Evidence = "pilot", e.Err.Error()
 		}
 		return r
 	case e.Terminated:
@@ -292,10 +299,10 @@ func DiagnosticResult(d Classification) Result {
 		src = sourceProviderDiagnostic
 	}
 	return Result{
-		Outcome:            Failed,
-		FailureClass:       d.Class,
-		Source:             src,
-		Evidence:           &Evidence{Source: d.Source, Line: d.Evidence},
+		Outcome:        Failed,
+		FailureClass:   d.Class,
+		Source:         src,
+		EvidenceSource: d.Source, Evidence: d.Evidence,
 		TransportConfirmed: d.TransportConfirmed,
 		RetryAfter:         d.RetryAfter,
 	}

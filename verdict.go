@@ -54,13 +54,6 @@ const (
 	FailIncomplete FailureClass = "incomplete"
 )
 
-// Evidence is the line that proves a failure class, untouched, and where it
-// came from ("command:stderr", "pilot").
-type Evidence struct {
-	Source string `json:"source"`
-	Line   string `json:"line"`
-}
-
 // Verdict is what one dispatch of one worker came to. Read it in this order:
 //
 //  1. Verdict: did it work (Completed, StepCappedPartial) or not (Empty,

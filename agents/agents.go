@@ -166,14 +166,14 @@ func reportedFailure(e pilot.Exit, runner, line string) pilot.Result {
 		return pilot.DiagnosticResult(*d)
 	}
 	return pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric,
-		Evidence: &pilot.Evidence{Source: runner + ":stdout", Line: clip(line, 2000)}}
+		EvidenceSource: runner + ":stdout", Evidence: clip(line, 2000)}
 }
 
 // incomplete is the Result for a worker that exited 0 without the terminal
 // event its stream always ends with.
 func incomplete(runner, missing string) pilot.Result {
 	return pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailIncomplete,
-		Evidence: &pilot.Evidence{Source: runner + ":stdout", Line: runner + " exited 0 without " + missing}}
+		EvidenceSource: runner + ":stdout", Evidence: runner + " exited 0 without " + missing}
 }
 
 // clip shortens s to at most n bytes, on a rune boundary.

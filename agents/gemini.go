@@ -354,10 +354,10 @@ func geminiExit(e pilot.Exit) (pilot.Result, bool) {
 		return pilot.JudgeExit(e), false
 	}
 	return pilot.Result{
-		Outcome:      pilot.Failed,
-		FailureClass: class,
-		Source:       "exit-code",
-		Evidence:     &pilot.Evidence{Source: RunnerGemini + ":exit", Line: "exit status " + strconv.Itoa(e.Code)},
+		Outcome:        pilot.Failed,
+		FailureClass:   class,
+		Source:         "exit-code",
+		EvidenceSource: RunnerGemini + ":exit", Evidence: "exit status " + strconv.Itoa(e.Code),
 	}, true
 }
 

@@ -534,7 +534,7 @@ func (w *piWatcher) Finish(e pilot.Exit) pilot.Result {
 		return w.session(incomplete(RunnerPi, "a final assistant message"))
 	case last.truncated:
 		return w.session(pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric,
-			Evidence: &pilot.Evidence{Source: RunnerPi + ":stdout", Line: "pi's last assistant message is longer than the Dispatcher's MaxLineBytes: pilot cannot read how it ended"}})
+			EvidenceSource: RunnerPi + ":stdout", Evidence: "pi's last assistant message is longer than the Dispatcher's MaxLineBytes: pilot cannot read how it ended"})
 	case last.stopReason == "error", last.stopReason == "aborted":
 		// pi exits 0 in JSON mode when the model call failed; the
 		// message says why.
@@ -558,7 +558,7 @@ func (w *piWatcher) Finish(e pilot.Exit) pilot.Result {
 		return w.session(incomplete(RunnerPi, "a final answer (its last assistant message asked for tools)"))
 	}
 	return w.session(pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric,
-		Evidence: &pilot.Evidence{Source: RunnerPi + ":stdout", Line: fmt.Sprintf("pi's last assistant message has stopReason %q", last.stopReason)}})
+		EvidenceSource: RunnerPi + ":stdout", Evidence: fmt.Sprintf("pi's last assistant message has stopReason %q", last.stopReason)})
 }
 
 // failure is the Result of a run whose last assistant message failed:
