@@ -611,14 +611,14 @@ var delayUnits = map[string]time.Duration{
 	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
 }
 
-// SignalFromExitCode returns the signal a 128+N exit code (129 to 159)
+// signalFromExitCode returns the signal a 128+N exit code (129 to 159)
 // stands for: the shell's and most CLIs' way of saying "ended by signal N"
 // (143 is SIGTERM, 137 SIGKILL, 130 SIGINT). The signal is inferred: a
 // program may exit with such a code on its own. gemini-cli does: it exits
 // with an API error's HTTP status, whose low 8 bits put 400 to 415 at 144
 // to 159; the gemini runner's watcher, which has seen the error event,
 // judges those itself.
-func SignalFromExitCode(code int) (sig syscall.Signal, ok bool) {
+func signalFromExitCode(code int) (sig syscall.Signal, ok bool) {
 	if code < 129 || code > 159 {
 		return 0, false
 	}

@@ -10,7 +10,8 @@ import (
 // runnerCommand is the name of the command runner.
 const runnerCommand = "command"
 
-// CommandRunner runs any command line from the provider's Argv. Each
+// NewCommandRunner returns the command runner ("command"), which runs any
+// command line from the provider's Argv. Each
 // argument may contain these placeholders, replaced for every attempt:
 //
 //	{task_file}     a file holding the task text
@@ -26,24 +27,26 @@ const runnerCommand = "command"
 // A task with Resume set needs a {resume} somewhere in Argv: without one,
 // the command could not continue the session, and the runner refuses it.
 //
-// Its outcome comes from the exit status alone ([exitCodeWatcher]): exit 0
+// Its outcome comes from the exit status alone ([JudgeExit]): exit 0
 // with output on stdout is completed, exit 0 with no stdout is empty, and
 // anything else is an error.
 //
 // The command may keep a native session file at {session_path}: pilot
-// watches it for activity, and when ReadSession is set (the agents package
+// watches it for activity, and when readSession is given (the agents package
 // sets it to read pi's format), for the worker's phase and the stall policy.
-type CommandRunner struct {
-	// ReadSession, when set, returns a reader of the session file at path
-	// (see Command.ReadSession).
-	ReadSession func(path string) func() (SessionState, error)
+func NewCommandRunner(readSession func(path string) func() (SessionState, error)) Runner {
+	return commandRunner{readSession}
 }
 
-// Name implements Runner.
-func (CommandRunner) Name() string { return runnerCommand }
+// commandRunner is NewCommandRunner's runner; the Dispatcher has one with
+// no session reader.
+type commandRunner struct {
+	readSession func(path string) func() (SessionState, error)
+}
 
-// Command implements Runner.
-func (c CommandRunner) Command(_ context.Context, a Attempt) (*Command, error) {
+func (commandRunner) Name() string { return runnerCommand }
+
+func (c commandRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 	if len(a.Provider.Argv) == 0 {
 		return nil, fmt.Errorf("pilot: provider %q has no argv for the command runner", a.Provider.Name)
 	}
@@ -66,12 +69,12 @@ func (c CommandRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 		argv[i] = r.Replace(arg)
 	}
 	// A command that writes a session at {session_path} (a wrapper around
-	// pi, say) gets phase tracking and the stall policy when ReadSession
+	// pi, say) gets phase tracking and the stall policy when readSession
 	// knows its format; one that does not stays "starting", which is only
 	// ever inspected.
 	cmd := &Command{Argv: argv, Watcher: exitCodeWatcher{}, SessionPath: a.SessionPath}
-	if c.ReadSession != nil {
-		cmd.ReadSession = c.ReadSession(a.SessionPath)
+	if c.readSession != nil {
+		cmd.ReadSession = c.readSession(a.SessionPath)
 	}
 	return cmd, nil
 }

@@ -33,9 +33,9 @@ const (
 	defaultHeartbeat    = time.Second
 )
 
-// DefaultEnvAllow is the environment a worker inherits from pilot's own when
+// defaultEnvAllow is the environment a worker inherits from pilot's own when
 // Dispatcher.EnvAllow is nil. Everything else is dropped.
-var DefaultEnvAllow = []string{
+var defaultEnvAllow = []string{
 	"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE",
 	"TERM", "TMPDIR", "TZ", "NO_COLOR",
 }
@@ -153,7 +153,7 @@ type Dispatcher struct {
 	Heartbeat time.Duration
 
 	// EnvAllow names the variables a worker inherits from pilot's
-	// environment; nil means DefaultEnvAllow. LookupEnv reads them; nil
+	// environment; nil means defaultEnvAllow. LookupEnv reads them; nil
 	// means os.LookupEnv.
 	EnvAllow  []string
 	LookupEnv func(string) (string, bool)
@@ -272,7 +272,7 @@ func (d *Dispatcher) withDefaults() *Dispatcher {
 		c.Heartbeat = defaultHeartbeat
 	}
 	if c.EnvAllow == nil {
-		c.EnvAllow = DefaultEnvAllow
+		c.EnvAllow = defaultEnvAllow
 	}
 	if c.LookupEnv == nil {
 		c.LookupEnv = os.LookupEnv
@@ -302,13 +302,13 @@ func (d *Dispatcher) runner(name string) Runner {
 		}
 	}
 	if name == runnerCommand {
-		return CommandRunner{}
+		return commandRunner{}
 	}
 	return nil
 }
 
 func validateTask(t *Task) error {
-	if !t.Mode.Valid() {
+	if !t.Mode.valid() {
 		return fmt.Errorf("pilot: unknown mode: %q (want one of code, explore, test, review, resume)", t.Mode)
 	}
 	if t.Mode == ModeResume && t.Resume == "" {
@@ -499,7 +499,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	res := r.judge(exit, job.finishedFirst)
 
 	v = Verdict{
-		Type:             VerdictType,
+		Type:             verdictType,
 		Provider:         r.prov.Name,
 		Mode:             r.task.Mode,
 		RunID:            r.id,
@@ -544,7 +544,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
 	}
 	r.final = nil
-	r.emit(Event{Type: VerdictType, Verdict: &v})
+	r.emit(Event{Type: verdictType, Verdict: &v})
 	return v, nil
 }
 
@@ -798,8 +798,8 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 		stdinDone()
 		return exit, info, err
 	}
-	r.emit(Event{Type: StartedType, Started: &Started{
-		Type:      StartedType,
+	r.emit(Event{Type: startedType, Started: &Started{
+		Type:      startedType,
 		Provider:  r.prov.Name,
 		Mode:      r.task.Mode,
 		RunID:     r.id,
@@ -859,7 +859,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 		}
 		exit.Terminated, exit.Reason = true, reason
 		info.finishedFirst = watch.finished()
-		r.emit(Event{Type: EventTerminate, Message: why + ": sending SIGTERM to the worker's process tree"})
+		r.emit(Event{Type: eventTerminate, Message: why + ": sending SIGTERM to the worker's process tree"})
 		_ = job.Signal(syscall.SIGTERM)
 		g := time.NewTimer(r.d.Grace)
 		graceC = g.C
@@ -871,9 +871,9 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	look := func(now time.Time) {
 		switch watch.beat(now) {
 		case stallInspect:
-			r.emit(Event{Type: EventStallInspection, Inspection: watch.inspection})
+			r.emit(Event{Type: eventStallInspection, Inspection: watch.inspection})
 		case stallTerminate:
-			r.emit(Event{Type: EventStallInspection, Inspection: watch.inspection})
+			r.emit(Event{Type: eventStallInspection, Inspection: watch.inspection})
 			terminate(FailSessionStall, fmt.Sprintf("no activity for %s while %s", watch.clock.Silence(now).Round(time.Millisecond), watch.state.Phase))
 			return
 		}
@@ -907,7 +907,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 				// threshold judges it, not the idle timeout.
 				if lo := r.lastOutput.Load(); lo != idleDeferredAt {
 					idleDeferredAt = lo
-					r.emit(Event{Type: EventIdleDeferred, Message: fmt.Sprintf("no output for %s while a tool runs: the tool threshold judges it, not the idle timeout", since.Round(time.Millisecond))})
+					r.emit(Event{Type: eventIdleDeferred, Message: fmt.Sprintf("no output for %s while a tool runs: the tool threshold judges it, not the idle timeout", since.Round(time.Millisecond))})
 				}
 				idleTimer.Reset(r.d.Heartbeat)
 			default:
@@ -920,7 +920,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 			look(now)
 		case <-graceC:
 			graceC = nil
-			r.emit(Event{Type: EventTerminate, Message: "grace period of " + r.d.Grace.String() + " over: sending SIGKILL to the worker's process tree"})
+			r.emit(Event{Type: eventTerminate, Message: "grace period of " + r.d.Grace.String() + " over: sending SIGKILL to the worker's process tree"})
 			_ = job.Signal(syscall.SIGKILL)
 		case <-exited:
 			exited = nil
@@ -940,7 +940,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	}
 	info.leftovers = job.Leftovers()
 	if info.leftovers > 0 {
-		r.emit(Event{Type: EventLeftovers, Message: fmt.Sprintf("the worker exited leaving %d process(es) running; pilot killed them", info.leftovers)})
+		r.emit(Event{Type: eventLeftovers, Message: fmt.Sprintf("the worker exited leaving %d process(es) running; pilot killed them", info.leftovers)})
 	}
 	select {
 	case <-readersDone:
@@ -1038,7 +1038,7 @@ func (r *run) failure(e Exit, res Result) Failure {
 	}
 	sig, inferred := syscall.Signal(e.Signal), false
 	if sig == 0 {
-		sig, inferred = SignalFromExitCode(e.Code)
+		sig, inferred = signalFromExitCode(e.Code)
 	}
 	if sig != 0 {
 		f.TerminationSignal = signalName(sig)

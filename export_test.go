@@ -27,6 +27,15 @@ const (
 	SourceExitCode           = sourceExitCode
 	SourceExitStatus         = sourceExitStatus
 	SourceSpawn              = sourceSpawn
+
+	EventTerminate       = eventTerminate
+	EventLeftovers       = eventLeftovers
+	EventIdleDeferred    = eventIdleDeferred
+	EventPhase           = eventPhase
+	EventStallInspection = eventStallInspection
+	EventWarning         = eventWarning
+	StartedType          = startedType
+	VerdictType          = verdictType
 )
 
 type (
@@ -36,6 +45,8 @@ type (
 )
 
 var (
+	DefaultEnvAllow    = defaultEnvAllow
+	SignalFromExitCode = signalFromExitCode
 	NewStallClock      = newStallClock
 	NewStallInspection = newStallInspection
 	CurrentProvenance  = currentProvenance
@@ -53,3 +64,16 @@ func SuppressIdleTimeout(p StallPolicy, phase SessionPhase, silence time.Duratio
 
 // RetryLoopLimit is p.retryLoopLimit.
 func RetryLoopLimit(p StallPolicy) (time.Duration, bool) { return p.retryLoopLimit() }
+
+// InspectAfter is p.inspectAfter.
+func InspectAfter(p StallPolicy, phase SessionPhase) (time.Duration, bool) {
+	return p.inspectAfter(phase)
+}
+
+// Label is j.label.
+func Label(j Job) string { return j.label() }
+
+
+
+// ModeValid is m.valid.
+func ModeValid(m Mode) bool { return m.valid() }

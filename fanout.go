@@ -21,7 +21,7 @@ type Job struct {
 }
 
 // Label is the job's name in verdicts and events: "provider:mode".
-func (j Job) Label() string { return j.Task.Provider + ":" + string(j.Task.Mode) }
+func (j Job) label() string { return j.Task.Provider + ":" + string(j.Task.Mode) }
 
 // A Fanout runs many jobs with bounded parallelism and returns one verdict
 // per job, in job order. Its fields are configuration; Dispatcher is
@@ -45,7 +45,7 @@ type Fanout struct {
 	// independent: one failure cancels nothing.
 	FailFast bool
 	// OnEvent, when set, receives every event of every job with the job's
-	// index, and fanout-level events (EventWarning) with index -1. It may
+	// index, and fanout-level events (eventWarning) with index -1. It may
 	// be called from several goroutines at once.
 	OnEvent func(job int, e Event)
 	// Worktrees creates and records the worktrees of jobs with Worktree
@@ -55,9 +55,9 @@ type Fanout struct {
 	Worktrees Worktrees
 }
 
-// EventWarning is a fanout-level warning (Message says what), such as test
+// eventWarning is a fanout-level warning (Message says what), such as test
 // jobs sharing a workdir.
-const EventWarning = "fanout.warning"
+const eventWarning = "fanout.warning"
 
 // Worktrees makes per-job git worktrees. The default implementation
 // (DefaultWorktrees) uses the git CLI and keeps an inventory file.
@@ -144,7 +144,7 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 			defer s.release()
 			v := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, jobs[i], wts, fanoutID)
 			if f.FailFast && !v.Verdict.Success() {
-				cancel(fmt.Errorf("fail-fast: job %d (%s) ended %s", i, jobs[i].Label(), v.Verdict))
+				cancel(fmt.Errorf("fail-fast: job %d (%s) ended %s", i, jobs[i].label(), v.Verdict))
 			}
 			verdicts[i] = v
 		}()
@@ -205,7 +205,7 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fano
 	if ctx.Err() != nil {
 		return synthesized(job, nil, "", true)
 	}
-	label := job.Label()
+	label := job.label()
 	task := job.Task
 	if on := f.OnEvent; on != nil || task.Observer != nil {
 		var emitMu sync.Mutex
@@ -280,8 +280,8 @@ func (f *Fanout) runs(t Task) bool {
 // synthesized is the verdict of a job that produced none of its own.
 func synthesized(job Job, exitCode *int, stderrTail string, interrupted bool) Verdict {
 	v := Verdict{
-		Type:        VerdictType,
-		Job:         job.Label(),
+		Type:        verdictType,
+		Job:         job.label(),
 		Provider:    job.Task.Provider,
 		Mode:        job.Task.Mode,
 		Label:       job.Task.Label,
@@ -321,7 +321,7 @@ var (
 // jobError is the error of a job the fanout refused before anything ran:
 // "job N (label): err", wrapping err.
 func jobError(i int, j Job, err error) error {
-	return fmt.Errorf("job %d (%s): %w", i+1, j.Label(), err)
+	return fmt.Errorf("job %d (%s): %w", i+1, j.label(), err)
 }
 
 // guard checks every job before anything is spawned.
@@ -375,7 +375,7 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 	}
 	for wd, n := range test {
 		if n >= 2 && f.OnEvent != nil {
-			f.OnEvent(-1, Event{Type: EventWarning, Time: time.Now().UTC(),
+			f.OnEvent(-1, Event{Type: eventWarning, Time: time.Now().UTC(),
 				Message: "note: concurrent test jobs share a workdir; caches may collide (" + wd + ")"})
 		}
 	}

@@ -73,7 +73,7 @@ func sha256File(path string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// currentProvenance returns the provenance of this process now. The first
+// currentProvenance returns the Provenance of this process now. The first
 // call hashes the running executable; later calls only stat the file at
 // its path, and hash it again only if it changed.
 func currentProvenance() Provenance {

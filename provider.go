@@ -24,8 +24,8 @@ const (
 // modes lists every valid mode, in the order the CLI documents them.
 var modes = []Mode{ModeCode, ModeExplore, ModeTest, ModeReview, ModeResume}
 
-// Valid reports whether m is one of the five modes.
-func (m Mode) Valid() bool {
+// valid reports whether m is one of the five modes.
+func (m Mode) valid() bool {
 	for _, v := range modes {
 		if m == v {
 			return true

@@ -316,12 +316,12 @@ func TestModeValid(t *testing.T) {
 		{"deploy", false},
 	}
 	for _, tt := range tests {
-		if got := tt.mode.Valid(); got != tt.want {
+		if got := pilot.ModeValid(tt.mode); got != tt.want {
 			t.Errorf("Mode(%q).Valid() = %v; want %v", tt.mode, got, tt.want)
 		}
 	}
 	for _, m := range []pilot.Mode{pilot.ModeCode, pilot.ModeExplore, pilot.ModeTest, pilot.ModeReview, pilot.ModeResume} {
-		if !m.Valid() {
+		if !pilot.ModeValid(m) {
 			t.Errorf("Mode(%q) from Modes is not Valid", m)
 		}
 	}

@@ -267,7 +267,7 @@ func (exitCodeWatcher) Finish(e Exit) Result { return JudgeExit(e) }
 //     diagnostic, or generic-error;
 //  5. exit 0: completed with output on stdout, empty without.
 func JudgeExit(e Exit) Result {
-	_, inferred := SignalFromExitCode(e.Code)
+	_, inferred := signalFromExitCode(e.Code)
 	switch {
 	case !e.Started:
 		r := Result{Outcome: Failed, FailureClass: FailSpawn, Source: sourceSpawn}

@@ -47,9 +47,9 @@ const defaultRetryLoop = 10 * time.Minute
 // StallInspection keeps.
 const stallTailBytes = 2048
 
-// EventStallInspection is the type of the event that reports a
+// eventStallInspection is the type of the event that reports a
 // StallInspection (in its Message, as JSON).
-const EventStallInspection = "worker_runner.stall_inspection"
+const eventStallInspection = "worker_runner.stall_inspection"
 
 // stallAction is what a StallPolicy says to do about a silence.
 type stallAction int
@@ -147,7 +147,7 @@ func stallDefault(d, def time.Duration) (time.Duration, bool) {
 
 // InspectAfter returns the silence after which phase is inspected, and
 // false if it never is.
-func (p StallPolicy) InspectAfter(phase SessionPhase) (time.Duration, bool) {
+func (p StallPolicy) inspectAfter(phase SessionPhase) (time.Duration, bool) {
 	switch phase {
 	case PhaseStarting:
 		return stallDefault(p.Start, defaultStallStart)
@@ -176,7 +176,7 @@ func (p StallPolicy) check(phase SessionPhase, silence time.Duration, alreadyIns
 	if d, ok := p.StallTimeout(phase); ok && silence >= d {
 		return stallTerminate
 	}
-	if d, ok := p.InspectAfter(phase); ok && silence >= d && !alreadyInspected {
+	if d, ok := p.inspectAfter(phase); ok && silence >= d && !alreadyInspected {
 		return stallInspect
 	}
 	return stallNone

@@ -50,7 +50,7 @@ func TestStallPolicyDefaults(t *testing.T) {
 	var p pilot.StallPolicy
 	for phase := range want {
 		var l limits
-		l.Inspect, l.Inspected = p.InspectAfter(phase)
+		l.Inspect, l.Inspected = pilot.InspectAfter(p, phase)
 		l.Terminate, l.Terminates = p.StallTimeout(phase)
 		got[phase] = l
 	}
@@ -64,10 +64,10 @@ func TestStallPolicyDefaults(t *testing.T) {
 
 func TestStallPolicyFieldsAndDisabling(t *testing.T) {
 	p := pilot.StallPolicy{Start: time.Second, ModelResponse: 2 * time.Second, Tool: 3 * time.Second}
-	if d, ok := p.InspectAfter(pilot.PhaseStarting); d != time.Second || !ok {
+	if d, ok := pilot.InspectAfter(p, pilot.PhaseStarting); d != time.Second || !ok {
 		t.Errorf("InspectAfter(starting) = %v, %v", d, ok)
 	}
-	if d, ok := p.InspectAfter(pilot.PhaseAwaitingModel); d != 2*time.Second || !ok {
+	if d, ok := pilot.InspectAfter(p, pilot.PhaseAwaitingModel); d != 2*time.Second || !ok {
 		t.Errorf("InspectAfter(awaiting-model) = %v, %v", d, ok)
 	}
 	if d, ok := p.StallTimeout(pilot.PhaseToolRunning); d != 3*time.Second || !ok {
@@ -75,7 +75,7 @@ func TestStallPolicyFieldsAndDisabling(t *testing.T) {
 	}
 	off := pilot.StallPolicy{Start: -1, ModelResponse: -1, Tool: -1}
 	for _, phase := range stallPhases {
-		if _, ok := off.InspectAfter(phase); ok {
+		if _, ok := pilot.InspectAfter(off, phase); ok {
 			t.Errorf("negative thresholds: %s still inspected", phase)
 		}
 		if _, ok := off.StallTimeout(phase); ok {
@@ -341,7 +341,7 @@ func TestStallTimeoutsOfParsedPhases(t *testing.T) {
 	}
 	for _, tt := range tests {
 		st := stallFixture(t, tt.fixture)
-		inspect, _ := p.InspectAfter(st.Phase)
+		inspect, _ := pilot.InspectAfter(p, st.Phase)
 		terminate, _ := p.StallTimeout(st.Phase)
 		if inspect != tt.inspect || terminate != tt.terminate {
 			t.Errorf("%s (%s): inspect %v, terminate %v; want %v, %v", tt.fixture, st.Phase, inspect, terminate, tt.inspect, tt.terminate)

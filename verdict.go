@@ -173,11 +173,11 @@ type Failure struct {
 	TerminationReason         FailureClass `json:"termination_reason,omitempty"`
 }
 
-// VerdictType is the "type" of every Verdict.
-const VerdictType = "worker_runner.verdict"
+// verdictType is the "type" of every Verdict.
+const verdictType = "worker_runner.verdict"
 
-// StartedType is the "type" of every Started event.
-const StartedType = "worker_runner.started"
+// startedType is the "type" of every Started event.
+const startedType = "worker_runner.started"
 
 // Started is the event that announces a running worker. Its JSON form is the
 // pilot-workers started contract.
@@ -199,19 +199,19 @@ type Started struct {
 
 // Event kinds other than started and verdict.
 const (
-	// EventTerminate: pilot is ending the worker (Message says why and
+	// eventTerminate: pilot is ending the worker (Message says why and
 	// with which signal).
-	EventTerminate = "worker_runner.terminate"
-	// EventLeftovers: the worker exited with descendants still running;
+	eventTerminate = "worker_runner.terminate"
+	// eventLeftovers: the worker exited with descendants still running;
 	// pilot killed them.
-	EventLeftovers = "worker_runner.leftovers"
-	// EventIdleDeferred: the idle timeout was reached while a tool runs
+	eventLeftovers = "worker_runner.leftovers"
+	// eventIdleDeferred: the idle timeout was reached while a tool runs
 	// inside the tool threshold, so it does not end the worker (once per
 	// silence; Message says so).
-	EventIdleDeferred = "worker_runner.idle_deferred"
-	// EventPhase: the worker's native session moved to another phase
+	eventIdleDeferred = "worker_runner.idle_deferred"
+	// eventPhase: the worker's native session moved to another phase
 	// (Session holds the new state).
-	EventPhase = "worker_runner.phase"
+	eventPhase = "worker_runner.phase"
 )
 
 // An Event is one thing that happened during a dispatch. Exactly one of
@@ -224,8 +224,8 @@ type Event struct {
 	Started *Started
 	Verdict *Verdict
 	Message string
-	// Session is the new session state of an EventPhase; Inspection the
-	// stall check of an EventStallInspection.
+	// Session is the new session state of an eventPhase; Inspection the
+	// stall check of an eventStallInspection.
 	Session    *SessionState
 	Inspection *StallInspection
 	// Retry describes a retry package event (retry, resume fallback,

@@ -88,7 +88,7 @@ func (w *sessionWatch) beat(now time.Time) stallAction {
 	}
 	if !samePhase(next, w.state) {
 		w.state = next
-		w.r.emit(Event{Type: EventPhase, Session: &next})
+		w.r.emit(Event{Type: eventPhase, Session: &next})
 	} else {
 		w.state = next
 	}

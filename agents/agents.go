@@ -28,7 +28,7 @@ const (
 //	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners()}
 func Runners() []pilot.Runner {
 	return []pilot.Runner{
-		pilot.CommandRunner{ReadSession: ReadPiSession},
+		pilot.NewCommandRunner(ReadPiSession),
 		PiRunner{}, CodexRunner{}, ClaudeRunner{}, OpencodeRunner{}, GeminiRunner{},
 	}
 }
@@ -138,9 +138,9 @@ func (s *streamWatch) session(r pilot.Result) pilot.Result {
 
 // ended reports whether the exit alone decides the verdict, whatever the
 // stream said: the worker never started, pilot ended it, or it died from a
-// signal (or a 128+N exit code).
+// signal (or a 128+N exit code, 129 to 159, as pilot reads them).
 func ended(e pilot.Exit) bool {
-	_, inferred := pilot.SignalFromExitCode(e.Code)
+	inferred := e.Code >= 129 && e.Code <= 159
 	return !e.Started || e.Terminated || e.Signal != 0 || inferred
 }
 

@@ -23,7 +23,7 @@ import (
 //	53  turn limit (MaxSessionTurnsError)     → ok=false: a step cap, see [StepCapExit]
 //	54  tool execution                        → ok=false: no class of its own
 //	55  untrusted workspace                   → spawn-failed
-//	130 cancelled                             → ok=false: a termination, see [SignalFromExitCode]
+//	130 cancelled                             → ok=false: a termination, see [pilot.JudgeExit]
 //
 // 42, 44, 52 and 55 mean gemini refused to begin the task (bad input, no
 // sandbox, bad configuration, a workspace it does not trust): like a program

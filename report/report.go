@@ -31,7 +31,7 @@ type Failure struct {
 
 	// TerminationSignal names the signal that ended the worker
 	// ("SIGTERM"); TerminationSignalInferred is set when it was read from
-	// a 128+N exit code ([SignalFromExitCode]) rather than seen;
+	// a 128+N exit code rather than seen;
 	// TerminationInitiator is "pilot" or "unknown".
 	TerminationSignal         string
 	TerminationSignalInferred bool

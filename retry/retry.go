@@ -443,7 +443,7 @@ func resumeTask(t pilot.Task, resume, prompt string) pilot.Task {
 // because it is blocked.
 func blockedVerdict(t pilot.Task, ts TaskState) pilot.Verdict {
 	v := pilot.Verdict{
-		Type:          pilot.VerdictType,
+		Type:          "worker_runner.verdict",
 		Provider:      t.Provider,
 		Mode:          t.Mode,
 		Label:         t.Label,

@@ -79,7 +79,7 @@ func (f *fakeAttempts) attempt(ctx context.Context, task pilot.Task) (pilot.Verd
 		f.during()
 	}
 	o := f.outcomes[i]
-	v := pilot.Verdict{Type: pilot.VerdictType, Provider: task.Provider, Mode: task.Mode,
+	v := pilot.Verdict{Type: "worker_runner.verdict", Provider: task.Provider, Mode: task.Mode,
 		RunID: fmt.Sprintf("run-%d", i), Verdict: pilot.Completed, Record: f.record(i), Resume: o.resume}
 	if o.class != "" {
 		v.Verdict = pilot.Failed

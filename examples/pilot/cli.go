@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,7 +217,7 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 		}
 	}
 	t.Mode = pilot.Mode(mode)
-	if !t.Mode.Valid() {
+	if !slices.Contains([]pilot.Mode{pilot.ModeCode, pilot.ModeExplore, pilot.ModeTest, pilot.ModeReview, pilot.ModeResume}, t.Mode) {
 		return badInput(stderr, name, "--mode: unknown mode %q: want code, explore, test, review or resume", mode)
 	}
 	if st, err := os.Stat(t.TaskFile); err != nil || !st.Mode().IsRegular() {
@@ -287,7 +288,7 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 		if started == nil {
 			// The worker never started (spawn-failed); keep the two-line
 			// contract with a started line whose pid is 0.
-			writeJSON(stdout, &pilot.Started{Type: pilot.StartedType, Provider: v.Provider, Mode: v.Mode, RunID: v.RunID, Label: v.Label, Record: v.Record})
+			writeJSON(stdout, &pilot.Started{Type: "worker_runner.started", Provider: v.Provider, Mode: v.Mode, RunID: v.RunID, Label: v.Label, Record: v.Record})
 		}
 		writeJSON(stdout, v)
 	} else {

@@ -216,7 +216,7 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			},
 			Worktree: s.Worktree,
 		}
-		labels[i] = jobs[i].Label()
+		labels[i] = jobs[i].Task.Provider + ":" + string(jobs[i].Task.Mode)
 	}
 	policy, closeState, err := rf.policy(ctx, workdir, stderr, "fanout")
 	if err != nil {

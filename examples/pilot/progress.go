@@ -97,7 +97,7 @@ func (p *progress) event(i int, e pilot.Event) {
 	switch {
 	case e.Started != nil:
 		p.printJSON(e.Started)
-	case e.Type == pilot.EventWarning:
+	case e.Type == "fanout.warning":
 		p.print(e.Message)
 	case e.Retry != nil && i >= 0 && i < len(p.rows):
 		p.print("pilot fanout: " + p.rows[i].Label + ": " + e.Message)
@@ -118,9 +118,9 @@ func (p *progress) event(i int, e pilot.Event) {
 	case e.Verdict != nil:
 		r.Ended = now
 		r.Verdict, r.OK = verdictText(*e.Verdict), e.Verdict.Verdict.Success()
-	case e.Type == pilot.EventPhase && e.Session != nil:
+	case e.Type == "worker_runner.phase" && e.Session != nil:
 		r.Phase = string(e.Session.Phase)
-	case e.Type == pilot.EventTerminate:
+	case e.Type == "worker_runner.terminate":
 		r.Phase = "terminating"
 	case e.Type == retry.EventRetry:
 		r.Phase = "retry wait"

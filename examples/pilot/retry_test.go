@@ -54,12 +54,12 @@ func TestDispatchMaxFailuresRetriesThenBlocks(t *testing.T) {
 		t.Fatalf("%d lines, want a started line per attempt and the verdict:\n%s", len(lines), out)
 	}
 	for _, l := range lines[:3] {
-		if l["type"] != pilot.StartedType {
+		if l["type"] != "worker_runner.started" {
 			t.Errorf("line %v, want a started line", l)
 		}
 	}
 	v := lines[3]
-	if v["type"] != pilot.VerdictType || v["verdict"] != "error" || v["failure_class"] != "generic-error" ||
+	if v["type"] != "worker_runner.verdict" || v["verdict"] != "error" || v["failure_class"] != "generic-error" ||
 		v["attempts"] != 3.0 || v["blocked"] != true || v["blocked_reason"] != "recovery failure limit exhausted: 3/3" {
 		t.Errorf("verdict %v", v)
 	}
