@@ -73,7 +73,5 @@ func InspectAfter(p StallPolicy, phase SessionPhase) (time.Duration, bool) {
 // Label is j.label.
 func Label(j Job) string { return j.label() }
 
-
-
 // ModeValid is m.valid.
 func ModeValid(m Mode) bool { return m.valid() }
