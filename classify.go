@@ -162,7 +162,7 @@ func classRank(c FailureClass) int {
 }
 
 // ClassifyFailure reads free text (a worker's stderr, an error message, the
-// text [ExtractDiagnostic] pulled from a JSON event) and returns the failure
+// text a [Diagnoser] pulled from a JSON event) and returns the failure
 // class it proves with the line that proves it.
 //
 // The text is split into lines on "\n", each without a trailing "\r". Each

@@ -19,26 +19,32 @@
 // each end the worker the same way: SIGTERM to every process of its tree,
 // the Grace period, then SIGKILL. Their failure classes stay distinct.
 //
-// # Agent CLIs
+// # Runners, and the packages around this one
 //
-// The built-in runners ([BuiltinRunners]) drive pi, codex, Claude Code,
-// opencode and gemini-cli in their non-interactive JSON modes, and the
-// command runner any program. Each builds its CLI's command line for the
-// task's mode, gives the worker its own config dir when the provider asks
-// ([Provider].Isolated, or a BaseURL, for which pilot writes the CLI's own
-// endpoint config), and returns a [PhaseWatcher] that reads the CLI's event
-// stream: the phase (fed to the [StallPolicy], with announced retry delays
-// treated as expected silence), the session id, token usage and cost, and
-// the outcome. A verdict is completed only when the CLI's own stream says
-// the task finished; pi's exit 0 after a failed model call and Claude
-// Code's API errors reported as successful results are failures, and a CLI
-// that exits 0 without its terminal event is [FailIncomplete]. Task.Resume
-// continues an earlier session from its verdict's Resume value.
+// This package names no agent CLI. A [Runner] builds one worker's
+// [Command] and returns a [Watcher] that judges its output; a Watcher may
+// also be a [Diagnoser] (which output lines are the worker's own error
+// reports), a [PhaseWatcher] (the phase its stream shows, for the
+// [StallPolicy]) and a [RetryWatcher] (its own retries of a failing model
+// call). The zero Dispatcher has the command runner ([NewCommandRunner]),
+// which runs any program. The rest is built only on this package's
+// exported API, as a third-party runner or orchestrator would be:
 //
-// Built-in providers ([DefaultProviders], [LoadRegistry]) keep
-// pilot-workers' names; a providers file adds or replaces them.
-// Credentials come from the environment, 0600 files under the user's
-// config dir, or a chain of both ([DefaultCredentials]).
+//   - agents: the runners of pi, codex, Claude Code, opencode and
+//     gemini-cli (agents.Runners), one file per CLI, and the built-in
+//     providers;
+//   - pisession: pi's native session file, read into a [SessionState];
+//   - config: the providers file over the built-in providers, and
+//     credential sources (environment, 0600 files, chains);
+//   - retry: retries with budgets and a locked state store, as a
+//     [TaskDispatcher] over any other;
+//   - worktrees, templates, report: Fanout's worktree inventory, task
+//     templates, the seed's key=value failure report;
+//   - pilottest: a fake agent, a fake TaskDispatcher and the conformance
+//     harness the built-in runners pass, for runner authors.
+//
+// [Fanout] and the retry package take a [TaskDispatcher], so that code
+// built on them is tested against a fake that starts no process.
 //
 // # Process trees
 //
@@ -96,23 +102,9 @@
 // The library never prints and never installs signal handlers: the caller
 // cancels the context (the example command uses signal.NotifyContext). It
 // does not schedule or sandbox beyond the environment and process tree, and
-// retries only when asked ([Dispatcher.DispatchWithRetry], Fanout.Retry);
-// the rest is the caller's, or later layers'. It dispatches on Linux and,
-// with the weaker supervision above, on darwin.
-//
-// # Retries and state
-//
-// [Dispatcher.DispatchWithRetry] runs a task again after failures its
-// [RetryPolicy] retries: afresh after network, stream, server and generic
-// failures, in the same session (with a resume prompt) after a session-stall
-// or context-limit, never after provider-auth, provider-quota, spawn-failed
-// or cancelled. Each attempt is a dispatch of its own whose record names the
-// attempt before it. A budget of consecutive failures per task and stage
-// blocks the task when it runs out; the waits between attempts grow from 10 s
-// to 5 min and never hold a Fanout slot. A [StateStore] keeps budgets, blocks
-// and the last attempt in a locked, durably written JSON file, so that a
-// restarted orchestrator blocks at the same limit and can resume a failed
-// attempt's session ([ResumeFromRecord]).
+// does not retry (the retry package does, when asked). It dispatches on
+// Linux and, with the weaker supervision above, on darwin; its pure
+// functions ([ClassifyFailure], [StallPolicy]) work everywhere.
 //
 // # Errors and verdicts
 //

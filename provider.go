@@ -37,21 +37,20 @@ func (m Mode) valid() bool {
 // A Provider is one named worker configuration: which [Runner] starts it,
 // which model it uses and which environment variable holds its credential.
 //
-// A Provider is a plain value; the zero value is not useful. Pilot has
-// built-in providers ([DefaultProviders]); more come from a providers file
-// ([LoadProviders], or [LoadRegistry] for the built-ins with a file over
-// them) or are built in code and passed to [NewRegistry] or
-// [Registry.With].
+// A Provider is a plain value; the zero value is not useful. The agents
+// package has built-in providers (agents.Providers) and the config package
+// reads providers files (config.LoadRegistry puts one over the built-ins);
+// others are built in code and passed to [NewRegistry] or [Registry.With].
 type Provider struct {
 	// Name is the key the provider is known by ("glm", "kimi-k3").
 	Name string `json:"-"`
 
 	// Runner names the adapter that builds the worker command
-	// ("command" for runnerCommand).
+	// ("command", or a name in Dispatcher.Runners).
 	Runner string `json:"runner"`
 
 	// Argv is the command line for the command runner, with placeholders
-	// (see [CommandRunner]). Other runners ignore it.
+	// (see [NewCommandRunner]). Other runners ignore it.
 	Argv []string `json:"argv,omitempty"`
 
 	// Model is passed to the runner (and to the {model} placeholder).
@@ -90,9 +89,9 @@ type Provider struct {
 	Isolated bool `json:"isolated,omitempty"`
 }
 
-// A Registry holds providers by name. Build one with [NewRegistry],
-// [LoadProviders] or [LoadRegistry]; a nil *Registry holds nothing. A Registry is not changed
-// after it is built and is safe for concurrent use.
+// A Registry holds providers by name. Build one with [NewRegistry] (or the
+// config package's LoadRegistry); a nil *Registry holds nothing. A Registry
+// is not changed after it is built and is safe for concurrent use.
 type Registry struct {
 	byName map[string]Provider
 }

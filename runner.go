@@ -108,7 +108,7 @@ type Exit struct {
 	Terminated bool
 	Reason     FailureClass
 	// Diagnostic is the strongest terminal diagnostic pilot found in the
-	// worker's output ([ExtractDiagnostic], [ClassifyFailure]), if any.
+	// worker's output ([Diagnoser], [ClassifyFailure]), if any.
 	Diagnostic *Classification
 	// StdoutBytes and StderrBytes count the output read.
 	StdoutBytes, StderrBytes int64

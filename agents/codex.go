@@ -47,7 +47,7 @@ import (
 // The credential: codex exec takes an API key from CODEX_API_KEY, before
 // any login it has stored (OPENAI_API_KEY is not read for exec's own
 // authentication), so when Provider.CredentialEnv names another variable,
-// pilot sets CODEX_API_KEY to the same secret ([Command.SecretEnv]).
+// pilot sets CODEX_API_KEY to the same secret ([pilot.Command].SecretEnv).
 //
 // Isolation: with Provider.Isolated or Provider.BaseURL, every worker gets
 // its own CODEX_HOME under its run directory, holding no login, so the key
@@ -77,7 +77,7 @@ import (
 //     tool run too: waiting on a sub-agent is slow, not stalled.
 //   - A top-level error "Reconnecting... N/M (...)" is codex retrying the
 //     model request: activity, not a failure, but a retry loop
-//     ([RetryWatcher]) until an item or the turn's end shows the model
+//     ([pilot.RetryWatcher]) until an item or the turn's end shows the model
 //     answered. An error item is a warning. codex retries an endpoint that
 //     refuses connections forever ("Reconnecting... waiting for network
 //     (Connection failed: error sending request)", every few seconds);
@@ -100,7 +100,7 @@ import (
 //     nor turn.failed (codex prints no terminal event for an interrupted
 //     turn) is incomplete. A non-zero exit with neither (a startup failure
 //     such as "Error loading config.toml: ...", exit 1) is judged by
-//     [JudgeExit] on its stderr.
+//     [pilot.JudgeExit] on its stderr.
 //
 // codex has no turn or step limit of its own, so its verdicts are never
 // step_capped_partial.

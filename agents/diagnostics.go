@@ -66,7 +66,7 @@ func TerminalDiagnostic(runner string, stream pilot.Stream, line string) bool {
 }
 
 // ExtractDiagnostic returns the text of a worker's output line that should
-// be classified with [ClassifyFailure], and whether the line is a
+// be classified with [pilot.ClassifyFailure], and whether the line is a
 // diagnostic at all.
 //
 // A stderr line is its own text for every runner: stderr is where the CLIs

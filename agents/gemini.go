@@ -75,7 +75,7 @@ import (
 // pilot's stall policy to expect silence for D, and "Attempt N failed …
 // Retrying with backoff..." for the longest backoff after attempt N (5 s
 // doubling to 30 s, plus 30% jitter). Either notice is a retry loop
-// ([RetryWatcher]) until the model's next message, a tool call or the
+// ([pilot.RetryWatcher]) until the model's next message, a tool call or the
 // result.
 //
 // A trap: after an API error gemini exits with the HTTP status itself

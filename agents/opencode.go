@@ -82,7 +82,7 @@ import (
 // bound); then it reports the last error and exits 1. Its log says nothing
 // of the wait, so pilot counts the bound of that schedule after each
 // "stream error" as expected silence. opencode has no setting for the
-// number of retries. Each "stream error" is a retry notice ([RetryWatcher],
+// number of retries. Each "stream error" is a retry notice ([pilot.RetryWatcher],
 // source opencode:stderr, the log line its evidence) until the model
 // answers (text, tool_use, step_finish) or opencode gives up (error):
 // StallPolicy.RetryLoop bounds such a loop, and a worker pilot ends inside

@@ -79,9 +79,9 @@ import (
 // "stop" without text empty, "length" step_capped_partial (the model's
 // output cap cut the answer: pi has no turn cap of its own), and "error" or
 // "aborted" an error of the class its errorMessage proves
-// ([ClassifyFailure]; generic-error when it proves none), whatever the exit
+// ([pilot.ClassifyFailure]; generic-error when it proves none), whatever the exit
 // status. Exit 0 without a final assistant message or without agent_end is
-// incomplete. Any other non-zero exit is judged by [JudgeExit]: pi's
+// incomplete. Any other non-zero exit is judged by [pilot.JudgeExit]: pi's
 // pre-flight errors (such as "No API key found") go to stderr before any
 // model call. The session id is the stream's header line; usage is the sum
 // of the run's assistant messages (each one model call), with cost.total as
