@@ -515,6 +515,10 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		SessionID:        res.SessionID,
 		Resume:           res.Resume,
 		Usage:            res.Usage,
+		SessionGone:      res.SessionGone,
+	}
+	if s := r.rec.SessionRecord; s != nil {
+		v.ToolCalls = max(len(s.ExpectedToolCallIDs), len(s.CompletedToolCallIDs)+len(s.PendingToolCallIDs))
 	}
 	if v.Resume == "" {
 		v.Resume = v.SessionID
@@ -993,7 +997,7 @@ func (r *run) judge(e Exit, finishedFirst bool) Result {
 		// A watcher that gave no judgement, or no class: judge by the
 		// exit, keeping what it said about the session.
 		fb := JudgeExit(seen)
-		fb.SessionID, fb.Resume, fb.Usage = res.SessionID, res.Resume, res.Usage
+		fb.SessionID, fb.Resume, fb.Usage, fb.SessionGone = res.SessionID, res.Resume, res.Usage, res.SessionGone
 		res = fb
 	case res.Outcome == Failed && res.Source == "":
 		res.Source = sourceWorkerReport
@@ -1015,7 +1019,7 @@ func (r *run) judge(e Exit, finishedFirst bool) Result {
 		return res
 	}
 	// What the worker said about its session holds whatever the verdict.
-	out.SessionID, out.Resume, out.Usage = res.SessionID, res.Resume, res.Usage
+	out.SessionID, out.Resume, out.Usage, out.SessionGone = res.SessionID, res.Resume, res.Usage, res.SessionGone
 	return out
 }
 

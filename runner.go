@@ -169,6 +169,11 @@ type Result struct {
 	Resume string
 	// Usage is the token usage (and cost) the worker reported, if any.
 	Usage *Usage
+	// SessionGone is the worker's own line saying that the session it was
+	// asked to resume does not exist (Claude Code's "No conversation
+	// found ...", pi's "No session found matching ..."), if it printed
+	// one: a retry layer then starts a fresh session instead.
+	SessionGone string
 }
 
 // A Watcher interprets one attempt's output. Pilot calls Line for every

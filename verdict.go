@@ -113,6 +113,12 @@ type Verdict struct {
 	Resume    string `json:"resume,omitempty"`
 	// Usage is the token usage and cost the worker reported, if any.
 	Usage *Usage `json:"usage,omitempty"`
+	// ToolCalls counts the tool calls of the worker's last turn that its
+	// session or stream showed (asked for, answered or pending); zero
+	// with no output tokens means the attempt did no work. SessionGone is
+	// Result.SessionGone. Neither is part of the JSON contract.
+	ToolCalls   int    `json:"-"`
+	SessionGone string `json:"-"`
 
 	// Worktree is the job's git worktree, for fanout jobs that had one.
 	Worktree *WorktreeInfo `json:"worktree,omitempty"`

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -76,6 +77,7 @@ type streamWatch struct {
 	usage      *pilot.Usage
 	loop       pilot.RetryLoop
 	looping    bool
+	gone       string // the CLI's line saying the session to resume is gone
 }
 
 // retrying records a retry notice: the worker's model call failed for the
@@ -128,7 +130,7 @@ func (s *streamWatch) StreamState() (pilot.SessionState, time.Time, bool) {
 
 // session adds what the stream said about the session to r.
 func (s *streamWatch) session(r pilot.Result) pilot.Result {
-	r.SessionID, r.Resume = s.sessionID, s.resume
+	r.SessionID, r.Resume, r.SessionGone = s.sessionID, s.resume, s.gone
 	if s.usage != nil {
 		u := *s.usage
 		r.Usage = &u
@@ -246,3 +248,19 @@ func copyFile(dst, src string) error {
 
 // maxRetryDelay is the longest announced retry delay taken at its word.
 const maxRetryDelay = 366 * 24 * time.Hour
+
+// noteGone records, once, the line in data that says the session the
+// worker was asked to resume does not exist: from marker, as the CLI
+// prints it, to the end of its line or of the JSON string that holds it.
+func (s *streamWatch) noteGone(data []byte, marker string) {
+	if s.gone != "" {
+		return
+	}
+	if i := bytes.Index(data, []byte(marker)); i >= 0 {
+		line := data[i:]
+		if j := bytes.IndexAny(line, "\r\n\"}"); j >= 0 {
+			line = line[:j]
+		}
+		s.gone = string(line)
+	}
+}

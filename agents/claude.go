@@ -268,6 +268,10 @@ func claudeCopyTree(src, dst string) error {
 	})
 }
 
+// claudeSessionGone begins what Claude Code says, on stderr or in its
+// result's errors, when the session it was asked to resume does not exist.
+const claudeSessionGone = "No conversation found"
+
 // claudeWatcher follows one Claude Code worker's stream-json output.
 type claudeWatcher struct {
 	streamWatch
@@ -396,6 +400,9 @@ func (m *claudeMessage) blocks() []claudeBlock {
 
 // Line implements Watcher.
 func (w *claudeWatcher) Line(l pilot.Line) {
+	if l.Stream == pilot.Stderr && !l.Truncated {
+		w.noteGone(l.Data, claudeSessionGone)
+	}
 	if l.Stream != pilot.Stdout || l.Truncated {
 		return
 	}
@@ -418,6 +425,7 @@ func (w *claudeWatcher) Line(l pilot.Line) {
 	case "user":
 		w.user(ev)
 	case "result":
+		w.noteGone(data, claudeSessionGone)
 		w.retryOver()
 		w.result = &ev
 		w.resultLine = string(data)

@@ -233,6 +233,10 @@ func writePiModels(dir string, p pilot.Provider) error {
 	return nil
 }
 
+// piSessionGone begins what pi prints on stderr when the session it was
+// asked to resume (by id) does not exist.
+const piSessionGone = "No session found matching"
+
 // piWatcher follows one pi worker's --mode json stream. See PiRunner for
 // how it judges the run.
 type piWatcher struct {
@@ -263,6 +267,9 @@ type piFinal struct {
 
 // Line implements Watcher.
 func (w *piWatcher) Line(l pilot.Line) {
+	if l.Stream == pilot.Stderr && !l.Truncated {
+		w.noteGone(l.Data, piSessionGone)
+	}
 	if l.Stream != pilot.Stdout {
 		return
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -349,7 +348,7 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 			return v, nil
 		}
 		if link.ResumedFrom != "" && !fellBack {
-			if line, gone := sessionGone(v); gone {
+			if line := v.SessionGone; line != "" {
 				fellBack = true
 				reason := "the session to resume is gone (" + line + "); starting a fresh session"
 				i := info(attempts, v, fails, false)
@@ -465,60 +464,7 @@ func blockedVerdict(t pilot.Task, ts TaskState) pilot.Verdict {
 // noWork reports whether a failed attempt did no work: no output tokens
 // reported and no tool call in its session.
 func noWork(v pilot.Verdict) bool {
-	if v.Usage != nil && v.Usage.OutputTokens > 0 {
-		return false
-	}
-	if v.Record == "" {
-		return true
-	}
-	rec, err := pilot.ReadRecord(v.Record)
-	if err != nil || rec.SessionRecord == nil {
-		return true
-	}
-	s := rec.SessionRecord
-	return len(s.ExpectedToolCallIDs) == 0 && len(s.CompletedToolCallIDs) == 0 && len(s.PendingToolCallIDs) == 0
-}
-
-// sessionGoneMarkers are what the CLIs print when asked to resume a session
-// they do not have: Claude Code, and pi for an id it cannot find.
-var sessionGoneMarkers = []string{"No conversation found", "No session found matching"}
-
-// sessionGoneScan is how much of the end of stream.log sessionGone reads.
-const sessionGoneScan = 64 << 10
-
-// sessionGone reports whether a failed resume failed because its session is
-// gone, with the line that says so: in the evidence, the stderr tail, or the
-// end of the attempt's stream.log (its stderr lines and its result events;
-// not the rest of stdout, where a tool's output may quote anything).
-func sessionGone(v pilot.Verdict) (string, bool) {
-	texts := []string{v.EvidenceExcerpt, v.StderrTail}
-	if v.Record != "" {
-		if f, err := os.Open(filepath.Join(filepath.Dir(v.Record), "stream.log")); err == nil {
-			if st, err := f.Stat(); err == nil {
-				off := max(st.Size()-sessionGoneScan, 0)
-				if data, err := io.ReadAll(io.NewSectionReader(f, off, st.Size()-off)); err == nil {
-					for _, l := range strings.Split(string(data), "\n") {
-						if strings.HasPrefix(l, "err ") || strings.HasPrefix(l, "out ") && strings.Contains(l, `"type":"result"`) {
-							texts = append(texts, l)
-						}
-					}
-				}
-			}
-			f.Close()
-		}
-	}
-	for _, text := range texts {
-		for _, m := range sessionGoneMarkers {
-			if i := strings.Index(text, m); i >= 0 {
-				line := text[i:]
-				if j := strings.IndexAny(line, "\r\n\"}"); j >= 0 {
-					line = line[:j]
-				}
-				return line, true
-			}
-		}
-	}
-	return "", false
+	return (v.Usage == nil || v.Usage.OutputTokens == 0) && v.ToolCalls == 0
 }
 
 // appendEvent adds e to an events.log, best effort: the log is evidence,

@@ -30,8 +30,8 @@ type outcome struct {
 	retryAfter time.Duration
 	outTokens  int64
 	evidence   string
-	toolCall   bool   // the record's session shows a tool call
-	stream     string // the attempt's stream.log
+	toolCall   bool   // the verdict counts a tool call
+	gone       string // Verdict.SessionGone: the session to resume is gone
 }
 
 func fail(c pilot.FailureClass) outcome { return outcome{class: c} }
@@ -94,14 +94,10 @@ func (f *fakeAttempts) attempt(ctx context.Context, task pilot.Task) (pilot.Verd
 		Status: string(v.Verdict), Failure: v.Failure, Resume: v.Resume,
 		Attempt: link.Attempt, PreviousRecord: link.PreviousRecord, ResumedFrom: link.ResumedFrom, ResumeFallback: link.ResumeFallback}
 	if o.toolCall {
-		rec.SessionRecord = &pilot.SessionRecord{CompletedToolCallIDs: []string{"call-1"}}
+		v.ToolCalls = 1
 	}
+	v.SessionGone = o.gone
 	writeJSONFile(f.t, v.Record, rec)
-	if o.stream != "" {
-		if err := os.WriteFile(filepath.Join(filepath.Dir(v.Record), "stream.log"), []byte(o.stream), 0o600); err != nil {
-			f.t.Fatal(err)
-		}
-	}
 	return v, nil
 }
 
@@ -477,9 +473,9 @@ func TestRetryRateLimitAfterWorkCounts(t *testing.T) {
 func TestRetryResumeOfAGoneSessionFallsBackOnce(t *testing.T) {
 	f := newFake(t,
 		outcome{class: pilot.FailSessionStall, resume: "sess-1"},
-		outcome{class: pilot.FailGeneric, evidence: "No conversation found with session ID: sess-1"},
+		outcome{class: pilot.FailGeneric, gone: "No conversation found with session ID: sess-1"},
 		outcome{class: pilot.FailSessionStall, resume: "sess-2"},
-		outcome{class: pilot.FailGeneric, evidence: "No conversation found with session ID: sess-2"},
+		outcome{class: pilot.FailGeneric, gone: "No conversation found with session ID: sess-2"},
 		ok)
 	clock := &fakeClock{}
 	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
@@ -616,24 +612,27 @@ func TestTaskKeyIsStable(t *testing.T) {
 	}
 }
 
-// A gone session is read from the stream's stderr lines and result events,
-// never from other output, where a tool may quote anything.
-func TestRetryGoneSessionEvidenceInTheStream(t *testing.T) {
+// A resume that fails because its session is gone (Verdict.SessionGone,
+// which the runner's watcher reads from the CLI's own output) falls back to
+// a fresh session at once; one that fails otherwise does not.
+func TestRetryGoneSessionFallsBack(t *testing.T) {
 	stall := outcome{class: pilot.FailSessionStall, resume: "sess"}
 	for _, tt := range []struct {
 		name     string
-		stream   string
+		gone     string
 		fallback bool
 	}{
-		{"result event", "out {\"type\":\"system\"}\nout {\"type\":\"result\",\"is_error\":true,\"errors\":[\"No conversation found with session ID: sess\"]}\n", true},
-		{"stderr", "err No session found matching 'sess'\n", true},
-		{"tool output", "out {\"type\":\"user\",\"content\":\"grep: No conversation found\"}\n", false},
+		{"gone", "No conversation found with session ID: sess", true},
+		{"not gone", "", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake(t, stall, outcome{class: pilot.FailGeneric, stream: tt.stream}, ok)
+			f := newFake(t, stall, outcome{class: pilot.FailGeneric, gone: tt.gone}, ok)
 			runRetry(t, f, retry.Policy{Sleep: (&fakeClock{}).sleep}, retry.Key{})
 			if got := f.calls[2].link.ResumeFallback != ""; got != tt.fallback {
 				t.Errorf("fallback %v, want %v (link %+v)", got, tt.fallback, f.calls[2].link)
+			}
+			if tt.fallback && !strings.Contains(f.calls[2].link.ResumeFallback, tt.gone) {
+				t.Errorf("fallback %q does not quote %q", f.calls[2].link.ResumeFallback, tt.gone)
 			}
 		})
 	}
