@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -621,4 +622,102 @@ func (w *claudeWatcher) transcript() string {
 // Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
 func (w *claudeWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
 	return ExtractDiagnostic(RunnerClaude, s, line)
+}
+
+// ---- Claude Code's error events (ExtractDiagnostic) ----
+
+// claudeDiagnostic reads Claude Code's stream-json error events: a result
+// with is_error, and the synthetic assistant message that carries an API
+// error's text with its category in "error" (authentication_failed,
+// billing_error, rate_limit, invalid_request, server_error, unknown). The
+// category is added as " (api error: <category>)" when the text alone
+// proves nothing: Claude Code's texts ("Invalid API key · Fix external API
+// key", "Rate limit exceeded") do not always say by themselves that the
+// API refused. A text that does prove a class keeps it: the category is
+// coarse (server_error for a refused connection and a dropped stream
+// alike).
+func claudeDiagnostic(line string) (string, bool) {
+	// Most lines are the model's messages: skip them without decoding.
+	if !strings.Contains(line, `"is_error"`) && !strings.Contains(line, `"error"`) {
+		return "", false
+	}
+	var ev struct {
+		Type           string            `json:"type"`
+		Subtype        string            `json:"subtype"`
+		IsError        bool              `json:"is_error"`
+		Result         string            `json:"result"`
+		Errors         []json.RawMessage `json:"errors"`
+		APIErrorStatus *int              `json:"api_error_status"`
+		TerminalReason string            `json:"terminal_reason"`
+		Error          json.RawMessage   `json:"error"`
+		Message        struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"message"`
+	}
+	if json.Unmarshal([]byte(line), &ev) != nil {
+		return "", false
+	}
+	switch {
+	case ev.Type == "result" && ev.IsError:
+		return claudeResultDiagnostic(ev.Result, ev.Errors, ev.Subtype, ev.APIErrorStatus, ev.TerminalReason), true
+	case ev.Type == "assistant":
+		var category string
+		if json.Unmarshal(ev.Error, &category) != nil || category == "" {
+			return "", false
+		}
+		var blocks []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		var texts []string
+		if json.Unmarshal(ev.Message.Content, &blocks) == nil {
+			for _, b := range blocks {
+				if b.Type == "text" && strings.TrimSpace(b.Text) != "" {
+					texts = append(texts, strings.TrimSpace(b.Text))
+				}
+			}
+		}
+		text := strings.Join(texts, " ")
+		if text != "" && pilot.ClassifyFailure(text).Evidence != "" {
+			// The text proves its class ("Connection refused ...
+			// (ECONNREFUSED)"); Claude's coarse category
+			// (server_error for any transport trouble) would only
+			// blur it.
+			return text, true
+		}
+		if text != "" {
+			text += " "
+		}
+		return text + "(api error: " + category + ")", true
+	}
+	return "", false
+}
+
+// claudeResultDiagnostic is the text of a result with is_error: its result
+// text (or its errors), then " (api_error_status: N)" when the status is set
+// and " (terminal_reason: R)" when R says more than api_error or completed.
+func claudeResultDiagnostic(result string, rawErrors []json.RawMessage, subtype string, status *int, reason string) string {
+	text := result
+	if text == "" {
+		var errs []string
+		for _, raw := range rawErrors {
+			var s string
+			if json.Unmarshal(raw, &s) == nil && s != "" {
+				errs = append(errs, s)
+			}
+		}
+		text = strings.Join(errs, "; ")
+	}
+	if text == "" {
+		text = subtype
+	}
+	if status != nil {
+		text += " (api_error_status: " + strconv.Itoa(*status) + ")"
+	}
+	switch reason {
+	case "", "completed", "api_error":
+	default:
+		text += " (terminal_reason: " + reason + ")"
+	}
+	return strings.TrimSpace(text)
 }

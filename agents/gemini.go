@@ -472,3 +472,86 @@ func writeGeminiSettings(home string, p pilot.Provider) error {
 func (w *geminiWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
 	return ExtractDiagnostic(RunnerGemini, s, line)
 }
+
+// ---- gemini-cli's error events (ExtractDiagnostic) ----
+
+// geminiTerminated is gemini-cli's result error when the model's answer
+// broke off mid-stream: undici's fetch reports a response body cut short
+// (the server closed the connection: "other side closed") as "terminated",
+// which gemini does not retry and wraps as an API error. A request that
+// never connects fails earlier, as "fetch failed". Seen in an e2e run of
+// gemini-cli 0.61.0 against fakellm (testdata/gemini/stream/
+// e2e-stream-terminated).
+const geminiTerminated = "[API Error: terminated]"
+
+func geminiDiagnostic(line string) (string, bool) {
+	var ev struct {
+		Type     string `json:"type"`
+		Status   string `json:"status"`
+		Severity string `json:"severity"`
+		Message  string `json:"message"`
+		Error    struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(line), &ev) != nil {
+		return "", false
+	}
+	switch {
+	case ev.Type == "result" && ev.Status == "error":
+		text := ev.Error.Type
+		if ev.Error.Message != "" {
+			if text != "" {
+				text += ": "
+			}
+			text += ev.Error.Message
+		}
+		if strings.TrimSpace(ev.Error.Message) == geminiTerminated {
+			text += " (model response stream terminated)"
+		}
+		return text, true
+	case ev.Type == "error" && ev.Severity == "error":
+		return ev.Message, true
+	}
+	return "", false
+}
+
+// ---- gemini-cli's exit codes ----
+
+// geminiExitClass is the class of a gemini-cli exit code that means
+// something by itself. gemini-cli documents its codes (packages/core/src/utils/exitCodes.ts,
+// docs/cli/headless.md):
+//
+//	41  auth (FatalAuthenticationError)       → provider-auth
+//	42  input                                 → spawn-failed
+//	44  sandbox                               → spawn-failed
+//	52  config                                → spawn-failed
+//	53  turn limit (MaxSessionTurnsError)     → ok=false: a step cap, see geminiTurnLimitExit
+//	54  tool execution                        → ok=false: no class of its own
+//	55  untrusted workspace                   → spawn-failed
+//	130 cancelled                             → ok=false: a termination, see [pilot.JudgeExit]
+//
+// 42, 44, 52 and 55 mean gemini refused to begin the task (bad input, no
+// sandbox, bad configuration, a workspace it does not trust): like a program
+// that is not there, the worker never worked and will refuse again, so they
+// are spawn-failed and not retryable. 54 is a tool that failed during the
+// task, which may not happen again: it would be generic-error, so it is left
+// to the worker's diagnostics, which may say more. 130 is SIGINT; whether
+// pilot's caller cancelled is pilot's to know, not the exit code's, so the
+// termination path judges it. codex, Claude Code, pi and opencode exit 1
+// for every failure, and 143, 137, 130 and other 128+N codes are
+// terminations for every runner: none of them is classified here.
+func geminiExitClass(code int) (pilot.FailureClass, bool) {
+	switch code {
+	case 41:
+		return pilot.FailProviderAuth, true
+	case 42, 44, 52, 55:
+		return pilot.FailSpawn, true
+	}
+	return "", false
+}
+
+// geminiTurnLimitExit is gemini-cli's exit at its own turn limit
+// (MaxSessionTurnsError): a step cap, not a failure.
+const geminiTurnLimitExit = 53

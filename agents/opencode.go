@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -485,4 +486,183 @@ var _ pilot.PhaseWatcher = (*opencodeWatcher)(nil)
 // Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
 func (w *opencodeWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
 	return ExtractDiagnostic(RunnerOpencode, s, line)
+}
+
+// ---- opencode's error events (ExtractDiagnostic) ----
+
+func opencodeDiagnostic(line string) (string, bool) {
+	var ev struct {
+		Type  string `json:"type"`
+		Error struct {
+			Name string `json:"name"`
+			Data struct {
+				Message    string `json:"message"`
+				StatusCode *int   `json:"statusCode"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(line), &ev) != nil || ev.Type != "error" {
+		return "", false
+	}
+	return opencodeErrorText(ev.Error.Name, ev.Error.Data.Message, ev.Error.Data.StatusCode), true
+}
+
+// opencodeErrorText is the text to classify for an opencode error named name
+// with message msg (and HTTP status, when known): "<name>: <msg>", then
+// " (statusCode: N)", then a note for Bun's connection failures, whose words
+// alone prove no provider class:
+//
+//   - " (provider request)" for an UnknownError holding Bun's "Unable to
+//     connect. Is the computer able to access the url?": opencode reports
+//     the model request's connection failure that way, without a provider
+//     name.
+//   - " (provider stream closed)" for Bun's "The socket connection was closed
+//     unexpectedly" (its ConnectionClosed): the endpoint accepted the
+//     connection and closed it before the answer was whole. The AI SDK
+//     wraps every failed fetch as "Cannot connect to API: …", but this one
+//     did connect: Bun reports a response cut mid-stream this way when the
+//     close arrives before fetch has handed the response over (seen against
+//     fakellm's Dropped step, which sends the status line and half the
+//     stream, then closes). It is Bun's wording of undici's "other side
+//     closed", which is a stream disconnect too; an endpoint that never
+//     accepts gives Bun's "Unable to connect" instead. And for opencode's
+//     APIError "Connection reset by server", its name for an ECONNRESET
+//     outside fetch, that is while the response streams in (see
+//     opencodeConnReset).
+func opencodeErrorText(name, msg string, status *int) string {
+	text := name
+	if msg != "" {
+		if text != "" {
+			text += ": "
+		}
+		text += msg
+	}
+	if status != nil {
+		text += " (statusCode: " + strconv.Itoa(*status) + ")"
+	}
+	switch {
+	case name == "UnknownError" && strings.Contains(msg, bunConnectFailed):
+		text += " (provider request)"
+	case strings.Contains(msg, bunSocketClosed), name == "APIError" && msg == opencodeConnReset:
+		text += " (provider stream closed)"
+	}
+	return text
+}
+
+// opencodeConnReset is the message opencode gives an error with code
+// ECONNRESET (its message-v2 fromError). A failed fetch never gets there:
+// the AI SDK wraps those, ECONNRESET included, as "Cannot connect to API:
+// …". So it is the response stream being reset after the response began
+// (seen against fakellm's Dropped step, after a step_start).
+const opencodeConnReset = "Connection reset by server"
+
+// bunConnectFailed is the message of Bun's fetch when it cannot connect.
+// opencode (which runs on Bun) reports it as an UnknownError when the model
+// request itself cannot connect; the error event carries no provider name.
+const bunConnectFailed = "Unable to connect. Is the computer able to access the url?"
+
+// bunSocketClosed is the message of Bun's fetch when the other side closes
+// a connection before the response is whole.
+const bunSocketClosed = "The socket connection was closed unexpectedly"
+
+// An opencodeLog is one of opencode's log lines, as --print-logs writes them
+// to stderr: logfmt, "timestamp=2026-11-30T07:16:13.903Z level=ERROR
+// run=ccd5097b message="stream error" providerID=pilot … small=false …
+// error.error="AI_APICallError: fakellm: boom"". Only the fields pilot reads
+// are kept.
+type opencodeLog struct {
+	Level     string // DEBUG, INFO, WARN, ERROR
+	Message   string
+	SessionID string // session.id
+	Small     string // "true" for the small model's side requests (the title)
+	Err       string // error.error: the failed model call's error
+	ID        string // id (message=created: the new session's id)
+	Action    string // action.action (message=evaluated: allow, deny, ask)
+	Perm      string // permission (message=evaluated)
+}
+
+// parseOpencodeLog reads line as one of opencode's log lines; isLog is false
+// when it is not one (a line opencode printed itself, a crash).
+func parseOpencodeLog(line string) (l opencodeLog, isLog bool) {
+	if !strings.HasPrefix(line, "timestamp=") || !strings.Contains(line, " level=") {
+		return l, false
+	}
+	rest := line
+	for rest != "" {
+		var key, val string
+		key, val, rest = nextLogfmt(rest)
+		switch key {
+		case "level":
+			l.Level = val
+		case "message":
+			l.Message = val
+		case "session.id":
+			l.SessionID = val
+		case "small":
+			l.Small = val
+		case "error.error":
+			l.Err = val
+		case "id":
+			l.ID = val
+		case "action.action":
+			l.Action = val
+		case "permission":
+			l.Perm = val
+		}
+	}
+	return l, true
+}
+
+// nextLogfmt reads the first key=value pair of s and returns what follows.
+// A value is bare (up to the next space) or a JSON string in quotes; a
+// quoted value that does not decode is kept as written between the quotes.
+// Text that is no pair (a key without "=") is skipped up to the next space.
+func nextLogfmt(s string) (key, val, rest string) {
+	s = strings.TrimLeft(s, " ")
+	eq := strings.IndexAny(s, "= ")
+	if eq < 0 || s[eq] == ' ' {
+		if eq < 0 {
+			return "", "", ""
+		}
+		return "", "", s[eq:]
+	}
+	key, s = s[:eq], s[eq+1:]
+	if !strings.HasPrefix(s, `"`) {
+		if sp := strings.IndexByte(s, ' '); sp >= 0 {
+			return key, s[:sp], s[sp:]
+		}
+		return key, s, ""
+	}
+	end := 1
+	for end < len(s) && s[end] != '"' {
+		if s[end] == '\\' {
+			end++
+		}
+		end++
+	}
+	if end >= len(s) {
+		// No closing quote: the value runs to the end of the line.
+		return key, s[1:], ""
+	}
+	quoted := s[:end+1]
+	if err := json.Unmarshal([]byte(quoted), &val); err != nil {
+		val = quoted[1 : len(quoted)-1]
+	}
+	return key, val, s[end+1:]
+}
+
+// opencodeLogDiagnostic is the diagnostic text of an opencode log line: the
+// main model call's "stream error", worded like the error event.
+func opencodeLogDiagnostic(l opencodeLog) (string, bool) {
+	if l.Level != "ERROR" || l.Message != "stream error" || l.Small == "true" || strings.TrimSpace(l.Err) == "" {
+		return "", false
+	}
+	name, msg, found := strings.Cut(l.Err, ": ")
+	if !found || strings.ContainsAny(name, " ") {
+		name, msg = "", l.Err
+	}
+	// The AI SDK's error names carry an "AI_" prefix ("AI_APICallError")
+	// that its error events do not.
+	name = strings.TrimPrefix(name, "AI_")
+	return opencodeErrorText(name, msg, nil), true
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -674,4 +675,81 @@ func piFloat(raw json.RawMessage) (float64, bool) {
 // Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
 func (w *piWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
 	return ExtractDiagnostic(RunnerPi, s, line)
+}
+
+// ---- pi's error events (ExtractDiagnostic) ----
+
+// rePiStatusLead matches an error message that begins with an HTTP error
+// status ("500 upstream boom", "error: 429 ...").
+var rePiStatusLead = regexp.MustCompile(`^\s*(?:error:\s*)?([45]\d\d)\b(.*)$`)
+
+// piMessage is the part of a pi AgentMessage that tells an error.
+type piMessage struct {
+	Role         string `json:"role"`
+	StopReason   string `json:"stopReason"`
+	ErrorMessage string `json:"errorMessage"`
+}
+
+func (m piMessage) diagnostic() (string, bool) {
+	if m.Role != "assistant" || m.StopReason != "error" {
+		return "", false
+	}
+	if m.ErrorMessage == "" {
+		return "Request error", true
+	}
+	return piErrorText(m.ErrorMessage), true
+}
+
+// piErrorText is the text to classify for an errorMessage of pi's model
+// call. pi writes an HTTP failure as "<status> <body>"; the body is
+// whatever the endpoint sent ("500 upstream boom"), which may hold no word
+// that proves a provider. The message comes from the model call itself, so
+// a leading status is the provider's: when the message proves nothing
+// alone, " (provider error)" is added, which lets the status count.
+func piErrorText(msg string) string {
+	if rePiStatusLead.MatchString(strings.ToLower(msg)) && pilot.ClassifyFailure(msg).Evidence == "" {
+		return msg + " (provider error)"
+	}
+	return msg
+}
+
+func piDiagnostic(line string) (string, bool) {
+	// Skip the (often huge) streaming events without decoding them.
+	// pi writes its JSON with JSON.stringify, so without spaces.
+	if !strings.Contains(line, `"stopReason":"error"`) && !strings.Contains(line, `"auto_retry_end"`) {
+		return "", false
+	}
+	var ev struct {
+		Type       string          `json:"type"`
+		Message    json.RawMessage `json:"message"`
+		Messages   json.RawMessage `json:"messages"`
+		Success    *bool           `json:"success"`
+		FinalError string          `json:"finalError"`
+	}
+	if json.Unmarshal([]byte(line), &ev) != nil {
+		return "", false
+	}
+	switch ev.Type {
+	case "message_end", "turn_end", "message":
+		var m piMessage
+		if json.Unmarshal(ev.Message, &m) != nil {
+			return "", false
+		}
+		return m.diagnostic()
+	case "agent_end":
+		var ms []piMessage
+		if json.Unmarshal(ev.Messages, &ms) != nil {
+			return "", false
+		}
+		for i := len(ms) - 1; i >= 0; i-- {
+			if ms[i].Role == "assistant" {
+				return ms[i].diagnostic()
+			}
+		}
+	case "auto_retry_end":
+		if ev.Success != nil && !*ev.Success {
+			return ev.FinalError, true
+		}
+	}
+	return "", false
 }
