@@ -1,4 +1,4 @@
-package pilot_test
+package agents_test
 
 import (
 	"context"
@@ -122,7 +122,7 @@ func TestGeminiCommandRefusals(t *testing.T) {
 // under the name gemini reads; its resume value finds that home again.
 func TestGeminiBaseURLIsolationAndResume(t *testing.T) {
 	const secret = "AIza-gemini-test-secret-5678"
-	p := replayProvider(t, agents.RunnerGemini, "testdata/gemini/stream/success")
+	p := replayProvider(t, agents.RunnerGemini, "../testdata/gemini/stream/success")
 	p.BaseURL = "http://127.0.0.1:9"
 	p.CredentialEnv = "GW_KEY"
 	d := secretDispatcher(t, p, secret)
@@ -337,7 +337,7 @@ func TestGeminiWatcherInvalidStreamEvidence(t *testing.T) {
 
 func FuzzGeminiWatcher(f *testing.F) {
 	for _, name := range []string{"success", "parallel-tools", "rate-limit-exit-173", "step-cap-exit-53"} {
-		data, err := os.ReadFile(filepath.Join("testdata", "gemini", "stream", name+".stdout"))
+		data, err := os.ReadFile(filepath.Join("..", "testdata", "gemini", "stream", name+".stdout"))
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package pilot_test
+package agents_test
 
 import (
 	"context"
@@ -107,7 +107,7 @@ func TestOpencodeCommandRefusals(t *testing.T) {
 // the session store again.
 func TestOpencodeBaseURLIsolationAndResume(t *testing.T) {
 	const secret = "sk-opencode-test-secret-1234"
-	p := replayProvider(t, agents.RunnerOpencode, "testdata/opencode/stream/success")
+	p := replayProvider(t, agents.RunnerOpencode, "../testdata/opencode/stream/success")
 	p.BaseURL = "http://127.0.0.1:9/v1"
 	p.Model = "glm-4.6"
 	p.CredentialEnv = "GLM_API_KEY"
@@ -428,7 +428,7 @@ func feedLines(w pilot.Watcher, lines ...ocLine) {
 
 func FuzzOpencodeWatcher(f *testing.F) {
 	for _, name := range []string{"success", "tool-use-research-capture", "provider-auth", "length-capped"} {
-		data, err := os.ReadFile(filepath.Join("testdata", "opencode", "stream", name+".stdout"))
+		data, err := os.ReadFile(filepath.Join("..", "testdata", "opencode", "stream", name+".stdout"))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -437,7 +437,7 @@ func FuzzOpencodeWatcher(f *testing.F) {
 	for _, name := range []string{"server-error-retried", "tool-running-logged"} {
 		var data []byte
 		for _, ext := range []string{".stderr", ".stdout"} {
-			b, err := os.ReadFile(filepath.Join("testdata", "opencode", "stream", name+ext))
+			b, err := os.ReadFile(filepath.Join("..", "testdata", "opencode", "stream", name+ext))
 			if err != nil {
 				f.Fatal(err)
 			}

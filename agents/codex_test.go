@@ -1,4 +1,4 @@
-package pilot_test
+package agents_test
 
 import (
 	"context"
@@ -301,7 +301,7 @@ func TestCodexIsolatedDispatch(t *testing.T) {
 	const secret = "sk-test-0123456789abcdef"
 	for _, baseURL := range []string{"", "http://127.0.0.1:8080/v1"} {
 		t.Run("base_url="+baseURL, func(t *testing.T) {
-			p := replayProvider(t, agents.RunnerCodex, "testdata/codex/stream/success-docs-sample")
+			p := replayProvider(t, agents.RunnerCodex, "../testdata/codex/stream/success-docs-sample")
 			p.Name, p.Model, p.CredentialEnv, p.BaseURL, p.Isolated = "cx", "local-model", "LOCAL_KEY", baseURL, true
 			d := secretDispatcher(t, p, secret)
 			v := dispatchCompleted(t, d, pilot.Task{Provider: "cx", Mode: pilot.ModeCode, Prompt: "hi"})
@@ -559,7 +559,7 @@ func TestCodexWatcherFinish(t *testing.T) {
 			pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric,
 				EvidenceSource: "codex:stdout", Evidence: failed, SessionID: "t-1"}},
 		{"turn.failed with a diagnostic: its class", []pilot.Line{codexOut(started), codexOut(turn), codexOut(failed)}, auth,
-			pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailProviderAuth, Source: pilot.SourceProviderDiagnostic,
+			pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailProviderAuth, Source: "provider-terminal-diagnostic",
 				EvidenceSource: "codex:stdout", Evidence: "unexpected status 401 Unauthorized: x", SessionID: "t-1"}},
 		{"a fatal error event and no terminal event", []pilot.Line{codexOut(started), codexOut(turn), codexOut(fatal)}, exit1,
 			pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric,
@@ -568,9 +568,9 @@ func TestCodexWatcherFinish(t *testing.T) {
 			pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailIncomplete,
 				EvidenceSource: "codex:stdout", Evidence: "codex exited 0 without turn.completed or turn.failed", SessionID: "t-1"}},
 		{"exit 1 and nothing on stdout", nil, exit1,
-			pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric, Source: pilot.SourceExitStatus}},
+			pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric, Source: "exit-status"}},
 		{"killed after turn.completed: the signal decides", []pilot.Line{codexOut(started), codexOut(turn), codexOut(message), codexOut(completed)}, killed,
-			pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailProcessTerminated, Source: pilot.SourceProcessTermination, SessionID: "t-1", Usage: usage}},
+			pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailProcessTerminated, Source: "process-termination", SessionID: "t-1", Usage: usage}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -584,7 +584,7 @@ func TestCodexWatcherFinish(t *testing.T) {
 
 func FuzzCodexWatcher(f *testing.F) {
 	for _, name := range []string{"success-docs-sample", "parallel-commands", "collab-subagent-wait", "failed-stream-disconnect"} {
-		data, err := os.ReadFile(filepath.Join("testdata", "codex", "stream", name+".stdout"))
+		data, err := os.ReadFile(filepath.Join("..", "testdata", "codex", "stream", name+".stdout"))
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package pilot_test
+package agents_test
 
 import (
 	"encoding/json"
@@ -133,7 +133,7 @@ func TestPiCommandRefuses(t *testing.T) {
 func TestPiCommandResume(t *testing.T) {
 	// Relative, as the conformance fixture gives it: from pilot's working
 	// directory, made absolute for pi, which runs in the task's workdir.
-	const rel = "testdata/pi/stream/resume-earlier-session.jsonl"
+	const rel = "../testdata/pi/stream/resume-earlier-session.jsonl"
 	abs, err := filepath.Abs(rel)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func TestPiCommandResume(t *testing.T) {
 // variable, and the verdict's resume pointing at the session file.
 func TestPiDispatchBaseURL(t *testing.T) {
 	const secret = "sk-pilot-test-4f9c2e"
-	p := replayProvider(t, agents.RunnerPi, "testdata/pi/stream/success-gen-a")
+	p := replayProvider(t, agents.RunnerPi, "../testdata/pi/stream/success-gen-a")
 	p.Name, p.Model, p.BaseURL, p.CredentialEnv = "local", "qwen3-coder", "http://127.0.0.1:8080/v1", "LOCAL_LLM_KEY"
 	d := secretDispatcher(t, p, secret)
 	v := dispatchCompleted(t, d, pilot.Task{Provider: "local", Mode: pilot.ModeCode, Prompt: "-rename the flag"})

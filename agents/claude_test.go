@@ -1,4 +1,4 @@
-package pilot_test
+package agents_test
 
 import (
 	"bytes"
@@ -177,7 +177,7 @@ func TestClaudeResumeIsolated(t *testing.T) {
 	transcript := filepath.Join(oldProject, id+".jsonl")
 	mustWrite(t, transcript, `{"type":"user","sessionId":"`+id+`"}`+"\n")
 	mustWrite(t, filepath.Join(oldProject, id, "subagents", "agent-1.jsonl"), "{}\n")
-	feed(cmd.Watcher, claudeLine(t, "testdata/claude/stream/success.stdout", 0, id))
+	feed(cmd.Watcher, claudeLine(t, "../testdata/claude/stream/success.stdout", 0, id))
 	res := cmd.Watcher.Finish(pilot.Exit{Runner: "claude", Started: true, StdoutBytes: 1})
 	if res.SessionID != id || res.Resume != transcript {
 		t.Fatalf("session %q, resume %q; want %q and the transcript %q", res.SessionID, res.Resume, id, transcript)
@@ -238,7 +238,7 @@ func claudeLine(t *testing.T, path string, n int, session string) string {
 // names, which no file in the run dir holds.
 func TestClaudeDispatchIsolated(t *testing.T) {
 	const secret = "sk-ant-test-0123456789abcdef"
-	p := replayProvider(t, agents.RunnerClaude, "testdata/claude/stream/success")
+	p := replayProvider(t, agents.RunnerClaude, "../testdata/claude/stream/success")
 	p.Name, p.CredentialEnv, p.BaseURL = "claude-gw", "GW_CLAUDE_KEY", "http://127.0.0.1:9"
 	d := secretDispatcher(t, p, secret)
 	v := dispatchCompleted(t, d, pilot.Task{Provider: p.Name, Mode: pilot.ModeCode, Prompt: "the task text"})
@@ -343,7 +343,7 @@ func TestClaudeWatcher(t *testing.T) {
 			exit: exit1, want: pilot.StepCappedPartial},
 		{name: "turn cap named only by terminal_reason", lines: []string{init, `{"type":"result","subtype":"success","is_error":false,"result":"partial","terminal_reason":"max_turns"}`},
 			exit: exit0, want: pilot.StepCappedPartial},
-		{name: "exit 1 without a result", lines: []string{init, text}, exit: exit1, want: pilot.Failed, class: pilot.FailGeneric, source: pilot.SourceExitStatus},
+		{name: "exit 1 without a result", lines: []string{init, text}, exit: exit1, want: pilot.Failed, class: pilot.FailGeneric, source: "exit-status"},
 		{name: "killed after a success result", lines: []string{init, text, ok("done")},
 			exit: pilot.Exit{Runner: "claude", Started: true, Code: -1, Signal: 9}, want: pilot.Failed, class: pilot.FailProcessTerminated},
 		{name: "pilot's timeout wins over the stream", lines: []string{init, text, ok("done")},
@@ -435,7 +435,7 @@ func TestClaudeWatcherUsageWithoutResult(t *testing.T) {
 }
 
 func FuzzClaudeWatcher(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "claude", "stream", "*.stdout"))
+	files, _ := filepath.Glob(filepath.Join("..", "testdata", "claude", "stream", "*.stdout"))
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {

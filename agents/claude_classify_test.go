@@ -1,4 +1,4 @@
-package pilot_test
+package agents_test
 
 import (
 	"testing"
