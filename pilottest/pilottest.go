@@ -10,7 +10,10 @@ package pilottest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,13 +21,58 @@ import (
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 )
 
-// Main runs the tests, or plays the fake agent when the test binary was
-// started as one (by a FakeProvider or Conformance worker), and exits.
+// Main plays the fake agent when the test binary was started as one (by a
+// FakeProvider or Conformance worker). Otherwise it runs the tests with
+// os/exec's check for commands never waited for (GODEBUG=execwait=2), then
+// ends pilot's supervisor ([pilot.Shutdown]) and fails the run if a
+// goroutine running pilot's code is left. It exits with the tests' status.
 func Main(m *testing.M) {
 	if os.Getenv(fakeagent.EnvFakeAgent) != "" {
 		os.Exit(fakeagent.Main(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	os.Setenv("GODEBUG", strings.TrimPrefix(os.Getenv("GODEBUG")+",execwait=2", ","))
+	code := m.Run()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := pilot.Shutdown(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "pilottest: ending pilot's supervisor:", err)
+		code = 1
+	}
+	if left := pilotGoroutines(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "pilottest: %d goroutine(s) of pilot left when every test had ended:\n%s\n", len(left), strings.Join(left, "\n\n"))
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// pilotGoroutines returns the stacks of the goroutines running pilot's own
+// code (not a test's), after giving ending ones a moment.
+func pilotGoroutines() []string {
+	var left []string
+	for range 200 {
+		left = left[:0]
+		buf := make([]byte, 1<<20)
+		for {
+			n := runtime.Stack(buf, true)
+			if n < len(buf) {
+				buf = buf[:n]
+				break
+			}
+			buf = make([]byte, 2*len(buf))
+		}
+		for i, g := range strings.Split(string(buf), "\n\n") {
+			if i == 0 || !strings.Contains(g, "github.com/pilotworkers/pilot.") && !strings.Contains(g, "github.com/pilotworkers/pilot/internal/") {
+				continue // the caller, or not pilot's
+			}
+			left = append(left, g)
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		runtime.Gosched()
+		time.Sleep(5 * time.Millisecond)
+	}
+	return left
 }
 
 // FakeProvider is a provider of the command runner, named name, whose
