@@ -19,6 +19,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
+	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
 // Main plays the fake agent when the test binary was started as one (by a
@@ -27,9 +28,7 @@ import (
 // ends pilot's supervisor ([pilot.Shutdown]) and fails the run if a
 // goroutine running pilot's code is left. It exits with the tests' status.
 func Main(m *testing.M) {
-	if os.Getenv(fakeagent.EnvFakeAgent) != "" {
-		os.Exit(fakeagent.Main(os.Args[1:]))
-	}
+	ServeFakeAgent()
 	os.Setenv("GODEBUG", strings.TrimPrefix(os.Getenv("GODEBUG")+",execwait=2", ","))
 	code := m.Run()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -43,6 +42,24 @@ func Main(m *testing.M) {
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// ServeFakeAgent plays the fake agent and exits when this program was started
+// as one (by a FakeAgent provider's worker); otherwise it returns at once.
+// Main calls it; a program that dispatches to FakeAgent providers outside
+// tests (a demo) calls it first thing in main.
+func ServeFakeAgent() {
+	if os.Getenv(fakeagent.EnvFakeAgent) != "" {
+		os.Exit(fakeagent.Main(os.Args[1:]))
+	}
+}
+
+// Alive lists the processes still alive that belong to the run runID (they
+// carry PILOT_RUN_ID=runID in their environment, as every worker and its
+// descendants do), for a test that nothing of a run outlived it. It reads
+// /proc, so it finds nothing on other systems.
+func Alive(runID string) []int {
+	return procfs.WithEnv("PILOT_RUN_ID=" + runID)
 }
 
 // pilotGoroutines returns the stacks of the goroutines running pilot's own
@@ -103,16 +120,26 @@ func pilotGoroutines() []string {
 // runner ({session_path}, {task_file}, ...) work in steps.
 func FakeProvider(t testing.TB, name string, script ...string) pilot.Provider {
 	t.Helper()
-	exe, err := os.Executable()
+	p, err := FakeAgent(name, script...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return p
+}
+
+// FakeAgent is FakeProvider outside a test: its worker is this program,
+// which must call ServeFakeAgent first thing.
+func FakeAgent(name string, script ...string) (pilot.Provider, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return pilot.Provider{}, fmt.Errorf("pilottest: the fake agent is this program, whose path is unknown: %w", err)
 	}
 	return pilot.Provider{
 		Name:   name,
 		Runner: "command",
 		Argv:   append([]string{exe}, script...),
 		Env:    map[string]string{fakeagent.EnvFakeAgent: "1", "GORACE": "atexit_sleep_ms=0"},
-	}
+	}, nil
 }
 
 // Dispatcher is a Dispatcher over providers ps (and runners rs, beside the

@@ -15,8 +15,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
-	"github.com/pilotworkers/pilot/internal/fakeagent"
-	"github.com/pilotworkers/pilot/internal/procfs"
+	"github.com/pilotworkers/pilot/pilottest"
 )
 
 // demoJob is one scripted job of the demo.
@@ -70,10 +69,6 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return badInput(stderr, "demo", "cannot find this program to run it as the fake agent: %v", err)
-	}
 	if *runDir == "" {
 		dir, err := os.MkdirTemp("", "pilot-demo-")
 		if err != nil {
@@ -84,12 +79,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var ps []pilot.Provider
 	for _, j := range demoJobs {
-		ps = append(ps, pilot.Provider{
-			Name:   j.name,
-			Runner: "command",
-			Argv:   append([]string{exe}, j.script...),
-			Env:    map[string]string{fakeagent.EnvFakeAgent: "1"},
-		})
+		p, err := pilottest.FakeAgent(j.name, j.script...)
+		if err != nil {
+			return badInput(stderr, "demo", "%v", err)
+		}
+		ps = append(ps, p)
 	}
 	reg, err := pilot.NewRegistry(ps...)
 	if err != nil {
@@ -155,7 +149,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tw.Flush()
 	left := 0
 	for _, v := range verdicts {
-		left += len(procfs.WithEnv(pilot.EnvRunID + "=" + v.RunID))
+		left += len(pilottest.Alive(v.RunID))
 	}
 	fmt.Fprintf(stdout, "\n%d jobs in %.1fs; processes of these runs still alive: %d\n", len(verdicts), time.Since(start).Seconds(), left)
 	fmt.Fprintf(stdout, "each run has record.json, stream.log and events.log under its run directory; try 'pilot demo --json'\n")

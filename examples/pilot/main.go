@@ -45,14 +45,13 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/pilotworkers/pilot/internal/fakeagent"
+	"github.com/pilotworkers/pilot/pilottest"
 )
 
 func main() {
-	if os.Getenv(fakeagent.EnvFakeAgent) != "" {
-		// The demo's worker: this binary, re-executed as the fake agent.
-		os.Exit(fakeagent.Main(os.Args[1:]))
-	}
+	// The demo's workers: this binary, re-executed as pilottest's fake
+	// agent.
+	pilottest.ServeFakeAgent()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
