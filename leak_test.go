@@ -1,7 +1,6 @@
 package pilot_test
 
 import (
-	"bytes"
 	"io"
 	"os"
 	"runtime"
@@ -9,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pilotworkers/pilot/pilottest"
 	"github.com/pilotworkers/pilot/pisession"
 )
 
@@ -45,34 +45,8 @@ func checkGoroutines(t *testing.T) {
 }
 
 // pilotGoroutines returns the stacks of the goroutines running pilot's code
-// (the root package or its subpackages), other than the caller and
-// the tests' own.
-func pilotGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var out []string
-	for i, g := range bytes.Split(buf, []byte("\n\n")) {
-		if i == 0 {
-			continue // the caller
-		}
-		s := string(g)
-		if !strings.Contains(s, "github.com/pilotworkers/pilot.") && !strings.Contains(s, "github.com/pilotworkers/pilot/") {
-			continue
-		}
-		if strings.Contains(s, "testing.tRunner") && !strings.Contains(s, "created by github.com/pilotworkers") {
-			continue // a test function itself, not a goroutine it started
-		}
-		out = append(out, s)
-	}
-	return out
-}
+// (pilottest.Goroutines).
+func pilotGoroutines() []string { return pilottest.Goroutines() }
 
 // goroutineID is "goroutine N" from a stack's first line.
 func goroutineID(stack string) string {

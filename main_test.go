@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/procfs"
 	"github.com/pilotworkers/pilot/internal/supervise"
+	"github.com/pilotworkers/pilot/pilottest"
 )
 
 // The test binary doubles as the fake agent and as a dispatching child
@@ -183,41 +183,16 @@ func dispatcherChild(script []string) int {
 	return 0
 }
 
-// replayProvider is a provider of runner rn whose binary is the fake agent
-// replaying the recorded stream prefix (exiting 0) and recording its call
-// in a file of its own, for readCall.
+// replayProvider is pilottest.ReplayProvider.
 func replayProvider(t testing.TB, rn, prefix string) pilot.Provider {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	abs, err := filepath.Abs(prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pilot.Provider{
-		Name: rn, Runner: rn, Binary: exe,
-		Env: map[string]string{
-			fakeagent.EnvFakeAgent: "1", "GORACE": "atexit_sleep_ms=0",
-			fakeagent.EnvReplay: abs, fakeagent.EnvReplayExit: "0",
-			fakeagent.EnvCallOut: filepath.Join(t.TempDir(), "call.json"),
-		},
-	}
+	return pilottest.ReplayProvider(t, rn, prefix)
 }
 
-// readCall reads what the fake agent of p, a replayProvider, recorded
-// about its latest run: the call, and its environment as a map.
-func readCall(t testing.TB, p pilot.Provider) (fakeagent.Call, map[string]string) {
+// readCall is how the latest worker of p, a replayProvider, was started,
+// and its environment as a map.
+func readCall(t testing.TB, p pilot.Provider) (pilottest.Call, map[string]string) {
 	t.Helper()
-	data, err := os.ReadFile(p.Env[fakeagent.EnvCallOut])
-	if err != nil {
-		t.Fatalf("the worker never ran: %v", err)
-	}
-	var c fakeagent.Call
-	if err := json.Unmarshal(data, &c); err != nil {
-		t.Fatal(err)
-	}
+	c := pilottest.LastCall(t, p)
 	env := map[string]string{}
 	for _, kv := range c.Env {
 		k, v, _ := strings.Cut(kv, "=")

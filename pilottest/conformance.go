@@ -133,7 +133,7 @@ func Conformance(t *testing.T, r pilot.Runner, dir string) {
 			if c.Phases != nil {
 				checkPhases(t, r, prefix, c)
 			}
-			p := replayProvider(t, r.Name(), prefix)
+			p := ReplayProvider(t, r.Name(), prefix)
 			p.Env[fakeagent.EnvReplayExit] = strconv.Itoa(c.ExitCode)
 			p.Env[fakeagent.EnvReplaySignal] = strconv.Itoa(c.Signal)
 			if c.Block {
@@ -156,7 +156,7 @@ func Conformance(t *testing.T, r pilot.Runner, dir string) {
 			}
 			checkVerdict(t, v, c.Want)
 			if c.ArgvContains != nil {
-				argv := readArgv(t, p)
+				argv := LastCall(t, p).Argv
 				if !subsequence(argv, c.ArgvContains) {
 					t.Errorf("argv %q does not hold %q in order", argv, c.ArgvContains)
 				}
@@ -165,10 +165,13 @@ func Conformance(t *testing.T, r pilot.Runner, dir string) {
 	}
 }
 
-// replayProvider is a provider of runner rn whose binary is the fake agent
-// replaying the recorded stream prefix and recording its call in a file of
-// its own (readArgv).
-func replayProvider(t testing.TB, rn, prefix string) pilot.Provider {
+// ReplayProvider is a provider of runner rn whose worker, the fake agent
+// (see Main), replays a recorded run whatever its command line: it copies
+// prefix.session to the path after "--session" in its argv when both exist
+// (as pi writes it), prints prefix.stdout and prefix.stderr (either may be
+// missing), records how it was started (LastCall), and exits 0. Set the
+// provider's Binary and Args as the runner needs; the worker ignores them.
+func ReplayProvider(t testing.TB, rn, prefix string) pilot.Provider {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -188,18 +191,27 @@ func replayProvider(t testing.TB, rn, prefix string) pilot.Provider {
 	}
 }
 
-// readArgv is the argv the replaying worker of p was run with.
-func readArgv(t testing.TB, p pilot.Provider) []string {
+// A Call is how a ReplayProvider's worker was started: its argv, its
+// standard input, and its whole environment as NAME=value entries.
+type Call struct {
+	Argv  []string `json:"argv"`
+	Stdin string   `json:"stdin"`
+	Env   []string `json:"env"`
+}
+
+// LastCall is how the latest worker of p, a ReplayProvider, was started. It
+// fails t when none has run.
+func LastCall(t testing.TB, p pilot.Provider) Call {
 	t.Helper()
 	data, err := os.ReadFile(p.Env[fakeagent.EnvCallOut])
 	if err != nil {
 		t.Fatalf("the worker never ran: %v", err)
 	}
-	var c fakeagent.Call
+	var c Call
 	if err := json.Unmarshal(data, &c); err != nil {
 		t.Fatal(err)
 	}
-	return c.Argv
+	return c
 }
 
 // checkVerdict compares the verdict's JSON form with want's keys.

@@ -37,7 +37,13 @@ func Main(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "pilottest: ending pilot's supervisor:", err)
 		code = 1
 	}
-	if left := pilotGoroutines(); len(left) > 0 {
+	left := Goroutines()
+	for i := 0; i < 200 && len(left) > 0; i++ {
+		runtime.Gosched()
+		time.Sleep(5 * time.Millisecond) // goroutines that are ending
+		left = Goroutines()
+	}
+	if len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "pilottest: %d goroutine(s) of pilot left when every test had ended:\n%s\n", len(left), strings.Join(left, "\n\n"))
 		code = 1
 	}
@@ -62,34 +68,35 @@ func Alive(runID string) []int {
 	return procfs.WithEnv("PILOT_RUN_ID=" + runID)
 }
 
-// pilotGoroutines returns the stacks of the goroutines running pilot's own
-// code (not a test's), after giving ending ones a moment.
-func pilotGoroutines() []string {
-	var left []string
-	for range 200 {
-		left = left[:0]
-		buf := make([]byte, 1<<20)
-		for {
-			n := runtime.Stack(buf, true)
-			if n < len(buf) {
-				buf = buf[:n]
-				break
-			}
-			buf = make([]byte, 2*len(buf))
+// Goroutines returns the stacks of the goroutines running pilot's code
+// (its packages and their internal ones), other than the caller and the
+// test functions themselves: after a test's dispatches have returned and
+// pilot.Shutdown, there should be none. Goroutines that have just signalled
+// their end may take a moment to return; look again before failing.
+func Goroutines() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
 		}
-		for i, g := range strings.Split(string(buf), "\n\n") {
-			if i == 0 || !strings.Contains(g, "github.com/pilotworkers/pilot.") && !strings.Contains(g, "github.com/pilotworkers/pilot/internal/") {
-				continue // the caller, or not pilot's
-			}
-			left = append(left, g)
-		}
-		if len(left) == 0 {
-			return nil
-		}
-		runtime.Gosched()
-		time.Sleep(5 * time.Millisecond)
+		buf = make([]byte, 2*len(buf))
 	}
-	return left
+	var out []string
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		if i == 0 {
+			continue // the caller
+		}
+		if !strings.Contains(g, "github.com/pilotworkers/pilot.") && !strings.Contains(g, "github.com/pilotworkers/pilot/") {
+			continue
+		}
+		if strings.Contains(g, "testing.tRunner") && !strings.Contains(g, "created by github.com/pilotworkers") {
+			continue // a test function itself, not a goroutine it started
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // FakeProvider is a provider of the command runner, named name, whose
