@@ -496,7 +496,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		return Verdict{}, err
 	}
 	exit.Diagnostic = r.diagnostic()
-	res := r.judge(exit, job.finishedFirst)
+	res, failure := r.judge(exit, job.finishedFirst)
 
 	v = Verdict{
 		Type:             verdictType,
@@ -505,7 +505,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		RunID:            r.id,
 		Label:            r.task.Label,
 		Verdict:          res.Outcome,
-		Failure:          r.failure(exit, res),
+		Failure:          failure,
 		StderrTail:       r.tail(),
 		DurationMS:       exit.Duration.Milliseconds(),
 		Record:           r.recPath,
@@ -791,7 +791,8 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	defer job.Close()
 	exit.Started = true
 	r.rec.Pid, r.rec.Pgid = job.Pid, job.Pid
-	r.lastOutput.Store(time.Now().UnixNano())
+	startedAt := time.Now()
+	r.lastOutput.Store(startedAt.UnixNano())
 	if err = r.prepared(); err != nil {
 		// Pilot cannot keep its records: do not let the worker run
 		// unrecorded.
@@ -838,103 +839,18 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	readersDone := make(chan struct{})
 	go func() { readers.Wait(); close(readersDone) }()
 
-	var timeoutC, idleC, graceC <-chan time.Time
-	if d := r.timeout(); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		timeoutC = t.C
-	}
-	idle := r.idleTimeout()
-	var idleTimer *time.Timer
-	if idle > 0 {
-		idleTimer = time.NewTimer(idle)
-		defer idleTimer.Stop()
-		idleC = idleTimer.C
-	}
-	exited := job.Exited()
-	done := job.Done()
-	ctxDone := ctx.Done()
 	watch := r.newSessionWatch(cmd, start)
-	heartbeat := time.NewTicker(r.d.Heartbeat)
-	defer heartbeat.Stop()
-	terminate := func(reason FailureClass, why string) {
-		if exit.Terminated {
-			return
-		}
-		exit.Terminated, exit.Reason = true, reason
-		info.finishedFirst = watch.finished()
-		r.emit(Event{Type: eventTerminate, Message: why + ": sending SIGTERM to the worker's process tree"})
-		_ = job.Signal(syscall.SIGTERM)
-		g := time.NewTimer(r.d.Grace)
-		graceC = g.C
-		ctxDone, timeoutC, idleC = nil, nil, nil
+	m := &supervisor{
+		timeout:   r.timeout(),
+		idle:      r.idleTimeout(),
+		grace:     r.d.Grace,
+		heartbeat: r.d.Heartbeat,
+		stall:     r.d.Stall,
+		view:      watch,
 	}
-	idleDeferredAt := int64(-1) // the output time of the silence last deferred
-	// look takes one look at the worker (watch.beat) and acts on what the
-	// stall policy and the retry-loop limit say.
-	look := func(now time.Time) {
-		switch watch.beat(now) {
-		case stallInspect:
-			r.emit(Event{Type: eventStallInspection, Inspection: watch.inspection})
-		case stallTerminate:
-			r.emit(Event{Type: eventStallInspection, Inspection: watch.inspection})
-			terminate(FailSessionStall, fmt.Sprintf("no activity for %s while %s", watch.clock.Silence(now).Round(time.Millisecond), watch.state.Phase))
-			return
-		}
-		if limit, on := r.d.Stall.retryLoopLimit(); on {
-			if loop, ok := r.retryLoop(); ok && now.Sub(loop.Since) >= limit {
-				terminate(loop.Diagnostic.Class, fmt.Sprintf("the worker has retried a failing model call for %s (%d retries, the last for %s)",
-					now.Sub(loop.Since).Round(time.Millisecond), loop.Retries, loop.Diagnostic.Class))
-			}
-		}
-	}
-	for done != nil {
-		select {
-		case <-ctxDone:
-			terminate(FailCancelled, "context done ("+context.Cause(ctx).Error()+")")
-		case <-timeoutC:
-			terminate(FailTimeout, "timeout of "+r.timeout().String()+" reached")
-		case <-idleC:
-			since := time.Since(time.Unix(0, r.lastOutput.Load()))
-			if since >= idle {
-				// Judge by the session as it is now, not as of the last
-				// heartbeat, which a busy machine may have delayed.
-				if look(time.Now()); exit.Terminated {
-					break
-				}
-			}
-			switch {
-			case since < idle:
-				idleTimer.Reset(idle - since)
-			case r.d.Stall.suppressIdleTimeout(watch.state.Phase, watch.clock.Silence(time.Now())):
-				// A tool is running inside the tool threshold: that
-				// threshold judges it, not the idle timeout.
-				if lo := r.lastOutput.Load(); lo != idleDeferredAt {
-					idleDeferredAt = lo
-					r.emit(Event{Type: eventIdleDeferred, Message: fmt.Sprintf("no output for %s while a tool runs: the tool threshold judges it, not the idle timeout", since.Round(time.Millisecond))})
-				}
-				idleTimer.Reset(r.d.Heartbeat)
-			default:
-				terminate(FailIdleTimeout, "no output for "+idle.String())
-			}
-		case now := <-heartbeat.C:
-			if ctxDone == nil && exited == nil {
-				break // the worker is being ended or is gone
-			}
-			look(now)
-		case <-graceC:
-			graceC = nil
-			r.emit(Event{Type: eventTerminate, Message: "grace period of " + r.d.Grace.String() + " over: sending SIGKILL to the worker's process tree"})
-			_ = job.Signal(syscall.SIGKILL)
-		case <-exited:
-			exited = nil
-			// The worker is gone; its leftovers are the supervisor's
-			// to clean up. Timeouts no longer apply.
-			ctxDone, timeoutC, idleC = nil, nil, nil
-		case <-done:
-			done = nil
-		}
-	}
+	r.drive(ctx, job, m, startedAt)
+	exit.Terminated, exit.Reason = m.terminated, m.reason
+	info.finishedFirst = m.finishedFirst
 	if err := job.Err(); err != nil {
 		outR.Close()
 		errR.Close()
@@ -974,96 +890,18 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	return exit, info, nil
 }
 
-// judge asks the watcher, then applies pilot's own policy: a worker pilot
-// ended is judged by why pilot ended it, whatever it printed on the way out
-// (or, when it was retrying a failing model call then, by that failure),
-// unless it had already finished when pilot began to end it (finishedFirst:
-// a CLI that hangs after its final result, as Claude Code's -p mode is
-// known to) and its own stream says the task succeeded. Then the work
-// stands; the verdict's termination fields still say pilot ended it.
-//
-// In that case the watcher judges the output as if the worker had exited 0
-// by itself: how it ended was pilot's doing, not the worker's.
-func (r *run) judge(e Exit, finishedFirst bool) Result {
-	seen := e
-	if e.Terminated && finishedFirst {
-		seen.Terminated, seen.Reason, seen.Signal, seen.Code = false, "", 0, 0
-	}
+// judge asks the watcher, then pilot's policy (verdictOf), and redacts the
+// evidence excerpt.
+func (r *run) judge(e Exit, finishedFirst bool) (Result, Failure) {
 	r.lineMu.Lock()
-	res := r.watcher.Finish(seen)
+	said := r.watcher.Finish(seenExit(e, finishedFirst))
 	r.lineMu.Unlock()
-	switch {
-	case res.Outcome == "", res.Outcome == Failed && res.FailureClass == "":
-		// A watcher that gave no judgement, or no class: judge by the
-		// exit, keeping what it said about the session.
-		fb := JudgeExit(seen)
-		fb.SessionID, fb.Resume, fb.Usage, fb.SessionGone = res.SessionID, res.Resume, res.Usage, res.SessionGone
-		res = fb
-	case res.Outcome == Failed && res.Source == "":
-		res.Source = sourceWorkerReport
-	}
-	if e.Terminated && finishedFirst && (res.Outcome == Completed || res.Outcome == StepCappedPartial) {
-		return res
-	}
-	var out Result
 	loop, retrying := r.retryLoop()
-	switch {
-	case e.Terminated && retrying && e.Reason != FailCancelled:
-		// Pilot ended a worker that was retrying a failing model call
-		// (for too long, or past a deadline): that failure is why the
-		// work did not get done.
-		out = DiagnosticResult(loop.Diagnostic)
-	case e.Terminated:
-		out = Result{Outcome: Failed, FailureClass: e.Reason, Source: sourcePilotPolicy}
-	default:
-		return res
+	res, f := verdictOf(e, said, loop, retrying, finishedFirst)
+	if f.EvidenceExcerpt != "" {
+		f.EvidenceExcerpt = r.redact(f.EvidenceExcerpt)
 	}
-	// What the worker said about its session holds whatever the verdict.
-	out.SessionID, out.Resume, out.Usage, out.SessionGone = res.SessionID, res.Resume, res.Usage, res.SessionGone
-	return out
-}
-
-// failure is the Failure part of the verdict: the judgement's class and
-// evidence, and how the process ended.
-func (r *run) failure(e Exit, res Result) Failure {
-	var f Failure
-	if res.Outcome == Failed {
-		f.FailureClass = res.FailureClass
-		f.FailureSource = res.Source
-		f.TransportConfirmed = res.TransportConfirmed
-		f.RetryAfterMS = res.RetryAfter.Milliseconds()
-		if res.Evidence != "" {
-			f.EvidenceSource = res.EvidenceSource
-			f.EvidenceExcerpt = r.redact(res.Evidence)
-		}
-	}
-	if !e.Started {
-		return f
-	}
-	sig, inferred := syscall.Signal(e.Signal), false
-	if sig == 0 {
-		sig, inferred = signalFromExitCode(e.Code)
-	}
-	if sig != 0 {
-		f.TerminationSignal = signalName(sig)
-		f.TerminationSignalInferred = inferred
-	}
-	switch {
-	case e.Terminated:
-		f.TerminationInitiator = "pilot"
-		f.TerminationReason = e.Reason
-		if sig == 0 {
-			// The worker handled pilot's SIGTERM and exited on its own.
-			f.TerminationSignal = "SIGTERM"
-		}
-	case sig != 0:
-		f.TerminationInitiator = "unknown"
-	}
-	if f.FailureClass == FailProcessTerminated || e.Terminated {
-		// The line only explains; the signal decided.
-		f.TransportConfirmed = false
-	}
-	return f
+	return res, f
 }
 
 // read drains one output pipe into stream.log, the watcher and OnLine.

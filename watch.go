@@ -100,6 +100,19 @@ func (w *sessionWatch) beat(now time.Time) stallAction {
 	return a
 }
 
+// look is beat for the supervision loop (workerView): the stall policy's
+// action, with the inspection, phase and silence it judged.
+func (w *sessionWatch) look(now time.Time) sight {
+	s := sight{stall: w.beat(now), phase: w.state.Phase, silence: w.clock.Silence(now)}
+	if s.stall != stallNone {
+		s.inspection = w.inspection
+	}
+	return s
+}
+
+// retryLoop returns the worker's own retry loop (workerView).
+func (w *sessionWatch) retryLoop() (RetryLoop, bool) { return w.r.retryLoop() }
+
 // finished reports whether the worker's session file or stream shows it
 // finished, as of now.
 func (w *sessionWatch) finished() bool {

@@ -1,0 +1,357 @@
+package pilot
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// t0 is the fake clock's start: the worker starts then.
+var t0 = time.Date(2026, 7, 25, 12, 0, 0, 0, time.UTC)
+
+// fakeWorker is a workerView on the fake clock: a real stall clock, fed
+// by the test's output steps, judged by the test's policy in the phase the
+// test sets.
+type fakeWorker struct {
+	policy   StallPolicy
+	clock    *stallClock
+	phase    SessionPhase
+	loop     RetryLoop
+	retrying bool
+	done     bool
+}
+
+func (w *fakeWorker) look(now time.Time) sight {
+	s := sight{stall: w.clock.Check(w.policy, w.phase, now), phase: w.phase, silence: w.clock.Silence(now)}
+	if s.stall != stallNone {
+		s.inspection = inspection(s.stall, w.phase, s.silence)
+	}
+	return s
+}
+
+func (w *fakeWorker) retryLoop() (RetryLoop, bool) { return w.loop, w.retrying }
+func (w *fakeWorker) finished() bool               { return w.done }
+
+func inspection(a stallAction, phase SessionPhase, silence time.Duration) *StallInspection {
+	insp := newStallInspection(a, SessionState{Phase: phase}, silence, nil)
+	return &insp
+}
+
+// A loopInput is one input to the machine (or to the fake worker) at a
+// time on the fake clock.
+type loopInput struct {
+	name string
+	do   func(m *supervisor, w *fakeWorker, now time.Time) []action
+}
+
+var (
+	start = loopInput{"started", func(m *supervisor, _ *fakeWorker, now time.Time) []action { return m.started(now) }}
+	// output is output at now: the machine and the stall clock see it,
+	// as the driver and the session watch do.
+	output = loopInput{"output", func(m *supervisor, w *fakeWorker, now time.Time) []action {
+		m.output(now)
+		w.clock.Output(now)
+		return nil
+	}}
+	tick   = loopInput{"tick", func(m *supervisor, _ *fakeWorker, now time.Time) []action { return m.tick(now) }}
+	exited = loopInput{"exited", func(m *supervisor, _ *fakeWorker, _ time.Time) []action { return m.exited() }}
+	done   = loopInput{"done", func(m *supervisor, _ *fakeWorker, _ time.Time) []action { return m.done() }}
+)
+
+func fire(k loopTimer) loopInput {
+	return loopInput{"fire " + k.String(), func(m *supervisor, _ *fakeWorker, now time.Time) []action { return m.timer(k, now) }}
+}
+
+func cancel(cause string) loopInput {
+	return loopInput{"cancel", func(m *supervisor, _ *fakeWorker, _ time.Time) []action { return m.cancel(errors.New(cause)) }}
+}
+
+func phase(p SessionPhase) loopInput {
+	return loopInput{"phase " + string(p), func(_ *supervisor, w *fakeWorker, _ time.Time) []action {
+		w.phase = p
+		return nil
+	}}
+}
+
+func retrying(loop RetryLoop) loopInput {
+	return loopInput{"retrying", func(_ *supervisor, w *fakeWorker, _ time.Time) []action {
+		w.loop, w.retrying = loop, true
+		return nil
+	}}
+}
+
+var finishes = loopInput{"finished", func(_ *supervisor, w *fakeWorker, _ time.Time) []action {
+	w.done = true
+	return nil
+}}
+
+// The actions the tests expect.
+func sigterm(why string) []action {
+	return []action{
+		emitAction(Event{Type: eventTerminate, Message: why + ": sending SIGTERM to the worker's process tree"}),
+		signalAction(syscall.SIGTERM),
+		armAction(timerGrace, 5*time.Second),
+	}
+}
+
+var sigkill = []action{
+	emitAction(Event{Type: eventTerminate, Message: "grace period of 5s over: sending SIGKILL to the worker's process tree"}),
+	signalAction(syscall.SIGKILL),
+}
+
+func inspected(a stallAction, p SessionPhase, silence time.Duration) action {
+	return emitAction(Event{Type: eventStallInspection, Inspection: inspection(a, p, silence)})
+}
+
+func idleDeferred(silence string) action {
+	return emitAction(Event{Type: eventIdleDeferred, Message: "no output for " + silence + " while a tool runs: the tool threshold judges it, not the idle timeout"})
+}
+
+func join(parts ...any) []action {
+	var out []action
+	for _, p := range parts {
+		switch p := p.(type) {
+		case action:
+			out = append(out, p)
+		case []action:
+			out = append(out, p...)
+		}
+	}
+	return out
+}
+
+// stallOff is a policy that never inspects, never ends a worker for a
+// silence outside a tool run, and never for retrying.
+var stallOff = StallPolicy{Start: -1, ModelResponse: -1, RetryLoop: -1}
+
+func TestSupervisorLoop(t *testing.T) {
+	type step struct {
+		at   time.Duration // on the fake clock, from t0
+		in   loopInput
+		want []action
+	}
+	type end struct {
+		terminated    bool
+		reason        FailureClass
+		finishedFirst bool
+	}
+	tests := []struct {
+		name    string
+		timeout time.Duration
+		idle    time.Duration
+		stall   StallPolicy
+		steps   []step
+		want    end
+	}{
+		{
+			name:    "the timeout ends the worker: SIGTERM, then SIGKILL after the grace period",
+			timeout: time.Hour,
+			stall:   stallOff,
+			steps: []step{
+				{0, start, []action{armAction(timerTimeout, time.Hour)}},
+				{time.Minute, tick, nil},
+				{time.Hour, fire(timerTimeout), sigterm("timeout of 1h0m0s reached")},
+				{time.Hour + time.Second, tick, nil},
+				{time.Hour + 5*time.Second, fire(timerGrace), sigkill},
+				{time.Hour + 5*time.Second, exited, nil},
+				{time.Hour + 5*time.Second, done, nil},
+			},
+			want: end{terminated: true, reason: FailTimeout},
+		},
+		{
+			name:    "cancel ends the worker once; the grace period still ends its leftovers after it exits",
+			timeout: time.Hour,
+			idle:    15 * time.Minute,
+			stall:   stallOff,
+			steps: []step{
+				{0, start, []action{armAction(timerTimeout, time.Hour), armAction(timerIdle, 15*time.Minute)}},
+				{time.Minute, cancel("shutting down"), join(sigterm("context done (shutting down)"), stopAction(timerTimeout), stopAction(timerIdle))},
+				{time.Minute, cancel("again"), nil},
+				{time.Minute + time.Second, exited, nil},
+				{time.Minute + 5*time.Second, fire(timerGrace), sigkill},
+				{time.Minute + 6*time.Second, done, nil},
+			},
+			want: end{terminated: true, reason: FailCancelled},
+		},
+		{
+			name:  "the idle timer re-arms from the last output, then ends a silent worker",
+			idle:  15 * time.Minute,
+			stall: stallOff,
+			steps: []step{
+				{0, start, []action{armAction(timerIdle, 15*time.Minute)}},
+				{10 * time.Minute, output, nil},
+				{15 * time.Minute, fire(timerIdle), []action{armAction(timerIdle, 10*time.Minute)}},
+				{25 * time.Minute, fire(timerIdle), sigterm("no output for 15m0s")},
+				{25*time.Minute + time.Second, exited, nil},
+				{25*time.Minute + time.Second, done, nil},
+			},
+			want: end{terminated: true, reason: FailIdleTimeout},
+		},
+		{
+			name:  "idle deferred while a tool runs inside the tool threshold, once per silence, then ended by the stall",
+			idle:  15 * time.Minute,
+			stall: StallPolicy{Start: -1, ModelResponse: -1, RetryLoop: -1, Tool: 30 * time.Minute},
+			steps: []step{
+				{0, start, []action{armAction(timerIdle, 15*time.Minute)}},
+				{time.Minute, output, nil},
+				{time.Minute, phase(PhaseToolRunning), nil},
+				{15 * time.Minute, fire(timerIdle), []action{armAction(timerIdle, time.Minute)}},
+				{16 * time.Minute, fire(timerIdle), []action{idleDeferred("15m0s"), armAction(timerIdle, time.Second)}},
+				{16*time.Minute + time.Second, fire(timerIdle), []action{armAction(timerIdle, time.Second)}},
+				{16*time.Minute + time.Second, tick, nil},
+				// New output: a new silence, deferred again.
+				{20 * time.Minute, output, nil},
+				{20*time.Minute + 2*time.Second, fire(timerIdle), []action{armAction(timerIdle, 15*time.Minute-2*time.Second)}},
+				{35 * time.Minute, fire(timerIdle), []action{idleDeferred("15m0s"), armAction(timerIdle, time.Second)}},
+				{50 * time.Minute, tick, join(
+					inspected(stallTerminate, PhaseToolRunning, 30*time.Minute),
+					sigterm("no activity for 30m0s while tool-running"),
+					stopAction(timerIdle))},
+				{50*time.Minute + time.Second, fire(timerIdle), nil},
+			},
+			want: end{terminated: true, reason: FailSessionStall},
+		},
+		{
+			name:  "the idle timer's look finds a stall: the stall ends the worker, not the idle timeout",
+			idle:  15 * time.Minute,
+			stall: StallPolicy{Start: -1, ModelResponse: -1, RetryLoop: -1, Tool: 15 * time.Minute},
+			steps: []step{
+				{0, start, []action{armAction(timerIdle, 15*time.Minute)}},
+				{0, phase(PhaseToolRunning), nil},
+				{15 * time.Minute, fire(timerIdle), join(
+					inspected(stallTerminate, PhaseToolRunning, 15*time.Minute),
+					sigterm("no activity for 15m0s while tool-running"))},
+			},
+			want: end{terminated: true, reason: FailSessionStall},
+		},
+		{
+			name:  "a stall is inspected once per silence, then ends the worker; looks go on until it exits",
+			stall: StallPolicy{Start: -1, ModelResponse: 3 * time.Minute, ModelStall: 10 * time.Minute, RetryLoop: -1},
+			steps: []step{
+				{0, start, nil},
+				{0, phase(PhaseAwaitingModel), nil},
+				{time.Minute, tick, nil},
+				{3 * time.Minute, tick, []action{inspected(stallInspect, PhaseAwaitingModel, 3*time.Minute)}},
+				{4 * time.Minute, tick, nil},
+				{5 * time.Minute, output, nil},
+				{7 * time.Minute, tick, nil},
+				{8 * time.Minute, tick, []action{inspected(stallInspect, PhaseAwaitingModel, 3*time.Minute)}},
+				{15 * time.Minute, tick, join(
+					inspected(stallTerminate, PhaseAwaitingModel, 10*time.Minute),
+					sigterm("no activity for 10m0s while awaiting-model"))},
+				// While pilot ends the worker, the heartbeat still looks
+				// (and the policy still says terminate); terminate is
+				// not repeated.
+				{15*time.Minute + time.Second, tick, []action{inspected(stallTerminate, PhaseAwaitingModel, 10*time.Minute+time.Second)}},
+				{15*time.Minute + 2*time.Second, exited, nil},
+				{15*time.Minute + 3*time.Second, tick, nil},
+				{15*time.Minute + 3*time.Second, done, nil},
+			},
+			want: end{terminated: true, reason: FailSessionStall},
+		},
+		{
+			name:    "a retry loop over the limit ends the worker with the retried class",
+			timeout: time.Hour,
+			stall:   StallPolicy{Start: -1, ModelResponse: -1, RetryLoop: 10 * time.Minute},
+			steps: []step{
+				{0, start, []action{armAction(timerTimeout, time.Hour)}},
+				{time.Minute, retrying(RetryLoop{
+					Diagnostic: Classification{Class: FailProviderConnection, Evidence: "Reconnecting... waiting for network", Source: "codex:stdout"},
+					Since:      t0.Add(time.Minute),
+					Retries:    3,
+				}), nil},
+				{10 * time.Minute, tick, nil},
+				{11 * time.Minute, tick, join(
+					sigterm("the worker has retried a failing model call for 10m0s (3 retries, the last for provider-connection)"),
+					stopAction(timerTimeout))},
+				{12 * time.Minute, tick, nil},
+			},
+			want: end{terminated: true, reason: FailProviderConnection},
+		},
+		{
+			name:    "the retry-loop limit off: retrying is left to the timeouts",
+			timeout: time.Hour,
+			stall:   stallOff,
+			steps: []step{
+				{0, start, []action{armAction(timerTimeout, time.Hour)}},
+				{0, retrying(RetryLoop{Diagnostic: Classification{Class: FailProviderConnection}, Since: t0, Retries: 1}), nil},
+				{59 * time.Minute, tick, nil},
+			},
+		},
+		{
+			name:    "an exit before any timer fires: no signal, and the timeouts no longer apply",
+			timeout: time.Hour,
+			idle:    15 * time.Minute,
+			stall:   StallPolicy{Start: time.Second, RetryLoop: -1},
+			steps: []step{
+				{0, start, []action{armAction(timerTimeout, time.Hour), armAction(timerIdle, 15*time.Minute)}},
+				{500 * time.Millisecond, tick, nil},
+				{time.Second, exited, []action{stopAction(timerTimeout), stopAction(timerIdle)}},
+				{2 * time.Second, tick, nil},
+				{time.Hour, fire(timerTimeout), nil},
+				{time.Hour, fire(timerIdle), nil},
+				{time.Hour, cancel("late"), nil},
+				{time.Hour, done, nil},
+			},
+		},
+		{
+			name:    "terminate happens once, and notes that the worker had finished first",
+			timeout: time.Hour,
+			idle:    15 * time.Minute,
+			stall:   stallOff,
+			steps: []step{
+				{0, start, []action{armAction(timerTimeout, time.Hour), armAction(timerIdle, 15*time.Minute)}},
+				{time.Minute, output, nil},
+				{time.Minute, finishes, nil},
+				{16 * time.Minute, fire(timerIdle), join(sigterm("no output for 15m0s"), stopAction(timerTimeout))},
+				{16 * time.Minute, cancel("caller gave up"), nil},
+				{time.Hour, fire(timerTimeout), nil},
+				{16*time.Minute + time.Second, tick, nil},
+				{16*time.Minute + 5*time.Second, fire(timerGrace), sigkill},
+				{16*time.Minute + 5*time.Second, fire(timerGrace), nil},
+			},
+			want: end{terminated: true, reason: FailIdleTimeout, finishedFirst: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &fakeWorker{policy: tt.stall, clock: newStallClock(t0), phase: PhaseStarting}
+			m := &supervisor{timeout: tt.timeout, idle: tt.idle, grace: 5 * time.Second, heartbeat: time.Second, stall: tt.stall, view: w}
+			for i, s := range tt.steps {
+				got := s.in.do(m, w, t0.Add(s.at))
+				if diff := cmp.Diff(s.want, got, cmp.AllowUnexported(action{})); diff != "" {
+					t.Fatalf("step %d (%s at %v): actions (-want +got):\n%s", i, s.in.name, s.at, diff)
+				}
+			}
+			got := end{terminated: m.terminated, reason: m.reason, finishedFirst: m.finishedFirst}
+			if got != tt.want {
+				t.Errorf("end = %+v, want %+v", got, tt.want)
+			}
+			if last := tt.steps[len(tt.steps)-1].in.name; m.over != (last == "done") {
+				t.Errorf("over = %v after %s", m.over, last)
+			}
+		})
+	}
+}
+
+// What the watcher said about the session (its id, the session gone)
+// holds whatever the verdict: a fallback on the exit and pilot's own
+// termination keep it.
+func TestVerdictOfKeepsTheSession(t *testing.T) {
+	said := Result{SessionID: "s1", Resume: "r1", SessionGone: "No conversation found"}
+	for _, tc := range []struct {
+		name string
+		e    Exit
+	}{
+		{"fallback on the exit", Exit{Started: true, Code: 1}},
+		{"ended by pilot", Exit{Started: true, Terminated: true, Reason: FailTimeout, Code: -1, Signal: 15}},
+	} {
+		res, _ := verdictOf(tc.e, said, RetryLoop{}, false, false)
+		if res.SessionID != "s1" || res.Resume != "r1" || res.SessionGone != "No conversation found" {
+			t.Errorf("%s: %+v lost the session", tc.name, res)
+		}
+	}
+}
