@@ -78,9 +78,6 @@ func (a stallAction) String() string {
 	return "stallAction(?)"
 }
 
-// MarshalText writes the action's name.
-func (a stallAction) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
-
 // StallPolicy holds the silence thresholds that apply to each session
 // phase. Zero fields mean the defaults; a negative field turns that
 // threshold off. Per phase:
@@ -198,12 +195,13 @@ func (p StallPolicy) suppressIdleTimeout(phase SessionPhase, silence time.Durati
 // saw when it inspected a silent worker or terminated it. Its JSON form
 // goes into the run's record and events.
 type StallInspection struct {
-	Action             stallAction  `json:"action"`
+	// Action is what the check did: "inspect" or "terminate".
+	Action             string       `json:"action"`
 	SilenceSeconds     float64      `json:"silence_seconds"`
 	Phase              SessionPhase `json:"phase"`
 	Reason             string       `json:"reason"`
 	PendingToolCallIDs []string     `json:"pending_tool_call_ids"`
-	// StreamTail is the last stallTailBytes (at most) of the worker's
+	// StreamTail is the last 2048 bytes (at most) of the worker's
 	// output, cut at a character boundary. The caller redacts secrets
 	// before passing it in.
 	StreamTail string `json:"stream_tail"`
@@ -219,7 +217,7 @@ func newStallInspection(action stallAction, st SessionState, silence time.Durati
 		}
 	}
 	return StallInspection{
-		Action:             action,
+		Action:             action.String(),
 		SilenceSeconds:     silence.Seconds(),
 		Phase:              st.Phase,
 		Reason:             st.Reason,

@@ -80,7 +80,7 @@ func TestSilentAwaitingModelIsInspectedNotTerminated(t *testing.T) {
 		t.Errorf("stall_timeout_seconds = %v, want null for awaiting-model", *got.StallTimeoutSeconds)
 	}
 	insp := got.SilenceInspection
-	if insp == nil || insp.Action != pilot.StallInspect || insp.SilenceSeconds < 0.05 || insp.Phase != pilot.PhaseAwaitingModel {
+	if insp == nil || insp.Action != "inspect" || insp.SilenceSeconds < 0.05 || insp.Phase != pilot.PhaseAwaitingModel {
 		t.Errorf("silence_inspection = %+v, want an inspection after >= 50ms in awaiting-model", insp)
 	}
 }
@@ -153,7 +153,7 @@ func TestToolRunningPastTheToolThresholdIsASessionStall(t *testing.T) {
 	}
 	rec := readRecord(t, v)
 	insp := rec.SilenceInspection
-	if insp == nil || insp.Action != pilot.StallTerminate || insp.SilenceSeconds < 0.2 ||
+	if insp == nil || insp.Action != "terminate" || insp.SilenceSeconds < 0.2 ||
 		!cmp.Equal(insp.PendingToolCallIDs, []string{"call-1"}) || insp.StreamTail != "tool started\n" {
 		t.Errorf("silence_inspection = %+v, want the terminating check with the pending call and the stream's end", insp)
 	}

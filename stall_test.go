@@ -213,7 +213,7 @@ func TestStallSilentAwaitingModelIsInspectedWithoutTermination(t *testing.T) {
 	}
 	insp := pilot.NewStallInspection(pilot.StallInspect, st, 80*time.Millisecond, []byte("[stdout] ready\n"))
 	want := pilot.StallInspection{
-		Action: pilot.StallInspect, SilenceSeconds: 0.08, Phase: pilot.PhaseAwaitingModel,
+		Action: "inspect", SilenceSeconds: 0.08, Phase: pilot.PhaseAwaitingModel,
 		Reason: pisession.ReasonAllToolResultsRecorded, PendingToolCallIDs: []string{}, StreamTail: "[stdout] ready\n",
 	}
 	if diff := cmp.Diff(want, insp); diff != "" {

@@ -220,9 +220,25 @@ const (
 	eventPhase = "worker_runner.phase"
 )
 
-// An Event is one thing that happened during a dispatch. Exactly one of
-// Started and Verdict is set for those two kinds; other kinds carry Message.
-// Events reach Dispatcher.Observer and the run's events.log.
+// An Event is one thing that happened during a dispatch. Events reach
+// Dispatcher.Observer, Task.Observer and the run's events.log. Its Type is
+// one of:
+//
+//	worker_runner.started           Started is set (the started contract)
+//	worker_runner.verdict           Verdict is set (the verdict contract)
+//	worker_runner.phase             Session holds the worker's new phase
+//	worker_runner.stall_inspection  Inspection holds the stall check that acted
+//	worker_runner.idle_deferred     the idle timeout came while a tool runs
+//	                                inside the tool threshold (once per silence)
+//	worker_runner.terminate         pilot is ending the worker (Message says
+//	                                why and with which signal)
+//	worker_runner.leftovers         the worker exited with descendants still
+//	                                running, which pilot killed
+//	fanout.warning                  a Fanout's warning (test jobs sharing a
+//	                                workdir), to Fanout.OnEvent only
+//
+// and the retry package's worker_runner.retry, worker_runner.resume_fallback
+// and worker_runner.blocked, with Retry set. Other kinds carry Message.
 type Event struct {
 	Type    string
 	RunID   string
@@ -230,8 +246,8 @@ type Event struct {
 	Started *Started
 	Verdict *Verdict
 	Message string
-	// Session is the new session state of an eventPhase; Inspection the
-	// stall check of an eventStallInspection.
+	// Session is the new session state of a phase event; Inspection the
+	// stall check of a stall_inspection event.
 	Session    *SessionState
 	Inspection *StallInspection
 	// Retry describes a retry package event (retry, resume fallback,

@@ -1,7 +1,6 @@
 package pilot
 
 import (
-	"fmt"
 	"os"
 	"slices"
 	"time"
@@ -203,15 +202,4 @@ type SessionRecord struct {
 	ActivityState string `json:"activity_state"`
 	// SilenceInspection is the last stall check that acted, if any.
 	SilenceInspection *StallInspection `json:"silence_inspection,omitempty"`
-}
-
-// UnmarshalText reads an action's name, so records read back.
-func (a *stallAction) UnmarshalText(b []byte) error {
-	for _, v := range []stallAction{stallNone, stallInspect, stallTerminate} {
-		if v.String() == string(b) {
-			*a = v
-			return nil
-		}
-	}
-	return fmt.Errorf("pilot: unknown stall action %q", b)
 }
