@@ -131,29 +131,30 @@ type Dispatcher struct {
 	RunDir string
 
 	// Timeout and IdleTimeout are the defaults for tasks that set none:
-	// defaultTimeout and defaultIdleTimeout when zero.
+	// 3600 s and 900 s when zero.
 	Timeout     time.Duration
 	IdleTimeout time.Duration
 	// Grace is the time between SIGTERM and SIGKILL when pilot ends a
 	// worker, and the time leftover descendants get after the worker
-	// exits; defaultGrace when zero.
+	// exits; 5 s when zero.
 	Grace time.Duration
 	// WaitDelay bounds how long pilot keeps reading output once the whole
-	// process tree is gone; defaultWaitDelay when zero.
+	// process tree is gone; 2 s when zero.
 	WaitDelay time.Duration
 	// MaxLineBytes is the most of one output line held in memory (longer
-	// lines still reach stream.log whole); defaultMaxLineBytes when zero.
+	// lines still reach stream.log whole); 8 MiB when zero.
 	MaxLineBytes int
 
 	// Stall decides, from the phase of the worker's native session, when
 	// a silent worker is inspected and when it is ended as a
 	// session-stall. Heartbeat is how often pilot looks at the session
-	// file and the silence; defaultHeartbeat when zero.
+	// file and the silence; 1 s when zero.
 	Stall     StallPolicy
 	Heartbeat time.Duration
 
 	// EnvAllow names the variables a worker inherits from pilot's
-	// environment; nil means defaultEnvAllow. LookupEnv reads them; nil
+	// environment; nil means PATH, HOME, USER, LOGNAME, SHELL,
+	// LANG, LC_ALL, LC_CTYPE, TERM, TMPDIR, TZ and NO_COLOR. LookupEnv reads them; nil
 	// means os.LookupEnv.
 	EnvAllow  []string
 	LookupEnv func(string) (string, bool)

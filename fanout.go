@@ -45,7 +45,7 @@ type Fanout struct {
 	// independent: one failure cancels nothing.
 	FailFast bool
 	// OnEvent, when set, receives every event of every job with the job's
-	// index, and fanout-level events (eventWarning) with index -1. It may
+	// index, and fanout-level events ("fanout.warning") with index -1. It may
 	// be called from several goroutines at once.
 	OnEvent func(job int, e Event)
 	// Worktrees creates and records the worktrees of jobs with Worktree

@@ -53,7 +53,7 @@ type Command struct {
 	Env map[string]string
 	// Stdin is the worker's standard input; nil means /dev/null.
 	Stdin []byte
-	// Watcher interprets the worker's output. Nil means exitCodeWatcher.
+	// Watcher interprets the worker's output. Nil means judging by the exit alone ([JudgeExit]).
 	Watcher Watcher
 	// SessionPath is the worker's native session file, if it keeps one:
 	// pilot watches it every heartbeat, and its growth is activity for the

@@ -100,14 +100,14 @@ func (a stallAction) String() string {
 // conservative end, since pilot cannot tell what the worker is doing.
 type StallPolicy struct {
 	// Start is the silence after which a starting worker is inspected;
-	// defaultStallStart when zero.
+	// 3 min when zero.
 	Start time.Duration
 	// ModelResponse is the silence after which a worker awaiting the model
 	// (or finished, errored, unknown) is inspected;
-	// defaultStallModelResponse when zero.
+	// 3 min when zero.
 	ModelResponse time.Duration
 	// Tool is the silence after which a worker running a tool, or in an
-	// unknown phase, is terminated; defaultStallTool when zero.
+	// unknown phase, is terminated; 30 min when zero.
 	Tool time.Duration
 	// ModelStall, when above zero, is the silence after which a worker
 	// awaiting the model is terminated as a session-stall too: for a
@@ -121,7 +121,7 @@ type StallPolicy struct {
 	// with no answer from the model since its first retry, before pilot
 	// ends it. Its verdict then has the class of the failure being
 	// retried, with the last retry notice as evidence, and its
-	// termination reason is that class. defaultRetryLoop when zero;
+	// termination reason is that class. 10 min when zero;
 	// negative never ends a worker for retrying.
 	RetryLoop time.Duration
 }
