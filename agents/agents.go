@@ -1,3 +1,8 @@
+// Package agents adapts pi, codex, Claude Code, opencode and gemini-cli to
+// pilot: one file per CLI holds all pilot knows of it (its command line per
+// mode, its event stream, error events and exit codes, its retries and
+// "session gone" signs, isolation and config files). Runners gives them to
+// a Dispatcher; Providers are the built-in providers.
 package agents
 
 import (

@@ -1,3 +1,6 @@
+// Package pisession reads pi's native session file (a JSONL tree of
+// entries) and says which phase the worker is in, whole (Parse) or
+// incrementally as pi appends to it (Tail).
 package pisession
 
 import (

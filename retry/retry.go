@@ -1,3 +1,6 @@
+// Package retry runs a task again after the failures its Policy retries,
+// within a budget of consecutive failures kept in a locked, durable state
+// store (Store), as a pilot.TaskDispatcher over any other (Dispatcher).
 package retry
 
 import (

@@ -1,3 +1,4 @@
+// Package templates holds task-file templates, one per kind of work.
 package templates
 
 import (
