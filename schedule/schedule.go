@@ -1,0 +1,527 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+)
+
+// Status is how a job of a graph ended (in the CLI's JSON, "status").
+type Status string
+
+// The statuses of a job when Run returns.
+const (
+	// StatusComplete: the job's dispatch succeeded.
+	StatusComplete Status = "complete"
+	// StatusFailed: it ran and failed (or never ran because ctx ended).
+	StatusFailed Status = "failed"
+	// StatusBlocked: it is held (Job.Hold), its retry budget ran out
+	// (Verdict.Blocked), or its provider's quota is used up; BlockedReason
+	// says which.
+	StatusBlocked Status = "blocked"
+	// StatusWaiting: it never started because a job it depends on did not
+	// complete; WaitingOn names those jobs.
+	StatusWaiting Status = "waiting"
+)
+
+// A Result is one job's outcome.
+type Result struct {
+	ID            string
+	Status        Status
+	BlockedReason string
+	WaitingOn     []string
+	// Verdict is the job's last dispatch's verdict; zero when it never
+	// ran. Gated counts the times the job waited for its provider's rate
+	// limit to reset and resumed its session.
+	Verdict pilot.Verdict
+	Gated   int
+}
+
+// The kinds of Event.
+const (
+	EventSelected = "schedule.selected" // the job starts now
+	EventDeferred = "schedule.deferred" // a ready job waits: Reason, and Conflict when a running job's write set overlaps
+	EventGated    = "schedule.gated"    // the job's provider is rate limited until Until: the job waits, holding no slot
+	EventBlocked  = "schedule.blocked"  // the job is blocked: Reason
+	EventDone     = "schedule.done"     // the job ended: Reason is its status
+	EventDispatch = "schedule.dispatch" // a dispatch event of the job: Dispatch
+)
+
+// An Event is one decision of the scheduler, or one dispatch event of a
+// job.
+type Event struct {
+	Type     string
+	Job      string
+	Reason   string
+	Conflict string
+	Provider string
+	Until    time.Time
+	Dispatch *pilot.Event
+}
+
+// A Scheduler runs graphs of jobs. Its fields are configuration; Dispatcher
+// is required. It is safe for concurrent use and never changed by Run.
+type Scheduler struct {
+	// Dispatcher runs each job: a *pilot.Dispatcher, a retry.Dispatcher
+	// over one, or a fake.
+	Dispatcher pilot.TaskDispatcher
+	// MaxParallel bounds how many jobs run at once; zero means no bound
+	// (every ready job starts).
+	MaxParallel int
+	// MaxGated bounds how often one job waits for its provider's rate
+	// limit before its rate limit counts as a failure; zero means 10.
+	MaxGated int
+	// OnEvent, when set, receives every decision and every dispatch event
+	// of every job, never concurrently.
+	OnEvent func(Event)
+	// Now and After are the clock (tests inject their own); nil means
+	// time.Now and time.After.
+	Now   func() time.Time
+	After func(time.Duration) <-chan time.Time
+}
+
+// resumePrompt is the prompt of a job that continues its session after its
+// provider's rate limit reset.
+const resumePrompt = "Continue this session and complete the current task."
+
+// job is Run's state of one job.
+type job struct {
+	Job
+	files   []string // the normalized write set
+	unknown bool     // the write set is unknown
+	why     string   // why it is unknown
+
+	deps, dependents []int
+	pending          int // dependencies not yet complete
+
+	state    int // one of the st* constants
+	res      Result
+	deferred string // the reason of the last deferred event, to say it once
+}
+
+const (
+	stPending = iota
+	stRunning
+	stDone
+)
+
+type finish struct {
+	i   int
+	v   pilot.Verdict
+	err error
+}
+
+// gate is a provider's state: rate limited until until, or closed (its
+// quota used up) with the evidence.
+type gate struct {
+	until  time.Time
+	closed string
+}
+
+// Run runs g's jobs and returns their results in graph order. An error means
+// g is not valid (a *GraphError) and nothing ran. Run returns once every job
+// has a result and no dispatch it started is still running; when ctx ends,
+// running jobs are ended by their dispatcher and jobs not yet started fail
+// as interrupted.
+func (s *Scheduler) Run(ctx context.Context, g Graph) ([]Result, error) {
+	if s.Dispatcher == nil {
+		return nil, errors.New("schedule: Scheduler.Dispatcher is nil")
+	}
+	if err := g.Check(); err != nil {
+		return nil, err
+	}
+	r := &runState{s: s, now: s.Now, after: s.After, gates: map[string]*gate{}, writers: map[string]int{}}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.after == nil {
+		r.after = time.After
+	}
+	r.maxGated = s.MaxGated
+	if r.maxGated <= 0 {
+		r.maxGated = 10
+	}
+	r.full = fmt.Sprintf("all %d slots are running", s.MaxParallel)
+	r.init(g)
+	return r.run(ctx)
+}
+
+type runState struct {
+	s        *Scheduler
+	now      func() time.Time
+	after    func(time.Duration) <-chan time.Time
+	maxGated int
+
+	jobs    []*job
+	gates   map[string]*gate
+	writers map[string]int // file -> running job
+	unknown int            // running jobs with an unknown write set
+	writing int            // running jobs that write (known non-empty or unknown)
+	running int
+	ready   []int  // pending jobs whose dependencies are complete, in graph order
+	full    string // the reason a job waits for a slot
+	fresh   []int  // jobs that became ready since the last pass
+
+	emitMu sync.Mutex
+	done   chan finish
+}
+
+func (r *runState) init(g Graph) {
+	workdir := g.Workdir
+	if workdir == "" {
+		workdir = "."
+	}
+	norm, nerr := newNormalizer(workdir)
+	index := map[string]int{}
+	for i, j := range g.Jobs {
+		index[j.ID] = i
+		jb := &job{Job: j}
+		jb.res.ID = j.ID
+		switch {
+		case len(j.WriteSet) == 0:
+		case nerr != nil:
+			jb.unknown, jb.why = true, nerr.Error()
+		default:
+			jb.files, _, jb.why = norm.writeSet(j.WriteSet)
+			jb.unknown = jb.why != ""
+		}
+		r.jobs = append(r.jobs, jb)
+	}
+	for i, jb := range r.jobs {
+		for _, d := range jb.Deps {
+			k := index[d]
+			jb.deps = append(jb.deps, k)
+			r.jobs[k].dependents = append(r.jobs[k].dependents, i)
+		}
+		jb.pending = len(jb.deps)
+	}
+	for i, jb := range r.jobs {
+		if jb.pending == 0 {
+			r.ready = append(r.ready, i)
+		}
+	}
+	r.fresh = append(r.fresh, r.ready...)
+	r.done = make(chan finish)
+}
+
+func (r *runState) emit(e Event) {
+	if r.s.OnEvent == nil {
+		return
+	}
+	r.emitMu.Lock()
+	defer r.emitMu.Unlock()
+	r.s.OnEvent(e)
+}
+
+func (r *runState) run(ctx context.Context) ([]Result, error) {
+	for i, jb := range r.jobs {
+		if jb.Hold != "" {
+			r.block(i, jb.Hold) // a stop the caller reports: only its dependents wait
+		}
+	}
+	ctxDone := ctx.Done()
+	for {
+		var wake <-chan time.Time
+		if next := r.pass(ctx); !next.IsZero() {
+			wake = r.after(next.Sub(r.now()))
+		}
+		if r.running == 0 && wake == nil {
+			break
+		}
+		select {
+		case f := <-r.done:
+			r.finish(f)
+		case <-wake:
+		case <-ctxDone:
+			ctxDone = nil // the running dispatches end themselves
+		}
+	}
+	if ctx.Err() != nil {
+		r.interrupt()
+	}
+	return r.results(), nil
+}
+
+// pass starts every ready job it can and returns the earliest time a
+// provider gate opens for a job that waits on it (zero for none).
+func (r *runState) pass(ctx context.Context) time.Time {
+	if ctx.Err() != nil {
+		return time.Time{}
+	}
+	now := r.now()
+	var wake time.Time
+	keep := r.ready[:0]
+	for idx, i := range r.ready {
+		jb := r.jobs[i]
+		if jb.state != stPending {
+			continue
+		}
+		if r.s.MaxParallel > 0 && r.running >= r.s.MaxParallel {
+			// No slot: the rest wait as they are. Only the jobs that
+			// became ready since the last pass are told so.
+			keep = append(keep, r.ready[idx:]...)
+			for _, k := range r.fresh {
+				if fj := r.jobs[k]; fj.state == stPending && fj.deferred == "" {
+					r.defer1(fj, r.full, "")
+				}
+			}
+			break
+		}
+		gt := r.gates[jb.Task.Provider]
+		if gt != nil && gt.closed != "" {
+			r.block(i, gt.closed)
+			continue
+		}
+		keep = append(keep, i)
+		if gt != nil && gt.until.After(now) {
+			reason := "provider " + jb.Task.Provider + " is rate limited until " + gt.until.UTC().Format(time.RFC3339)
+			if jb.deferred != reason {
+				jb.deferred = reason
+				r.emit(Event{Type: EventGated, Job: jb.ID, Reason: reason, Provider: jb.Task.Provider, Until: gt.until})
+			}
+			if wake.IsZero() || gt.until.Before(wake) {
+				wake = gt.until
+			}
+			continue
+		}
+		if c, why := r.conflict(jb); why != "" {
+			r.defer1(jb, why, c)
+			continue
+		}
+		r.start(ctx, i)
+	}
+	r.ready = keep
+	r.fresh = r.fresh[:0]
+	return wake
+}
+
+func (r *runState) defer1(jb *job, reason, conflict string) {
+	if jb.deferred == reason {
+		return
+	}
+	jb.deferred = reason
+	r.emit(Event{Type: EventDeferred, Job: jb.ID, Reason: reason, Conflict: conflict, Provider: jb.Task.Provider})
+}
+
+// conflict names a running job whose write set keeps jb from starting, and
+// why; "" when none does.
+func (r *runState) conflict(jb *job) (string, string) {
+	writes := jb.unknown || len(jb.files) > 0
+	if !writes {
+		return "", ""
+	}
+	if jb.unknown {
+		if r.writing > 0 {
+			k := r.firstWriter()
+			return r.jobs[k].ID, "its write set is unknown (" + jb.why + ") and " + r.jobs[k].ID + " is writing"
+		}
+		return "", ""
+	}
+	if r.unknown > 0 {
+		k := r.firstWriter()
+		return r.jobs[k].ID, "running job " + r.jobs[k].ID + " has an unknown write set"
+	}
+	for _, f := range jb.files {
+		if k, ok := r.writers[f]; ok {
+			return r.jobs[k].ID, "its write set overlaps running job " + r.jobs[k].ID + " on " + f
+		}
+	}
+	return "", ""
+}
+
+// firstWriter is a running job that writes, the first in graph order.
+func (r *runState) firstWriter() int {
+	for k, o := range r.jobs {
+		if o.state == stRunning && (o.unknown || len(o.files) > 0) {
+			return k
+		}
+	}
+	return -1
+}
+
+func (r *runState) start(ctx context.Context, i int) {
+	jb := r.jobs[i]
+	jb.state = stRunning
+	jb.deferred = ""
+	r.running++
+	if jb.unknown {
+		r.unknown++
+	}
+	if jb.unknown || len(jb.files) > 0 {
+		r.writing++
+	}
+	for _, f := range jb.files {
+		r.writers[f] = i
+	}
+	r.emit(Event{Type: EventSelected, Job: jb.ID, Provider: jb.Task.Provider})
+	t := jb.Task
+	orig := t.Observer
+	id := jb.ID
+	t.Observer = func(e pilot.Event) {
+		if orig != nil {
+			orig(e)
+		}
+		r.emit(Event{Type: EventDispatch, Job: id, Dispatch: &e})
+	}
+	go func() {
+		v, err := r.s.Dispatcher.Dispatch(ctx, t)
+		r.done <- finish{i, v, err}
+	}()
+}
+
+// finish takes a dispatch's end: the job is complete, failed, blocked, or
+// waits for its provider's rate limit and resumes its session then.
+func (r *runState) finish(f finish) {
+	jb := r.jobs[f.i]
+	r.running--
+	if jb.unknown {
+		r.unknown--
+	}
+	if jb.unknown || len(jb.files) > 0 {
+		r.writing--
+	}
+	for _, file := range jb.files {
+		if r.writers[file] == f.i {
+			delete(r.writers, file)
+		}
+	}
+	v := f.v
+	jb.res.Verdict = v
+	switch {
+	case f.err != nil:
+		jb.res.Verdict.Verdict = pilot.Failed
+		jb.res.Verdict.StderrTail = "pilot: " + f.err.Error()
+		r.end(f.i, StatusFailed)
+	case v.Verdict.Success():
+		r.end(f.i, StatusComplete)
+		for _, d := range jb.dependents {
+			dj := r.jobs[d]
+			if dj.pending--; dj.pending == 0 && dj.state == stPending {
+				r.ready = insertSorted(r.ready, d)
+				r.fresh = append(r.fresh, d)
+			}
+		}
+	case v.Blocked:
+		r.block(f.i, v.BlockedReason)
+	case v.FailureClass == pilot.FailProviderQuota:
+		reason := "provider " + jb.Task.Provider + " quota used up (job " + jb.ID + ")"
+		if v.EvidenceExcerpt != "" {
+			reason += ": " + v.EvidenceExcerpt
+		}
+		r.gate(jb.Task.Provider).closed = reason
+		r.block(f.i, reason)
+	case v.FailureClass == pilot.FailProviderRateLimit && v.RetryAfterMS > 0 && jb.res.Gated < r.maxGated:
+		until := r.now().Add(time.Duration(v.RetryAfterMS) * time.Millisecond)
+		if gt := r.gate(jb.Task.Provider); until.After(gt.until) {
+			gt.until = until
+		}
+		jb.res.Gated++
+		jb.state = stPending
+		reason := "provider " + jb.Task.Provider + " is rate limited until " + r.gates[jb.Task.Provider].until.UTC().Format(time.RFC3339)
+		jb.deferred = reason
+		r.emit(Event{Type: EventGated, Job: jb.ID, Reason: reason, Provider: jb.Task.Provider, Until: r.gates[jb.Task.Provider].until})
+		if v.Resume != "" {
+			// The limited job resumes its own session at the reset.
+			jb.Task.Resume = v.Resume
+			jb.Task.Prompt, jb.Task.TaskFile = resumePrompt, ""
+		}
+		r.ready = insertSorted(r.ready, f.i)
+	default:
+		r.end(f.i, StatusFailed)
+	}
+}
+
+func (r *runState) gate(provider string) *gate {
+	gt := r.gates[provider]
+	if gt == nil {
+		gt = &gate{}
+		r.gates[provider] = gt
+	}
+	return gt
+}
+
+func (r *runState) block(i int, reason string) {
+	jb := r.jobs[i]
+	jb.res.BlockedReason = reason
+	r.emit(Event{Type: EventBlocked, Job: jb.ID, Reason: reason, Provider: jb.Task.Provider})
+	r.end(i, StatusBlocked)
+}
+
+func (r *runState) end(i int, st Status) {
+	jb := r.jobs[i]
+	jb.state = stDone
+	jb.res.Status = st
+	r.emit(Event{Type: EventDone, Job: jb.ID, Reason: string(st), Provider: jb.Task.Provider})
+}
+
+// interrupt fails every job not yet started, after ctx ended.
+func (r *runState) interrupt() {
+	for i, jb := range r.jobs {
+		if jb.state != stPending || jb.pending > 0 {
+			continue
+		}
+		jb.res.Verdict = pilot.Verdict{Type: "worker_runner.verdict", Provider: jb.Task.Provider, Mode: jb.Task.Mode,
+			Label: jb.Task.Label, Verdict: pilot.Failed, Synthesized: true, Interrupted: true}
+		jb.res.Verdict.FailureClass = pilot.FailCancelled
+		r.end(i, StatusFailed)
+	}
+}
+
+// results is every job's result; a job that never started waits on its
+// dependencies that did not complete.
+func (r *runState) results() []Result {
+	out := make([]Result, len(r.jobs))
+	for i, jb := range r.jobs {
+		if jb.state == stPending {
+			jb.res.Status = StatusWaiting
+			for _, d := range jb.deps {
+				if r.jobs[d].res.Status != StatusComplete {
+					jb.res.WaitingOn = append(jb.res.WaitingOn, r.jobs[d].ID)
+				}
+			}
+		}
+		out[i] = jb.res
+	}
+	return out
+}
+
+// GroupStatus is what the results of one run say of the whole graph:
+// "complete" when every job is, else "blocked".
+func GroupStatus(rs []Result) string {
+	for _, r := range rs {
+		if r.Status != StatusComplete {
+			return "blocked"
+		}
+	}
+	return "complete"
+}
+
+func insertSorted(s []int, v int) []int {
+	i := sort.SearchInts(s, v)
+	if i < len(s) && s[i] == v {
+		return s
+	}
+	s = append(s, 0)
+	copy(s[i+1:], s[i:])
+	s[i] = v
+	return s
+}
+
+// String describes a result in one line, for logs.
+func (r Result) String() string {
+	var b strings.Builder
+	b.WriteString(r.ID + ": " + string(r.Status))
+	if r.BlockedReason != "" {
+		b.WriteString(" (" + r.BlockedReason + ")")
+	}
+	if len(r.WaitingOn) > 0 {
+		b.WriteString(" on " + strings.Join(r.WaitingOn, ", "))
+	}
+	return b.String()
+}
