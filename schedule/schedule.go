@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +29,10 @@ const (
 	// StatusWaiting: it never started because a job it depends on did not
 	// complete; WaitingOn names those jobs.
 	StatusWaiting Status = "waiting"
+	// StatusExternalActive: another live pilot sharing the Store owns
+	// the job, so this one did not start it; BlockedReason says who. The
+	// group is not over.
+	StatusExternalActive Status = "external-active"
 )
 
 // A Result is one job's outcome.
@@ -80,6 +85,11 @@ type Scheduler struct {
 	// OnEvent, when set, receives every decision and every dispatch event
 	// of every job, never concurrently.
 	OnEvent func(Event)
+	// Store, when set, is shared with other pilots running the same
+	// graph: a job another live pilot owns is not started (it ends
+	// external-active), and jobs an earlier run completed are not run
+	// again.
+	Store *Store
 	// Now and After are the clock (tests inject their own); nil means
 	// time.Now and time.After.
 	Now   func() time.Time
@@ -220,6 +230,19 @@ func (r *runState) emit(e Event) {
 }
 
 func (r *runState) run(ctx context.Context) ([]Result, error) {
+	if st := r.s.Store; st != nil {
+		done, err := st.prepare(r.now())
+		if err != nil {
+			return nil, err
+		}
+		for i, jb := range r.jobs {
+			if done[jb.ID] && jb.Hold == "" {
+				jb.res.BlockedReason = ""
+				r.end(i, StatusComplete)
+				r.completed(i)
+			}
+		}
+	}
 	for i, jb := range r.jobs {
 		if jb.Hold != "" {
 			r.block(i, jb.Hold) // a stop the caller reports: only its dependents wait
@@ -347,6 +370,19 @@ func (r *runState) firstWriter() int {
 
 func (r *runState) start(ctx context.Context, i int) {
 	jb := r.jobs[i]
+	if st := r.s.Store; st != nil {
+		claimed, holder, err := st.claim(jb.ID, r.now())
+		switch {
+		case err != nil:
+			r.block(i, "the state store refused the job: "+err.Error())
+			return
+		case !claimed:
+			jb.res.BlockedReason = holder
+			r.emit(Event{Type: EventBlocked, Job: jb.ID, Reason: holder, Provider: jb.Task.Provider})
+			r.end(i, StatusExternalActive)
+			return
+		}
+	}
 	jb.state = stRunning
 	jb.deferred = ""
 	r.running++
@@ -363,9 +399,15 @@ func (r *runState) start(ctx context.Context, i int) {
 	t := jb.Task
 	orig := t.Observer
 	id := jb.ID
+	store := r.s.Store
 	t.Observer = func(e pilot.Event) {
 		if orig != nil {
 			orig(e)
+		}
+		if store != nil && e.Started != nil {
+			// Best effort: the claim already holds the job; this tells
+			// other pilots how to see that its worker lives.
+			_ = store.started(id, e.Started.Pid, filepath.Join(e.Started.RunDir, "stream.log"), r.now())
 		}
 		r.emit(Event{Type: EventDispatch, Job: id, Dispatch: &e})
 	}
@@ -393,6 +435,16 @@ func (r *runState) finish(f finish) {
 	}
 	v := f.v
 	jb.res.Verdict = v
+	if st := r.s.Store; st != nil {
+		gated := v.FailureClass == pilot.FailProviderRateLimit && v.RetryAfterMS > 0 && jb.res.Gated < r.maxGated
+		if !gated { // a gated job stays claimed until it resumes
+			complete := f.err == nil && v.Verdict.Success()
+			if err := st.release(jb.ID, complete, r.now()); err != nil && complete {
+				v.StderrTail += "\npilot: recording completion: " + err.Error()
+				jb.res.Verdict = v
+			}
+		}
+	}
 	switch {
 	case f.err != nil:
 		jb.res.Verdict.Verdict = pilot.Failed
@@ -400,13 +452,7 @@ func (r *runState) finish(f finish) {
 		r.end(f.i, StatusFailed)
 	case v.Verdict.Success():
 		r.end(f.i, StatusComplete)
-		for _, d := range jb.dependents {
-			dj := r.jobs[d]
-			if dj.pending--; dj.pending == 0 && dj.state == stPending {
-				r.ready = insertSorted(r.ready, d)
-				r.fresh = append(r.fresh, d)
-			}
-		}
+		r.completed(f.i)
 	case v.Blocked:
 		r.block(f.i, v.BlockedReason)
 	case v.FailureClass == pilot.FailProviderQuota:
@@ -434,6 +480,18 @@ func (r *runState) finish(f finish) {
 		r.ready = insertSorted(r.ready, f.i)
 	default:
 		r.end(f.i, StatusFailed)
+	}
+}
+
+// completed makes the dependents of job i whose dependencies are now all
+// complete ready.
+func (r *runState) completed(i int) {
+	for _, d := range r.jobs[i].dependents {
+		dj := r.jobs[d]
+		if dj.pending--; dj.pending == 0 && dj.state == stPending {
+			r.ready = insertSorted(r.ready, d)
+			r.fresh = append(r.fresh, d)
+		}
 	}
 }
 
@@ -492,14 +550,19 @@ func (r *runState) results() []Result {
 }
 
 // GroupStatus is what the results of one run say of the whole graph:
-// "complete" when every job is, else "blocked".
+// "complete" when every job is; "non-terminal" when another live pilot
+// owns a job (the group goes on there); else "blocked".
 func GroupStatus(rs []Result) string {
+	status := "complete"
 	for _, r := range rs {
-		if r.Status != StatusComplete {
-			return "blocked"
+		switch {
+		case r.Status == StatusExternalActive:
+			return "non-terminal"
+		case r.Status != StatusComplete:
+			status = "blocked"
 		}
 	}
-	return "complete"
+	return status
 }
 
 func insertSorted(s []int, v int) []int {

@@ -91,3 +91,24 @@ func WithEnv(entry string) []int {
 	}
 	return out
 }
+
+// StartTime returns pid's start time in clock ticks since boot (field 22 of
+// /proc/PID/stat), which with the pid names one process even after the pid
+// is reused; ok is false when the process is gone or there is no /proc.
+func StartTime(pid int) (ticks uint64, ok bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, false
+	}
+	// Fields after the command: state is field 3, start time field 22.
+	fields := bytes.Fields(data[i+1:])
+	if len(fields) < 20 {
+		return 0, false
+	}
+	t, err := strconv.ParseUint(string(fields[19]), 10, 64)
+	return t, err == nil
+}

@@ -55,3 +55,16 @@ func TestProcessTable(t *testing.T) {
 		t.Errorf("WithEnv after exit = %v, want none", got)
 	}
 }
+
+// StartTime reads this process's start time, the same each time, and
+// reports a gone process as gone.
+func TestStartTime(t *testing.T) {
+	a, ok := StartTime(os.Getpid())
+	b, ok2 := StartTime(os.Getpid())
+	if !ok || !ok2 || a == 0 || a != b {
+		t.Fatalf("StartTime(self) = %d %v, %d %v", a, ok, b, ok2)
+	}
+	if _, ok := StartTime(1 << 30); ok {
+		t.Error("StartTime of a pid that cannot exist reported a process")
+	}
+}

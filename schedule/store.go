@@ -1,0 +1,266 @@
+package schedule
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/pilotworkers/pilot/internal/atomicfile"
+	"github.com/pilotworkers/pilot/internal/filelock"
+	"github.com/pilotworkers/pilot/internal/procfs"
+)
+
+// StoreFileName is the name of a Store's file in a state directory.
+const StoreFileName = "schedule.json"
+
+// A Store keeps who owns which job of a graph, and which jobs are complete,
+// in a file that several pilots share: each change is made under the file's
+// lock and written atomically, so that a job another live pilot owns is
+// never started twice, and a restarted pilot picks up where the last one
+// stopped. A file that is not a store is refused (it fails closed), with
+// the fix. A dry-run store reads the file, if any, and never writes.
+type Store struct {
+	path   string
+	dryRun bool
+	// Stall is how long an owner's stream log may stay still while its
+	// owner counts as live without a live pid; zero means 10 minutes.
+	Stall time.Duration
+}
+
+// The statuses a store records for a job.
+const (
+	ownRunning  = "running"
+	ownComplete = "complete"
+	ownStale    = "stale" // its owner died while it ran
+)
+
+// ownerRecord is a store's record of one job.
+type ownerRecord struct {
+	Status string `json:"status"`
+	// Pid and Start are the owning pilot's process id and start time;
+	// AgentPid and AgentStart its worker's, once it runs; StreamLog the
+	// worker's stream.log.
+	Pid        int       `json:"pid"`
+	Start      uint64    `json:"start,omitempty"`
+	AgentPid   int       `json:"agent_pid,omitempty"`
+	AgentStart uint64    `json:"agent_start,omitempty"`
+	StreamLog  string    `json:"stream_log,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	Reason     string    `json:"reason,omitempty"`
+}
+
+type storeDoc struct {
+	Version int                     `json:"version"`
+	Jobs    map[string]*ownerRecord `json:"jobs"`
+}
+
+const storeVersion = 1
+
+// OpenStore opens the store at path (a file, created with its directory on
+// the first change); dryRun makes it read-only. It reads the file once to
+// refuse one that is not a store.
+func OpenStore(path string, dryRun bool) (*Store, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("schedule: state file: %w", err)
+	}
+	s := &Store{path: abs, dryRun: dryRun}
+	if _, err := s.read(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }
+
+func (s *Store) read() (*storeDoc, error) {
+	doc := &storeDoc{Version: storeVersion, Jobs: map[string]*ownerRecord{}}
+	data, err := os.ReadFile(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return doc, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("schedule: reading state file %s: %w", s.path, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(doc); err != nil || doc.Version != storeVersion {
+		if err == nil {
+			err = fmt.Errorf("version %d, want %d", doc.Version, storeVersion)
+		}
+		return nil, fmt.Errorf("schedule: state file %s is not a schedule store (%v): move it aside or give another --state directory", s.path, err)
+	}
+	if doc.Jobs == nil {
+		doc.Jobs = map[string]*ownerRecord{}
+	}
+	return doc, nil
+}
+
+// change runs f on the store's document under its lock and writes the
+// result atomically when f reports a change.
+func (s *Store) change(f func(doc *storeDoc) bool) error {
+	if s.dryRun {
+		doc, err := s.read()
+		if err != nil {
+			return err
+		}
+		f(doc)
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return fmt.Errorf("schedule: state directory: %w", err)
+	}
+	lock, err := os.OpenFile(s.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("schedule: state lock: %w", err)
+	}
+	defer lock.Close() // releases the lock
+	if err := filelock.Lock(lock); err != nil {
+		return fmt.Errorf("schedule: locking %s: %w", s.path, err)
+	}
+	doc, err := s.read()
+	if err != nil {
+		return err
+	}
+	if !f(doc) {
+		return nil
+	}
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(s.path, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("schedule: writing state file %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// zeroSignal asks whether a process exists without signalling it.
+var zeroSignal = syscall.Signal(0)
+
+// self is this process as an owner.
+func self() ownerRecord {
+	pid := os.Getpid()
+	start, _ := procfs.StartTime(pid)
+	return ownerRecord{Status: ownRunning, Pid: pid, Start: start}
+}
+
+// alive reports whether the process pid, started at start (when known), is
+// still running: a reused pid is another process.
+func alive(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	if st, ok := procfs.StartTime(pid); ok {
+		return start == 0 || st == start
+	}
+	// No /proc: ask the kernel whether the pid exists at all.
+	p, err := os.FindProcess(pid)
+	return err == nil && p.Signal(zeroSignal) == nil
+}
+
+// live says whether the owner of a running record is still at work, and
+// how pilot knows: its worker's process, its own process, or its worker's
+// stream log moving within the stall window. Never a heartbeat's or events
+// log's mtime: those move while a worker is stuck.
+func (s *Store) live(rec *ownerRecord, now time.Time) (bool, string) {
+	if alive(rec.AgentPid, rec.AgentStart) {
+		return true, fmt.Sprintf("agent pid %d is running", rec.AgentPid)
+	}
+	if rec.Pid != os.Getpid() && alive(rec.Pid, rec.Start) {
+		return true, fmt.Sprintf("pilot pid %d is running", rec.Pid)
+	}
+	stall := s.Stall
+	if stall <= 0 {
+		stall = 10 * time.Minute
+	}
+	if rec.StreamLog != "" {
+		if st, err := os.Stat(rec.StreamLog); err == nil && now.Sub(st.ModTime()) < stall {
+			return true, fmt.Sprintf("its stream log moved %s ago", now.Sub(st.ModTime()).Round(time.Second))
+		}
+	}
+	return false, ""
+}
+
+// claim takes job id for this process unless another live owner holds it:
+// then claimed is false and holder says who. A record a dead owner left
+// running is marked stale first.
+func (s *Store) claim(id string, now time.Time) (claimed bool, holder string, err error) {
+	err = s.change(func(doc *storeDoc) bool {
+		rec := doc.Jobs[id]
+		if rec != nil && rec.Status == ownRunning && rec.Pid != os.Getpid() {
+			if ok, why := s.live(rec, now); ok {
+				holder = fmt.Sprintf("owned by a live pilot (pid %d): %s", rec.Pid, why)
+				return false
+			}
+		}
+		me := self()
+		me.UpdatedAt = now.UTC()
+		if rec != nil && rec.Status == ownRunning && rec.Pid != me.Pid {
+			me.Reason = fmt.Sprintf("took over from pilot pid %d, gone (its record marked stale)", rec.Pid)
+		}
+		doc.Jobs[id] = &me
+		claimed = true
+		return true
+	})
+	return claimed, holder, err
+}
+
+// started records the worker of job id.
+func (s *Store) started(id string, agentPid int, streamLog string, now time.Time) error {
+	return s.change(func(doc *storeDoc) bool {
+		rec := doc.Jobs[id]
+		if rec == nil || rec.Pid != os.Getpid() {
+			return false
+		}
+		rec.AgentPid, rec.StreamLog, rec.UpdatedAt = agentPid, streamLog, now.UTC()
+		rec.AgentStart, _ = procfs.StartTime(agentPid)
+		return true
+	})
+}
+
+// release records how job id ended: complete, or released (its record
+// removed) so that another pilot may run it again.
+func (s *Store) release(id string, complete bool, now time.Time) error {
+	return s.change(func(doc *storeDoc) bool {
+		rec := doc.Jobs[id]
+		if rec == nil || rec.Pid != os.Getpid() {
+			return false
+		}
+		if complete {
+			rec.Status, rec.UpdatedAt, rec.AgentPid, rec.AgentStart = ownComplete, now.UTC(), 0, 0
+		} else {
+			delete(doc.Jobs, id)
+		}
+		return true
+	})
+}
+
+// prepare reads the store at the start of a run: the jobs recorded
+// complete, and marks stale every running record whose owner is gone.
+func (s *Store) prepare(now time.Time) (complete map[string]bool, err error) {
+	complete = map[string]bool{}
+	err = s.change(func(doc *storeDoc) bool {
+		changed := false
+		for id, rec := range doc.Jobs {
+			switch rec.Status {
+			case ownComplete:
+				complete[id] = true
+			case ownRunning:
+				if ok, _ := s.live(rec, now); !ok && rec.Pid != os.Getpid() {
+					rec.Status, rec.Reason, rec.UpdatedAt = ownStale, fmt.Sprintf("pilot pid %d is gone", rec.Pid), now.UTC()
+					changed = true
+				}
+			}
+		}
+		return changed
+	})
+	return complete, err
+}
