@@ -33,6 +33,7 @@ commands:
   dispatch     Run one task; stdout is exactly two JSON lines: started, verdict.
   run          Run one task, streaming the worker's output; ends with a summary line.
   fanout       Run several tasks at once; stdout is one JSON array of verdicts, in job order.
+  schedule     Run a graph of tasks: dependencies, write sets, provider gates; one JSON array.
   state        Show the retry state (failure budgets, blocked jobs); --clear-blocked GROUP unblocks.
   worktrees    List the worktrees fanout jobs made (kept ones hold changes); 'worktrees prune'.
   demo         Run scripted jobs on the built-in fake agent (no API key, no network).
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdWorktrees(ctx, args[1:], stdout, stderr)
 	case "fanout":
 		return cmdFanout(ctx, args[1:], stdout, stderr)
+	case "schedule":
+		return cmdSchedule(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr)
 	case "providers":
