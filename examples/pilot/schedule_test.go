@@ -118,3 +118,30 @@ func TestScheduleDryRunWritesNothing(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLoadGraph: any graph file is read or refused with a message, never a
+// panic; a graph that is read has every job's required fields.
+func FuzzLoadGraph(f *testing.F) {
+	f.Add([]byte(`{"jobs":[{"id":"a","provider":"p","mode":"code","task_file":"t.md","deps":["b"],"write_set":["x"],"worktree":true}]}`))
+	f.Add([]byte(`{"jobs":[{"id":"a","bogus":1}]}`))
+	f.Add([]byte(`{"jobs":[]}`))
+	f.Add([]byte(`[`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "graph.json")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := loadGraph(path)
+		if err != nil {
+			if !strings.Contains(err.Error(), "graph file") {
+				t.Errorf("error %q does not say it is the graph file", err)
+			}
+			return
+		}
+		for _, j := range jobs {
+			if j.ID == "" || j.Provider == "" || j.Mode == "" || j.TaskFile == "" {
+				t.Errorf("a job lacks a required field: %+v", j)
+			}
+		}
+	})
+}

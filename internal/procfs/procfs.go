@@ -94,8 +94,12 @@ func WithEnv(entry string) []int {
 
 // StartTime returns pid's start time in clock ticks since boot (field 22 of
 // /proc/PID/stat), which with the pid names one process even after the pid
-// is reused; ok is false when the process is gone or there is no /proc.
+// is reused; ok is false when the process is gone, a zombie, or there is no
+// /proc.
 func StartTime(pid int) (ticks uint64, ok bool) {
+	if pid <= 0 {
+		return 0, false
+	}
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, false
@@ -106,7 +110,7 @@ func StartTime(pid int) (ticks uint64, ok bool) {
 	}
 	// Fields after the command: state is field 3, start time field 22.
 	fields := bytes.Fields(data[i+1:])
-	if len(fields) < 20 {
+	if len(fields) < 20 || fields[0][0] == 'Z' || fields[0][0] == 'X' {
 		return 0, false
 	}
 	t, err := strconv.ParseUint(string(fields[19]), 10, 64)

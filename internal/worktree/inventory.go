@@ -8,11 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 
 	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"github.com/pilotworkers/pilot/internal/filelock"
+	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
 // inventory is the inventory file's content.
@@ -113,33 +113,9 @@ func writeInventory(path string, inv *inventory) error {
 	return nil
 }
 
-// procStart returns the start time of process pid (field 22 of
-// /proc/PID/stat, in clock ticks since boot), and false when there is no
-// such process or it is a zombie.
-func procStart(pid int) (uint64, bool) {
-	if pid <= 0 {
-		return 0, false
-	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	// The command name, field 2, is in parentheses and may hold ')' and
-	// spaces; the fields after the last ')' start with the state, field 3.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := bytes.Fields(data[i+1:])
-	if len(f) < 20 || f[0][0] == 'Z' || f[0][0] == 'X' {
-		return 0, false
-	}
-	start, err := strconv.ParseUint(string(f[19]), 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return start, true
-}
+// procStart returns the start time of process pid, and false when there is
+// no such process or it is a zombie (procfs.StartTime).
+func procStart(pid int) (uint64, bool) { return procfs.StartTime(pid) }
 
 // ownerAlive reports whether the process that recorded pid and start is
 // still running: a live process with that pid but another start time is a
