@@ -180,3 +180,35 @@ func TestOverlappingWriteSetsNeverRunAtOnce(t *testing.T) {
 		t.Errorf("second deferral %+v; want the unknown write set behind a writer", d)
 	}
 }
+
+// A usage limit whose CLI names the reset clock time ("resets 3pm") gates
+// its provider until then, as a rate limit does; one with no reset (out of
+// credits) blocks the provider.
+func TestAUsageLimitWithAResetTimeGatesUntilThen(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 12, 1, 14, 10, 0, 0, time.UTC)}
+	var mu sync.Mutex
+	var at []time.Time
+	s := &schedule.Scheduler{
+		Now:   clock.Now,
+		After: clock.After,
+		Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+			mu.Lock()
+			at = append(at, clock.Now())
+			first := len(at) == 1
+			mu.Unlock()
+			if first {
+				v := pilot.Verdict{Provider: tk.Provider, Verdict: pilot.Failed, Resume: "sess"}
+				v.FailureClass, v.EvidenceExcerpt = pilot.FailProviderQuota, "You've hit your limit · resets 3pm"
+				return v, nil
+			}
+			return ok(ctx, tk)
+		}),
+	}
+	rs := run(t, s, schedule.Graph{Jobs: []schedule.Job{providerJob("C1", "claude")}})
+	if rs[0].Status != schedule.StatusComplete || rs[0].Gated != 1 || len(at) != 2 {
+		t.Fatalf("%v after %d dispatches (gated %d)", rs[0], len(at), rs[0].Gated)
+	}
+	if want := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC); !at[1].Equal(want) {
+		t.Errorf("resumed at %v, want the reset %v", at[1], want)
+	}
+}

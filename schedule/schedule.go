@@ -435,8 +435,11 @@ func (r *runState) finish(f finish) {
 	}
 	v := f.v
 	jb.res.Verdict = v
+	until, gated := r.resetOf(jb, v)
+	if f.err != nil {
+		gated = false
+	}
 	if st := r.s.Store; st != nil {
-		gated := v.FailureClass == pilot.FailProviderRateLimit && v.RetryAfterMS > 0 && jb.res.Gated < r.maxGated
 		if !gated { // a gated job stays claimed until it resumes
 			complete := f.err == nil && v.Verdict.Success()
 			if err := st.release(jb.ID, complete, r.now()); err != nil && complete {
@@ -455,15 +458,7 @@ func (r *runState) finish(f finish) {
 		r.completed(f.i)
 	case v.Blocked:
 		r.block(f.i, v.BlockedReason)
-	case v.FailureClass == pilot.FailProviderQuota:
-		reason := "provider " + jb.Task.Provider + " quota used up (job " + jb.ID + ")"
-		if v.EvidenceExcerpt != "" {
-			reason += ": " + v.EvidenceExcerpt
-		}
-		r.gate(jb.Task.Provider).closed = reason
-		r.block(f.i, reason)
-	case v.FailureClass == pilot.FailProviderRateLimit && v.RetryAfterMS > 0 && jb.res.Gated < r.maxGated:
-		until := r.now().Add(time.Duration(v.RetryAfterMS) * time.Millisecond)
+	case gated:
 		if gt := r.gate(jb.Task.Provider); until.After(gt.until) {
 			gt.until = until
 		}
@@ -478,6 +473,14 @@ func (r *runState) finish(f finish) {
 			jb.Task.Prompt, jb.Task.TaskFile = resumePrompt, ""
 		}
 		r.ready = insertSorted(r.ready, f.i)
+		r.fresh = append(r.fresh, f.i)
+	case v.FailureClass == pilot.FailProviderQuota:
+		reason := "provider " + jb.Task.Provider + " quota used up (job " + jb.ID + ")"
+		if v.EvidenceExcerpt != "" {
+			reason += ": " + v.EvidenceExcerpt
+		}
+		r.gate(jb.Task.Provider).closed = reason
+		r.block(f.i, reason)
 	default:
 		r.end(f.i, StatusFailed)
 	}
@@ -493,6 +496,24 @@ func (r *runState) completed(i int) {
 			r.fresh = append(r.fresh, d)
 		}
 	}
+}
+
+// resetOf says whether job jb's failure v is a rate or usage limit with a
+// known reset, and when: the retry-after its provider asked for, or the
+// clock time its CLI named ("resets 3pm", "try again at 3:04 PM"). A job
+// that waited MaxGated times already is not gated again.
+func (r *runState) resetOf(jb *job, v pilot.Verdict) (time.Time, bool) {
+	if v.FailureClass != pilot.FailProviderRateLimit && v.FailureClass != pilot.FailProviderQuota || jb.res.Gated >= r.maxGated {
+		return time.Time{}, false
+	}
+	now := r.now()
+	if v.RetryAfterMS > 0 {
+		return now.Add(time.Duration(v.RetryAfterMS) * time.Millisecond), true
+	}
+	if t, ok := resetTime(v.EvidenceExcerpt+"\n"+v.StderrTail, now); ok && t.After(now) {
+		return t, true
+	}
+	return time.Time{}, false
 }
 
 func (r *runState) gate(provider string) *gate {
