@@ -21,6 +21,7 @@ import (
 	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"github.com/pilotworkers/pilot/internal/lines"
 	"github.com/pilotworkers/pilot/internal/supervise"
+	"github.com/pilotworkers/pilot/internal/text"
 )
 
 // Defaults for the Dispatcher's zero-valued fields.
@@ -988,7 +989,7 @@ func (r *run) noteDiagnostic(l Line) {
 	if dw, isD := r.watcher.(Diagnoser); isD {
 		text, ok = dw.Diagnostic(l.Stream, line)
 	} else {
-		text, ok = line, l.Stream == Stderr && strings.TrimSpace(line) != ""
+		text, ok = line, l.Stream == Stderr // a blank one is dropped below
 	}
 	if !ok || strings.TrimSpace(text) == "" || len(text) > maxDiagnosticText {
 		return
@@ -1099,7 +1100,7 @@ func (r *run) tail() string {
 	r.lineMu.Lock()
 	raw := append([]byte(nil), r.stderrTail.Bytes()...)
 	r.lineMu.Unlock()
-	return truncateTail(strings.ToValidUTF8(string(redactBytes(raw, r.secretBytes())), "\uFFFD"))
+	return text.LastRunes(strings.ToValidUTF8(string(redactBytes(raw, r.secretBytes())), "\uFFFD"), stderrTailRunes)
 }
 
 // pipe returns a pipe whose read end pilot reads through the runtime

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/pilotworkers/pilot/internal/text"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -235,7 +235,7 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fano
 	if job.Worktree && f.runs(task) {
 		// (A blocked job runs nothing: it needs no worktree.)
 		name := fmt.Sprintf("%s-%d-%s", fanoutID, i, task.Provider)
-		info, err := wts.Create(ctx, task.Workdir, safeName(name, '-'))
+		info, err := wts.Create(ctx, task.Workdir, text.SafeName(name, '-'))
 		if err != nil {
 			return synthesized(job, nil, "worktree: "+err.Error(), ctx.Err() != nil)
 		}
@@ -247,7 +247,7 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fano
 	case err != nil && v.RunID != "":
 		// The attempt ran, but a layer above it failed (a retry budget
 		// that could not be kept): the verdict stands, with the error.
-		v.StderrTail = truncateTail(v.StderrTail + "\npilot: " + err.Error())
+		v.StderrTail = text.LastRunes(v.StderrTail+"\npilot: "+err.Error(), stderrTailRunes)
 	case err != nil:
 		v = synthesized(job, nil, err.Error(), ctx.Err() != nil)
 	}
@@ -261,7 +261,7 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fano
 		if err != nil {
 			info = *wt
 			info.Kept = true
-			v.StderrTail = truncateTail(v.StderrTail + "\npilot: worktree: " + err.Error())
+			v.StderrTail = text.LastRunes(v.StderrTail+"\npilot: worktree: "+err.Error(), stderrTailRunes)
 		}
 		v.Worktree = &info
 	}
@@ -287,7 +287,7 @@ func synthesized(job Job, exitCode *int, stderrTail string, interrupted bool) Ve
 		Label:       job.Task.Label,
 		Verdict:     Failed,
 		ExitCode:    exitCode,
-		StderrTail:  truncateTail(stderrTail),
+		StderrTail:  text.LastRunes(stderrTail, stderrTailRunes),
 		Synthesized: true,
 		Interrupted: interrupted,
 	}
@@ -297,19 +297,6 @@ func synthesized(job Job, exitCode *int, stderrTail string, interrupted bool) Ve
 		v.FailureClass = FailCancelled
 	}
 	return v
-}
-
-// truncateTail keeps the last stderrTailRunes characters of s.
-func truncateTail(s string) string {
-	if n := utf8.RuneCountInString(s); n > stderrTailRunes {
-		for i := range s {
-			if n <= stderrTailRunes {
-				return s[i:]
-			}
-			n--
-		}
-	}
-	return s
 }
 
 // Fanout guard errors, matched with errors.Is.

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/pilotworkers/pilot/internal/atomicfile"
+	"github.com/pilotworkers/pilot/internal/text"
 )
 
 // Record is the content of a run's record.json. It is written when the
@@ -130,16 +130,5 @@ func DefaultRunDir() string {
 func newRunID(now time.Time, provider string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return now.UTC().Format("20060102T150405.000000Z") + "-" + safeName(provider, '_') + "-" + hex.EncodeToString(b[:])
-}
-
-// safeName is s with every character other than letters, digits, '-', '_'
-// and '.' replaced by repl: fit for file and branch names.
-func safeName(s string, repl rune) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
-			return r
-		}
-		return repl
-	}, s)
+	return now.UTC().Format("20060102T150405.000000Z") + "-" + text.SafeName(provider, '_') + "-" + hex.EncodeToString(b[:])
 }

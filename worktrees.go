@@ -6,13 +6,16 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/pilotworkers/pilot/internal/text"
 	"github.com/pilotworkers/pilot/internal/worktree"
 )
 
 // DefaultWorktrees returns the Worktrees a Fanout uses when it has none:
 // worktrees in <runDir>/.worktrees/<name>, on branches pilot/<name>, with
 // their inventory in <runDir>/.worktrees/inventory.json, created and
-// removed with the git CLI. The worktrees package lists and prunes them.
+// removed with the git CLI; a name's characters other than ASCII letters,
+// digits, '-', '_' and '.' become '-'. The worktrees package lists and
+// prunes them.
 //
 // An empty runDir means DefaultRunDir().
 func DefaultWorktrees(runDir string) Worktrees {
@@ -39,7 +42,7 @@ func (g *gitWorktrees) CheckRepo(ctx context.Context, dir string) error {
 }
 
 func (g *gitWorktrees) Create(ctx context.Context, dir, name string) (WorktreeInfo, error) {
-	e, err := g.m.Create(ctx, dir, name)
+	e, err := g.m.Create(ctx, dir, text.SafeName(name, '-'))
 	if err != nil {
 		return WorktreeInfo{}, err
 	}

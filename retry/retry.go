@@ -14,10 +14,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/text"
 )
 
 // The events of retries (Event.Type), with Event.Retry set.
@@ -235,7 +235,7 @@ func TaskKey(t pilot.Task) string {
 		name, src = filepath.Base(abs), abs
 	}
 	sum := sha256.Sum256([]byte(src))
-	return t.Provider + ":" + string(t.Mode) + ":" + safeName(name) + "@" + hex.EncodeToString(sum[:4])
+	return t.Provider + ":" + string(t.Mode) + ":" + text.SafeName(name, '_') + "@" + hex.EncodeToString(sum[:4])
 }
 
 // Dispatch dispatches t through d, and again after each failure the policy
@@ -451,7 +451,7 @@ func blockedVerdict(t pilot.Task, ts TaskState) pilot.Verdict {
 		Label:         t.Label,
 		Verdict:       pilot.Failed,
 		Record:        ts.LastRecord,
-		StderrTail:    lastRunes("pilot: not dispatched: "+ts.Blocked, 500),
+		StderrTail:    text.LastRunes("pilot: not dispatched: "+ts.Blocked, 500),
 		Synthesized:   true,
 		Blocked:       true,
 		BlockedReason: ts.Blocked,
@@ -556,25 +556,6 @@ func (d *Dispatcher) Check(ctx context.Context, t pilot.Task) error {
 // the task is blocked or its budget is used up.
 func (d *Dispatcher) Runs(t pilot.Task) bool {
 	return !d.Policy.blocked(Key{}.withDefaults(t))
-}
-
-// safeName is s with every character but ASCII letters, digits, "-", "_"
-// and "." replaced by "_".
-func safeName(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
-			return r
-		}
-		return '_'
-	}, s)
-}
-
-// lastRunes keeps the last n characters of s (a verdict's stderr_tail).
-func lastRunes(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[len(r)-n:])
-	}
-	return s
 }
 
 // UniqueKeys gives every job's task its key (Task.Key, else its default,

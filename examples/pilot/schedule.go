@@ -248,13 +248,7 @@ func (w *worktreeDispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.
 	if err := w.wts.CheckRepo(ctx, t.Workdir); err != nil {
 		return pilot.Verdict{}, err
 	}
-	name := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
-			return r
-		}
-		return '-'
-	}, "schedule-"+t.Key)
-	info, err := w.wts.Create(ctx, t.Workdir, name)
+	info, err := w.wts.Create(ctx, t.Workdir, "schedule-"+t.Key) // DefaultWorktrees makes the name safe
 	if err != nil {
 		return pilot.Verdict{}, errors.New("worktree: " + err.Error())
 	}

@@ -1,0 +1,26 @@
+package text
+
+import "testing"
+
+func TestSafeName(t *testing.T) {
+	if got := SafeName("a/b c:ü.d-e_f", '-'); got != "a-b-c--.d-e_f" {
+		t.Errorf("SafeName = %q", got)
+	}
+}
+
+func TestLastRunes(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"hello", 10, "hello"},
+		{"hello", 3, "llo"},
+		{"héllo wörld", 5, "wörld"},
+		{"", 0, ""},
+	} {
+		if got := LastRunes(tt.s, tt.n); got != tt.want {
+			t.Errorf("LastRunes(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
+		}
+	}
+}
