@@ -303,11 +303,7 @@ func (r *runState) pass(ctx context.Context) time.Time {
 		}
 		keep = append(keep, i)
 		if gt != nil && gt.until.After(now) {
-			reason := "provider " + jb.Task.Provider + " is rate limited until " + gt.until.UTC().Format(time.RFC3339)
-			if jb.deferred != reason {
-				jb.deferred = reason
-				r.emit(Event{Type: EventGated, Job: jb.ID, Reason: reason, Provider: jb.Task.Provider, Until: gt.until})
-			}
+			r.gated(jb, gt.until)
 			if wake.IsZero() || gt.until.Before(wake) {
 				wake = gt.until
 			}
@@ -322,6 +318,16 @@ func (r *runState) pass(ctx context.Context) time.Time {
 	r.ready = keep
 	r.fresh = r.fresh[:0]
 	return wake
+}
+
+// gated says, once per reset time, that jb waits for its provider's gate.
+func (r *runState) gated(jb *job, until time.Time) {
+	reason := "provider " + jb.Task.Provider + " is rate limited until " + until.UTC().Format(time.RFC3339)
+	if jb.deferred == reason {
+		return
+	}
+	jb.deferred = reason
+	r.emit(Event{Type: EventGated, Job: jb.ID, Reason: reason, Provider: jb.Task.Provider, Until: until})
 }
 
 func (r *runState) defer1(jb *job, reason, conflict string) {
@@ -459,14 +465,13 @@ func (r *runState) finish(f finish) {
 	case v.Blocked:
 		r.block(f.i, v.BlockedReason)
 	case gated:
-		if gt := r.gate(jb.Task.Provider); until.After(gt.until) {
+		gt := r.gate(jb.Task.Provider)
+		if until.After(gt.until) {
 			gt.until = until
 		}
 		jb.res.Gated++
 		jb.state = stPending
-		reason := "provider " + jb.Task.Provider + " is rate limited until " + r.gates[jb.Task.Provider].until.UTC().Format(time.RFC3339)
-		jb.deferred = reason
-		r.emit(Event{Type: EventGated, Job: jb.ID, Reason: reason, Provider: jb.Task.Provider, Until: r.gates[jb.Task.Provider].until})
+		r.gated(jb, gt.until)
 		if v.Resume != "" {
 			// The limited job resumes its own session at the reset.
 			jb.Task.Resume = v.Resume
