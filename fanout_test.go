@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/procfs"
+	"github.com/pilotworkers/pilot/pilottest"
 	"github.com/pilotworkers/pilot/worktrees"
 )
 
@@ -192,24 +192,8 @@ func TestFanoutFailFast(t *testing.T) {
 	}
 }
 
-// gitRepo makes a repository with one commit.
-func gitRepo(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
-	dir := t.TempDir()
-	for _, args := range [][]string{
-		{"init", "-q"},
-		{"-c", "user.name=pilot", "-c", "user.email=pilot@example.invalid", "commit", "-q", "--allow-empty", "-m", "start"},
-	} {
-		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	return dir
-}
+// gitRepo is pilottest.GitRepo.
+func gitRepo(t *testing.T) string { return pilottest.GitRepo(t) }
 
 // Two code jobs in worktrees of one repository: the one that changes a file
 // keeps its worktree, the other's is removed, and the inventory says so.

@@ -2,10 +2,8 @@ package pilot_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -201,31 +199,8 @@ func readCall(t testing.TB, p pilot.Provider) (pilottest.Call, map[string]string
 	return c, env
 }
 
-// noSecretIn fails if any file under dir (symbolic links aside) holds one
-// of secrets, or cannot be read; it returns how many files it read and how
-// many secrets it found in them.
+// noSecretIn is pilottest.NoSecretIn.
 func noSecretIn(t testing.TB, dir string, secrets ...string) (files, found int) {
 	t.Helper()
-	err := filepath.WalkDir(dir, func(path string, de fs.DirEntry, err error) error {
-		if err != nil || de.IsDir() || de.Type()&fs.ModeSymlink != 0 {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Errorf("reading %s: %v", path, err)
-			return nil
-		}
-		files++
-		for _, s := range secrets {
-			if bytes.Contains(data, []byte(s)) {
-				found++
-				t.Errorf("%s holds the secret %q:\n%s", path, s, data)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Error(err)
-	}
-	return files, found
+	return pilottest.NoSecretIn(t, dir, secrets...)
 }

@@ -9,9 +9,13 @@
 package pilottest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -194,4 +198,55 @@ type DispatchFunc func(ctx context.Context, t pilot.Task) (pilot.Verdict, error)
 // Dispatch implements pilot.TaskDispatcher.
 func (f DispatchFunc) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
 	return f(ctx, t)
+}
+
+// GitRepo makes a git repository with one (empty) commit in t's temporary
+// directory and returns it, for worktree jobs; it skips t when git is not
+// installed.
+func GitRepo(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"init", "-q"},
+		{"-c", "user.name=pilot", "-c", "user.email=pilot@example.invalid", "commit", "-q", "--allow-empty", "-m", "start"},
+	} {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// NoSecretIn fails t if any file under dir (a run directory, a worker's
+// config dir; symbolic links aside) holds one of secrets, or cannot be
+// read; it returns how many files it read and how
+// many secrets it found in them.
+func NoSecretIn(t testing.TB, dir string, secrets ...string) (files, found int) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(path string, de fs.DirEntry, err error) error {
+		if err != nil || de.IsDir() || de.Type()&fs.ModeSymlink != 0 {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("reading %s: %v", path, err)
+			return nil
+		}
+		files++
+		for _, s := range secrets {
+			if bytes.Contains(data, []byte(s)) {
+				found++
+				t.Errorf("%s holds the secret %q:\n%s", path, s, data)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	return files, found
 }

@@ -1,7 +1,6 @@
 package retry_test
 
 import (
-	"os/exec"
 	"testing"
 
 	"github.com/pilotworkers/pilot"
@@ -23,20 +22,6 @@ func testDispatcher(t testing.TB, ps ...pilot.Provider) *pilot.Dispatcher {
 func task(provider string) pilot.Task {
 	return pilot.Task{Provider: provider, Mode: pilot.ModeCode, Prompt: "do the thing"}
 }
-func gitRepo(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
-	dir := t.TempDir()
-	for _, args := range [][]string{
-		{"init", "-q"},
-		{"-c", "user.name=pilot", "-c", "user.email=pilot@example.invalid", "commit", "-q", "--allow-empty", "-m", "start"},
-	} {
-		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	return dir
-}
+
+// gitRepo is pilottest.GitRepo.
+func gitRepo(t *testing.T) string { return pilottest.GitRepo(t) }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pilotworkers/pilot/pilottest"
 )
 
 func (f fixture) writeGraph(t *testing.T, jobs ...map[string]any) string {
@@ -144,4 +145,22 @@ func FuzzLoadGraph(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A worktree job runs in a git worktree of its own, even when its id is not
+// a safe branch name (the default worktrees make the name safe).
+func TestScheduleWorktreeJob(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
+	f.workdir = pilottest.GitRepo(t)
+	j := gjob("grp/01 first", "ok", f)
+	j["worktree"] = true
+	code, out, errOut := runCLI(f.scheduleArgs(f.writeGraph(t, j))...)
+	var vs []map[string]any
+	if err := json.Unmarshal([]byte(out), &vs); err != nil || code != 0 || len(vs) != 1 {
+		t.Fatalf("exit %d, %v\nstdout %s\nstderr %s", code, err, out, errOut)
+	}
+	wt, _ := vs[0]["worktree"].(map[string]any)
+	if wt == nil || wt["name"] != "schedule-grp-01-first" {
+		t.Errorf("worktree %v; want one named schedule-grp-01-first", vs[0]["worktree"])
+	}
 }
