@@ -8,9 +8,12 @@
 package taskfile
 
 import (
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,6 +25,16 @@ import (
 
 //go:embed seed.json
 var seedJSON []byte
+
+//go:embed review-stub.md
+var reviewStub string
+
+// ReviewStub is a new CODE_REVIEW file for plan header h: the sections the
+// implementing agent fills, unfilled (the seed's local review stub; the
+// official review adds its verdict section).
+func ReviewStub(h Header) string {
+	return strings.NewReplacer("{task}", h.Task, "{plan}", strconv.Itoa(h.Plan), "{tag}", h.Tag).Replace(reviewStub)
+}
 
 // Seed is the seed dispatcher's vocabulary: section names, labels, markers,
 // error texts and the routes of grades to CLIs and models.
@@ -55,16 +68,46 @@ type Seed struct {
 			Checklist, Items, Changes, Decisions, Verification, Sync string
 		} `json:"errors"`
 	} `json:"implementation_review"`
-	Routes []Route `json:"routes"`
+	// Prompts are the stages' prompts ("worker", "selfcheck", "review"),
+	// with {plan} and {review} standing for the task's files, and
+	// "resume", the prompt of an attempt that continues a stalled one's
+	// session.
+	Prompts map[string]string `json:"prompts"`
+	Routes  []Route           `json:"routes"`
 }
 
-// A Route sends the tasks of a range of grades to a CLI and model.
+// A Route sends the tasks of a range of grades to a CLI and model: the
+// worker and selfcheck stages to Provider, the official review to
+// ReviewProvider (pilot provider names, in the registry the task loop
+// dispatches with). CLI, Model and LocalPi say what the seed meant the
+// provider to be.
 type Route struct {
-	MinGrade int    `json:"min_grade"`
-	MaxGrade int    `json:"max_grade"`
-	CLI      string `json:"cli"`
-	Model    string `json:"model"`
-	LocalPi  bool   `json:"local_pi"`
+	MinGrade       int    `json:"min_grade"`
+	MaxGrade       int    `json:"max_grade"`
+	CLI            string `json:"cli"`
+	Model          string `json:"model"`
+	LocalPi        bool   `json:"local_pi"`
+	Provider       string `json:"provider"`
+	ReviewProvider string `json:"review_provider"`
+}
+
+// ProviderFor is the provider that runs stage for the route.
+func (r Route) ProviderFor(stage string) string {
+	if stage == StageReview {
+		return r.ReviewProvider
+	}
+	return r.Provider
+}
+
+// Prompt is stage's prompt for task t, its file paths filled in.
+func (s Seed) Prompt(stage string, t Task) string {
+	abs := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return p
+	}
+	return strings.NewReplacer("{plan}", abs(t.Plan), "{review}", abs(t.Review)).Replace(s.Prompts[stage])
 }
 
 // DefaultSeed is the embedded seed.json.
@@ -84,6 +127,33 @@ func LoadSeed(path string) (Seed, error) {
 		return Seed{}, err
 	}
 	return parseSeed(data, path)
+}
+
+// LoadRoutes reads a routes file, {"routes": [...]} in seed.json's shape,
+// and returns s with those routes instead of its own.
+func (s Seed) LoadRoutes(path string) (Seed, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return s, err
+	}
+	var f struct {
+		Routes []Route `json:"routes"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return s, fmt.Errorf("%s: %v (want {\"routes\": [{\"min_grade\": 0, \"max_grade\": 6, \"provider\": \"...\", \"review_provider\": \"...\"}]})", path, err)
+	}
+	if len(f.Routes) == 0 {
+		return s, fmt.Errorf("%s: no routes", path)
+	}
+	for i, r := range f.Routes {
+		if r.Provider == "" || r.ReviewProvider == "" {
+			return s, fmt.Errorf("%s: route %d (grades %d-%d) names no provider or review_provider", path, i+1, r.MinGrade, r.MaxGrade)
+		}
+	}
+	s.Routes = f.Routes
+	return s, nil
 }
 
 func parseSeed(data []byte, name string) (Seed, error) {
@@ -511,3 +581,35 @@ func logNumber(name string) int {
 	n, _ := strconv.Atoi(m[3])
 	return n
 }
+
+// Signature is a digest of everything in task t's directory but the
+// dispatcher's own work log: a review that changed nothing else made no
+// progress.
+func Signature(t Task) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(t.Dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(t.Dir, path)
+		if rel == WorkLogName || strings.HasPrefix(d.Name(), ".worklog-") {
+			return nil
+		}
+		if d.IsDir() {
+			fmt.Fprintf(h, "dir %s\n", filepath.ToSlash(rel))
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "file %s %d\n", filepath.ToSlash(rel), len(data))
+		h.Write(data)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
+}
+
+// WorkLogName is the work log's name in a task directory (the task loop's
+// worklog package writes it); Signature leaves it out.
+const WorkLogName = "WORK_LOG.md"

@@ -278,3 +278,97 @@ func FuzzTaskFileText(f *testing.F) {
 		taskfile.ParseHeader(text)
 	})
 }
+
+func TestPromptsKeepLocalWorkAndOfficialReviewRolesSeparate(t *testing.T) {
+	task := makeTask(t, "")
+	selfcheck := seed.Prompt(taskfile.StageSelfcheck, task)
+	review := seed.Prompt(taskfile.StageReview, task)
+	if strings.Contains(selfcheck, "USER_REVIEW") || strings.Contains(strings.ToLower(selfcheck), "user review") {
+		t.Errorf("the selfcheck prompt speaks of user review: %s", selfcheck)
+	}
+	want := "Think in English. Final in Korean. Read " + task.Review + " and fill every missing implementation field. " +
+		"Do not finish until all implementation fields are complete. This is a self-check of completed work, not a review. Read " +
+		task.Plan + " and finish any missing work. Recheck and fix your work."
+	if selfcheck != want {
+		t.Errorf("selfcheck prompt\n got %s\nwant %s", selfcheck, want)
+	}
+	if want := "Read " + task.Review + " and start the review. Final in Korean."; review != want {
+		t.Errorf("review prompt\n got %s\nwant %s", review, want)
+	}
+	if w := seed.Prompt(taskfile.StageWorker, task); !strings.Contains(w, task.Plan) || strings.Contains(w, "USER_REVIEW") {
+		t.Errorf("worker prompt: %s", w)
+	}
+}
+
+func TestLocalReviewStubHasNoUserReviewControlPlaneContent(t *testing.T) {
+	stub := taskfile.ReviewStub(taskfile.Header{Task: "t", Plan: 0, Tag: "T"})
+	for _, not := range []string{"USER_REVIEW", "사용자 리뷰", "user-review", "## 작업 로그 계약", "WORK_LOG.md"} {
+		if strings.Contains(stub, not) {
+			t.Errorf("the review stub holds %q", not)
+		}
+	}
+	if h, ok := taskfile.ParseHeader(stub); !ok || h != (taskfile.Header{Task: "t", Plan: 0, Tag: "T"}) {
+		t.Errorf("stub header %+v %v", h, ok)
+	}
+	if errs := seed.ImplementationReviewErrors(stub); len(errs) == 0 {
+		t.Error("an unfilled stub passes the selfcheck")
+	}
+	if seed.OfficialVerdict(stub) {
+		t.Error("an unfilled stub starts review")
+	}
+}
+
+func TestRejectsBroadOrOutsideWorkspaceWriteSets(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.Mkdir(filepath.Join(ws, "src"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []string{"| `src/` | TEST-1 |\n", "| `../outside.go` | TEST-2 |\n", "| `src/*.go` | TEST-3 |\n"} {
+		paths := seed.WriteSetPaths(writeSetTable + "| `src/ok.go` | OK |\n" + row)
+		set, known, why := schedule.WriteSet(ws, paths)
+		if known || len(set) != 0 || why == "" {
+			t.Errorf("%s: set %q known %v why %q; want unknown, empty, a reason", strings.TrimSpace(row), set, known, why)
+		}
+	}
+}
+
+func TestReviewProgressSignatureIgnoresDispatcherWorkLog(t *testing.T) {
+	task := makeTask(t, "")
+	sig := func() string {
+		s, err := taskfile.Signature(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := sig()
+	write(t, filepath.Join(task.Dir, taskfile.WorkLogName), "| FINISH | test | review |\n")
+	if after := sig(); after != before {
+		t.Error("the work log changed the signature")
+	}
+	write(t, task.Review, "## 코드리뷰 결과\n- 종합 판정: WARN\n")
+	if after := sig(); after == before {
+		t.Error("a changed review left the signature as it was")
+	}
+	write(t, filepath.Join(task.Dir, "plan_local_G05_0.log"), "old plan\n")
+	if sig() == before {
+		t.Error("a new file left the signature as it was")
+	}
+}
+
+func TestLoadRoutes(t *testing.T) {
+	dir := t.TempDir()
+	good := write(t, filepath.Join(dir, "routes.json"), `{"routes":[{"min_grade":0,"max_grade":99,"provider":"glm","review_provider":"claude"}]}`)
+	s, err := seed.LoadRoutes(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := s.Route(5); !ok || r.ProviderFor(taskfile.StageWorker) != "glm" || r.ProviderFor(taskfile.StageReview) != "claude" {
+		t.Errorf("route %+v %v", r, ok)
+	}
+	for _, bad := range []string{`{"routes":[]}`, `{"routes":[{"min_grade":0,"max_grade":9,"provider":"glm"}]}`, `{"route":[]}`} {
+		if _, err := seed.LoadRoutes(write(t, filepath.Join(dir, "bad.json"), bad)); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
