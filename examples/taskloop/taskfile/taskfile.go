@@ -43,9 +43,11 @@ type Seed struct {
 	OfficialVerdictSection string   `json:"official_verdict_section"`
 	VerdictLabel           string   `json:"verdict_label"`
 	Verdicts               []string `json:"verdicts"`
-	ReviewSyncItem         string   `json:"review_sync_item"`
-	NoneValues             []string `json:"none_values"`
-	UserReview             struct {
+	// PassVerdict is the verdict that completes a task.
+	PassVerdict    string   `json:"pass_verdict"`
+	ReviewSyncItem string   `json:"review_sync_item"`
+	NoneValues     []string `json:"none_values"`
+	UserReview     struct {
 		StatusSection   string `json:"status_section"`
 		StatusValue     string `json:"status_value"`
 		ReasonSection   string `json:"reason_section"`
@@ -236,13 +238,20 @@ func (s Seed) isNone(v string) bool {
 // OfficialVerdict reports whether review text holds the official verdict
 // section with a verdict ("- **종합 판정**: WARN"): only that starts review
 // recovery; the same words elsewhere do not.
-func (s Seed) OfficialVerdict(review string) bool {
+func (s Seed) OfficialVerdict(review string) bool { return s.Verdict(review) != "" }
+
+// Verdict is the verdict of review text's official verdict section
+// ("PASS", "WARN", "FAIL"), or "" when the section gives none.
+func (s Seed) Verdict(review string) string {
 	v, ok := labelled(sections(review)[s.OfficialVerdictSection], s.VerdictLabel)
 	if !ok {
-		return false
+		return ""
 	}
 	word, _, _ := strings.Cut(v, " ")
-	return slices.Contains(s.Verdicts, word)
+	if !slices.Contains(s.Verdicts, word) {
+		return ""
+	}
+	return word
 }
 
 // reviewSynced reports whether the review's sync item is checked.
