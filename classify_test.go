@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,30 +77,44 @@ var (
 	generic    = pilot.FailGeneric
 )
 
-// The seed's classification tests (tests/test_dispatch.py, ReviewControlTest
-// and AgentInvokeTest).
-var seedClassifyCases = []classifyCase{
+// classifyGroup is a named set of classification cases.
+type classifyGroup struct {
+	name  string
+	cases []classifyCase
+}
+
+// The seed's classification tests (tests/test_dispatch.py,
+// ReviewControlTest), each a group named after its test: they run as
+// TestClassifyFailure/ClassifiesProviderTunnelConnectionRefusal/... and so
+// on.
+var seedClassifyGroups = []classifyGroup{
 	// test_classifies_provider_tunnel_connection_refusal
-	same("seed provider tunnel connection refusal",
-		"a provider marker plus connection refused is a provider connection failure",
-		connection, seedProviderLine),
-	{"seed provider tunnel line after an unrelated warning",
-		"the evidence is the provider line alone, not the warning before it",
-		"unrelated warning\n" + seedProviderLine, transport(connection, seedProviderLine)},
+	{"ClassifiesProviderTunnelConnectionRefusal", []classifyCase{
+		same("provider tunnel connection refusal",
+			"a provider marker plus connection refused is a provider connection failure",
+			connection, seedProviderLine),
+		{"provider tunnel line after an unrelated warning",
+			"the evidence is the provider line alone, not the warning before it",
+			"unrelated warning\n" + seedProviderLine, transport(connection, seedProviderLine)},
+	}},
 	// test_generic_tool_stderr_is_not_provider_transport_evidence
-	weak("seed weak pytest connection refused",
-		"a test's connection refused names no provider",
-		"pytest setup failed: connection refused while opening fixture"),
-	weak("seed weak bare dial tcp",
-		"a bare dial error could be any program's",
-		"dial tcp 127.0.0.1:9999: connect: connection refused"),
-	weak("seed weak curl peer failure",
-		"curl's receive failure names no provider",
-		"curl error: failure when receiving data from the peer"),
+	{"GenericToolStderrIsNotProviderTransportEvidence", []classifyCase{
+		weak("pytest connection refused",
+			"a test's connection refused names no provider",
+			"pytest setup failed: connection refused while opening fixture"),
+		weak("bare dial tcp",
+			"a bare dial error could be any program's",
+			"dial tcp 127.0.0.1:9999: connect: connection refused"),
+		weak("curl peer failure",
+			"curl's receive failure names no provider",
+			"curl error: failure when receiving data from the peer"),
+	}},
 	// test_provider_stream_requires_strong_backend_or_sse_context
-	same("seed model backend SSE stream before DONE",
-		"a model backend and an SSE stream that ended before DONE is a stream disconnect",
-		stream, "Backend for model crashed before streaming started: SSE stream before DONE"),
+	{"ProviderStreamRequiresStrongBackendOrSseContext", []classifyCase{
+		same("model backend SSE stream before DONE",
+			"a model backend and an SSE stream that ended before DONE is a stream disconnect",
+			stream, "Backend for model crashed before streaming started: SSE stream before DONE"),
+	}},
 }
 
 // The texts the agent CLIs print, from shared/research/agent-cli-formats.md
@@ -389,19 +404,20 @@ var retryAfterClassifyCases = []classifyCase{
 	{"unknown unit", "a number with an unknown unit is no delay", "API Error: 429 try again in 5 parsecs", transport(rateLimit, "API Error: 429 try again in 5 parsecs")},
 }
 
+// classifyGroups are the cases of TestClassifyFailure and the fuzz corpus:
+// the seed's tests, then pilot's own sets.
+func classifyGroups() []classifyGroup {
+	return append(slices.Clone(seedClassifyGroups),
+		classifyGroup{"cli", cliClassifyCases},
+		classifyGroup{"strong", strongPhraseClassifyCases},
+		classifyGroup{"weak", weakClassifyCases},
+		classifyGroup{"multiline", multiLineClassifyCases},
+		classifyGroup{"retryafter", retryAfterClassifyCases},
+	)
+}
+
 func TestClassifyFailure(t *testing.T) {
-	groups := []struct {
-		name  string
-		cases []classifyCase
-	}{
-		{"seed", seedClassifyCases},
-		{"cli", cliClassifyCases},
-		{"strong", strongPhraseClassifyCases},
-		{"weak", weakClassifyCases},
-		{"multiline", multiLineClassifyCases},
-		{"retryafter", retryAfterClassifyCases},
-	}
-	for _, g := range groups {
+	for _, g := range classifyGroups() {
 		for _, tc := range g.cases {
 			t.Run(g.name+"/"+tc.name, func(t *testing.T) {
 				got := pilot.ClassifyFailure(tc.text)
@@ -413,9 +429,10 @@ func TestClassifyFailure(t *testing.T) {
 	}
 }
 
-// The seed's AgentInvokeTest.test_provider_stderr_requires_and_preserves_exact_evidence,
-// its pure part: a pi stderr line is a diagnostic, proves provider-connection
-// with itself as evidence, and the report keeps the seed's keys.
+// The pure part of the seed's test_provider_stderr_requires_and_preserves_exact_evidence
+// (TestProviderStderrRequiresAndPreservesExactEvidence dispatches it): a pi
+// stderr line is a diagnostic, proves provider-connection with itself as
+// evidence, and the report keeps the seed's keys.
 func TestClassifySeedProviderStderrEvidenceReport(t *testing.T) {
 	text, ok := agents.ExtractDiagnostic("pi", pilot.Stderr, seedProviderLine)
 	if !ok || text != seedProviderLine {
@@ -442,10 +459,11 @@ func TestClassifySeedProviderStderrEvidenceReport(t *testing.T) {
 	}
 }
 
-// The seed's AgentInvokeTest.test_exit_143_is_process_termination_not_provider_failure,
-// its pure part: exit 143 is classified by no runner, stands for an inferred
-// SIGTERM, and the report of the termination does not confirm a provider
-// failure even though stderr held a provider line.
+// The pure part of the seed's test_exit_143_is_process_termination_not_provider_failure
+// (TestExit143IsProcessTerminationNotProviderFailure dispatches it): exit
+// 143 is classified by no runner, stands for an inferred SIGTERM, and the
+// report of the termination does not confirm a provider failure even
+// though stderr held a provider line.
 func TestClassifySeedExit143IsTerminationNotProvider(t *testing.T) {
 	for _, runner := range []string{"pi", "codex", "claude", "opencode", "gemini", "command"} {
 		if c, ok := agents.ClassifyExitCode(runner, 143); ok {
@@ -618,8 +636,8 @@ var knownClasses = map[pilot.FailureClass]bool{
 }
 
 func FuzzClassifyFailure(f *testing.F) {
-	for _, group := range [][]classifyCase{seedClassifyCases, cliClassifyCases, strongPhraseClassifyCases, weakClassifyCases, multiLineClassifyCases, retryAfterClassifyCases} {
-		for _, tc := range group {
+	for _, g := range classifyGroups() {
+		for _, tc := range g.cases {
 			f.Add(tc.text)
 		}
 	}

@@ -1,6 +1,8 @@
 package pilot_test
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -8,14 +10,17 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/report"
 )
 
 const providerLine = "provider_tunnel_error: dial tcp 192.0.2.1:8001: connect: connection refused"
 
-// Ports test_provider_stderr_requires_and_preserves_exact_evidence,
-// test_exit_143_is_process_termination_not_provider_failure and the weak-line
-// rule to the Dispatcher: what decides a verdict, and the proof it keeps.
+// What decides a verdict, and the proof it keeps, for the command runner:
+// the rules of TestProviderStderrRequiresAndPreservesExactEvidence and
+// TestExit143IsProcessTerminationNotProviderFailure (the seed's, with pi),
+// the weak-line rule and pilot's own timeout.
 func TestVerdictFailureEvidenceAndTermination(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -93,24 +98,93 @@ func TestVerdictFailureEvidenceAndTermination(t *testing.T) {
 	}
 }
 
-// The seed's failure_report_lines: a record renders as key=value lines
-// naming the class, its proof and the pilot that judged it.
-func TestRecordFailureReport(t *testing.T) {
-	d := testDispatcher(t, fakeProvider(t, "w", "err="+providerLine, "exit=1"))
-	rec := readRecord(t, dispatch(t, d, task("w")))
+// piStderrDispatch dispatches a pi worker (the fake agent, replaying) that
+// writes line on stderr and exits with code, and returns its verdict and
+// record.
+func piStderrDispatch(t *testing.T, line string, code int) (pilot.Verdict, pilot.Record) {
+	t.Helper()
+	prefix := filepath.Join(t.TempDir(), "pi")
+	if err := os.WriteFile(prefix+".stderr", []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := replayProvider(t, agents.RunnerPi, prefix)
+	p.Env[fakeagent.EnvReplayExit] = strconv.Itoa(code)
+	v := dispatch(t, testDispatcher(t, p), task(agents.RunnerPi))
+	return v, readRecord(t, v)
+}
+
+// The seed's test_provider_stderr_requires_and_preserves_exact_evidence: a
+// pi worker's provider line on stderr is a provider-connection failure
+// whose evidence is that line, exactly; the record names the dispatching
+// program and its executable's hash, and the seed's failure_report_lines
+// (package report) render all of it.
+func TestProviderStderrRequiresAndPreservesExactEvidence(t *testing.T) {
+	v, rec := piStderrDispatch(t, providerLine, 1)
+	want := pilot.Failure{
+		FailureClass:       pilot.FailProviderConnection,
+		FailureSource:      pilot.SourceProviderDiagnostic,
+		TransportConfirmed: true,
+		EvidenceSource:     "pi:stderr",
+		EvidenceExcerpt:    providerLine,
+	}
+	if diff := cmp.Diff(want, v.Failure); diff != "" {
+		t.Errorf("verdict failure (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(intp(1), v.ExitCode); diff != "" {
+		t.Errorf("exit code (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, rec.Failure); diff != "" {
+		t.Errorf("record failure (-want +got):\n%s", diff)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := fileSHA256(t, exe)
+	p := rec.Provenance
+	if p.Pid != os.Getpid() || p.SourcePath != exe || p.SourceSHA256 != sum || p.CurrentSHA256 != sum || !p.SourceMatchesLoaded {
+		t.Errorf("record provenance = %+v; want this process, %s, sha256 %s, matching", p, exe, sum)
+	}
 	lines := report.FromRecord(rec).Lines()
 	for _, want := range []string{
 		"failure_class=provider-connection",
 		"failure_source=provider-terminal-diagnostic",
 		"provider_transport_failure_confirmed=true",
-		"failure_evidence_source=command:stderr",
+		"failure_evidence_source=pi:stderr",
 		"provider_evidence=" + providerLine,
-		"dispatcher_pid=" + strconv.Itoa(rec.Provenance.Pid),
-		"dispatcher_source_sha256=" + rec.SourceSHA256,
+		"dispatcher_pid=" + strconv.Itoa(os.Getpid()),
+		"dispatcher_source_sha256=" + sum,
 		"dispatcher_source_matches_loaded=true",
 	} {
 		if !slices.Contains(lines, want) {
 			t.Errorf("report lacks %q:\n%v", want, lines)
 		}
+	}
+}
+
+// The seed's test_exit_143_is_process_termination_not_provider_failure: the
+// same pi worker exiting 143 was terminated by SIGTERM from outside pilot,
+// and its provider line proves no provider failure.
+func TestExit143IsProcessTerminationNotProviderFailure(t *testing.T) {
+	v, rec := piStderrDispatch(t, providerLine, 143)
+	want := pilot.Failure{
+		FailureClass:              pilot.FailProcessTerminated,
+		FailureSource:             pilot.SourceProcessTermination,
+		TransportConfirmed:        false,
+		TerminationSignal:         "SIGTERM",
+		TerminationSignalInferred: true,
+		TerminationInitiator:      "unknown",
+	}
+	if diff := cmp.Diff(want, v.Failure); diff != "" {
+		t.Errorf("verdict failure (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(intp(143), v.ExitCode); diff != "" {
+		t.Errorf("exit code (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, rec.Failure); diff != "" {
+		t.Errorf("record failure (-want +got):\n%s", diff)
+	}
+	if lines := report.FromRecord(rec).Lines(); !slices.Contains(lines, "provider_transport_failure_confirmed=false") {
+		t.Errorf("report lacks provider_transport_failure_confirmed=false:\n%v", lines)
 	}
 }

@@ -38,9 +38,10 @@ func fileSHA256(t *testing.T, path string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// The seed's hot-edit check: a binary replaced on disk while it runs is
-// noticed, and the record keeps the hash of the code that actually ran.
-func TestProvenanceDetectsAReplacedExecutable(t *testing.T) {
+// The seed's test_dispatcher_source_provenance_detects_hot_edit: a binary
+// replaced on disk while it runs is noticed, and the provenance keeps the
+// hash of the code that actually ran.
+func TestDispatcherSourceProvenanceDetectsHotEdit(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package pilot_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,5 +106,76 @@ func TestRetryResumesTheSessionThenFallsBackWhenItIsGone(t *testing.T) {
 	events, err := os.ReadFile(second.EventsLog)
 	if err != nil || !strings.Contains(string(events), retry.EventResumeFallback) {
 		t.Errorf("the gone resume's events.log has no fallback event (%v):\n%s", err, events)
+	}
+}
+
+// The seed's test_resume_heartbeat_preserves_prior_native_session_path: a
+// restarted retry finds the record of a failed pi attempt, resumes that
+// attempt's native session (pi gets it as --session), and the new record
+// names the same session file and the record it resumed from.
+func TestResumeHeartbeatPreservesPriorNativeSessionPath(t *testing.T) {
+	dir := t.TempDir()
+	earlier, err := os.ReadFile(filepath.Join("testdata", "pi", "stream", "resume-earlier-session.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	native := filepath.Join(dir, "prior-session.jsonl")
+	if err := os.WriteFile(native, earlier, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prior := filepath.Join(dir, "prior-record.json")
+	priorRec := pilot.Record{
+		RunID: "prior", Provider: "pi", Runner: "pi", Status: string(pilot.Failed),
+		Failure: pilot.Failure{FailureClass: pilot.FailSessionStall}, Resume: native,
+		SessionRecord: &pilot.SessionRecord{NativeSessionPath: native},
+	}
+	data, err := json.Marshal(priorRec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prior, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state, err := retry.OpenStore(filepath.Join(dir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer state.Close()
+	key := retry.Key{Task: "review/1", Stage: "review"}
+	if err := state.UpdateTask(key.Task, func(s *retry.TaskState) {
+		s.RecoveryFailures = map[string]int{key.Stage: 1}
+		s.LastRecord, s.LastFailureClass, s.LastStage = prior, pilot.FailSessionStall, key.Stage
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The worker replays a resumed pi run.
+	p := replayProvider(t, "pi", filepath.Join("testdata", "pi", "stream", "resume"))
+	d := testDispatcher(t, p)
+	v, err := retry.Dispatch(context.Background(), d, task("pi"), key, retry.Policy{State: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Verdict != pilot.Completed || v.Attempts != 1 || v.ResumedFrom != prior {
+		t.Fatalf("verdict %s (%s) after %d attempts, resumed from %q; want completed after 1, from %s",
+			v.Verdict, v.FailureClass, v.Attempts, v.ResumedFrom, prior)
+	}
+	call, _ := readCall(t, p)
+	if i := slices.Index(call.Argv, "--session"); i < 0 || i+1 >= len(call.Argv) || call.Argv[i+1] != native {
+		t.Errorf("argv %q; want --session %s", call.Argv, native)
+	}
+	if call.Stdin != retry.DefaultResumePrompt {
+		t.Errorf("stdin %q; want the resume prompt", call.Stdin)
+	}
+	rec, err := pilot.ReadRecord(v.Record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.SessionRecord == nil || rec.NativeSessionPath != native {
+		t.Errorf("record session fields %+v; want native_session_path %s", rec.SessionRecord, native)
+	}
+	if rec.ResumedFrom != prior || rec.PreviousRecord != prior || rec.Resume != native {
+		t.Errorf("record: resumed_from %q, previous_record %q, resume %q; want %s, %s, %s",
+			rec.ResumedFrom, rec.PreviousRecord, rec.Resume, prior, prior, native)
 	}
 }

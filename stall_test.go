@@ -314,38 +314,89 @@ func TestStallIncompleteSequentialBatchUsesToolTimeout(t *testing.T) {
 	}
 }
 
-// test_pi_phase_keeps_incomplete_sequential_batch_tool_running and the
-// conservative-timeout tests: the phase's stall timeout is the tool
-// threshold; test_pi_phase_waits_for_model_only_after_entire_batch_completes:
-// awaiting-model is inspected after the model threshold and never
-// terminated.
+// The seed's test_pi_phase_* tests, each a subtest of its name (the rest
+// are pilot's own fixtures): the phase pisession reads from the seed's
+// session file, and what the zero StallPolicy does with that phase. An
+// incomplete batch, like every phase pilot cannot read (an unknown schema
+// or assistant content, a future session version, corrupt entries), is
+// ended only after the tool threshold, the conservative one; awaiting the
+// model is inspected after the model threshold and never ended.
 func TestStallTimeoutsOfParsedPhases(t *testing.T) {
 	p := pilot.StallPolicy{}
+	ids := func(s ...string) []string { return append([]string{}, s...) }
 	tests := []struct {
-		fixture   string
-		inspect   time.Duration // 0: none
-		terminate time.Duration // 0: none
+		name     string
+		fixtures []string
+		phase    pilot.SessionPhase
+		reason   string   // "": not checked (the seed does not)
+		pending  []string // nil: not checked
+		// The tool calls of the last assistant message and those with a
+		// result; nil: not checked.
+		expected, completed []string
+		inspect             time.Duration // 0: none
+		terminate           time.Duration // 0: none
 	}{
-		{"seed-incomplete-sequential-batch", 0, pilot.DefaultStallTool},
-		{"seed-entire-batch-complete", pilot.DefaultStallModelResponse, 0},
-		{"seed-tool-result-id-missing", pilot.DefaultStallModelResponse, pilot.DefaultStallTool},
-		{"seed-unknown-assistant-content", pilot.DefaultStallModelResponse, pilot.DefaultStallTool},
-		{"seed-future-session-version", pilot.DefaultStallModelResponse, pilot.DefaultStallTool},
-		{"seed-corrupt-missing-parent", pilot.DefaultStallModelResponse, pilot.DefaultStallTool},
-		{"seed-corrupt-invalid-utf8", pilot.DefaultStallModelResponse, pilot.DefaultStallTool},
-		{"corrupt-invalid-utf8-byte", pilot.DefaultStallModelResponse, pilot.DefaultStallTool},
-		{"seed-active-branch", pilot.DefaultStallModelResponse, 0},
-		{"seed-silent-starting", pilot.DefaultStallStart, 0},
-		{"v3-finished", pilot.DefaultStallModelResponse, 0},
-		{"v3-errored", pilot.DefaultStallModelResponse, 0},
+		{name: "PiPhaseKeepsIncompleteSequentialBatchToolRunning", fixtures: []string{"seed-incomplete-sequential-batch"},
+			phase: pilot.PhaseToolRunning, expected: ids("call-a", "call-b"), completed: ids("call-a"), pending: ids("call-b"),
+			terminate: pilot.DefaultStallTool},
+		{name: "PiPhaseWaitsForModelOnlyAfterEntireBatchCompletes", fixtures: []string{"seed-entire-batch-complete"},
+			phase: pilot.PhaseAwaitingModel, completed: ids("call-a", "call-b"), pending: ids(),
+			inspect: pilot.DefaultStallModelResponse},
+		{name: "PiPhaseUsesConservativeTimeoutForUnknownSchema", fixtures: []string{"seed-tool-result-id-missing"},
+			phase: pilot.PhaseUnknown, reason: pisession.ReasonToolResultIDMissing,
+			inspect: pilot.DefaultStallModelResponse, terminate: pilot.DefaultStallTool},
+		{name: "PiPhaseDoesNotTreatUnknownAssistantContentAsFinal", fixtures: []string{"seed-unknown-assistant-content"},
+			phase: pilot.PhaseUnknown, reason: pisession.ReasonUnsupportedAssistantContent,
+			inspect: pilot.DefaultStallModelResponse, terminate: pilot.DefaultStallTool},
+		{name: "PiPhaseUsesConservativeTimeoutForFutureSessionVersion", fixtures: []string{"seed-future-session-version"},
+			phase: pilot.PhaseUnknown, reason: "unsupported-session-version:4",
+			inspect: pilot.DefaultStallModelResponse, terminate: pilot.DefaultStallTool},
+		// The seed's cases missing-parent and invalid-utf8 (its bytes
+		// hold a backslash before "xff": an invalid JSON escape).
+		{name: "PiPhaseUsesConservativeTimeoutForCorruptSessionEntries", fixtures: []string{"seed-corrupt-missing-parent", "seed-corrupt-invalid-utf8"},
+			phase:   pilot.PhaseUnknown,
+			inspect: pilot.DefaultStallModelResponse, terminate: pilot.DefaultStallTool},
+		{name: "PiPhaseFollowsOnlyTheActiveSessionBranch", fixtures: []string{"seed-active-branch"},
+			phase: pilot.PhaseAwaitingModel, reason: pisession.ReasonUserMessage,
+			inspect: pilot.DefaultStallModelResponse},
+
+		// The invalid UTF-8 case with a real 0xff byte.
+		{name: "corrupt-invalid-utf8-byte", fixtures: []string{"corrupt-invalid-utf8-byte"},
+			phase: pilot.PhaseUnknown, reason: pisession.ReasonCorruptEntry,
+			inspect: pilot.DefaultStallModelResponse, terminate: pilot.DefaultStallTool},
+		{name: "seed-silent-starting", fixtures: []string{"seed-silent-starting"},
+			phase: pilot.PhaseStarting, inspect: pilot.DefaultStallStart},
+		{name: "v3-finished", fixtures: []string{"v3-finished"},
+			phase: pilot.PhaseFinished, inspect: pilot.DefaultStallModelResponse},
+		{name: "v3-errored", fixtures: []string{"v3-errored"},
+			phase: pilot.PhaseErrored, inspect: pilot.DefaultStallModelResponse},
 	}
 	for _, tt := range tests {
-		st := stallFixture(t, tt.fixture)
-		inspect, _ := pilot.InspectAfter(p, st.Phase)
-		terminate, _ := p.StallTimeout(st.Phase)
-		if inspect != tt.inspect || terminate != tt.terminate {
-			t.Errorf("%s (%s): inspect %v, terminate %v; want %v, %v", tt.fixture, st.Phase, inspect, terminate, tt.inspect, tt.terminate)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			for _, fixture := range tt.fixtures {
+				st := stallFixture(t, fixture)
+				if st.Phase != tt.phase || tt.reason != "" && st.Reason != tt.reason {
+					t.Errorf("%s: phase %q, reason %q; want %q, %q", fixture, st.Phase, st.Reason, tt.phase, tt.reason)
+				}
+				for _, l := range []struct {
+					name      string
+					got, want []string
+				}{
+					{"expected", st.ExpectedToolCallIDs, tt.expected},
+					{"completed", st.CompletedToolCallIDs, tt.completed},
+					{"pending", st.PendingToolCallIDs, tt.pending},
+				} {
+					if l.want != nil && !cmp.Equal(l.got, l.want) {
+						t.Errorf("%s: %s tool call ids %q; want %q", fixture, l.name, l.got, l.want)
+					}
+				}
+				inspect, _ := pilot.InspectAfter(p, st.Phase)
+				terminate, _ := p.StallTimeout(st.Phase)
+				if inspect != tt.inspect || terminate != tt.terminate {
+					t.Errorf("%s (%s): inspect %v, terminate %v; want %v, %v", fixture, st.Phase, inspect, terminate, tt.inspect, tt.terminate)
+				}
+			}
+		})
 	}
 }
 
@@ -442,38 +493,54 @@ func TestStallActionString(t *testing.T) {
 	}
 }
 
-// test_detects_codex_collaboration_wait and
-// test_ignores_completed_or_non_json_events, with item ids.
+// The seed's test_detects_codex_collaboration_wait and
+// test_ignores_completed_or_non_json_events, each a subtest of its name,
+// then the lines codex writes, with item ids.
 func TestCodexCollabWait(t *testing.T) {
 	type result struct {
 		ID                 string
 		Started, Completed bool
 	}
-	tests := []struct {
+	type lineCase struct {
 		line string
 		want result
-	}{
-		// The seed's lines (no item id).
-		{`{"type":"item.started","item":{"type":"collab_tool_call","tool":"wait"}}`, result{"", true, false}},
-		{`{"type":"item.completed","item":{"type":"collab_tool_call","tool":"wait"}}`, result{"", false, true}},
-		{`not json`, result{}},
-		// With the fields codex writes (PR #9817).
-		{`{"type":"item.started","item":{"id":"item_3","type":"collab_tool_call","tool":"wait","sender_thread_id":"t1","receiver_thread_ids":["t2"],"prompt":null,"agents_states":{},"status":"in_progress"}}`, result{"item_3", true, false}},
-		{`{"type":"item.completed","item":{"id":"item_3","type":"collab_tool_call","tool":"wait","sender_thread_id":"t1","receiver_thread_ids":["t2"],"status":"completed"}}`, result{"item_3", false, true}},
-		{`{"type":"item.updated","item":{"id":"item_3","type":"collab_tool_call","tool":"wait"}}`, result{}},
-		{`{"type":"item.started","item":{"id":"item_4","type":"collab_tool_call","tool":"spawn_agent"}}`, result{}},
-		{`{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"","status":"in_progress"}}`, result{}},
-		{`{"type":"item.started","item":{"id":"item_5","type":"command_execution","command":"echo collab_tool_call wait"}}`, result{}},
-		{`{"type":"item.started","item":"collab_tool_call"}`, result{}},
-		{`{"type":"item.started","item":{"type":"collab_tool_call","tool":"wait"`, result{}},
-		{``, result{}},
 	}
-	for _, tt := range tests {
-		var got result
-		got.ID, got.Started, got.Completed = agents.CodexCollabWait([]byte(tt.line))
-		if got != tt.want {
-			t.Errorf("CodexCollabWait(%s) = %+v; want %+v", tt.line, got, tt.want)
-		}
+	groups := []struct {
+		name  string
+		cases []lineCase
+	}{
+		// The seed's lines (no item id): a wait starts; a completed one
+		// is no wait in progress, and a line that is not JSON is nothing.
+		{"DetectsCodexCollaborationWait", []lineCase{
+			{`{"type":"item.started","item":{"type":"collab_tool_call","tool":"wait"}}`, result{"", true, false}},
+		}},
+		{"IgnoresCompletedOrNonJsonEvents", []lineCase{
+			{`{"type":"item.completed","item":{"type":"collab_tool_call","tool":"wait"}}`, result{"", false, true}},
+			{`not json`, result{}},
+		}},
+		// With the fields codex writes (PR #9817).
+		{"codex lines", []lineCase{
+			{`{"type":"item.started","item":{"id":"item_3","type":"collab_tool_call","tool":"wait","sender_thread_id":"t1","receiver_thread_ids":["t2"],"prompt":null,"agents_states":{},"status":"in_progress"}}`, result{"item_3", true, false}},
+			{`{"type":"item.completed","item":{"id":"item_3","type":"collab_tool_call","tool":"wait","sender_thread_id":"t1","receiver_thread_ids":["t2"],"status":"completed"}}`, result{"item_3", false, true}},
+			{`{"type":"item.updated","item":{"id":"item_3","type":"collab_tool_call","tool":"wait"}}`, result{}},
+			{`{"type":"item.started","item":{"id":"item_4","type":"collab_tool_call","tool":"spawn_agent"}}`, result{}},
+			{`{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"","status":"in_progress"}}`, result{}},
+			{`{"type":"item.started","item":{"id":"item_5","type":"command_execution","command":"echo collab_tool_call wait"}}`, result{}},
+			{`{"type":"item.started","item":"collab_tool_call"}`, result{}},
+			{`{"type":"item.started","item":{"type":"collab_tool_call","tool":"wait"`, result{}},
+			{``, result{}},
+		}},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			for _, tt := range g.cases {
+				var got result
+				got.ID, got.Started, got.Completed = agents.CodexCollabWait([]byte(tt.line))
+				if got != tt.want {
+					t.Errorf("CodexCollabWait(%s) = %+v; want %+v", tt.line, got, tt.want)
+				}
+			}
+		})
 	}
 }
 

@@ -140,7 +140,7 @@ func TestFinishedWorkerEndedByPilotKeepsItsVerdict(t *testing.T) {
 
 // A caller that sets ModelStall ends a worker silent while awaiting the
 // model as a session-stall; by default awaiting the model is only
-// inspected (TestSilentAwaitingModelIsInspectedNotTerminated).
+// inspected (TestPiSilentAwaitingModelIsInspectedWithoutTermination).
 func TestModelStallEndsASilentModelWait(t *testing.T) {
 	d := lineDispatcher(t, "out=phase:awaiting-model", "block")
 	d.Stall = pilot.StallPolicy{ModelResponse: 20 * time.Millisecond, ModelStall: 100 * time.Millisecond}

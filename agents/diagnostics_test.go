@@ -64,8 +64,8 @@ type diagnosticCase struct {
 }
 
 var diagnosticCases = []diagnosticCase{
-	// ReviewControlTest.test_pi_stdout_provider_words_are_not_terminal_diagnostics
-	{"seed pi stdout provider words", "pi's stdout is the model's stream", "pi", pilot.Stdout, "provider_tunnel_error: connection refused", ""},
+	// The seed's ReviewControlTest.test_pi_stdout_provider_words_are_not_terminal_diagnostics.
+	{"PiStdoutProviderWordsAreNotTerminalDiagnostics", "pi's stdout is the model's stream", "pi", pilot.Stdout, "provider_tunnel_error: connection refused", ""},
 	{"seed pi stderr provider line", "pi's stderr is its own diagnostics", "pi", pilot.Stderr, seedProviderLine, seedProviderLine},
 	{"pi stderr keeps spaces", "the line is returned untouched", "pi", pilot.Stderr, "  Connection error.  ", "  Connection error.  "},
 	{"pi message_update text", "model text on stdout is never a diagnostic",

@@ -120,6 +120,8 @@ func Goroutines() []string {
 //	session=PATH    use PATH as the native session file for sess= steps
 //	sess=JSON       append JSON and a newline to the session file
 //	tick=N/DURATION print N numbered lines on stdout, DURATION apart
+//	write=PATH=TEXT write TEXT, a Go string body ("a\nb"), to PATH
+//	append=PATH=TEXT append TEXT to PATH
 //	await=PATH      wait until PATH exists
 //	signal=N        die from signal N
 //	exit=N          exit with status N

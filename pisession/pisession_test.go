@@ -79,6 +79,9 @@ func TestPiSessionGolden(t *testing.T) {
 // TestPiSessionPhases pins the phase and reason of each fixture by hand, so
 // that a regenerated golden file cannot hide a change of behaviour. The
 // fixtures named seed-* port the seed's tests; the comment names the test.
+// (The seed's test_pi_phase_* tests whole, with what the stall policy does
+// with the phase, are the root package's TestStallTimeoutsOfParsedPhases/
+// subtests of their names.)
 func TestPiSessionPhases(t *testing.T) {
 	ids := func(s ...string) []string { return append([]string{}, s...) }
 	type lists struct{ expected, completed, pending []string }
@@ -301,9 +304,9 @@ func (r *piRepeatReader) Read(p []byte) (int, error) {
 	return int(k), nil
 }
 
-// test_pi_phase_reads_large_last_jsonl_event, at 50 MB: a last entry of any
-// size parses (no bufio.Scanner limit).
-func TestPiSessionLargeLastEntry(t *testing.T) {
+// The seed's test_pi_phase_reads_large_last_jsonl_event, at 50 MB rather
+// than 20 KB: a last entry of any size parses (no bufio.Scanner limit).
+func TestPiPhaseReadsLargeLastJsonlEvent(t *testing.T) {
 	const size = 50 << 20
 	head := `{"type":"session","version":3,"id":"s"}` + "\n" +
 		`{"type":"message","id":"a","parentId":null,"message":{"role":"assistant","content":[{"type":"toolCall","id":"big","name":"read"}],"stopReason":"toolUse"}}` + "\n" +

@@ -418,10 +418,21 @@ func (r *runState) start(ctx context.Context, i int) {
 		r.emit(Event{Type: EventDispatch, Job: id, Dispatch: &e})
 	}
 	go func() {
+		returned := false
+		defer func() {
+			if !returned { // runtime.Goexit (a fake's t.FailNow), or a panic on its way up
+				r.done <- finish{i, pilot.Verdict{}, errDispatchExited}
+			}
+		}()
 		v, err := r.s.Dispatcher.Dispatch(ctx, t)
+		returned = true
 		r.done <- finish{i, v, err}
 	}()
 }
+
+// errDispatchExited ends a job whose Dispatch never returned: its goroutine
+// exited (runtime.Goexit), so Run does not wait for it forever.
+var errDispatchExited = errors.New("the job's Dispatch did not return: its goroutine exited (runtime.Goexit, as t.FailNow does in a fake dispatcher)")
 
 // finish takes a dispatch's end: the job is complete, failed, blocked, or
 // waits for its provider's rate limit and resumes its session then.

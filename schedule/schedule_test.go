@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -242,5 +243,20 @@ func TestAFailureHoldsOnlyItsDependents(t *testing.T) {
 	want := map[string]string{"a": "a: failed", "b": "b: waiting on a", "c": "c: waiting on b", "d": "d: complete"}
 	if diff := cmp.Diff(want, statuses(rs)); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
+	}
+}
+
+// A fake dispatcher whose goroutine exits without returning (t.FailNow
+// in it calls runtime.Goexit) fails its job instead of hanging Run.
+func TestAJobWhoseDispatchExitsDoesNotHangTheRun(t *testing.T) {
+	s := &schedule.Scheduler{Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, pt pilot.Task) (pilot.Verdict, error) {
+		if pt.Label == "a" {
+			runtime.Goexit()
+		}
+		return ok(ctx, pt)
+	})}
+	got := statuses(run(t, s, schedule.Graph{Jobs: []schedule.Job{job("a"), job("b", "a"), job("c")}}))
+	if !strings.HasPrefix(got["a"], "a: failed") || !strings.HasPrefix(got["b"], "b: waiting") || !strings.HasPrefix(got["c"], "c: complete") {
+		t.Errorf("results %q; want a failed, b waiting on it, c complete", got)
 	}
 }

@@ -140,7 +140,8 @@ func TestAJobALivePilotOwnsIsNeverStartedTwice(t *testing.T) {
 
 // Liveness is the owner's pid with its start time (a reused pid is another
 // process), or its stream log moving within the stall window; a stale
-// record is taken over and marked so.
+// record is taken over and marked so. Two cases are the seed's
+// OrchestrationPersistenceTest tests, named after them.
 func TestOwnerLiveness(t *testing.T) {
 	live := liveProcess(t)
 	liveStart, _ := procfs.StartTime(live)
@@ -162,15 +163,22 @@ func TestOwnerLiveness(t *testing.T) {
 		name     string
 		rec      record
 		external bool
+		why      string // what the blocked reason of an external job names
 	}{
-		{"live pilot", record{Status: "running", Pid: live, Start: liveStart}, true},
-		{"live agent, gone pilot", record{Status: "running", Pid: gone, AgentPid: live, AgentStart: liveStart}, true},
-		{"reused pid: another start time", record{Status: "running", Pid: live, Start: liveStart + 1}, false},
-		{"gone pilot, stream moving", record{Status: "running", Pid: gone, StreamLog: fresh}, true},
-		// The events log beside the still stream was just written: it
-		// does not count.
-		{"gone pilot, stream still for an hour, events log fresh", record{Status: "running", Pid: gone, StreamLog: old}, false},
-		{"complete in an earlier run", record{Status: "complete", Pid: gone}, false},
+		{"live pilot", record{Status: "running", Pid: live, Start: liveStart}, true, "pilot pid"},
+		// The seed's test_external_liveness_keeps_silent_live_agent_process:
+		// the agent has been silent past the stall window, its process
+		// runs.
+		{"ExternalLivenessKeepsSilentLiveAgentProcess", record{Status: "running", Pid: gone, AgentPid: live, AgentStart: liveStart, StreamLog: old}, true, "agent pid"},
+		{"reused pid: another start time", record{Status: "running", Pid: live, Start: liveStart + 1}, false, ""},
+		// The second half of the seed's heartbeat test below: the stream
+		// log itself moving does count.
+		{"gone pilot, stream moving", record{Status: "running", Pid: gone, StreamLog: fresh}, true, "stream log moved"},
+		// The seed's test_external_liveness_ignores_heartbeat_mtime: the
+		// events log (pilot's heartbeat) beside the still stream was just
+		// written; it does not count.
+		{"ExternalLivenessIgnoresHeartbeatMtime", record{Status: "running", Pid: gone, StreamLog: old}, false, ""},
+		{"complete in an earlier run", record{Status: "complete", Pid: gone}, false, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), schedule.StoreFileName)
@@ -183,8 +191,8 @@ func TestOwnerLiveness(t *testing.T) {
 			rs := run(t, &schedule.Scheduler{Dispatcher: d, Store: store}, schedule.Graph{Jobs: []schedule.Job{job("j")}})
 			switch {
 			case tt.external:
-				if rs[0].Status != schedule.StatusExternalActive || len(ran()) != 0 {
-					t.Errorf("%v, ran %q; want external-active, not run", rs[0], ran())
+				if rs[0].Status != schedule.StatusExternalActive || len(ran()) != 0 || !strings.Contains(rs[0].BlockedReason, tt.why) {
+					t.Errorf("%v, ran %q; want external-active for its %s, not run", rs[0], ran(), tt.why)
 				}
 			case tt.rec.Status == "complete":
 				if rs[0].Status != schedule.StatusComplete || len(ran()) != 0 {

@@ -39,11 +39,13 @@ package fakeagent
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -179,6 +181,19 @@ func Main(args []string) int {
 				out.Flush()
 				time.Sleep(every)
 			}
+		case "write", "append":
+			// PATH=TEXT, TEXT a Go string body ("a\nb"); the file's
+			// directory is made.
+			path, body, _ := strings.Cut(val, "=")
+			text, err := strconv.Unquote(`"` + body + `"`)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: %s: %q is not a Go string body: %v\n", name, body, err)
+				return 2
+			}
+			if err := writeFile(path, text, name == "append"); err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: %s: %v\n", name, err)
+				return 2
+			}
 		case "await":
 			for {
 				if _, err := os.Stat(val); err == nil {
@@ -290,4 +305,21 @@ func spawn(opts string, steps []string) (int, error) {
 	pid := cmd.Process.Pid
 	cmd.Process.Release() // the child is left to run; its reaper is not us
 	return pid, nil
+}
+
+// writeFile writes (or appends) text to path, making its directory.
+func writeFile(path, text string, appendTo bool) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	flag := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if appendTo {
+		flag = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	f, err := os.OpenFile(path, flag, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(text)
+	return errors.Join(werr, f.Close())
 }

@@ -99,6 +99,7 @@ func reviewOf(dir string) string { return filepath.Join(dir, "CODE_REVIEW-local-
 // A call is one stage attempt the fake saw.
 type call struct {
 	Task, Stage      string
+	Dir              string // the task's directory
 	Provider, Prompt string
 	Resume           string
 }
@@ -121,7 +122,8 @@ func newFake(t *testing.T, act func(ctx context.Context, c call, n int, t pilot.
 
 func (f *fake) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
 	task, stage, _ := strings.Cut(t.Label, " ")
-	c := call{Task: task, Stage: stage, Provider: t.Provider, Prompt: t.Prompt, Resume: t.Resume}
+	c := call{Task: task, Stage: stage, Provider: t.Provider, Prompt: t.Prompt, Resume: t.Resume,
+		Dir: filepath.Join(t.Workdir, "agent-task", filepath.FromSlash(task))}
 	f.mu.Lock()
 	f.calls = append(f.calls, c)
 	n := f.n[t.Label]
@@ -147,17 +149,8 @@ func (f *fake) all() []call {
 	return append([]call(nil), f.calls...)
 }
 
-// taskDir finds the task's directory from the prompt (the stage prompts
-// name the plan or the review).
-func taskDir(t *testing.T, c call) string {
-	for _, w := range strings.Fields(c.Prompt) {
-		if strings.HasSuffix(w, ".md") && filepath.IsAbs(w) {
-			return filepath.Dir(w)
-		}
-	}
-	t.Fatalf("no task file in prompt %q", c.Prompt)
-	return ""
-}
+// taskDir is the directory of the call's task.
+func taskDir(_ *testing.T, c call) string { return c.Dir }
 
 func defaultAct(t *testing.T, c call, pt pilot.Task) pilot.Verdict {
 	dir := taskDir(t, c)
@@ -167,7 +160,11 @@ func defaultAct(t *testing.T, c call, pt pilot.Task) pilot.Verdict {
 		h, _ := taskfile.ParseHeader(rev)
 		write(t, reviewOf(dir), filledReview(fmt.Sprintf("<!-- task=%s plan=%d tag=%s -->\n", h.Task, h.Plan, h.Tag)))
 	case taskfile.StageReview:
-		write(t, reviewOf(dir), withVerdict(read(t, reviewOf(dir)), "PASS"))
+		rev := read(t, reviewOf(dir))
+		if i := strings.Index(rev, "\n## 코드리뷰 결과\n"); i >= 0 {
+			rev = rev[:i] // the review rewrites its verdict
+		}
+		write(t, reviewOf(dir), withVerdict(rev, "PASS"))
 	}
 	return ok(pt)
 }

@@ -185,6 +185,13 @@ func Scan(s *taskfile.Seed, workspace, group string) ([]taskfile.Task, error) {
 	}
 	var tasks []taskfile.Task
 	for _, g := range groups {
+		// A task directly under agent-task/ is a task of its own.
+		if t, ok, err := s.Read(workspace, filepath.Join(root, g)); err != nil {
+			return nil, fmt.Errorf("taskloop: task %s: %w", g, err)
+		} else if ok {
+			tasks = append(tasks, t)
+			continue
+		}
 		entries, err := os.ReadDir(filepath.Join(root, g))
 		if err != nil {
 			return nil, fmt.Errorf("taskloop: group %s: %w", g, err)
