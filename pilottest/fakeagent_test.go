@@ -15,13 +15,14 @@ func TestFakeAgentWritesAndAppendsFiles(t *testing.T) {
 	p := pilottest.FakeProvider(t, "fake",
 		`write={workdir}/sub/notes.md=# Notes\nfirst`,
 		`append={workdir}/sub/notes.md=\nsecond\n`,
+		"move={workdir}/sub/notes.md={workdir}/moved/notes.md",
 		"out=done")
 	d := pilottest.Dispatcher(t, []pilot.Provider{p})
 	v, err := d.Dispatch(context.Background(), pilot.Task{Provider: "fake", Mode: pilot.ModeCode, Prompt: "x", Workdir: dir})
 	if err != nil || !v.Verdict.Success() {
 		t.Fatalf("verdict %s %s, %v (stderr %q)", v.Verdict, v.FailureClass, err, v.StderrTail)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "sub", "notes.md"))
+	data, err := os.ReadFile(filepath.Join(dir, "moved", "notes.md"))
 	if err != nil || string(data) != "# Notes\nfirst\nsecond\n" {
 		t.Errorf("notes.md = %q, %v", data, err)
 	}

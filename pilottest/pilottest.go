@@ -122,6 +122,7 @@ func Goroutines() []string {
 //	tick=N/DURATION print N numbered lines on stdout, DURATION apart
 //	write=PATH=TEXT write TEXT, a Go string body ("a\nb"), to PATH
 //	append=PATH=TEXT append TEXT to PATH
+//	move=PATH=DEST  rename PATH to DEST
 //	await=PATH      wait until PATH exists
 //	signal=N        die from signal N
 //	exit=N          exit with status N

@@ -194,6 +194,16 @@ func Main(args []string) int {
 				fmt.Fprintf(os.Stderr, "fakeagent: %s: %v\n", name, err)
 				return 2
 			}
+		case "move":
+			src, dst, _ := strings.Cut(val, "=")
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: move: %v\n", err)
+				return 2
+			}
+			if err := os.Rename(src, dst); err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: move: %v\n", err)
+				return 2
+			}
 		case "await":
 			for {
 				if _, err := os.Stat(val); err == nil {

@@ -110,6 +110,7 @@ const (
 	EventScan     = "taskloop.scan"      // the group was scanned: Reason says how many tasks
 	EventStage    = "taskloop.stage"     // a task's stage starts
 	EventStageEnd = "taskloop.stage_end" // a stage ended: Verdict
+	EventFollowUp = "taskloop.follow_up" // the review wrote a follow-up plan: Reason names it; the stages start over
 	EventComplete = "taskloop.complete"  // the task passed review and is archived: Reason is the archive
 	EventBlocked  = "taskloop.blocked"   // the task is blocked: Reason
 	EventDispatch = "taskloop.dispatch"  // a pilot event of a stage attempt

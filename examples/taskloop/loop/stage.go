@@ -264,6 +264,8 @@ func (j *taskJobs) review(ctx context.Context, pt pilot.Task, t taskfile.Task) (
 		if err := j.rotateReview(t, after); err != nil {
 			return res, err
 		}
+		j.r.emit(Event{Type: EventFollowUp, Task: t.Name, Stage: taskfile.StageReview,
+			Reason: fmt.Sprintf("plan %d (%s)", after.Header.Plan, after.Plan)})
 	}
 	sig, err := taskfile.Signature(after)
 	if err != nil {

@@ -424,9 +424,9 @@ func (s Seed) Stage(t Task, p Progress) (string, error) {
 
 // A Header is a task file's first line, <!-- task=NAME plan=N tag=TAG -->.
 type Header struct {
-	Task string
-	Plan int
-	Tag  string
+	Task string `json:"task"`
+	Plan int    `json:"plan"`
+	Tag  string `json:"tag"`
 }
 
 var reHeader = regexp.MustCompile(`<!--\s*task=(\S+)\s+plan=(\d+)\s+tag=(\S+)\s*-->`)
