@@ -44,7 +44,9 @@ type Seed struct {
 	VerdictLabel           string   `json:"verdict_label"`
 	Verdicts               []string `json:"verdicts"`
 	// PassVerdict is the verdict that completes a task.
-	PassVerdict    string   `json:"pass_verdict"`
+	PassVerdict string `json:"pass_verdict"`
+	// ReviewSyncItem is how the review checklist's sync item begins
+	// (its wording after that varies between templates).
 	ReviewSyncItem string   `json:"review_sync_item"`
 	NoneValues     []string `json:"none_values"`
 	UserReview     struct {
@@ -259,9 +261,9 @@ func (s Seed) reviewSynced(review string) (checked, present bool) {
 	for _, l := range strings.Split(review, "\n") {
 		t := strings.TrimSpace(l)
 		switch {
-		case t == "- [x] "+s.ReviewSyncItem || t == "- [X] "+s.ReviewSyncItem:
+		case strings.HasPrefix(t, "- [x] "+s.ReviewSyncItem) || strings.HasPrefix(t, "- [X] "+s.ReviewSyncItem):
 			return true, true
-		case t == "- [ ] "+s.ReviewSyncItem:
+		case strings.HasPrefix(t, "- [ ] "+s.ReviewSyncItem):
 			present = true
 		}
 	}

@@ -372,3 +372,12 @@ func TestLoadRoutes(t *testing.T) {
 		}
 	}
 }
+
+func TestCompletedReviewChecklistDoesNotDependOnWorkerLog(t *testing.T) {
+	task := makeTask(t, "- [x] CODE_REVIEW-*-G??.md의 구현 에이전트 소유 섹션을 실제 구현 내용과 검증 출력으로 채운다.\n"+
+		"- [x] `WORK_LOG.md` 현재 실행 블록의 체크포인트, 예상 밖 이슈, 검증, 최종 리포트를 모두 채운다. 이 항목이 완료되기 전에는 구현이 완료된 것이 아니다.\n")
+	write(t, task.Plan, "<!-- task=test plan=0 tag=TEST -->\n## 작업 로그 계약\n")
+	if got := stage(t, task, taskfile.Progress{}); got != taskfile.StageReview {
+		t.Errorf("stage %q, want review (no work log needed)", got)
+	}
+}
