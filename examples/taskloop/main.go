@@ -206,7 +206,7 @@ func progress(w io.Writer, start time.Time) func(loop.Event) {
 		line := ""
 		switch e.Type {
 		case loop.EventStage:
-			line = fmt.Sprintf("%-8s started (%s)", e.Stage, e.Reason)
+			line = fmt.Sprintf("%-9s started (%s)", e.Stage, e.Reason)
 		case loop.EventStageEnd:
 			v := e.Verdict
 			what := string(v.Verdict)
@@ -216,7 +216,7 @@ func progress(w io.Writer, start time.Time) func(loop.Event) {
 			if v.Attempts > 1 {
 				what += fmt.Sprintf(" after %d attempts", v.Attempts)
 			}
-			line = fmt.Sprintf("%-8s %s", e.Stage, what)
+			line = fmt.Sprintf("%-9s %s", e.Stage, what)
 		case loop.EventComplete:
 			line = "complete, archived in " + e.Reason
 		case loop.EventBlocked:
