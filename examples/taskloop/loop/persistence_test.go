@@ -177,6 +177,7 @@ func prepared(t *testing.T) (ws, stateDir, taskDir string) {
 func reconcile(t *testing.T, ws, stateDir string) (map[string]string, map[string]string) {
 	t.Helper()
 	st := openState(t, stateDir)
+	defer st.Close()
 	if err := st.Prepare("", ws, nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +196,17 @@ func TestChildRestartDetectsTaskThatDisappearedWithoutCompleteLog(t *testing.T) 
 	completed, errs := reconcile(t, ws, stateDir)
 	if len(completed) != 0 || !strings.Contains(errs["task"], "without a new archive holding a complete.log") {
 		t.Errorf("completed %v errors %v; want the task's disappearance as an error", completed, errs)
+	}
+	// The failure stays until a person clears it.
+	st := openState(t, stateDir)
+	if o := st.Orchestration(); o.Tasks["task"] == nil || o.Tasks["task"].Status != "failed" {
+		t.Errorf("recorded %+v, want the task failed", o.Tasks["task"])
+	}
+	if _, err := st.ClearBlocked(""); err != nil {
+		t.Fatal(err)
+	}
+	if o := st.Orchestration(); o.Tasks["task"] != nil {
+		t.Errorf("after --retry-blocked the task is still recorded: %+v", o.Tasks["task"])
 	}
 }
 

@@ -242,9 +242,14 @@ func (s *State) nextAttempt(task, stage string) (int, error) {
 }
 
 // ClearBlocked unblocks the tasks of group (every group when empty) and
-// resets their budgets and counters; other groups are untouched. A
+// resets their budgets and counters, and forgets the tasks the
+// orchestration recorded gone without completing; other groups are
+// untouched. A
 // dry-run State changes nothing on disk.
 func (s *State) ClearBlocked(group string) ([]string, error) {
+	if err := s.forgetFailed(group); err != nil {
+		return nil, err
+	}
 	if group != "" {
 		return s.Retry.ClearBlocked(group)
 	}
@@ -263,6 +268,24 @@ func (s *State) ClearBlocked(group string) ([]string, error) {
 		all = append(all, cleared...)
 	}
 	return all, nil
+}
+
+// forgetFailed drops from the orchestration the tasks of group (every
+// group when empty) that it recorded failed (gone without completing), so
+// that a person who has looked can let the group complete.
+func (s *State) forgetFailed(group string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.doc.Orchestration
+	if o == nil {
+		return nil
+	}
+	for name, ot := range o.Tasks {
+		if ot.Status == "failed" && (group == "" || groupOf(name) == group) {
+			delete(o.Tasks, name)
+		}
+	}
+	return s.save()
 }
 
 // Orchestration returns a copy of the recorded orchestration, or nil.
