@@ -310,7 +310,10 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 			policy.RetryLoop, timeout = 150*time.Second, 3*time.Minute
 			if s.name == "connection-refused" || s.name == "mid-stream-disconnect" {
 				policy.RetryLoop = 20 * time.Second
-				want.source = "opencode:stderr" // the log's retry line
+				// The log's retry line; on a loaded machine opencode's
+				// own retries may run out first (seen in CI: 87 s),
+				// and then its error event on stdout is the evidence.
+				want.source = "opencode:stderr|opencode:stdout"
 			}
 		case "gemini":
 			// general.maxAttempts (default 10, at most 10) bounds gemini's
@@ -377,7 +380,7 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 		if v.FailureSource != "pilot-policy" || v.TerminationInitiator != "pilot" {
 			t.Errorf("failure source %q, termination initiator %q; want %q by pilot", v.FailureSource, v.TerminationInitiator, "pilot-policy")
 		}
-	case want.source != "" && v.EvidenceSource != want.source:
+	case want.source != "" && !slices.Contains(strings.Split(want.source, "|"), v.EvidenceSource):
 		t.Errorf("evidence source %q, want %q", v.EvidenceSource, want.source)
 	}
 	mu.Lock()

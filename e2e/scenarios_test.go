@@ -23,7 +23,8 @@ type scenario struct {
 type expect struct {
 	verdict pilot.Outcome
 	class   pilot.FailureClass
-	// source is the failure's evidence source ("pi:stdout", "pilot").
+	// source is the failure's evidence source ("pi:stdout", "pilot"), or
+	// sources either of which is right, joined by "|".
 	source string
 	// phase is a session phase that must be seen during the run (an event
 	// or the verdict's SessionPhase); empty means none in particular.
