@@ -321,16 +321,26 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 	checker, _ := f.Dispatcher.(interface {
 		Check(context.Context, Task) error
 	})
+	// Every job's provider, mode and files first, then the credentials
+	// (pilot-workers' order): a job's Check reaches its credential only
+	// once the job itself is valid.
+	var credErr error
 	for i, j := range jobs {
 		if checker == nil {
 			break
 		}
 		if err := checker.Check(ctx, j.Task); err != nil {
 			if errors.As(err, new(*CredentialError)) {
-				return err // it names the provider and the fix
+				if credErr == nil {
+					credErr = err // it names the provider and the fix
+				}
+				continue
 			}
 			return jobError(i, j, err)
 		}
+	}
+	if credErr != nil {
+		return credErr
 	}
 	code := map[string][]int{}
 	test := map[string]int{}

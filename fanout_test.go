@@ -82,6 +82,11 @@ func TestFanoutGuardsSpawnNothing(t *testing.T) {
 		{"two code jobs, one workdir", []pilot.Job{code("touch"), code("touch")}, pilot.ErrSharedWorkdir, "multiple code jobs share one workdir"},
 		{"missing credential", []pilot.Job{code("touch"), {Task: pilot.Task{Provider: "glm", Mode: pilot.ModeReview, Prompt: "x"}}}, nil, "credential missing for glm"},
 		{"unknown provider", fanoutJobs(pilot.ModeReview, "touch", "bogus"), nil, "unknown provider: bogus"},
+		// pilot-workers' order: every job's provider, mode and files
+		// before any credential, so a later job's unknown provider is
+		// the error, not an earlier job's missing credential.
+		{"a bad job after a missing credential", []pilot.Job{{Task: pilot.Task{Provider: "glm", Mode: pilot.ModeReview, Prompt: "x"}},
+			{Task: pilot.Task{Provider: "bogus", Mode: pilot.ModeReview, Prompt: "x"}}}, nil, "job 2 (bogus:review): pilot: unknown provider: bogus"},
 		{"no jobs", nil, nil, "at least one job"},
 	}
 	for _, tt := range tests {

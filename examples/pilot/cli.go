@@ -115,28 +115,65 @@ func hinted(err error) string {
 	return msg
 }
 
-// newFlagSet returns a flag set whose errors and help go to stderr.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("pilot "+name, flag.ContinueOnError)
+// A flagSet is a command's flags: its errors go to stderr, with the
+// usage; a help asked for (-h, --help) goes to stdout, and exits 0.
+type flagSet struct {
+	*flag.FlagSet
+	stdout io.Writer
+}
+
+func newFlagSet(name, synopsis string, stdout, stderr io.Writer) *flagSet {
+	fs := &flagSet{FlagSet: flag.NewFlagSet("pilot "+name, flag.ContinueOnError), stdout: stdout}
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: pilot %s %s\n\nflags:\n", name, synopsis)
+		fmt.Fprintf(fs.Output(), "usage: pilot %s %s\n\nflags:\n", name, synopsis)
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
-// parse parses args; it returns -1 to go on, or the exit status.
-func parse(fs *flag.FlagSet, args []string) int {
+// helpAsked reports whether args ask for help before any non-flag
+// argument or "--".
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		switch {
+		case a == "-h" || a == "-help" || a == "--help" || a == "--h":
+			return true
+		case a == "--" || !strings.HasPrefix(a, "-"):
+			return false
+		}
+	}
+	return false
+}
+
+// parse parses args, flags only; it returns -1 to go on, or the exit
+// status.
+func (fs *flagSet) parse(args []string) int {
+	if code := fs.parseAny(args); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q (all inputs are flags)\n", fs.Name(), fs.Arg(0))
+		return exitBadInput
+	}
+	return -1
+}
+
+// parseAny is parse for a command that takes arguments after its flags.
+func (fs *flagSet) parseAny(args []string) int {
+	if helpAsked(args) {
+		out := fs.Output()
+		fs.SetOutput(fs.stdout)
+		fs.Usage()
+		fs.SetOutput(out)
+		return exitOK
+	}
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case err != nil:
 		return exitBadInput // flag has printed the problem and the usage
-	case fs.NArg() > 0:
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q (all inputs are flags)\n", fs.Name(), fs.Arg(0))
-		return exitBadInput
 	}
 	return -1
 }
@@ -165,7 +202,7 @@ func (s seconds) Set(v string) error {
 const envProvidersFile = "PILOT_PROVIDERS_FILE"
 
 // providersFlag adds --providers-file to fs.
-func providersFlag(fs *flag.FlagSet) *string {
+func providersFlag(fs *flagSet) *string {
 	return fs.String("providers-file", "", "providers `JSON` file merged over the built-in providers (default $"+
 		envProvidersFile+", else "+config.DefaultProvidersFile()+" when it exists)")
 }
@@ -195,7 +232,7 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	if stream {
 		name = "run"
 	}
-	fs := newFlagSet(name, "--provider P --mode M --task-file F --workdir D [flags]", stderr)
+	fs := newFlagSet(name, "--provider P --mode M --task-file F --workdir D [flags]", stdout, stderr)
 	var t pilot.Task
 	var mode, runDir string
 	fs.StringVar(&t.Provider, "provider", "", "provider `name`: built in, or from the providers file (required; see pilot providers)")
@@ -203,13 +240,15 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	fs.StringVar(&t.TaskFile, "task-file", "", "`file` holding the task (required)")
 	fs.StringVar(&t.Workdir, "workdir", "", "existing project `directory` the worker runs in (required)")
 	fs.StringVar(&t.Label, "label", "", "free-form `label` carried into events and the verdict")
+	fs.StringVar(&t.Resume, "resume", "", "continue an earlier session: the `value` of its verdict's \"resume\" field (required with --mode resume)")
+	worktree := fs.Bool("worktree", false, "run the worker in a fresh git worktree of --workdir, on a branch of its own (kept when the worker leaves changes)")
 	fs.Var(seconds{&t.Timeout}, "timeout", "wall-clock limit in `seconds` (default 3600)")
 	fs.Var(seconds{&t.IdleTimeout}, "idle-timeout", "limit in `seconds` without any output (default 900)")
 	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
 	var rf retryFlags
 	addRetryFlags(fs, &rf)
-	if code := parse(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	for _, req := range []struct{ flag, val string }{
@@ -222,6 +261,12 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	t.Mode = pilot.Mode(mode)
 	if !slices.Contains([]pilot.Mode{pilot.ModeCode, pilot.ModeExplore, pilot.ModeTest, pilot.ModeReview, pilot.ModeResume}, t.Mode) {
 		return badInput(stderr, name, "--mode: unknown mode %q: want code, explore, test, review or resume", mode)
+	}
+	if t.Mode == pilot.ModeResume && t.Resume == "" {
+		return badInput(stderr, name, "--mode resume needs --resume: give the earlier verdict's \"resume\" value")
+	}
+	if *worktree && t.Mode == pilot.ModeResume {
+		return badInput(stderr, name, "--worktree cannot resume a session: a new worktree has none (drop --worktree, or use --mode code)")
 	}
 	if st, err := os.Stat(t.TaskFile); err != nil || !st.Mode().IsRegular() {
 		return badInput(stderr, name, "--task-file: task file not found: %s", t.TaskFile)
@@ -250,12 +295,23 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	// The task's observer sees the retry layer's events too.
 	t.Observer = func(e pilot.Event) {
 		if e.Started != nil {
+			if e.Started.Job != "" { // a --worktree run is a one-job fanout
+				s := *e.Started
+				s.Job = ""
+				e.Started = &s
+			}
 			mu.Lock()
+			first := started == nil
 			started = e.Started
 			mu.Unlock()
-			if !stream {
-				// One started line per attempt.
+			switch {
+			case stream:
+			case first:
 				writeJSON(stdout, e.Started)
+			default:
+				// stdout keeps exactly two lines: a retry's started
+				// events go to stderr.
+				writeJSON(stderr, e.Started)
 			}
 		}
 		if e.Retry != nil {
@@ -273,25 +329,35 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 			w.Write(append(append([]byte(nil), l.Data...), '\n'))
 		}
 	}
-	var v pilot.Verdict
+	var td pilot.TaskDispatcher = d
 	if policy != nil {
-		v, err = retry.Dispatch(ctx, d, t, retry.Key{}, *policy)
+		td = &retry.Dispatcher{Dispatcher: d, Policy: *policy}
+	}
+	var v pilot.Verdict
+	if *worktree {
+		f := &pilot.Fanout{Dispatcher: td, Worktrees: pilot.DefaultWorktrees(runDir)}
+		var vs []pilot.Verdict
+		if vs, err = f.Run(ctx, []pilot.Job{{Task: t, Worktree: true}}); err == nil {
+			v = vs[0]
+			v.Job = ""
+		}
+	} else {
+		v, err = td.Dispatch(ctx, t)
 		if err != nil && v.RunID != "" {
 			// The attempt ran; its budget could not be kept.
 			fmt.Fprintf(stderr, "pilot %s: %v\n", name, err)
 			err = nil
 		}
-	} else {
-		v, err = d.Dispatch(ctx, t)
 	}
 	if err != nil {
 		return badInput(stderr, name, "%v", err)
 	}
 	if !stream {
 		if started == nil {
-			// The worker never started (spawn-failed); keep the two-line
-			// contract with a started line whose pid is 0.
-			writeJSON(stdout, &pilot.Started{Type: "worker_runner.started", Provider: v.Provider, Mode: v.Mode, RunID: v.RunID, Label: v.Label, Record: v.Record})
+			// No worker started (blocked, spawn-failed): keep the
+			// two-line contract with a started line that says so.
+			writeJSON(stdout, synthesizedStarted{Type: "worker_runner.started", Provider: v.Provider, Mode: v.Mode,
+				RunID: v.RunID, Label: v.Label, Record: v.Record, Synthesized: true, Reason: notStartedReason(v)})
 		}
 		writeJSON(stdout, v)
 	} else {
@@ -301,6 +367,34 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 		return exitOK
 	}
 	return exitFailed
+}
+
+// synthesizedStarted is the started line of a dispatch whose worker never
+// started: what is known, and no pid or start time.
+type synthesizedStarted struct {
+	Type        string     `json:"type"`
+	Provider    string     `json:"provider"`
+	Mode        pilot.Mode `json:"mode"`
+	RunID       string     `json:"run_id,omitempty"`
+	Label       string     `json:"label,omitempty"`
+	Record      string     `json:"record,omitempty"`
+	Synthesized bool       `json:"synthesized"`
+	Reason      string     `json:"reason"`
+}
+
+// notStartedReason says why a verdict's worker never started.
+func notStartedReason(v pilot.Verdict) string {
+	switch {
+	case v.Blocked:
+		return "blocked: " + v.BlockedReason
+	case v.FailureClass != "":
+		s := "not started: " + string(v.FailureClass)
+		if v.EvidenceExcerpt != "" {
+			s += ": " + v.EvidenceExcerpt
+		}
+		return s
+	}
+	return "not started"
 }
 
 func writeJSON(w io.Writer, v any) {

@@ -11,8 +11,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/supervise"
+	"github.com/pilotworkers/pilot/pilottest"
 )
 
 func TestMain(m *testing.M) {
@@ -133,7 +135,84 @@ func TestDispatchSpawnFailureKeepsTwoLines(t *testing.T) {
 	code, out, _ := runCLI(f.args("dispatch", "gone")...)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if code != 1 || len(lines) != 2 || !strings.Contains(lines[1], `"failure_class":"spawn-failed"`) {
-		t.Errorf("exit %d, stdout:\n%s\nwant exit 1 and a started line then a spawn-failed verdict", code, out)
+		t.Fatalf("exit %d, stdout:\n%s\nwant exit 1 and a started line then a spawn-failed verdict", code, out)
+	}
+	var started map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &started); err != nil {
+		t.Fatal(err)
+	}
+	if started["synthesized"] != true || started["pid"] != nil || started["started_at"] != nil ||
+		!strings.Contains(fmt.Sprint(started["reason"]), "spawn-failed") || started["provider"] != "gone" {
+		t.Errorf("started line %v; want a synthesized one that says the spawn failed, with no pid or start time", started)
+	}
+}
+
+func TestDispatchResumeFlag(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=resumed {resume}"}})
+	args := func(extra ...string) []string {
+		a := f.args("dispatch", "ok", extra...)
+		for i := range a {
+			if a[i] == "review" {
+				a[i] = "resume"
+			}
+		}
+		return a
+	}
+	code, _, errOut := runCLI(args()...)
+	if code != 2 || !strings.Contains(errOut, "--mode resume needs --resume") || strings.Contains(errOut, "Task.Resume") {
+		t.Errorf("without --resume: exit %d, stderr %q; want 2 naming the flag", code, errOut)
+	}
+	code, out, errOut := runCLI(args("--resume", "sess-123")...)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("with --resume: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	var v pilot.Verdict
+	if err := json.Unmarshal([]byte(lines[1]), &v); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := pilot.ReadRecord(v.Record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, _ := os.ReadFile(rec.StreamLog)
+	if !strings.Contains(string(stream), "resumed sess-123") {
+		t.Errorf("the worker did not get the session to resume: stream %q", stream)
+	}
+}
+
+func TestDispatchWorktree(t *testing.T) {
+	f := newFixture(t, map[string][]string{"writer": {`write={workdir}/made.txt=by the worker\n`, "out=wrote it"}})
+	repo := pilottest.GitRepo(t)
+	args := f.args("dispatch", "writer", "--worktree")
+	for i := range args {
+		if args[i] == f.workdir {
+			args[i] = repo
+		}
+	}
+	code, out, errOut := runCLI(args...)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if strings.Contains(lines[0], `"job"`) {
+		t.Errorf("the started line of a dispatch names a job: %s", lines[0])
+	}
+	var v pilot.Verdict
+	if err := json.Unmarshal([]byte(lines[1]), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Worktree == nil || !v.Worktree.Kept || v.Worktree.Branch == "" {
+		t.Fatalf("verdict worktree %+v; want a kept worktree on a branch", v.Worktree)
+	}
+	if data, err := os.ReadFile(filepath.Join(v.Worktree.Path, "made.txt")); err != nil || string(data) != "by the worker\n" {
+		t.Errorf("the worktree's file: %q, %v", data, err)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "made.txt")); !os.IsNotExist(err) {
+		t.Errorf("the worker wrote into the repository itself: %v", err)
+	}
+	if code, _, errOut := runCLI(append(args, "--mode", "resume", "--resume", "x")...); code != 2 || !strings.Contains(errOut, "--worktree cannot resume") {
+		t.Errorf("--worktree with resume: exit %d, stderr %q", code, errOut)
 	}
 }
 
@@ -182,11 +261,18 @@ func TestBadInputExits2WithAMessageThatNamesTheProblem(t *testing.T) {
 }
 
 func TestHelpOnEveryCommand(t *testing.T) {
-	for _, cmd := range []string{"dispatch", "run", "fanout", "demo", "providers", "template", "credentials", "classify", "phase", "worktrees"} {
-		code, _, errOut := runCLI(cmd, "--help")
-		if code != 0 || !strings.Contains(errOut, "usage: pilot "+cmd) {
-			t.Errorf("pilot %s --help: exit %d, stderr %q", cmd, code, errOut)
+	// A help asked for goes to stdout and exits 0 (pilot-workers' contract).
+	for _, cmd := range []string{"dispatch", "run", "fanout", "schedule", "state", "demo", "providers", "template", "credentials", "classify", "phase", "worktrees"} {
+		for _, h := range []string{"--help", "-h"} {
+			code, out, errOut := runCLI(cmd, h)
+			if code != 0 || !strings.Contains(out, "usage: pilot "+cmd) || errOut != "" {
+				t.Errorf("pilot %s %s: exit %d, stdout %q, stderr %q; want 0 and the usage on stdout", cmd, h, code, out, errOut)
+			}
 		}
+	}
+	// A flag error still goes to stderr, exit 2.
+	if code, out, errOut := runCLI("dispatch", "--nonsense"); code != 2 || out != "" || !strings.Contains(errOut, "nonsense") {
+		t.Errorf("a bad flag: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
 

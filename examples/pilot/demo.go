@@ -63,10 +63,10 @@ var demoJobs = []demoJob{
 }
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo", "[--json] [--run-dir DIR]", stderr)
+	fs := newFlagSet("demo", "[--json] [--run-dir DIR]", stdout, stderr)
 	asJSON := fs.Bool("json", false, "print the verdicts as one JSON array, in job order")
 	runDir := fs.String("run-dir", "", "keep the run records in `directory` (default: a temporary directory, removed afterwards)")
-	if code := parse(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	if *runDir == "" {

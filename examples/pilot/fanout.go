@@ -154,7 +154,7 @@ func fanoutBadInput(stderr io.Writer, format string, a ...any) int {
 }
 
 func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("fanout", "--workdir D (--job P:M:F ... | --jobs-file J | --providers P,... --mode M --task-file F) [flags]", stderr)
+	fs := newFlagSet("fanout", "--workdir D (--job P:M:F ... | --jobs-file J | --providers P,... --mode M --task-file F) [flags]", stdout, stderr)
 	var (
 		jf                   jobFlags
 		workdir, runDir      string
@@ -171,10 +171,10 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.StringVar(&jf.providers, "providers", "", "comma-separated provider `names`, one job each (with --mode and --task-file)")
 	fs.StringVar(&jf.mode, "mode", "", "worker `mode` for --providers")
 	fs.StringVar(&jf.taskFile, "task-file", "", "task `file` for --providers")
-	fs.Func("max-parallel", "run at most `N` jobs at once (default: all of them)", func(s string) error {
+	fs.Func("max-parallel", "run at most `N` jobs at once (0, the default: all of them)", func(s string) error {
 		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("want a positive number of jobs, got %q", s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a number of jobs, 0 for all of them, got %q", s)
 		}
 		maxParallel = n
 		return nil
@@ -186,7 +186,7 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.BoolVar(&failFast, "fail-fast", false, "cancel the other jobs as soon as one fails")
 	var rf retryFlags
 	addRetryFlags(fs, &rf)
-	if code := parse(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	fs.Visit(func(f *flag.Flag) { jf.jobsFileSet = jf.jobsFileSet || f.Name == "jobs-file" })

@@ -448,7 +448,7 @@ func TestFanoutBadInput(t *testing.T) {
 		{"task file not found", f.fanoutArgs("--job", "glm:review:/nonexistent/task.md"), "task file not found: /nonexistent/task.md"},
 		{"workdir missing", append(f.fanoutArgs("--job", "glm:review:"+task), "--workdir", "/nonexistent/dir"), "/nonexistent/dir"},
 		{"providers file missing", append(f.fanoutArgs("--job", "glm:review:"+task), "--providers-file", "/nonexistent/p.json"), "/nonexistent/p.json"},
-		{"max-parallel zero", f.fanoutArgs("--job", "glm:review:"+task, "--max-parallel", "0"), "positive number of jobs"},
+		{"max-parallel negative", f.fanoutArgs("--job", "glm:review:"+task, "--max-parallel", "-1"), "0 for all of them"},
 		{"bad timeout", f.fanoutArgs("--job", "glm:review:"+task, "--timeout", "soon"), "positive number of seconds"},
 		{"stray argument", f.fanoutArgs("--job", "glm:review:"+task, "extra"), `unexpected argument "extra"`},
 	}
@@ -465,7 +465,7 @@ func TestFanoutBadInput(t *testing.T) {
 
 func TestFanoutHelp(t *testing.T) {
 	code, out, errOut := runCLI("fanout", "--help")
-	if code != 0 || out != "" || !strings.Contains(errOut, "usage: pilot fanout") || !strings.Contains(errOut, "-fail-fast") {
+	if code != 0 || errOut != "" || !strings.Contains(out, "usage: pilot fanout") || !strings.Contains(out, "-fail-fast") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	if _, out, _ := runCLI("help"); !strings.Contains(out, "fanout") {

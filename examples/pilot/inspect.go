@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,14 +29,11 @@ func openInput(fsArgs []string, stdin io.Reader) (io.ReadCloser, string, error) 
 }
 
 func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("classify", "[--runner R] [--stream stdout|stderr] [FILE|-]", stderr)
+	fs := newFlagSet("classify", "[--runner R] [--stream stdout|stderr] [FILE|-]", stdout, stderr)
 	runner := fs.String("runner", "command", "the `runner` whose output this is: command, pi, codex, claude, opencode, gemini")
 	stream := fs.String("stream", "stderr", "the `stream` the text came from: stdout or stderr")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitBadInput
+	if code := fs.parseAny(args); code >= 0 {
+		return code
 	}
 	s := pilot.Stream(*stream)
 	if s != pilot.Stdout && s != pilot.Stderr {
@@ -81,12 +76,9 @@ func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stde
 }
 
 func cmdPhase(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("phase", "[FILE|-]", stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitBadInput
+	fs := newFlagSet("phase", "[FILE|-]", stdout, stderr)
+	if code := fs.parseAny(args); code >= 0 {
+		return code
 	}
 	in, name, err := openInput(fs.Args(), stdin)
 	if err != nil {

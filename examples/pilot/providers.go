@@ -34,10 +34,10 @@ type providerStatus struct {
 }
 
 func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("providers", "[--providers-file F] [--json]", stderr)
+	fs := newFlagSet("providers", "[--providers-file F] [--json]", stdout, stderr)
 	providersFile := providersFlag(fs)
 	asJSON := fs.Bool("json", false, "print the providers as one JSON array")
-	if code := parse(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	reg, err := loadRegistry(*providersFile)
@@ -108,12 +108,12 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 func cmdTemplate(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("template", "MODE (code|explore|test|review)", stderr)
+	fs := newFlagSet("template", "MODE (code|explore|test|review)", stdout, stderr)
 	var mode string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		mode, args = args[0], args[1:]
 	}
-	if code := parse(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	if mode == "" {
@@ -137,7 +137,7 @@ func cmdCredentials(ctx context.Context, args []string, stdin io.Reader, stdout,
 	fs := newFlagSet("credentials", "PROVIDER [--status] [--providers-file F]\n\n"+
 		"Reads the provider's secret from stdin (typed at a terminal without echo, or piped in)\n"+
 		"and stores it in "+credentialsDirForHelp()+"/PROVIDER (mode 0600).\n"+
-		"With --status, stores nothing and prints whether the credential is configured.", stderr)
+		"With --status, stores nothing and prints whether the credential is configured.", stdout, stderr)
 	providersFile := providersFlag(fs)
 	status := fs.Bool("status", false, "store nothing; print the credential's status as JSON (configured, secure_mode, source; never the value) and exit 1 when it is not configured")
 	// The provider comes first, flags after it.
@@ -145,7 +145,7 @@ func cmdCredentials(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
 	}
-	if code := parse(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	if name == "" {

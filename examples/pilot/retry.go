@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -23,7 +22,7 @@ type retryFlags struct {
 	stateDir    string
 }
 
-func addRetryFlags(fs *flag.FlagSet, rf *retryFlags) {
+func addRetryFlags(fs *flagSet, rf *retryFlags) {
 	rf.maxFailures = 1
 	fs.Func("max-failures", "block a job after `N` consecutive failures, retrying retryable ones until then (default 1: one attempt, no retry)", func(s string) error {
 		n, err := strconv.Atoi(s)
@@ -65,14 +64,14 @@ func (rf retryFlags) policy(ctx context.Context, workdir string, stderr io.Write
 
 // cmdState shows the state file, and clears a group's blocked jobs.
 func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("state", "(--state DIR | --workdir D) [--clear-blocked GROUP [--dry-run]]", stderr)
+	fs := newFlagSet("state", "(--state DIR | --workdir D) [--clear-blocked GROUP [--dry-run]]", stdout, stderr)
 	var stateDir, workdir, group string
 	var dryRun bool
 	fs.StringVar(&stateDir, "state", "", "`directory` of the state file")
 	fs.StringVar(&workdir, "workdir", "", "a `directory` in the repository whose .git/pilot state to use (when --state is not given)")
 	fs.StringVar(&group, "clear-blocked", "", "unblock the jobs of `group` and reset their failure budgets and counters")
 	fs.BoolVar(&dryRun, "dry-run", false, "say what --clear-blocked would clear, and change nothing")
-	if code := parse(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	path := ""

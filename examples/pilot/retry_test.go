@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,16 +50,16 @@ func TestDispatchMaxFailuresRetriesThenBlocks(t *testing.T) {
 	if code != exitFailed {
 		t.Fatalf("exit %d, want 1 (stderr %q)", code, errOut)
 	}
+	// stdout keeps exactly two lines, the first attempt's started line and
+	// the verdict; the later attempts' started lines go to stderr.
 	lines := jsonLines(t, out)
-	if len(lines) != 4 {
-		t.Fatalf("%d lines, want a started line per attempt and the verdict:\n%s", len(lines), out)
+	if len(lines) != 2 || lines[0]["type"] != "worker_runner.started" {
+		t.Fatalf("%d lines, want the first started line and the verdict:\n%s", len(lines), out)
 	}
-	for _, l := range lines[:3] {
-		if l["type"] != "worker_runner.started" {
-			t.Errorf("line %v, want a started line", l)
-		}
+	if n := strings.Count(errOut, `"type":"worker_runner.started"`); n != 2 {
+		t.Errorf("%d started lines on stderr, want the 2 retries'", n)
 	}
-	v := lines[3]
+	v := lines[1]
 	if v["type"] != "worker_runner.verdict" || v["verdict"] != "error" || v["failure_class"] != "generic-error" ||
 		v["attempts"] != 3.0 || v["blocked"] != true || v["blocked_reason"] != "recovery failure limit exhausted: 3/3" {
 		t.Errorf("verdict %v", v)
@@ -79,6 +80,12 @@ func TestDispatchMaxFailuresRetriesThenBlocks(t *testing.T) {
 	if code != exitFailed || len(lines) != 2 || lines[1]["blocked"] != true || lines[1]["attempts"] != nil {
 		t.Errorf("exit %d, stdout:\n%s\nstderr %q; want a blocked verdict and no attempt", code, out, errOut)
 	}
+	// Its started line says no worker started, and why, with no pid or
+	// start time made up.
+	if st := lines[0]; st["type"] != "worker_runner.started" || st["synthesized"] != true || st["pid"] != nil || st["started_at"] != nil ||
+		!strings.HasPrefix(fmt.Sprint(st["reason"]), "blocked: recovery failure limit exhausted") {
+		t.Errorf("started line %v; want a synthesized one saying it is blocked", st)
+	}
 	if after, _ := os.ReadDir(f.runDir); len(after) != len(before) {
 		t.Errorf("the blocked task ran: %d run directories, were %d", len(after), len(before))
 	}
@@ -96,10 +103,10 @@ func TestDispatchMaxFailuresSucceedsOnRetry(t *testing.T) {
 	state := filepath.Join(f.dir, "state")
 	code, out, errOut := runCLI(f.args("dispatch", "flaky", "--max-failures", "2", "--state", state)...)
 	lines := jsonLines(t, out)
-	if code != exitOK || len(lines) != 3 {
+	if code != exitOK || len(lines) != 2 {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr %q", code, out, errOut)
 	}
-	if v := lines[2]; v["verdict"] != "completed" || v["attempts"] != 2.0 || v["blocked"] != nil {
+	if v := lines[1]; v["verdict"] != "completed" || v["attempts"] != 2.0 || v["blocked"] != nil {
 		t.Errorf("verdict %v", v)
 	}
 	if len(*waits) != 1 {

@@ -84,16 +84,16 @@ type scheduledVerdict struct {
 }
 
 func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("schedule", "--graph FILE --workdir D [flags]", stderr)
+	fs := newFlagSet("schedule", "--graph FILE --workdir D [flags]", stdout, stderr)
 	var graphFile, workdir, runDir, stateDir string
 	var maxParallel int
 	var dryRun bool
 	fs.StringVar(&graphFile, "graph", "", "the graph `file`: {\"jobs\": [{"+graphFields+"}]} (required)")
 	fs.StringVar(&workdir, "workdir", "", "existing project `directory` the jobs run and write in (required)")
-	fs.Func("max-parallel", "run at most `N` jobs at once (default: every ready job)", func(s string) error {
+	fs.Func("max-parallel", "run at most `N` jobs at once (0, the default: every ready job)", func(s string) error {
 		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("want a positive number of jobs, got %q", s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a number of jobs, 0 for every ready job, got %q", s)
 		}
 		maxParallel = n
 		return nil
@@ -102,7 +102,7 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.BoolVar(&dryRun, "dry-run", false, "check the graph, providers and credentials and print the plan; run and write nothing")
 	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
-	if code := parse(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	if graphFile == "" || workdir == "" {

@@ -16,10 +16,10 @@ func cmdWorktrees(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(args) > 0 && args[0] == "prune" {
 		prune, args = true, args[1:]
 	}
-	fs := newFlagSet("worktrees", "[prune] [--run-dir DIR] [--json]", stderr)
+	fs := newFlagSet("worktrees", "[prune] [--run-dir DIR] [--json]", stdout, stderr)
 	runDir := fs.String("run-dir", "", "`directory` of the fanout's run records (default "+pilot.DefaultRunDir()+")")
 	asJSON := fs.Bool("json", false, "print the entries as a JSON array")
-	if code := parse(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	var entries []worktrees.Entry
