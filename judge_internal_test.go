@@ -244,3 +244,18 @@ func TestSeenExit(t *testing.T) {
 		t.Errorf("not terminated (-want +got):\n%s", diff)
 	}
 }
+
+func TestSplitNoteKeepsTheExcerptVerbatim(t *testing.T) {
+	for _, tt := range []struct{ in, excerpt, note string }{
+		{"APIError: Connection reset by server [pilot: provider stream closed]", "APIError: Connection reset by server", "provider stream closed"},
+		{"plain line", "plain line", ""},
+		{"a [pilot: note] in the middle", "a [pilot: note] in the middle", ""},
+		{"[pilot: only]", "[pilot: only]", ""},
+		{"x [pilot: a] [pilot: b]", "x [pilot: a]", "b"},
+	} {
+		ex, note := splitNote(tt.in)
+		if ex != tt.excerpt || note != tt.note {
+			t.Errorf("splitNote(%q) = %q, %q; want %q, %q", tt.in, ex, note, tt.excerpt, tt.note)
+		}
+	}
+}

@@ -202,7 +202,11 @@ type Watcher interface {
 type Diagnoser interface {
 	Watcher
 	// Diagnostic returns the text to classify and whether line is a
-	// diagnostic at all.
+	// diagnostic at all. A note of the watcher's own that the text needs
+	// to be classified (the context the CLI's words lack) goes at its
+	// end as " [pilot: NOTE]": it is classified with the text, and the
+	// verdict keeps it apart (Failure.EvidenceNote), so that the evidence
+	// excerpt is the CLI's words verbatim.
 	Diagnostic(s Stream, line string) (text string, ok bool)
 }
 

@@ -166,6 +166,10 @@ type Failure struct {
 	// secrets redacted) are the proof of FailureClass, when there is one.
 	EvidenceSource  string `json:"failure_evidence_source,omitempty"`
 	EvidenceExcerpt string `json:"failure_evidence_excerpt,omitempty"`
+	// EvidenceNote is pilot's own gloss of the excerpt, when the runner
+	// added one to classify it ("provider stream closed"): never part of
+	// the excerpt, which is the CLI's words.
+	EvidenceNote string `json:"failure_evidence_note,omitempty"`
 	// RetryAfterMS is the delay the provider asked for before a retry.
 	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 

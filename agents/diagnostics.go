@@ -64,11 +64,11 @@ func TerminalDiagnostic(runner string, stream pilot.Stream, line string) bool {
 //     carrying an API error): its text, and " (api error: <category>)"
 //     when the text alone proves no class.
 //   - opencode (run --format json): error: "<error.name>: <data.message>",
-//     then " (statusCode: N)" when set, and " (provider request)" for an
+//     then " (statusCode: N)" when set, and " [pilot: provider request]" for an
 //     UnknownError that is Bun's fetch failing to connect ("Unable to
 //     connect. Is the computer able to access the url?"): opencode reports
 //     the model request's connection failure that way, without a provider
-//     name, and the classifier needs one. " (provider stream closed)" is
+//     name, and the classifier needs one. " [pilot: provider stream closed]" is
 //     added to an error carrying Bun's "The socket connection was closed
 //     unexpectedly" (which the AI SDK still words "Cannot connect to API")
 //     and to opencode's "Connection reset by server": the provider closed or

@@ -509,14 +509,14 @@ func opencodeDiagnostic(line string) (string, bool) {
 
 // opencodeErrorText is the text to classify for an opencode error named name
 // with message msg (and HTTP status, when known): "<name>: <msg>", then
-// " (statusCode: N)", then a note for Bun's connection failures, whose words
-// alone prove no provider class:
+// " (statusCode: N)", then pilot's note (see pilot.Diagnoser) for Bun's
+// connection failures, whose words alone prove no provider class:
 //
-//   - " (provider request)" for an UnknownError holding Bun's "Unable to
+//   - " [pilot: provider request]" for an UnknownError holding Bun's "Unable to
 //     connect. Is the computer able to access the url?": opencode reports
 //     the model request's connection failure that way, without a provider
 //     name.
-//   - " (provider stream closed)" for Bun's "The socket connection was closed
+//   - " [pilot: provider stream closed]" for Bun's "The socket connection was closed
 //     unexpectedly" (its ConnectionClosed): the endpoint accepted the
 //     connection and closed it before the answer was whole. The AI SDK
 //     wraps every failed fetch as "Cannot connect to API: …", but this one
@@ -542,9 +542,9 @@ func opencodeErrorText(name, msg string, status *int) string {
 	}
 	switch {
 	case name == "UnknownError" && strings.Contains(msg, bunConnectFailed):
-		text += " (provider request)"
+		text += " [pilot: provider request]"
 	case strings.Contains(msg, bunSocketClosed), name == "APIError" && msg == opencodeConnReset:
-		text += " (provider stream closed)"
+		text += " [pilot: provider stream closed]"
 	}
 	return text
 }

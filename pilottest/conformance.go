@@ -253,6 +253,10 @@ func checkVerdict(t *testing.T, v pilot.Verdict, want map[string]json.RawMessage
 			t.Errorf("verdict %s = %v, want %v", k, g, w)
 		}
 	}
+	// The excerpt is the CLI's words: a runner's note is kept apart.
+	if ex, _ := got["failure_evidence_excerpt"].(string); strings.Contains(ex, "[pilot: ") {
+		t.Errorf("failure_evidence_excerpt %q holds pilot's note; it belongs in failure_evidence_note", ex)
+	}
 	if t.Failed() {
 		t.Logf("verdict: %s", data)
 	}
