@@ -42,6 +42,9 @@ commands:
   credentials  Store a provider's secret read from stdin (0600 file); --status shows its status.
   classify     Classify a worker's diagnostics: failure class and the line that proves it.
   phase        Read a pi session file: the phase of its active branch, and why.
+  install      'install runner NAME': the pinned agent CLI; 'install PROVIDER on HOST': the
+               host agent's integration (claude, codex, opencode, gemini, pi) for PROVIDER.
+  uninstall    Undo an install: removes exactly what pilot wrote, never a file edited since.
 
 Run 'pilot <command> --help' for a command's flags.
 `
@@ -77,6 +80,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdClassify(ctx, args[1:], stdin, stdout, stderr)
 	case "phase":
 		return cmdPhase(ctx, args[1:], stdin, stdout, stderr)
+	case "install":
+		return cmdInstall(ctx, args[1:], stdout, stderr, false)
+	case "uninstall":
+		return cmdInstall(ctx, args[1:], stdout, stderr, true)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -224,7 +231,12 @@ func loadRegistry(flagValue string) (*pilot.Registry, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("providers file %s does not exist: fix the path given with --providers-file or $%s, or create the file (see README)", path, envProvidersFile)
 	}
-	return reg, err
+	if err != nil {
+		return nil, err
+	}
+	// A provider that names no binary runs the CLI pilot installed for
+	// its runner (pilot install runner NAME), if any.
+	return withInstalledRunners(reg)
 }
 
 func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, stream bool) int {

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"reflect"
 	"strings"
+	"sync"
 	"text/tabwriter"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
@@ -27,6 +31,14 @@ type providerStatus struct {
 	// From is "built-in", or the providers file that defines or
 	// redefines the provider.
 	From string `json:"from"`
+	// Binary is the program the provider runs: the path found, or its
+	// name when it is not on PATH (BinaryFound false); BinaryFrom says
+	// where it comes from ("provider", "installed by pilot", "PATH"), and
+	// BinaryVersion is what its --version says.
+	Binary        string `json:"binary"`
+	BinaryFound   bool   `json:"binary_found"`
+	BinaryFrom    string `json:"binary_from"`
+	BinaryVersion string `json:"binary_version,omitempty"`
 	config.Info
 	// Error is why the credential source refused the credential it found
 	// (a credential file others may read, say), with the fix.
@@ -53,6 +65,7 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		builtin[p.Name] = p
 	}
 	creds := config.DefaultCredentials()
+	installed := installedRunners()
 	statuses := []providerStatus{}
 	for _, name := range reg.Names() {
 		p, _ := reg.Lookup(name)
@@ -60,6 +73,7 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if b, ok := builtin[name]; ok && reflect.DeepEqual(b, p) {
 			st.From = "built-in"
 		}
+		st.Binary, st.BinaryFound, st.BinaryFrom = binaryOf(p, installed)
 		info, err := creds.Info(ctx, p)
 		st.Info = info
 		if err != nil {
@@ -68,6 +82,7 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		statuses = append(statuses, st)
 	}
+	binaryVersions(ctx, statuses, installed)
 	if *asJSON {
 		writeJSON(stdout, statuses)
 		return exitOK
@@ -85,7 +100,7 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return "no"
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tRUNNER\tMODEL\tCREDENTIAL\tCONFIGURED\tSECURE\tSOURCE\tFROM")
+	fmt.Fprintln(tw, "NAME\tRUNNER\tMODEL\tCREDENTIAL\tCONFIGURED\tSECURE\tSOURCE\tFROM\tBINARY\tVERSION")
 	var problems []string
 	for _, st := range statuses {
 		model := dash(st.Model)
@@ -97,14 +112,71 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			configured = "refused"
 			problems = append(problems, st.Name+": "+st.Error)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.Name, st.Runner, model, dash(st.CredentialEnv),
-			configured, yesNo(st.SecureMode), st.Source, st.From)
+		bin := st.Binary
+		if !st.BinaryFound {
+			bin += " (not found)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.Name, st.Runner, model, dash(st.CredentialEnv),
+			configured, yesNo(st.SecureMode), st.Source, st.From, bin, dash(st.BinaryVersion))
 	}
 	tw.Flush()
 	if len(problems) > 0 {
 		fmt.Fprintf(stdout, "\n%s\n", strings.Join(problems, "\n"))
 	}
 	return exitOK
+}
+
+// binaryOf is the program provider p runs, whether it is found, and where
+// it comes from.
+func binaryOf(p pilot.Provider, installed map[string]installedRunner) (bin string, found bool, from string) {
+	switch {
+	case p.Binary != "":
+		bin, from = p.Binary, "provider"
+		if r, ok := installed[p.Runner]; ok && r.Binary == p.Binary {
+			from = "installed by pilot"
+		}
+	case p.Runner == "command" && len(p.Argv) > 0:
+		bin, from = p.Argv[0], "provider"
+	default:
+		bin, from = p.Runner, "PATH"
+	}
+	if path, err := exec.LookPath(bin); err == nil {
+		return path, true, from
+	}
+	return bin, false, from
+}
+
+// binaryVersions fills in the versions of the agent CLIs found, asking
+// each distinct one its --version at once (an installed runner's is its
+// record's).
+func binaryVersions(ctx context.Context, sts []providerStatus, installed map[string]installedRunner) {
+	versions := map[string]string{}
+	for _, r := range installed {
+		versions[r.Binary] = r.Version
+	}
+	var mu sync.Mutex
+	var g errgroup.Group
+	asked := map[string]bool{}
+	for _, st := range sts {
+		if !st.BinaryFound || st.Runner == "command" || asked[st.Binary] || versions[st.Binary] != "" {
+			continue
+		}
+		asked[st.Binary] = true
+		g.Go(func() error {
+			v, err := binaryVersion(ctx, st.Binary)
+			if err != nil {
+				v = "? (" + err.Error() + ")"
+			}
+			mu.Lock()
+			versions[st.Binary] = v
+			mu.Unlock()
+			return nil
+		})
+	}
+	g.Wait()
+	for i := range sts {
+		sts[i].BinaryVersion = versions[sts[i].Binary]
+	}
 }
 
 func cmdTemplate(_ context.Context, args []string, stdout, stderr io.Writer) int {
