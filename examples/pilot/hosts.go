@@ -27,6 +27,14 @@ import (
 // A host is an agent CLI a person works in, which can hand work to a
 // pilot provider once pilot writes its integration: files in the host's
 // own formats, in the host's config dir (user scope) or a project's.
+//
+// Every host (Claude Code 2.1, codex 0.171, opencode 1.18, gemini-cli
+// 0.61, pi 0.73) loads a skill, <dir>/skills/<name>/SKILL.md with a
+// name and a description in its frontmatter, and lists its name and
+// description to the model in every request, without the user asking;
+// a person can also invoke it (/pilot-glm in Claude Code and opencode,
+// $pilot-glm in codex, /skill:pilot-glm in pi). gemini -p expands only
+// TOML commands, so gemini gets one too (/pilot:glm).
 type host struct {
 	Name    string
 	Program string // the CLI on PATH
@@ -98,27 +106,21 @@ func hosts() map[string]host {
 		}
 		return filepath.Join(h, ".gemini"), nil
 	}
+	skill := func(p string) []hostFile {
+		return []hostFile{{Rel: filepath.Join("skills", skillName(p), "SKILL.md"), Template: "skill"}}
+	}
 	return map[string]host{
-		"claude": {Name: "claude", Program: "claude", Env: "CLAUDE_CONFIG_DIR", userDir: envOr("CLAUDE_CONFIG_DIR", ".claude"), projectSub: ".claude",
-			files: func(p string) []hostFile {
-				return []hostFile{{Rel: filepath.Join("skills", skillName(p), "SKILL.md"), Template: "skill"}}
-			}},
-		"codex": {Name: "codex", Program: "codex", Env: "CODEX_HOME", userDir: envOr("CODEX_HOME", ".codex"), projectSub: ".codex",
-			files: func(p string) []hostFile {
-				return []hostFile{{Rel: filepath.Join("skills", skillName(p), "SKILL.md"), Template: "skill"}}
-			}},
-		"opencode": {Name: "opencode", Program: "opencode", Env: "XDG_CONFIG_HOME", userDir: xdg, projectSub: ".opencode",
-			files: func(p string) []hostFile {
-				return []hostFile{{Rel: filepath.Join("command", skillName(p)+".md"), Template: "opencode-command"}}
-			}},
+		"claude": {Name: "claude", Program: "claude", Env: "CLAUDE_CONFIG_DIR", userDir: envOr("CLAUDE_CONFIG_DIR", ".claude"), projectSub: ".claude", files: skill},
+		// codex reads a project's skills from .agents/skills.
+		"codex":    {Name: "codex", Program: "codex", Env: "CODEX_HOME", userDir: envOr("CODEX_HOME", ".codex"), projectSub: ".agents", files: skill},
+		"opencode": {Name: "opencode", Program: "opencode", Env: "XDG_CONFIG_HOME", userDir: xdg, projectSub: ".opencode", files: skill},
+		// gemini -p runs only a TOML command explicitly (/pilot:PROVIDER),
+		// not a skill: both.
 		"gemini": {Name: "gemini", Program: "gemini", Env: "GEMINI_CLI_HOME", userDir: gemini, projectSub: ".gemini",
 			files: func(p string) []hostFile {
-				return []hostFile{{Rel: filepath.Join("commands", skillName(p)+".toml"), Template: "gemini-command"}}
+				return append(skill(p), hostFile{Rel: filepath.Join("commands", "pilot", p+".toml"), Template: "gemini-command"})
 			}},
-		"pi": {Name: "pi", Program: "pi", Env: "PI_CODING_AGENT_DIR", userDir: envOr("PI_CODING_AGENT_DIR", ".pi", "agent"), projectSub: ".pi",
-			files: func(p string) []hostFile {
-				return []hostFile{{Rel: filepath.Join("skills", skillName(p), "SKILL.md"), Template: "skill"}}
-			}},
+		"pi": {Name: "pi", Program: "pi", Env: "PI_CODING_AGENT_DIR", userDir: envOr("PI_CODING_AGENT_DIR", ".pi", "agent"), projectSub: ".pi", files: skill},
 	}
 }
 
@@ -432,7 +434,7 @@ func removeFile(m *manifest, path string, dryRun bool) (msg string, did bool, er
 	}
 	m.Files = append(m.Files[:i], m.Files[i+1:]...)
 	// A skill's own directory goes too when it is empty.
-	if dir := filepath.Dir(path); strings.HasPrefix(filepath.Base(dir), "pilot-") {
+	if dir := filepath.Dir(path); strings.HasPrefix(filepath.Base(dir), "pilot-") || filepath.Base(dir) == "pilot" {
 		os.Remove(dir)
 	}
 	return "removed", true, nil

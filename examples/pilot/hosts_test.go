@@ -33,8 +33,8 @@ func TestInstallOnEveryHostHonoursItsConfigDir(t *testing.T) {
 	want := map[string]string{
 		"claude":   "skills/pilot-glm/SKILL.md",
 		"codex":    "skills/pilot-glm/SKILL.md",
-		"opencode": "command/pilot-glm.md",
-		"gemini":   "commands/pilot-glm.toml",
+		"opencode": "skills/pilot-glm/SKILL.md",
+		"gemini":   "skills/pilot-glm/SKILL.md",
 		"pi":       "skills/pilot-glm/SKILL.md",
 	}
 	for h, rel := range want {
@@ -54,24 +54,20 @@ func TestInstallOnEveryHostHonoursItsConfigDir(t *testing.T) {
 				t.Errorf("%s's integration lacks %q", h, must)
 			}
 		}
-		switch h {
-		case "gemini":
-			if !strings.HasPrefix(text, "description = \"") || !strings.Contains(text, "prompt = \"\"\"") || !strings.Contains(text, "{{args}}") {
-				t.Errorf("gemini command is not a command file:\n%s", text)
-			}
-		case "opencode":
-			if !strings.HasPrefix(text, "---\ndescription: ") || !strings.Contains(text, "$ARGUMENTS") {
-				t.Errorf("opencode command:\n%s", text)
-			}
-		default:
-			if !strings.HasPrefix(text, "---\nname: pilot-glm\ndescription: \"Hand a bounded coding task") {
-				t.Errorf("%s skill's frontmatter:\n%s", h, text)
+		if !strings.HasPrefix(text, "---\nname: pilot-glm\ndescription: \"Hand a bounded coding task") || strings.Contains(text, "$ARGUMENTS") {
+			t.Errorf("%s skill's frontmatter:\n%s", h, text)
+		}
+		if h == "gemini" {
+			cmd := filepath.Join(dirs[h], "commands", "pilot", "glm.toml")
+			data, err := os.ReadFile(cmd)
+			if text := string(data); err != nil || !strings.HasPrefix(text, "description = \"") || !strings.Contains(text, "prompt = \"\"\"") || !strings.Contains(text, "{{args}}") {
+				t.Errorf("gemini's command %s (%v):\n%s", cmd, err, text)
 			}
 		}
 	}
 	m, err := readManifest()
-	if err != nil || len(m.Files) != 5 {
-		t.Errorf("manifest %+v, %v; want the 5 files", m, err)
+	if err != nil || len(m.Files) != 6 {
+		t.Errorf("manifest %+v, %v; want the 6 files", m, err)
 	}
 }
 
@@ -152,7 +148,7 @@ func TestInstallDryRunAndProjectScope(t *testing.T) {
 	}
 	proj := t.TempDir()
 	code, out, errOut := runCLI("install", "glm", "on", "gemini", "--scope", "project", "--project-dir", proj)
-	want := filepath.Join(proj, ".gemini", "commands", "pilot-glm.toml")
+	want := filepath.Join(proj, ".gemini", "commands", "pilot", "glm.toml")
 	if _, err := os.Stat(want); code != 0 || err != nil {
 		t.Errorf("project scope: exit %d %q %q; %v", code, out, errOut, err)
 	}
