@@ -71,7 +71,6 @@ func TestProvidersListsBuiltinsWithTheFileOverThem(t *testing.T) {
 	storeCredential(t, credDir, "kimi-k3", "sk-kimi-secret-value", 0o600)
 	claude := storeCredential(t, credDir, "claude", "sk-claude-secret-value", 0o644)
 
-	got := providersJSON(t, "--providers-file", f.providers)
 	want := map[string]providerStatus{
 		"claude": {Name: "claude", Runner: "claude", CredentialEnv: "ANTHROPIC_API_KEY", From: "built-in",
 			Info: config.Info{Source: "file:" + claude}},
@@ -86,6 +85,15 @@ func TestProvidersListsBuiltinsWithTheFileOverThem(t *testing.T) {
 		"local": {Name: "local", Runner: "codex", Model: "my-model", BaseURL: "http://127.0.0.1:8080/v1", CredentialEnv: "PILOT_TEST_LOCAL_KEY", From: f.providers,
 			Info: config.Info{Configured: true, Source: "env:PILOT_TEST_LOCAL_KEY"}},
 		"pi": {Name: "pi", Runner: "pi", From: "built-in", Info: config.Info{Configured: true, Source: "none"}},
+	}
+	// No agent CLI on PATH here: each provider's binary is its runner's
+	// name, not found.
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	got := providersJSON(t, "--providers-file", f.providers)
+	for name, w := range want {
+		w.Binary, w.BinaryFrom = w.Runner, "PATH"
+		want[name] = w
 	}
 	// The CODEX_API_KEY and GEMINI_API_KEY of whoever runs the tests.
 	for _, name := range []string{"codex", "gemini"} {
