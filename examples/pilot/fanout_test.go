@@ -236,6 +236,14 @@ func TestFanoutCredentialPreflightFailureSpawnsNothing(t *testing.T) {
 		t.Error("a worker ran although a credential was missing")
 	}
 	assertNothingRan(t, f, out)
+
+	// pilot-workers' order: every job's provider, mode and task file
+	// before the credentials, so a later job's bad task file is the error.
+	code, out, errOut = runCLI(f.fanoutArgs("--job", "glm:review:"+f.taskFile, "--job", "kimi:review:/nonexistent/task.md")...)
+	if code != 2 || !strings.Contains(errOut, "job 2 (kimi:review)") || !strings.Contains(errOut, "task file not found: /nonexistent/task.md") || strings.Contains(errOut, "credential") {
+		t.Errorf("exit %d, stderr %q; want the second job's task file named first", code, errOut)
+	}
+	assertNothingRan(t, f, out)
 }
 
 func TestFanoutCodeJobsSameWorkdirWithoutWorktreeExits2(t *testing.T) {
