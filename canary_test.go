@@ -385,3 +385,83 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		}
 	})
 }
+
+// The secret canary for the allowlist itself: a secret-looking variable in
+// EnvAllow that no provider names is refused for every runner, by Dispatch
+// and by Fanout, before anything runs, so its value is in no error, run
+// directory or worker. Once a provider names it as its credential, another
+// provider's worker still never gets it.
+func TestSecretCanaryStrayAllowlist(t *testing.T) {
+	const victimKey = "canary-victim-2e8d40c1-secret"
+	const strayKey = "canary-stray-91b7f3a6-secret"
+	for _, rn := range agents.Runners() {
+		for _, setup := range []string{"stray", "owned"} {
+			t.Run(rn.Name()+"/"+setup, func(t *testing.T) {
+				t.Parallel()
+				victim := replayProvider(t, rn.Name(), filepath.Join(t.TempDir(), "nothing"))
+				victim.Name, victim.Model, victim.CredentialEnv = "victim", "prov/m1", "VICTIM_KEY"
+				victim.Env[fakeagent.EnvReplayEcho] = "VICTIM_KEY"
+				victim.Env[fakeagent.EnvReplayExit] = "1"
+				if rn.Name() == "command" {
+					victim.Argv = []string{victim.Binary}
+					victim.Binary, victim.Model = "", ""
+				}
+				ps := []pilot.Provider{victim}
+				if setup == "owned" {
+					ps = append(ps, pilot.Provider{Name: "owner", Runner: "command", Argv: []string{"true"}, CredentialEnv: "STRAY_API_KEY"})
+				}
+				d := testDispatcher(t, ps...)
+				d.EnvAllow = append([]string{"VICTIM_KEY", "STRAY_API_KEY"}, pilot.DefaultEnvAllow...)
+				keys := map[string]string{"VICTIM_KEY": victimKey, "STRAY_API_KEY": strayKey, "PATH": os.Getenv("PATH")}
+				d.LookupEnv = func(k string) (string, bool) { v, ok := keys[k]; return v, ok }
+				d.Credentials = config.EnvCredentials{LookupEnv: d.LookupEnv}
+				tk := pilot.Task{Provider: "victim", Mode: pilot.ModeCode, Prompt: "the task"}
+				v, err := d.Dispatch(context.Background(), tk)
+				if setup == "stray" {
+					vs, ferr := (&pilot.Fanout{Dispatcher: d}).Run(context.Background(), []pilot.Job{{Task: tk}})
+					for i, err := range []error{err, ferr} {
+						what := []string{"Dispatch", "Fanout"}[i]
+						if err == nil || !strings.Contains(err.Error(), "EnvAllow names STRAY_API_KEY, which looks like a secret") {
+							t.Errorf("%s: error %v, want STRAY_API_KEY refused", what, err)
+						} else if strings.Contains(err.Error(), strayKey) || strings.Contains(err.Error(), victimKey) {
+							t.Errorf("%s: the error holds a secret: %v", what, err)
+						}
+					}
+					if v.RunID != "" || vs != nil {
+						t.Errorf("a run was made: %s, %v", v.RunID, vs)
+					}
+					if _, err := os.Stat(victim.Env[fakeagent.EnvCallOut]); err == nil {
+						t.Errorf("a worker ran")
+					}
+					noSecretIn(t, d.RunDir, strayKey, victimKey)
+					assertEmptyDir(t, d.RunDir)
+					return
+				}
+				if err != nil {
+					if strings.Contains(err.Error(), strayKey) {
+						t.Errorf("the error holds the stray secret: %v", err)
+					}
+					t.Fatal(err)
+				}
+				vj, _ := json.Marshal(v)
+				if strings.Contains(string(vj), victimKey) || strings.Contains(string(vj), strayKey) {
+					t.Errorf("the verdict holds a secret: %s", vj)
+				}
+				if n, _ := noSecretIn(t, d.RunDir, victimKey, strayKey); n < 3 {
+					t.Errorf("walked %d files in the run directory; want at least record, stream and events", n)
+				}
+				call, _ := readCall(t, victim)
+				got := false
+				for _, kv := range call.Env {
+					if strings.Contains(kv, strayKey) || strings.HasPrefix(kv, "STRAY_API_KEY=") {
+						t.Errorf("the worker received the owner's variable: %s", kv)
+					}
+					got = got || kv == "VICTIM_KEY="+victimKey
+				}
+				if !got {
+					t.Errorf("the worker did not receive its own key in VICTIM_KEY")
+				}
+			})
+		}
+	}
+}

@@ -32,6 +32,7 @@ const (
 	defaultWaitDelay    = 2 * time.Second
 	defaultMaxLineBytes = 8 << 20
 	defaultHeartbeat    = time.Second
+	defaultFinishGrace  = 10 * time.Second
 )
 
 // defaultEnvAllow is the environment a worker inherits from pilot's own when
@@ -39,6 +40,53 @@ const (
 var defaultEnvAllow = []string{
 	"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE",
 	"TERM", "TMPDIR", "TZ", "NO_COLOR",
+}
+
+// Secret-looking variable names: Dispatch refuses one in EnvAllow unless a
+// provider names it as its CredentialEnv, for the allowlist would pass it
+// to every worker. This is the one list of them; names are compared in
+// upper case.
+var (
+	// secretSuffixes match a whole name, or its last words after an "_".
+	secretSuffixes = []string{
+		"API_KEY",     // the model providers' convention: OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY
+		"ACCESS_KEY",  // S3-style key pairs: AWS_SECRET_ACCESS_KEY, MINIO_ACCESS_KEY
+		"SECRET_KEY",  // MINIO_SECRET_KEY, Django's SECRET_KEY
+		"PRIVATE_KEY", // signing keys in CI: COSIGN_PRIVATE_KEY, TAURI_PRIVATE_KEY
+		"TOKEN",       // GITHUB_TOKEN, NPM_TOKEN, HF_TOKEN, claude's ANTHROPIC_AUTH_TOKEN
+		"SECRET",      // OAuth client secrets: AZURE_CLIENT_SECRET, GOOGLE_CLIENT_SECRET
+		"PASSWORD",    // logins: POSTGRES_PASSWORD, DOCKER_PASSWORD
+	}
+	// secretNames are well-known credentials, some of which match no
+	// suffix above.
+	secretNames = []string{
+		"AWS_ACCESS_KEY_ID",                 // AWS CLI and SDKs' environment credentials
+		"AWS_SECRET_ACCESS_KEY",             // (ditto)
+		"AWS_SESSION_TOKEN",                 // (ditto)
+		"GOOGLE_APPLICATION_CREDENTIALS",    // Google Cloud ADC: the path of a service-account key
+		"AZURE_CLIENT_SECRET",               // Azure Identity's EnvironmentCredential
+		"AZURE_CLIENT_CERTIFICATE_PASSWORD", // (ditto)
+		"GH_TOKEN", "GITHUB_TOKEN",          // the gh CLI; GitHub Actions
+		"PGPASSWORD", // libpq (psql)
+		"MYSQL_PWD",  // the mysql client
+	}
+)
+
+// secretLooking reports whether the variable name looks like it holds a
+// secret (secretSuffixes, secretNames).
+func secretLooking(name string) bool {
+	name = strings.ToUpper(name)
+	for _, s := range secretNames {
+		if name == s {
+			return true
+		}
+	}
+	for _, s := range secretSuffixes {
+		if name == s || strings.HasSuffix(name, "_"+s) {
+			return true
+		}
+	}
+	return false
 }
 
 // EnvRunID is set in every worker's environment to its run id. pilot also
@@ -139,6 +187,12 @@ type Dispatcher struct {
 	// worker, and the time leftover descendants get after the worker
 	// exits; 5 s when zero.
 	Grace time.Duration
+	// FinishGrace is how long a worker that has printed its final result
+	// (its stream or session shows it finished) may take to exit before
+	// pilot ends it, keeping the verdict its stream gave; 10 s when zero,
+	// never when negative. Claude Code's -p mode, and opencode after some
+	// fatal errors, are known to hang there.
+	FinishGrace time.Duration
 	// WaitDelay bounds how long pilot keeps reading output once the whole
 	// process tree is gone; 2 s when zero.
 	WaitDelay time.Duration
@@ -155,13 +209,23 @@ type Dispatcher struct {
 
 	// EnvAllow names the variables a worker inherits from pilot's
 	// environment; nil means PATH, HOME, USER, LOGNAME, SHELL,
-	// LANG, LC_ALL, LC_CTYPE, TERM, TMPDIR, TZ and NO_COLOR. LookupEnv reads them; nil
-	// means os.LookupEnv.
+	// LANG, LC_ALL, LC_CTYPE, TERM, TMPDIR, TZ and NO_COLOR. A name that
+	// looks like a secret (…_API_KEY, …_TOKEN, …_SECRET, …_PASSWORD,
+	// AWS_ACCESS_KEY_ID and the like) is refused unless a provider names
+	// it as its CredentialEnv: only that provider's worker then gets it,
+	// as always. LookupEnv reads them; nil means os.LookupEnv.
 	EnvAllow  []string
 	LookupEnv func(string) (string, bool)
 
 	// Observer, when set, receives every event of every dispatch. Events
-	// of one dispatch arrive in order and never concurrently.
+	// of one dispatch arrive in order and never concurrently, from a
+	// goroutine of the dispatch's own: a slow observer never delays the
+	// worker's supervision (its timeouts, stall checks and kills), and
+	// Dispatch returns once its observers have seen every event, the
+	// verdict last. An observer that falls more than 10000 events behind
+	// misses the events past that (never the started or verdict event)
+	// and then gets a worker_runner.events_dropped event counting them;
+	// events.log has every one.
 	Observer func(Event)
 	// OnLine, when set, receives every output line of every worker
 	// (secrets redacted), for streaming display. It is called from the
@@ -201,10 +265,17 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 	// secret cut by the window's start.
 	r.stderrTail.N = 4*stderrTailRunes + 2*len(secret) + 64
 	r.streamTail.N = stallTailBytes + 2*len(secret) + 64
+	if cfg.Observer != nil || r.task.Observer != nil {
+		// No observer may delay supervision; Dispatch returns once they
+		// have seen every event.
+		r.delivery = newDelivery(r.observe)
+		defer r.delivery.close()
+	}
 	return r.execute(ctx)
 }
 
-// Check reports whether Dispatch would accept t: a known provider and
+// Check reports whether Dispatch would accept t: no secret-looking
+// variable in EnvAllow that no provider names, a known provider and
 // runner, a valid mode, an existing task file and workdir, and a
 // configured credential (it asks the CredentialSource for it). It starts
 // nothing and writes nothing.
@@ -220,8 +291,12 @@ type prepared struct {
 	secret string
 }
 
-// prepare resolves and validates t and checks its provider's credential.
+// prepare checks the allowlist, resolves and validates t and checks its
+// provider's credential.
 func (d *Dispatcher) prepare(ctx context.Context, t Task) (prepared, error) {
+	if err := d.checkEnvAllow(); err != nil {
+		return prepared{}, err
+	}
 	prov, runner, err := d.resolve(t)
 	if err != nil {
 		return prepared{}, err
@@ -240,6 +315,20 @@ func (d *Dispatcher) prepare(ctx context.Context, t Task) (prepared, error) {
 		return prepared{}, &CredentialError{Provider: prov.Name, Env: prov.CredentialEnv}
 	}
 	return prepared{task: t, prov: prov, runner: runner, secret: secret}, nil
+}
+
+// checkEnvAllow refuses a secret-looking variable in the allowlist that no
+// provider names as its credential: pilot would pass it on to every worker,
+// whatever its provider. A provider's own credential variable may be there;
+// environ keeps it from every other worker.
+func (d *Dispatcher) checkEnvAllow() error {
+	creds := d.Providers.credentialEnvs("")
+	for _, k := range d.EnvAllow {
+		if secretLooking(k) && !creds[k] {
+			return fmt.Errorf("pilot: EnvAllow names %s, which looks like a secret: give it to the provider that needs it as its credential_env (Provider.CredentialEnv) or in its env, not to every worker", k)
+		}
+	}
+	return nil
 }
 
 func (d *Dispatcher) withDefaults() *Dispatcher {
@@ -272,6 +361,9 @@ func (d *Dispatcher) withDefaults() *Dispatcher {
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = defaultHeartbeat
+	}
+	if c.FinishGrace == 0 {
+		c.FinishGrace = defaultFinishGrace
 	}
 	if c.EnvAllow == nil {
 		c.EnvAllow = defaultEnvAllow
@@ -375,8 +467,9 @@ type run struct {
 	runningWritten func() error
 	runErr         error
 
-	emitMu sync.Mutex // serializes Observer calls and events.log writes
-	lineMu sync.Mutex // serializes watcher, OnLine and stream.log writes
+	emitMu   sync.Mutex // serializes events.log writes and the queueing of events
+	delivery *delivery  // hands events to the observers; nil without any
+	lineMu   sync.Mutex // serializes watcher, OnLine and stream.log writes
 
 	lastOutput  atomic.Int64 // unix nanos of the last byte read
 	stdoutBytes atomic.Int64
@@ -843,12 +936,13 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 
 	watch := r.newSessionWatch(cmd, start)
 	m := &supervisor{
-		timeout:   r.timeout(),
-		idle:      r.idleTimeout(),
-		grace:     r.d.Grace,
-		heartbeat: r.d.Heartbeat,
-		stall:     r.d.Stall,
-		view:      watch,
+		timeout:     r.timeout(),
+		idle:        r.idleTimeout(),
+		grace:       r.d.Grace,
+		finishGrace: r.d.FinishGrace,
+		heartbeat:   r.d.Heartbeat,
+		stall:       r.d.Stall,
+		view:        watch,
 	}
 	r.drive(ctx, job, m, startedAt)
 	exit.Terminated, exit.Reason = m.terminated, m.reason
@@ -1031,6 +1125,13 @@ func (r *run) emit(e Event) {
 	if data, err := json.Marshal(e); err == nil {
 		r.events.Write(append(data, '\n'))
 	}
+	if r.delivery != nil {
+		r.delivery.push(e) // the observers get it from their own goroutine
+	}
+}
+
+// observe hands e to the Dispatcher's observer, then the task's.
+func (r *run) observe(e Event) {
 	if r.d.Observer != nil {
 		r.d.Observer(e)
 	}

@@ -36,7 +36,7 @@
 //   - pisession: pi's native session file, read into a [SessionState];
 //   - config: the providers file over the built-in providers, and
 //     credential sources (environment, 0600 files, chains);
-//   - retry: retries with budgets and a locked state store, as a
+//   - retry: retries with budgets and a shared state store, as a
 //     [TaskDispatcher] over any other;
 //   - worktrees, templates, report: Fanout's worktree inventory, task
 //     templates, the seed's key=value failure report;

@@ -41,7 +41,7 @@ func verdictOf(e Exit, said Result, loop RetryLoop, retrying, finishedFirst bool
 	}
 	var out Result
 	switch {
-	case !e.Terminated, finishedFirst && res.Outcome.Success():
+	case !e.Terminated, finishedFirst && res.Outcome.Success(), e.Reason == reasonFinished:
 		return res, failureOf(e, res)
 	case retrying && e.Reason != FailCancelled:
 		// Pilot ended a worker that was retrying a failing model call
@@ -55,6 +55,11 @@ func verdictOf(e Exit, said Result, loop RetryLoop, retrying, finishedFirst bool
 	out.SessionID, out.Resume, out.Usage, out.SessionGone = res.SessionID, res.Resume, res.Usage, res.SessionGone
 	return out, failureOf(e, out)
 }
+
+// reasonFinished is why pilot ends a worker that printed its final result
+// and did not exit within the Dispatcher's FinishGrace (the verdict's
+// termination_reason): its verdict is its stream's.
+const reasonFinished FailureClass = "finished-not-exited"
 
 // failureOf is the Failure part of the verdict: the judgement's class and
 // evidence (not redacted), and how the process ended.

@@ -43,10 +43,15 @@ func (w *lineWatcher) Line(l pilot.Line) {
 }
 
 // Finish is an adapter's: a stream that showed the task finished is
-// completed, unless the exit alone decides.
+// completed, unless the exit alone decides; one that showed an error
+// result failed, as its stream says (a server error, for the tests).
 func (w *lineWatcher) Finish(e pilot.Exit) pilot.Result {
 	if !e.Terminated && e.Signal == 0 && w.st.Phase == pilot.PhaseFinished {
 		return pilot.Result{Outcome: pilot.Completed}
+	}
+	if w.st.Phase == pilot.PhaseErrored {
+		return pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailProviderServerError, Source: "worker-report",
+			Evidence: "phase:errored", EvidenceSource: "linephase:stdout"}
 	}
 	return pilot.JudgeExit(e)
 }
@@ -156,5 +161,42 @@ func TestModelStallEndsASilentModelWait(t *testing.T) {
 	}
 	if !inspected {
 		t.Errorf("no stall inspection in awaiting-model")
+	}
+}
+
+// A worker that printed its final result and does not exit is ended a
+// FinishGrace later, not by the idle timeout, and keeps the verdict its
+// stream gave, a success or a failure; an event says so.
+func TestFinishedWorkerThatHangsIsEndedAfterTheFinishGrace(t *testing.T) {
+	for _, tc := range []struct {
+		phase   string
+		verdict pilot.Outcome
+		class   pilot.FailureClass
+	}{
+		{"finished", pilot.Completed, ""},
+		{"errored", pilot.Failed, pilot.FailProviderServerError},
+	} {
+		t.Run(tc.phase, func(t *testing.T) {
+			d := lineDispatcher(t, "out=phase:"+tc.phase, "block")
+			d.FinishGrace = 100 * time.Millisecond
+			var msgs []string
+			d.Observer = func(e pilot.Event) {
+				if e.Type == pilot.EventTerminate {
+					msgs = append(msgs, e.Message)
+				}
+			}
+			tk := task("linephase")
+			tk.IdleTimeout, tk.Timeout = time.Hour, time.Hour // only the finish grace can end it
+			v := dispatch(t, d, tk)
+			if v.Verdict != tc.verdict || v.FailureClass != tc.class {
+				t.Errorf("verdict %s/%q, want %s/%q (the stream's)", v.Verdict, v.FailureClass, tc.verdict, tc.class)
+			}
+			if v.TerminationInitiator != "pilot" || v.TerminationReason != "finished-not-exited" {
+				t.Errorf("termination %q/%q, want pilot/finished-not-exited", v.TerminationInitiator, v.TerminationReason)
+			}
+			if len(msgs) == 0 || !strings.Contains(msgs[0], "printed its final result and has not exited for 100ms") {
+				t.Errorf("terminate events %q", msgs)
+			}
+		})
 	}
 }

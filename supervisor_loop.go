@@ -22,9 +22,10 @@ import (
 type loopTimer int
 
 const (
-	timerTimeout loopTimer = iota // the Task's Timeout, from the start
-	timerIdle                     // the IdleTimeout, from the last output
-	timerGrace                    // from SIGTERM to SIGKILL
+	timerTimeout  loopTimer = iota // the Task's Timeout, from the start
+	timerIdle                      // the IdleTimeout, from the last output
+	timerGrace                     // from SIGTERM to SIGKILL
+	timerFinished                  // from the worker's final result to ending it
 	numTimers
 )
 
@@ -36,6 +37,8 @@ func (k loopTimer) String() string {
 		return "idle"
 	case timerGrace:
 		return "grace"
+	case timerFinished:
+		return "finished"
 	}
 	return "loopTimer(?)"
 }
@@ -80,8 +83,10 @@ type workerView interface {
 	look(now time.Time) sight
 	// retryLoop returns the worker's own retry loop, if it is in one.
 	retryLoop() (RetryLoop, bool)
-	// finished reports whether its session or stream shows it finished.
+	// finished reports whether its session or stream shows it finished;
+	// final whether they show its final result, finished or errored.
 	finished() bool
+	final() bool
 }
 
 // supervisor is the state machine of one worker's supervision. Set its
@@ -98,8 +103,12 @@ type supervisor struct {
 	idle      time.Duration // zero or negative: none
 	grace     time.Duration
 	heartbeat time.Duration
-	stall     StallPolicy
-	view      workerView
+	// finishGrace is how long a finished worker may take to exit; zero
+	// or negative: as long as it likes.
+	finishGrace time.Duration
+	finishSeen  bool // the worker's final result was seen
+	stall       StallPolicy
+	view        workerView
 
 	lastOutput  time.Time
 	deferredFor time.Time // lastOutput of the silence last deferred; zero for none
@@ -135,6 +144,10 @@ func (m *supervisor) output(at time.Time) { m.lastOutput = at }
 func (m *supervisor) tick(now time.Time) []action {
 	if !m.workerExited {
 		m.look(now)
+		if m.finishGrace > 0 && !m.finishSeen && !m.terminated && m.view.final() {
+			m.finishSeen = true
+			m.arm(timerFinished, m.finishGrace)
+		}
 	}
 	return m.take()
 }
@@ -153,6 +166,10 @@ func (m *supervisor) timer(k loopTimer, now time.Time) []action {
 	case timerGrace:
 		m.emit(Event{Type: eventTerminate, Message: "grace period of " + m.grace.String() + " over: sending SIGKILL to the worker's process tree"})
 		m.out = append(m.out, signalAction(syscall.SIGKILL))
+	case timerFinished:
+		if !m.workerExited {
+			m.terminate(reasonFinished, "the worker printed its final result and has not exited for "+m.finishGrace.String()+"; its verdict stands")
+		}
 	}
 	return m.take()
 }
@@ -171,6 +188,7 @@ func (m *supervisor) exited() []action {
 	m.workerExited = true
 	m.stop(timerTimeout)
 	m.stop(timerIdle)
+	m.stop(timerFinished)
 	return m.take()
 }
 
@@ -241,6 +259,7 @@ func (m *supervisor) terminate(reason FailureClass, why string) {
 	m.arm(timerGrace, m.grace)
 	m.stop(timerTimeout)
 	m.stop(timerIdle)
+	m.stop(timerFinished)
 }
 
 func (m *supervisor) emit(e Event) { m.out = append(m.out, emitAction(e)) }
@@ -318,6 +337,8 @@ func (r *run) drive(ctx context.Context, job *supervise.Job, m *supervisor, star
 			do(m.timer(timerIdle, time.Now()))
 		case <-timerC(timerGrace):
 			do(m.timer(timerGrace, time.Now()))
+		case <-timerC(timerFinished):
+			do(m.timer(timerFinished, time.Now()))
 		case now := <-heartbeat.C:
 			do(m.tick(now))
 		case <-exited:

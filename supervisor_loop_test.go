@@ -22,6 +22,7 @@ type fakeWorker struct {
 	loop     RetryLoop
 	retrying bool
 	done     bool
+	errored  bool
 }
 
 func (w *fakeWorker) look(now time.Time) sight {
@@ -34,6 +35,7 @@ func (w *fakeWorker) look(now time.Time) sight {
 
 func (w *fakeWorker) retryLoop() (RetryLoop, bool) { return w.loop, w.retrying }
 func (w *fakeWorker) finished() bool               { return w.done }
+func (w *fakeWorker) final() bool                  { return w.done || w.errored }
 
 func inspection(a stallAction, phase SessionPhase, silence time.Duration) *StallInspection {
 	insp := newStallInspection(a, SessionState{Phase: phase}, silence, nil)
@@ -142,6 +144,7 @@ func TestSupervisorLoop(t *testing.T) {
 		name    string
 		timeout time.Duration
 		idle    time.Duration
+		finish  time.Duration
 		stall   StallPolicy
 		steps   []step
 		want    end
@@ -315,11 +318,57 @@ func TestSupervisorLoop(t *testing.T) {
 			},
 			want: end{terminated: true, reason: FailIdleTimeout, finishedFirst: true},
 		},
+		{
+			name:    "a worker that printed its final result and does not exit is ended after the finish grace; its verdict stands",
+			timeout: time.Hour,
+			idle:    15 * time.Minute,
+			finish:  10 * time.Second,
+			stall:   stallOff,
+			steps: []step{
+				{0, start, []action{armAction(timerTimeout, time.Hour), armAction(timerIdle, 15*time.Minute)}},
+				{time.Minute, tick, nil},
+				{time.Minute, finishes, nil},
+				{time.Minute + time.Second, tick, []action{armAction(timerFinished, 10*time.Second)}},
+				{time.Minute + 2*time.Second, tick, nil},
+				{time.Minute + 11*time.Second, fire(timerFinished),
+					join(sigterm("the worker printed its final result and has not exited for 10s; its verdict stands"), stopAction(timerTimeout), stopAction(timerIdle))},
+				{time.Minute + 12*time.Second, exited, nil},
+				{time.Minute + 12*time.Second, done, nil},
+			},
+			want: end{terminated: true, reason: reasonFinished, finishedFirst: true},
+		},
+		{
+			name:    "an errored final result starts the finish grace too; a worker that exits within it is not ended",
+			timeout: time.Hour,
+			finish:  10 * time.Second,
+			stall:   stallOff,
+			steps: []step{
+				{0, start, []action{armAction(timerTimeout, time.Hour)}},
+				{time.Minute, loopInput{"errored", func(_ *supervisor, w *fakeWorker, _ time.Time) []action { w.errored = true; return nil }}, nil},
+				{time.Minute + time.Second, tick, []action{armAction(timerFinished, 10*time.Second)}},
+				{time.Minute + 3*time.Second, exited, []action{stopAction(timerTimeout), stopAction(timerFinished)}},
+				{time.Minute + 11*time.Second, fire(timerFinished), nil},
+				{time.Minute + 11*time.Second, done, nil},
+			},
+			want: end{},
+		},
+		{
+			name:    "without a finish grace a finished worker is left to the other limits",
+			timeout: time.Hour,
+			stall:   stallOff,
+			steps: []step{
+				{0, start, []action{armAction(timerTimeout, time.Hour)}},
+				{time.Minute, finishes, nil},
+				{time.Minute + time.Second, tick, nil},
+				{time.Hour, fire(timerTimeout), sigterm("timeout of 1h0m0s reached")},
+			},
+			want: end{terminated: true, reason: FailTimeout, finishedFirst: true},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &fakeWorker{policy: tt.stall, clock: newStallClock(t0), phase: PhaseStarting}
-			m := &supervisor{timeout: tt.timeout, idle: tt.idle, grace: 5 * time.Second, heartbeat: time.Second, stall: tt.stall, view: w}
+			m := &supervisor{timeout: tt.timeout, idle: tt.idle, finishGrace: tt.finish, grace: 5 * time.Second, heartbeat: time.Second, stall: tt.stall, view: w}
 			for i, s := range tt.steps {
 				got := s.in.do(m, w, t0.Add(s.at))
 				if diff := cmp.Diff(s.want, got, cmp.AllowUnexported(action{})); diff != "" {

@@ -114,15 +114,22 @@ func (w *sessionWatch) retryLoop() (RetryLoop, bool) { return w.r.retryLoop() }
 
 // finished reports whether the worker's session file or stream shows it
 // finished, as of now.
-func (w *sessionWatch) finished() bool {
-	if w.state.Phase == PhaseFinished || w.fileState.Phase == PhaseFinished {
+func (w *sessionWatch) finished() bool { return w.inPhase(PhaseFinished) }
+
+// final reports whether the worker's session or stream shows its final
+// result, a success (finished) or not (errored).
+func (w *sessionWatch) final() bool { return w.inPhase(PhaseFinished, PhaseErrored) }
+
+// inPhase reports whether the session file or the stream shows one of ps.
+func (w *sessionWatch) inPhase(ps ...SessionPhase) bool {
+	if slices.Contains(ps, w.state.Phase) || slices.Contains(ps, w.fileState.Phase) {
 		return true
 	}
 	if pw, ok := w.r.watcher.(PhaseWatcher); ok {
 		w.r.lineMu.Lock()
 		st, _, ok := pw.StreamState()
 		w.r.lineMu.Unlock()
-		return ok && st.Phase == PhaseFinished
+		return ok && slices.Contains(ps, st.Phase)
 	}
 	return false
 }

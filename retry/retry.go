@@ -1,6 +1,7 @@
 // Package retry runs a task again after the failures its Policy retries,
-// within a budget of consecutive failures kept in a locked, durable state
-// store (Store), as a pilot.TaskDispatcher over any other (Dispatcher).
+// within a budget of consecutive failures kept in a durable state store
+// (Store) that pilots share, locked per operation, as a
+// pilot.TaskDispatcher over any other (Dispatcher).
 package retry
 
 import (
@@ -291,11 +292,17 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 	ts := store.Task(key.Task)
 	fails := ts.RecoveryFailures[key.Stage]
 	if ts.Blocked == "" && fails >= p.MaxFailures {
-		reason := fmt.Sprintf("recovery failure limit exhausted: %d/%d", fails, p.MaxFailures)
-		if err := update(func(s *TaskState) { s.Blocked = reason }); err != nil {
+		// Block it, deciding again on the state as the file holds it now:
+		// another pilot may have changed it since.
+		if err := update(func(s *TaskState) {
+			if n := s.RecoveryFailures[key.Stage]; s.Blocked == "" && n >= p.MaxFailures {
+				s.Blocked = fmt.Sprintf("recovery failure limit exhausted: %d/%d", n, p.MaxFailures)
+			}
+			ts = s.clone()
+		}); err != nil {
 			return pilot.Verdict{}, err
 		}
-		ts.Blocked = reason
+		fails = ts.RecoveryFailures[key.Stage]
 	}
 	if ts.Blocked != "" {
 		v := blockedVerdict(t, ts)
@@ -380,20 +387,21 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 		}
 		free = 0
 
-		fails++
+		// Count the failure on the budget as the file holds it now, so
+		// that another pilot's count of the same task is not lost; a task
+		// another pilot blocked meanwhile stays blocked, and stops here.
 		reason := ""
-		if fails >= p.MaxFailures {
-			reason = fmt.Sprintf("recovery failure limit exhausted: %d/%d", fails, p.MaxFailures)
-		}
 		if err := update(func(s *TaskState) {
 			if s.RecoveryFailures == nil {
 				s.RecoveryFailures = map[string]int{}
 			}
-			s.RecoveryFailures[key.Stage] = fails
+			s.RecoveryFailures[key.Stage]++
+			fails = s.RecoveryFailures[key.Stage]
 			s.LastRecord, s.LastFailureClass, s.LastStage = v.Record, class, key.Stage
-			if reason != "" {
-				s.Blocked = reason
+			if s.Blocked == "" && fails >= p.MaxFailures {
+				s.Blocked = fmt.Sprintf("recovery failure limit exhausted: %d/%d", fails, p.MaxFailures)
 			}
+			reason = s.Blocked
 		}); err != nil {
 			return v, err
 		}

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,8 +29,10 @@ const StateFileName = "state.json"
 
 // Errors of the state store, matched with errors.Is.
 var (
-	// ErrStateLocked: another process (or another open Store) holds
-	// the state file's lock.
+	// ErrStateLocked was returned while a Store held its file's lock
+	// from OpenStore to Close. The store now locks per operation and
+	// waits for another's to end, so nothing in this package returns it;
+	// it remains for callers that test for it.
 	ErrStateLocked = errors.New("pilot: state file is locked")
 	// ErrStateCorrupt: the state file cannot be read as a state file.
 	ErrStateCorrupt = errors.New("pilot: state file is corrupt")
@@ -112,10 +113,15 @@ type stateDoc struct {
 }
 
 // A Store is pilot's persistent state: failure budgets, counters,
-// blocked tasks and group status, in one JSON file that survives restarts.
-// The process that opens it holds an exclusive lock (flock on a ".lock" file
-// beside it) until Close; every change is written at once, atomically and
-// durably (temporary file, fsync, rename, fsync of the directory).
+// blocked tasks and group status, in one JSON file that survives restarts
+// and that any number of Stores share, in this process and others. Every
+// operation takes the file's lock (flock on a ".lock" file beside it),
+// reads the file, and, for a change, writes the changed state at once,
+// atomically and durably (temporary file, fsync, rename, fsync of the
+// directory) before it releases the lock: no change is lost to another's,
+// and a reader sees one state or the next, never a torn one. An operation
+// waits while another holds the lock; none holds it for longer than one
+// read and one write. Nothing is held between operations.
 //
 // A Store opened with OpenStoreDryRun reads the file if it exists and
 // keeps changes in memory only: it never creates, locks or changes a file.
@@ -124,10 +130,13 @@ type stateDoc struct {
 type Store struct {
 	path   string
 	dryRun bool
-	lock   *os.File
 	now    func() time.Time
 
-	mu  sync.Mutex
+	mu     sync.Mutex // orders this Store's operations; guards what follows
+	closed bool
+	// doc is a dry run's state. Otherwise it is the file's state as this
+	// Store last read or wrote it: what a read returns when the file
+	// cannot be read, or after Close.
 	doc stateDoc
 }
 
@@ -154,40 +163,43 @@ func DefaultStorePath(ctx context.Context, workdir string) (string, error) {
 	return filepath.Join(abs, "pilot", StateFileName), nil
 }
 
-// OpenStore opens the state file at path, creating it (and its directory)
-// when it does not exist, and takes its lock. A file that another process
-// holds is ErrStateLocked; one that is not a state file is ErrStateCorrupt,
-// and the lock is released. Both come as a *StateError that says how to
-// recover.
+// OpenStore opens the state file at path, creating its directory when it
+// does not exist (the file itself is written by the first change). It
+// reads the file once, under its lock, to refuse one that is not a state
+// file: that is ErrStateCorrupt, as a *StateError that says how to
+// recover. The Store holds no lock between operations, so any number of
+// pilots may open one file at once.
 func OpenStore(path string) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("pilot: state file: %w", err)
 	}
 	s := &Store{path: abs, now: time.Now}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
-		return nil, &StateError{Path: abs, Err: err, Fix: "make its directory writable or choose another state directory"}
-	}
-	lock, err := os.OpenFile(abs+".lock", os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, &StateError{Path: abs, Err: err, Fix: "make its directory writable or choose another state directory"}
-	}
-	if err := filelock.TryLock(lock); err != nil {
-		holder := readHolder(lock)
-		lock.Close()
-		return nil, &StateError{Path: abs, Err: fmt.Errorf("%w%s", ErrStateLocked, holder),
-			Fix: "wait for the other pilot process to finish, or give this run a state directory of its own"}
-	}
-	// Note the holder for the message above; the lock is what counts.
-	if err := lock.Truncate(0); err == nil {
-		lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	s.lock = lock
-	if err := s.load(); err != nil {
-		s.Close()
+	if err := s.locked(func() error {
+		removeOrphans(s.path)
+		doc, err := readState(s.path)
+		s.doc = doc
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// removeOrphans removes the temporary files of writes cut short (a pilot
+// killed while it wrote). Called with the lock held: every write is made
+// under it, so no temporary file there is another's write in progress.
+func removeOrphans(path string) {
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		return
+	}
+	prefix := "." + filepath.Base(path) + ".tmp-" // atomicfile's temporary names
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) && e.Type().IsRegular() {
+			os.Remove(filepath.Join(filepath.Dir(path), e.Name()))
+		}
+	}
 }
 
 // OpenStoreDryRun reads the state file at path, if there is one, without
@@ -197,34 +209,43 @@ func OpenStoreDryRun(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pilot: state file: %w", err)
 	}
-	s := &Store{path: abs, dryRun: true, now: time.Now}
-	if err := s.load(); err != nil {
+	doc, err := readState(abs)
+	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	return &Store{path: abs, dryRun: true, now: time.Now, doc: doc}, nil
 }
 
-func readHolder(f *os.File) string {
-	var b [32]byte
-	n, _ := f.ReadAt(b[:], 0)
-	if pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n]))); err == nil && pid > 0 {
-		return fmt.Sprintf(" by pid %d", pid)
+// locked runs f holding the file's lock, which it waits for.
+func (s *Store) locked(f func() error) error {
+	dirFix := "make its directory writable or choose another state directory"
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return &StateError{Path: s.path, Err: err, Fix: dirFix}
 	}
-	return ""
+	lock, err := os.OpenFile(s.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return &StateError{Path: s.path, Err: err, Fix: dirFix}
+	}
+	defer lock.Close() // closing the descriptor releases the flock
+	if err := filelock.Lock(lock); err != nil {
+		return &StateError{Path: s.path, Err: fmt.Errorf("locking %s: %w", lock.Name(), err), Fix: dirFix}
+	}
+	return f()
 }
 
-// load reads the state file; a missing file is an empty state.
-func (s *Store) load() error {
-	s.doc = stateDoc{Version: StateVersion}
-	data, err := os.ReadFile(s.path)
+// readState reads the state file at path; a missing file is an empty
+// state.
+func readState(path string) (stateDoc, error) {
+	empty := stateDoc{Version: StateVersion}
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return empty, nil
 	}
 	if err != nil {
-		return &StateError{Path: s.path, Err: err, Fix: "make it readable"}
+		return empty, &StateError{Path: path, Err: err, Fix: "make it readable"}
 	}
-	corrupt := func(why error) error {
-		return &StateError{Path: s.path, Err: fmt.Errorf("%w: %v", ErrStateCorrupt, why),
+	corrupt := func(why error) (stateDoc, error) {
+		return empty, &StateError{Path: path, Err: fmt.Errorf("%w: %v", ErrStateCorrupt, why),
 			Fix: "move it aside (or delete it) to start with an empty state; that forgets failure budgets and blocked tasks"}
 	}
 	var doc stateDoc
@@ -254,8 +275,67 @@ func (s *Store) load() error {
 		}
 	}
 	doc.Version = StateVersion
-	s.doc = doc
+	return doc, nil
+}
+
+// writeState replaces the file at path with doc, durably.
+func writeState(path string, doc stateDoc) error {
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return &StateError{Path: path, Err: err}
+	}
+	if err := atomicfile.WriteFileSync(path, append(data, '\n'), 0o600); err != nil {
+		return &StateError{Path: path, Err: err, Fix: "make its directory writable (the change was not saved)"}
+	}
 	return nil
+}
+
+// read runs f on the current state: the file's, read under its lock, or a
+// dry run's. When the file cannot be read (or the Store is closed) f gets
+// the state this Store last read. f must not keep doc's maps.
+func (s *Store) read(f func(doc *stateDoc)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.dryRun && !s.closed {
+		s.locked(func() error {
+			doc, err := readState(s.path)
+			if err == nil {
+				s.doc = doc
+			}
+			return err
+		})
+	}
+	f(&s.doc)
+}
+
+// change runs f on the current state under the file's lock and, when f
+// reports a change, writes the result before the lock is released. A dry
+// run changes its state in memory. On an error the file is unchanged.
+func (s *Store) change(f func(doc *stateDoc) bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dryRun {
+		f(&s.doc)
+		return nil
+	}
+	if s.closed {
+		return &StateError{Path: s.path, Err: errors.New("the store is closed"), Fix: "open it again"}
+	}
+	return s.locked(func() error {
+		doc, err := readState(s.path)
+		if err != nil {
+			return err
+		}
+		if !f(&doc) {
+			s.doc = doc
+			return nil
+		}
+		if err := writeState(s.path, doc); err != nil {
+			return err
+		}
+		s.doc = doc
+		return nil
+	})
 }
 
 // Path is the state file's path.
@@ -264,64 +344,60 @@ func (s *Store) Path() string { return s.path }
 // DryRun reports whether the store never writes.
 func (s *Store) DryRun() bool { return s.dryRun }
 
-// Close releases the lock. The state was written at every change.
+// Close ends the Store's use of the file: later changes fail, and reads
+// return the state it last read. It holds no lock to release; every change
+// was written when it was made.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lock == nil {
-		return nil
-	}
-	err := s.lock.Close() // closing the descriptor releases the flock
-	s.lock = nil
-	return err
+	s.closed = true
+	return nil
 }
 
 // Task returns the state of the task named name (a zero TaskState for a
 // task the store does not know).
 func (s *Store) Task(name string) TaskState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.doc.Tasks[name].clone()
+	var t TaskState
+	s.read(func(doc *stateDoc) { t = doc.Tasks[name].clone() })
+	return t
 }
 
 // Tasks returns the names of the tasks the store knows, sorted.
 func (s *Store) Tasks() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	names := make([]string, 0, len(s.doc.Tasks))
-	for n := range s.doc.Tasks {
-		names = append(names, n)
-	}
+	var names []string
+	s.read(func(doc *stateDoc) {
+		names = make([]string, 0, len(doc.Tasks))
+		for n := range doc.Tasks {
+			names = append(names, n)
+		}
+	})
 	sort.Strings(names)
 	return names
 }
 
-// UpdateTask changes the task's state with f and writes the file. A task
-// without a Group gets DefaultGroup(name). On a write error the change is
-// undone.
+// UpdateTask changes the task's state with f and writes the file. f gets
+// the task's state as the file holds it now, with the file locked: it must
+// be quick and must not use the store. A task without a Group gets
+// DefaultGroup(name). On an error nothing is changed.
 func (s *Store) UpdateTask(name string, f func(*TaskState)) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old, had := s.doc.Tasks[name]
-	t := old.clone()
-	f(&t)
+	return s.change(func(doc *stateDoc) bool {
+		t := doc.Tasks[name].clone()
+		f(&t)
+		s.setTask(doc, name, t)
+		return true
+	})
+}
+
+// setTask stores t as the task's state in doc.
+func (s *Store) setTask(doc *stateDoc, name string, t TaskState) {
 	if t.Group == "" {
 		t.Group = DefaultGroup(name)
 	}
 	t.UpdatedAt = s.now().UTC()
-	if s.doc.Tasks == nil {
-		s.doc.Tasks = map[string]TaskState{}
+	if doc.Tasks == nil {
+		doc.Tasks = map[string]TaskState{}
 	}
-	s.doc.Tasks[name] = t
-	if err := s.write(); err != nil {
-		if had {
-			s.doc.Tasks[name] = old
-		} else {
-			delete(s.doc.Tasks, name)
-		}
-		return err
-	}
-	return nil
+	doc.Tasks[name] = t
 }
 
 // DefaultGroup is the group of a task named name when none is given: the
@@ -338,32 +414,25 @@ func DefaultGroup(name string) string {
 // failures and counters; other groups are untouched. It returns the names
 // of the tasks it cleared.
 func (s *Store) ClearBlocked(group string) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var cleared []string
-	old := map[string]TaskState{}
-	for name, t := range s.doc.Tasks {
-		if t.Group != group {
-			continue
+	err := s.change(func(doc *stateDoc) bool {
+		cleared = nil
+		for name, t := range doc.Tasks {
+			if t.Group != group {
+				continue
+			}
+			t.Blocked = ""
+			t.RecoveryFailures = nil
+			t.Counters = nil
+			s.setTask(doc, name, t)
+			cleared = append(cleared, name)
 		}
-		old[name] = t
-		t.Blocked = ""
-		t.RecoveryFailures = nil
-		t.Counters = nil
-		t.UpdatedAt = s.now().UTC()
-		s.doc.Tasks[name] = t
-		cleared = append(cleared, name)
-	}
-	sort.Strings(cleared)
-	if len(cleared) == 0 {
-		return nil, nil
-	}
-	if err := s.write(); err != nil {
-		for name, t := range old {
-			s.doc.Tasks[name] = t
-		}
+		return len(cleared) > 0
+	})
+	if err != nil || len(cleared) == 0 {
 		return nil, err
 	}
+	sort.Strings(cleared)
 	return cleared, nil
 }
 
@@ -394,63 +463,45 @@ func (s *Store) ResetCounter(task, counter string) error {
 // counter: it is not blocked and the counter is below limit. A counter
 // already at the limit blocks the task with "<what> limit already
 // exhausted: <count>/<limit>" and reports false, so that nothing is invoked.
+// The check and the block are one change of the file.
 func (s *Store) CheckLimit(task, counter string, limit int, what string) (bool, error) {
-	t := s.Task(task)
-	if t.Blocked != "" {
-		return false, nil
-	}
-	n := t.Counters[counter]
-	if limit <= 0 || n < limit {
-		return true, nil
-	}
-	return false, s.UpdateTask(task, func(t *TaskState) {
+	ok := false
+	err := s.change(func(doc *stateDoc) bool {
+		t := doc.Tasks[task]
+		if t.Blocked != "" {
+			return false
+		}
+		n := t.Counters[counter]
+		if limit <= 0 || n < limit {
+			ok = true
+			return false
+		}
+		t = t.clone()
 		t.Blocked = fmt.Sprintf("%s limit already exhausted: %d/%d", what, n, limit)
+		s.setTask(doc, task, t)
+		return true
 	})
+	if err != nil {
+		return false, err
+	}
+	return ok, nil
 }
 
 // Group returns a group's orchestration status.
 func (s *Store) Group(name string) GroupState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.doc.Groups[name]
+	var g GroupState
+	s.read(func(doc *stateDoc) { g = doc.Groups[name] })
+	return g
 }
 
 // SetGroupStatus records a group's orchestration status ("running",
 // "complete", ... as the caller defines them).
 func (s *Store) SetGroupStatus(name, status string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old, had := s.doc.Groups[name]
-	if s.doc.Groups == nil {
-		s.doc.Groups = map[string]GroupState{}
-	}
-	s.doc.Groups[name] = GroupState{Status: status, UpdatedAt: s.now().UTC()}
-	if err := s.write(); err != nil {
-		if had {
-			s.doc.Groups[name] = old
-		} else {
-			delete(s.doc.Groups, name)
+	return s.change(func(doc *stateDoc) bool {
+		if doc.Groups == nil {
+			doc.Groups = map[string]GroupState{}
 		}
-		return err
-	}
-	return nil
-}
-
-// write replaces the file with the state. Called with mu held; a dry run
-// writes nothing.
-func (s *Store) write() error {
-	if s.dryRun {
-		return nil
-	}
-	if s.lock == nil {
-		return &StateError{Path: s.path, Err: errors.New("the store is closed"), Fix: "open it again"}
-	}
-	data, err := json.MarshalIndent(s.doc, "", "  ")
-	if err != nil {
-		return &StateError{Path: s.path, Err: err}
-	}
-	if err := atomicfile.WriteFileSync(s.path, append(data, '\n'), 0o600); err != nil {
-		return &StateError{Path: s.path, Err: err, Fix: "make its directory writable (the change was not saved)"}
-	}
-	return nil
+		doc.Groups[name] = GroupState{Status: status, UpdatedAt: s.now().UTC()}
+		return true
+	})
 }

@@ -1,16 +1,20 @@
 package retry_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,7 +42,7 @@ func TestStateCorruptFailsClosedAndReleasesTheLock(t *testing.T) {
 		if data, _ := os.ReadFile(path); string(data) != content {
 			t.Errorf("%q: the corrupt file was changed to %q", content, data)
 		}
-		// The lock was released: once repaired, the file opens.
+		// Nothing stays locked: once repaired, the file opens.
 		os.WriteFile(path, []byte("{}\n"), 0o600)
 		s, err := retry.OpenStore(path)
 		if err != nil {
@@ -48,30 +52,236 @@ func TestStateCorruptFailsClosedAndReleasesTheLock(t *testing.T) {
 	}
 }
 
-func TestStateLockIsExclusive(t *testing.T) {
+// Two Stores on one file in one process both work and see each other's
+// changes, and so does a Store in another process: nothing holds the file
+// between operations.
+func TestStateTwoStoresShareOneFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
+	a, b := openState(t, path), openState(t, path)
+	if _, _, err := a.Bump("g/01", "n", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Task("g/01").Counters["n"]; got != 1 {
+		t.Errorf("b sees a's counter at %d, want 1", got)
+	}
+	if err := b.SetGroupStatus("g", "running"); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Group("g").Status; got != "running" {
+		t.Errorf("a sees b's group status %q", got)
+	}
+	if _, _, err := b.Bump("g/01", "n", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Task("g/01").Counters["n"]; got != 2 {
+		t.Errorf("a sees the counter at %d after b's bump, want 2", got)
+	}
+	// Goroutines changing the file through both lose nothing.
+	const goroutines, bumps = 4, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for i := range goroutines {
+		s := []*retry.Store{a, b}[i%2]
+		wg.Go(func() {
+			for range bumps {
+				if _, _, err := s.Bump("g/01", "n", 0, ""); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got, want := a.Task("g/01").Counters["n"], 2+goroutines*bumps; got != want {
+		t.Errorf("after concurrent bumps through two stores: %d, want %d", got, want)
+	}
+	// A child process opens and changes the file while both are open.
+	if out := stateChild(t, "bump", path, "child", "1"); out != "ready\ndone" {
+		t.Errorf("child: %q", out)
+	}
+	if got := b.Task("own/child").Counters["n"]; got != 1 {
+		t.Errorf("b sees the child's counter at %d, want 1", got)
+	}
+	// A closed store changes nothing.
+	a.Close()
+	if err := a.SetGroupStatus("g", "x"); err == nil {
+		t.Error("a closed store wrote")
+	}
+	if got := b.Group("g").Status; got != "running" {
+		t.Errorf("group status %q after a closed store's change", got)
+	}
+}
+
+// Many pilots (processes) change one store at once, and no update is lost:
+// 8 children, started together, each bump a shared counter and their own
+// 500 times.
+func TestStateManyProcessesLoseNoUpdate(t *testing.T) {
+	const procs, updates = 8, 500
+	path := filepath.Join(t.TempDir(), "state.json")
+	type child struct {
+		cmd    *exec.Cmd
+		start  io.WriteCloser
+		out    *bufio.Reader
+		stderr bytes.Buffer
+	}
+	children := make([]*child, procs)
+	for i := range children {
+		c := &child{cmd: stateChildCmd("bump", path, strconv.Itoa(i), strconv.Itoa(updates))}
+		c.cmd.Stderr = &c.stderr
+		var err error
+		if c.start, err = c.cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := c.cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.out = bufio.NewReader(stdout)
+		if err := c.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if c.cmd.ProcessState == nil {
+				c.cmd.Process.Kill()
+				c.cmd.Wait()
+			}
+		})
+		children[i] = c
+	}
+	// Each child says it is ready, then waits for its stdin to close: they
+	// all start at once.
+	for i, c := range children {
+		if line, err := c.out.ReadString('\n'); line != "ready\n" {
+			t.Fatalf("child %d: %q, %v\n%s", i, line, err, c.stderr.String())
+		}
+	}
+	for _, c := range children {
+		c.start.Close()
+	}
+	for i, c := range children {
+		rest, _ := io.ReadAll(c.out)
+		if err := c.cmd.Wait(); err != nil || !strings.HasPrefix(string(rest), "done\n") {
+			t.Errorf("child %d: %v, said %q\n%s", i, err, rest, c.stderr.String())
+		}
+	}
 	s := openState(t, path)
-	_, err := retry.OpenStore(path)
-	if !errors.Is(err, retry.ErrStateLocked) || !strings.Contains(err.Error(), path) ||
-		!strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
-		t.Fatalf("second open: %v; want ErrStateLocked naming the file and this pid", err)
+	if got := s.Task("shared").Counters["n"]; got != procs*updates {
+		t.Errorf("shared counter %d, want %d", got, procs*updates)
 	}
-	// Another process is refused too, until the holder closes.
-	if out := stateChild(t, "open", path); !strings.Contains(out, "locked") {
-		t.Errorf("child while locked: %q", out)
+	for i := range procs {
+		if got := s.Task("own/" + strconv.Itoa(i)).Counters["n"]; got != updates {
+			t.Errorf("child %d's counter %d, want %d", i, got, updates)
+		}
 	}
-	s.Close()
-	if out := stateChild(t, "open", path); out != "opened" {
-		t.Errorf("child after close: %q", out)
+}
+
+// A pilot killed (SIGKILL) while it writes leaves the state before or
+// after its change, never a torn file. A child changes a large state in a
+// loop, reporting each change; after its k-th report (k random) it is
+// killed at a random moment within the time of one change. Each time, over
+// several rounds, the file reads back whole, with a counter the child
+// wrote, at least the last one it reported; and the next OpenStore removes
+// the temporary file of a write cut short.
+func TestStateKillDuringAWriteLeavesAWholeState(t *testing.T) {
+	const rounds, tasks = 8, 200
+	path := filepath.Join(t.TempDir(), "state.json")
+	// Filler tasks make each write long enough to be cut short.
+	s := openState(t, path)
+	for i := range tasks {
+		if err := s.UpdateTask(fmt.Sprintf("filler/%03d", i), func(ts *retry.TaskState) {
+			ts.LastRecord = strings.Repeat("r", 1000)
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	cut := 0
+	for round := range rounds {
+		k := 2 + rng.IntN(20)
+		cmd := stateChildCmd("write", path)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		out := bufio.NewReader(stdout)
+		reported := 0
+		var first time.Time
+		for i := range k {
+			line, err := out.ReadString('\n')
+			if reported, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("round %d: the child said %q\n%s", round, line, stderr.String())
+			}
+			if i == 0 {
+				first = time.Now()
+			}
+		}
+		// Not a wait for the child: it is running its next change now,
+		// and this picks a random moment of it.
+		perChange := time.Since(first) / time.Duration(k-1)
+		time.Sleep(time.Duration(rng.Int64N(int64(perChange) + 1)))
+		cmd.Process.Kill()
+		io.Copy(io.Discard, out)
+		if err := cmd.Wait(); err == nil {
+			t.Fatalf("round %d: the child ended by itself", round)
+		}
+
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Version int                        `json:"version"`
+			Tasks   map[string]retry.TaskState `json:"tasks"`
+		}
+		if err := json.Unmarshal(data, &doc); err != nil || doc.Version != retry.StateVersion || len(doc.Tasks) != tasks+1 {
+			t.Fatalf("round %d: killed after change %d, the file is not a whole state (%v, %d tasks):\n%.300s", round, reported, err, len(doc.Tasks), data)
+		}
+		w := doc.Tasks["w"]
+		n := w.Counters["n"]
+		if n < reported || w.Counters["m"] != n || w.LastRecord != "change "+strconv.Itoa(n) {
+			t.Fatalf("round %d: killed after change %d, the file holds %+v", round, reported, w)
+		}
+		temps := func() []string {
+			m, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".state.json.tmp-*"))
+			return m
+		}
+		cut += len(temps())
+		if _, err := retry.OpenStore(path); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if left := temps(); len(left) != 0 {
+			t.Errorf("round %d: OpenStore left %v", round, left)
+		}
+	}
+	t.Logf("%d of %d kills cut a write short", cut, rounds)
+}
+
+// stateChildCmd is the command that runs this test binary as
+// TestStateChild with args.
+func stateChildCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStateChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envStateChild+"="+strings.Join(args, "\n"))
+	return cmd
 }
 
 // stateChild runs this test binary as TestStateChild with args, and returns
 // its stdout.
 func stateChild(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestStateChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envStateChild+"="+strings.Join(args, "\n"))
+	cmd := stateChildCmd(args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -83,9 +293,17 @@ func stateChild(t *testing.T, args ...string) string {
 
 const envStateChild = "PILOT_TEST_STATE_CHILD"
 
-// TestStateChild is a child process of the state tests: "open PATH" opens
-// the store and says so; "retry PATH" runs a failing task through
-// retry.Dispatch with the store and prints the verdict.
+// TestStateChild is a child process of the state tests. It opens the store
+// at PATH, then:
+//
+//   - "open PATH" says "opened";
+//   - "retry PATH RUNDIR" runs a failing task through retry.Dispatch with
+//     the store and prints the verdict;
+//   - "bump PATH ID N" says "ready", waits for its stdin to close, bumps
+//     counter "n" of task "shared" and of task "own/ID" N times, and says
+//     "done";
+//   - "write PATH" changes task "w" until it is killed (counters "n" and
+//     "m" one more, its LastRecord "change <n>"), printing each n written.
 func TestStateChild(t *testing.T) {
 	spec := os.Getenv(envStateChild)
 	if spec == "" {
@@ -94,10 +312,6 @@ func TestStateChild(t *testing.T) {
 	args := strings.Split(spec, "\n")
 	s, err := retry.OpenStore(args[1])
 	if err != nil {
-		if errors.Is(err, retry.ErrStateLocked) {
-			fmt.Println("locked")
-			return
-		}
 		fmt.Println("error:", err)
 		return
 	}
@@ -117,6 +331,36 @@ func TestStateChild(t *testing.T) {
 		}
 		data, _ := json.Marshal(v)
 		fmt.Println(string(data))
+	case "bump":
+		n, _ := strconv.Atoi(args[3])
+		if len(args) > 4 || n <= 0 {
+			fmt.Println("error: want bump PATH ID N")
+			return
+		}
+		fmt.Println("ready")
+		io.Copy(io.Discard, os.Stdin)
+		for range n {
+			for _, name := range []string{"shared", "own/" + args[2]} {
+				if _, _, err := s.Bump(name, "n", 0, ""); err != nil {
+					fmt.Println("error:", err)
+					return
+				}
+			}
+		}
+		fmt.Println("done")
+	case "write":
+		for {
+			n := 0
+			if err := s.UpdateTask("w", func(ts *retry.TaskState) {
+				n = ts.Counters["n"] + 1
+				ts.Counters = map[string]int{"n": n, "m": n}
+				ts.LastRecord = "change " + strconv.Itoa(n)
+			}); err != nil {
+				fmt.Println("error:", err)
+				return
+			}
+			fmt.Println(n)
+		}
 	}
 }
 

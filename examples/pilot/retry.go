@@ -37,7 +37,8 @@ func addRetryFlags(fs *flagSet, rf *retryFlags) {
 
 // policy returns the retry policy the flags ask for, or nil when they ask
 // for none (one attempt and no state: pilot-workers' behaviour), and a
-// function that releases the state file.
+// function that closes the state store. The store holds no lock between
+// its changes: pilots running at once share one state directory.
 func (rf retryFlags) policy(ctx context.Context, workdir string, stderr io.Writer, cmd string) (*retry.Policy, func(), error) {
 	if rf.maxFailures == 1 && rf.stateDir == "" {
 		return nil, func() {}, nil

@@ -122,13 +122,35 @@ func TestCorruptPersistentStateFailsClosedAndReleasesLock(t *testing.T) {
 	}
 }
 
+// The loop's own lock (loop.lock) keeps a second task loop out while the
+// first holds the state; the retry store inside stays shared (pilot state
+// may clear a block meanwhile), and Close lets the next loop in.
 func TestAnotherLoopHoldingTheStateIsErrLocked(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	openState(t, dir)
-	_, err := loop.OpenState(dir, false)
+	first, err := loop.OpenState(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = loop.OpenState(dir, false)
 	if !errors.Is(err, loop.ErrLocked) || !strings.Contains(err.Error(), "pid ") {
 		t.Errorf("second open: %v; want ErrLocked naming the holder's pid", err)
 	}
+	shared, err := retry.OpenStore(filepath.Join(dir, retry.StateFileName))
+	if err != nil {
+		t.Fatalf("the retry store while a loop holds the state: %v", err)
+	}
+	defer shared.Close()
+	if err := shared.UpdateTask("g/01_task", func(ts *retry.TaskState) { ts.Blocked = "x" }); err != nil {
+		t.Fatal(err)
+	}
+	if got := first.Retry.Task("g/01_task").Blocked; got != "x" {
+		t.Errorf("the loop sees the block as %q", got)
+	}
+	first.Close()
+	if _, err := os.Stat(filepath.Join(dir, "owner.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("owner.json after Close: %v", err)
+	}
+	openState(t, dir) // the lock was released
 }
 
 func TestDryRunStateWritesNothing(t *testing.T) {

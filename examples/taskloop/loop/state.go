@@ -22,13 +22,22 @@ import (
 // state: it is running the same group now, so this one must not.
 var ErrLocked = errors.New("taskloop: another task loop holds the state")
 
+// errLoopHeld is lockLoop's: another holds the lock.
+var errLoopHeld = errors.New("taskloop: loop.lock is held")
+
+// LockFileName is the task loop's lock in its state directory.
+const LockFileName = "loop.lock"
+
 // State is what the task loop keeps across runs and restarts, in a
 // directory of the repository's git dir (see DefaultStateDir):
 //
+//   - loop.lock: the task loop's lock, held while the State is open, so
+//     that two task loops never run one group at once (a flock; where
+//     there is none, a file holding the pid, see lockLoop).
 //   - state.json, a retry.Store: the budgets of consecutive failures per
 //     task and stage, the repetition counters, why a task is blocked, the
-//     group's status. Its lock is held while the State is open, so two task
-//     loops never run one group at once.
+//     group's status. The store locks it per change, so pilot state may
+//     read it, or clear a block, while the loop runs.
 //   - progress.json: each task's stage progress (its worker and selfcheck
 //     done, for which plan), its attempt counters (execution ids), and the
 //     orchestration of the group: each task's status, its archive, and the
@@ -42,6 +51,7 @@ type State struct {
 	Retry *retry.Store
 
 	dryRun bool
+	unlock func() error // releases loop.lock; nil for a dry run
 	mu     sync.Mutex
 	doc    progressDoc
 }
@@ -104,20 +114,29 @@ func DefaultStateDir(ctx context.Context, workspace, group string) (string, erro
 	return filepath.Join(filepath.Dir(p), "taskloop", strings.ReplaceAll(group, "/", "-")), nil
 }
 
-// OpenState opens the state in dir. Another task loop holding it is
+// OpenState opens the state in dir, creating dir, and takes the task
+// loop's lock (loop.lock) until Close. Another task loop holding it is
 // ErrLocked (the error names its pid when it recorded one); a state file
-// that cannot be read is refused (it fails closed) with the fix, and its
-// lock released.
+// that cannot be read is refused (it fails closed) with the fix, and the
+// lock released. A dry run takes no lock and creates nothing.
 func OpenState(dir string, dryRun bool) (*State, error) {
 	path := filepath.Join(dir, retry.StateFileName)
-	var rs *retry.Store
-	var err error
 	if dryRun {
-		rs, err = retry.OpenStoreDryRun(path)
-	} else {
-		rs, err = retry.OpenStore(path)
+		rs, err := retry.OpenStoreDryRun(path)
+		if err != nil {
+			return nil, err
+		}
+		s := &State{Dir: dir, Retry: rs, dryRun: true}
+		if err := s.read(); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
-	if errors.Is(err, retry.ErrStateLocked) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("taskloop: state directory: %w", err)
+	}
+	unlock, err := lockLoop(filepath.Join(dir, LockFileName))
+	if errors.Is(err, errLoopHeld) {
 		who := ""
 		if data, rerr := os.ReadFile(filepath.Join(dir, "owner.json")); rerr == nil {
 			var o struct {
@@ -130,19 +149,22 @@ func OpenState(dir string, dryRun bool) (*State, error) {
 		return nil, fmt.Errorf("%w%s: %s; it is running this group now, or wait for it to end", ErrLocked, who, dir)
 	}
 	if err != nil {
+		return nil, fmt.Errorf("taskloop: locking the state directory: %w", err)
+	}
+	rs, err := retry.OpenStore(path)
+	if err != nil {
+		unlock()
 		return nil, err
 	}
-	s := &State{Dir: dir, Retry: rs, dryRun: dryRun}
+	s := &State{Dir: dir, Retry: rs, unlock: unlock}
 	if err := s.read(); err != nil {
-		rs.Close()
+		s.Close()
 		return nil, err
 	}
-	if !dryRun {
-		owner, _ := json.Marshal(map[string]any{"pid": os.Getpid(), "since": time.Now().UTC()})
-		if err := writeFileAtomic(filepath.Join(dir, "owner.json"), append(owner, '\n')); err != nil {
-			rs.Close()
-			return nil, err
-		}
+	owner, _ := json.Marshal(map[string]any{"pid": os.Getpid(), "since": time.Now().UTC()})
+	if err := writeFileAtomic(filepath.Join(dir, "owner.json"), append(owner, '\n')); err != nil {
+		s.Close()
+		return nil, err
 	}
 	return s, nil
 }
@@ -187,12 +209,16 @@ func (s *State) save() error {
 	return nil
 }
 
-// Close releases the state's lock.
+// Close releases the state's lock (loop.lock), after removing owner.json,
+// so that it never removes the next holder's.
 func (s *State) Close() error {
-	if !s.dryRun {
+	err := s.Retry.Close()
+	if s.unlock != nil {
 		os.Remove(filepath.Join(s.Dir, "owner.json"))
+		err = errors.Join(err, s.unlock())
+		s.unlock = nil
 	}
-	return s.Retry.Close()
+	return err
 }
 
 // progress returns task t's progress, started over when t's plan is not
