@@ -952,7 +952,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 		errR.Close()
 		<-readersDone
 		stdinDone()
-		return exit, info, fmt.Errorf("pilot: worker %d: %w", job.Pid, err)
+		return exit, info, fmt.Errorf("pilot: worker %d: %w (pilot killed the %d process(es) of its tree it found left)", job.Pid, err, job.Leftovers())
 	}
 	info.leftovers = job.Leftovers()
 	if info.leftovers > 0 {

@@ -44,7 +44,8 @@ type Job struct {
 
 	done      chan struct{}
 	leftovers int
-	err       error // set before exited/done are closed when the supervisor is lost
+	err       error  // set before exited/done are closed when the supervisor is lost
+	cookie    string // the Spec's Cookie: every process of the job carries it
 }
 
 // Exited is closed when the worker's leader process has been reaped.

@@ -9,6 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
+
+	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
 func spawn() (*client, error) {
@@ -69,6 +72,7 @@ func (c *client) start(spec Spec, stdin, stdout, stderr *os.File) (*Job, error) 
 		started: make(chan *msg, 1),
 		exited:  make(chan struct{}),
 		done:    make(chan struct{}),
+		cookie:  spec.Cookie,
 	}
 	c.jobs[j.id] = j
 	c.mu.Unlock()
@@ -166,6 +170,11 @@ func (c *client) read() {
 	c.mu.Unlock()
 	for id, j := range jobs {
 		j.err = ErrSupervisorLost
+		// The supervisor's children die with it (their parent-death
+		// signal), but what it adopted, and descendants that left the
+		// process group, would outlive it: end every process that
+		// carries the job's cookie.
+		j.leftovers = killCarriers(j.cookie)
 		if !startedOK[id] {
 			close(j.started)
 			continue
@@ -181,4 +190,32 @@ func (c *client) read() {
 	shared.mu.Lock()
 	delete(shared.live, c)
 	shared.mu.Unlock()
+}
+
+// killCarriers SIGKILLs every process whose environment holds cookie, and
+// again any that appears (one may fork while the last is killed), until
+// none is left alive or about a second has passed, and returns how many it
+// killed. It finds nothing where there is no /proc.
+func killCarriers(cookie string) int {
+	if cookie == "" {
+		return 0
+	}
+	killed := map[int]bool{}
+	for range 1000 {
+		pids := procfs.WithEnv(cookie)
+		left := 0
+		for _, pid := range pids {
+			if pid == os.Getpid() {
+				continue
+			}
+			left++
+			killed[pid] = true
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if left == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond) // the kernel is ending them
+	}
+	return len(killed)
 }
