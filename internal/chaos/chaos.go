@@ -156,6 +156,9 @@ var kinds = []kind{
 	{"pilot-sigkilled-mid-fanout", 2, runKilledPilot},
 	{"run-dir-unwritable-mid-run", 2, runDiskFull},
 	{"two-pilots-one-run-dir", 2, runTwoPilots},
+	{"finished-but-hangs", 3, runFinishedButHangs},
+	{"observer-blocks", 2, runObserverBlocks},
+	{"supervisor-sigkilled", 2, runSupervisorKilled},
 }
 
 // doubleFork: the worker starts a setsid'd child that starts a setsid'd,
@@ -220,6 +223,10 @@ func dispatchKind(s script) func(*runCtx) {
 // grace is the Dispatchers' grace period: short, so that runs that end a
 // worker are quick; every kill is the supervisor's, however short.
 const grace = 200 * time.Millisecond
+
+// finishGrace is the Dispatchers' FinishGrace: how long a worker that
+// printed its final result may hang.
+const finishGrace = 200 * time.Millisecond
 
 // envTag marks every process of one run: the providers set it, so the
 // worker and all its descendants carry it.
@@ -293,11 +300,12 @@ func newDispatcher(runDir string, ps []pilot.Provider, pid func(int), line func(
 		return nil, err
 	}
 	return &pilot.Dispatcher{
-		Runners:   agents.Runners(),
-		Providers: reg,
-		RunDir:    runDir,
-		Grace:     grace,
-		WaitDelay: time.Second,
+		Runners:     append(agents.Runners(), finalRunner{}),
+		Providers:   reg,
+		RunDir:      runDir,
+		Grace:       grace,
+		FinishGrace: finishGrace,
+		WaitDelay:   time.Second,
 		LookupEnv: func(k string) (string, bool) {
 			if k == "PATH" {
 				return os.LookupEnv(k)
@@ -904,4 +912,154 @@ func waitGone(pids []int, timeout time.Duration) {
 			syscall.EpollCtl(ep, syscall.EPOLL_CTL_DEL, int(ev.Fd), nil)
 		}
 	}
+}
+
+// --- a worker that hangs after its final result ---
+
+// finalRunner runs the fake agent as it is and watches for a "final-result"
+// (or "final-error") line: an agent CLI's last event, after which a CLI
+// like Claude Code's -p mode may hang.
+type finalRunner struct{}
+
+func (finalRunner) Name() string { return "chaos-final" }
+
+func (finalRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, error) {
+	return &pilot.Command{Argv: append([]string{a.Provider.Binary}, a.Provider.Args...), Watcher: &finalWatcher{}}, nil
+}
+
+type finalWatcher struct {
+	st pilot.SessionState
+}
+
+func (w *finalWatcher) Line(l pilot.Line) {
+	switch string(l.Data) {
+	case "final-result":
+		w.st = pilot.SessionState{Phase: pilot.PhaseFinished, Reason: "stream:final-result"}
+	case "final-error":
+		w.st = pilot.SessionState{Phase: pilot.PhaseErrored, Reason: "stream:final-error"}
+	}
+}
+
+func (w *finalWatcher) StreamState() (pilot.SessionState, time.Time, bool) {
+	return w.st, time.Time{}, w.st.Phase != ""
+}
+
+func (w *finalWatcher) Finish(e pilot.Exit) pilot.Result {
+	switch w.st.Phase {
+	case pilot.PhaseFinished:
+		return pilot.Result{Outcome: pilot.Completed}
+	case pilot.PhaseErrored:
+		return pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailProviderServerError, Source: "worker-report",
+			Evidence: "final-error", EvidenceSource: "chaos-final:stdout"}
+	}
+	return pilot.JudgeExit(e)
+}
+
+// runFinishedButHangs: the worker prints its final result (a success or an
+// error) and then neither exits nor says more, some of its descendants
+// holding on too. pilot ends it a FinishGrace later, long before the
+// idle timeout, and the verdict is the one its stream gave.
+func runFinishedButHangs(c *runCtx) {
+	final, want := "final-result", "completed"
+	if c.rng.IntN(2) == 0 {
+		final, want = "final-error", "error/provider-server-error"
+	}
+	steps := []string{"out=working", "out=" + final, "block"}
+	if c.rng.IntN(2) == 0 {
+		steps = append([]string{"spawn:setsid", "ignore-term", "ready", "block", "end"}, steps...)
+	}
+	p := c.provider("chaos", nil)
+	p.Runner, p.Binary, p.Args, p.Argv = "chaos-final", c.cfg.Exe, steps, nil
+	d := c.dispatcher(nil, p)
+	c.jobs = 1
+	s := script{timeout: time.Hour, idle: time.Hour}
+	v, err := d.Dispatch(context.Background(), s.task("chaos", pilot.ModeCode, c.cfg.Dir))
+	if err != nil {
+		c.problem("Dispatch: %v", err)
+		return
+	}
+	c.verdicts = append(c.verdicts, v)
+	got := string(v.Verdict)
+	if v.FailureClass != "" {
+		got += "/" + string(v.FailureClass)
+	}
+	if got != want || v.TerminationReason != "finished-not-exited" {
+		c.wrong++
+		c.problem("verdict %s ended for %q, want %s ended for finished-not-exited", got, v.TerminationReason, want)
+	}
+}
+
+// --- an observer that blocks ---
+
+// runObserverBlocks: the Dispatcher's observer blocks on the started event
+// until pilot has judged the worker (for as long as a minute), while the
+// worker runs past its timeout. The observer must not delay supervision:
+// the timeout ends the worker while the observer is stuck.
+func runObserverBlocks(c *runCtx) {
+	d := c.dispatcher(nil, c.provider("chaos", []string{"out=hello", "spawn:hold", "ready", "block", "end", "block"}))
+	inner := d.Observer
+	stuckThrough := false
+	d.Observer = func(e pilot.Event) {
+		inner(e)
+		if e.Started == nil {
+			return
+		}
+		log := filepath.Join(e.Started.RunDir, "events.log")
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			if data, _ := os.ReadFile(log); bytes.Contains(data, []byte(`"type":"worker_runner.verdict"`)) {
+				stuckThrough = true
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	c.jobs = 1
+	s := script{timeout: 300 * time.Millisecond}
+	v, err := d.Dispatch(context.Background(), s.task("chaos", pilot.ModeCode, c.cfg.Dir))
+	if err != nil {
+		c.problem("Dispatch: %v", err)
+		return
+	}
+	c.verdicts = append(c.verdicts, v)
+	if v.FailureClass != pilot.FailTimeout || !stuckThrough {
+		c.wrong++
+		c.problem("verdict %s/%s, judged while the observer was stuck: %v; want the timeout, judged then", v.Verdict, v.FailureClass, stuckThrough)
+	}
+}
+
+// --- a SIGKILLed supervisor ---
+
+// runSupervisorKilled: a child pilot runs one job whose worker holds a
+// setsid'd, SIGTERM-ignoring daemon; once it runs, the child's supervisor
+// is SIGKILLed. The worker dies with it; the daemon, adopted by the
+// supervisor and out of its process group, must be ended by the child
+// pilot, which still gives the job a verdict and closes its record.
+func runSupervisorKilled(c *runCtx) {
+	spec := c.childSpec(script{steps: []string{"spawn:setsid", "ignore-term", "ready", "block", "end", "out=ready", "block"}})
+	ch, err := c.startChild(spec)
+	if err != nil {
+		c.problem("starting the child pilot: %v", err)
+		return
+	}
+	c.jobs = 1
+	killed := false
+	c.verdicts = c.follow(ch, func(l string) bool {
+		if l != "line ready" || killed {
+			return false
+		}
+		killed = true
+		for _, sup := range procfs.Children(ch.cmd.Process.Pid) {
+			c.addPid(sup)
+			syscall.Kill(sup, syscall.SIGKILL)
+		}
+		return false
+	})
+	if err := ch.cmd.Wait(); err != nil {
+		c.problem("child pilot: %v", err)
+	}
+	if !killed {
+		c.problem("the worker never got ready")
+	}
+	c.injected = true // the lost supervisor is pilot's own error, in a synthesized verdict
 }
