@@ -257,6 +257,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
+	reconcileRunDir(cfg.RunDir)
 	secret := p.secret
 	r := &run{d: cfg, task: p.task, prov: p.prov, runner: p.runner, secret: secret}
 	r.prepared = func() error { return nil }

@@ -36,6 +36,7 @@ commands:
   schedule     Run a graph of tasks: dependencies, write sets, provider gates; one JSON array.
   state        Show the retry state (failure budgets, blocked jobs); --clear-blocked GROUP unblocks.
   worktrees    List the worktrees fanout jobs made (kept ones hold changes); 'worktrees prune'.
+  runs         List the runs (--reconcile closes out dead pilots' runs); 'runs show|logs|prune'.
   demo         Run scripted jobs on the built-in fake agent (no API key, no network).
   providers    List the providers: runner, model and credential status (never a value).
   template     Print the task template for a mode (code|explore|test|review).
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdState(ctx, args[1:], stdout, stderr)
 	case "worktrees":
 		return cmdWorktrees(ctx, args[1:], stdout, stderr)
+	case "runs":
+		return cmdRuns(ctx, args[1:], stdout, stderr)
 	case "fanout":
 		return cmdFanout(ctx, args[1:], stdout, stderr)
 	case "schedule":

@@ -25,6 +25,7 @@ import (
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/procfs"
+	"github.com/pilotworkers/pilot/internal/rundir"
 )
 
 // Config is one chaos session.
@@ -72,10 +73,13 @@ type Report struct {
 	// keep its records (the injected write errors), each with its
 	// synthesized verdict.
 	PilotErrors int `json:"pilot_errors"`
-	// KilledPilotRecords counts the records of pilots SIGKILLed mid-run:
-	// they say "running" (nothing is left to close them out), which
-	// their provenance pid shows to be stale.
+	// KilledPilotRecords counts the records of pilots SIGKILLed mid-run
+	// that no pilot has opened since: they say "running", which their
+	// provenance pid shows to be stale. AbandonedRecords counts those a
+	// pilot opening the run directory has closed out since ("abandoned",
+	// with the proof).
 	KilledPilotRecords int `json:"killed_pilot_records"`
+	AbandonedRecords   int `json:"abandoned_records"`
 	// KilledPilotTempFiles counts the prepared (empty) temporary files
 	// for final records that SIGKILLed pilots left.
 	KilledPilotTempFiles int     `json:"killed_pilot_temp_files"`
@@ -105,7 +109,8 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "pilot errors      %d (injected write errors, each job with a synthesized verdict)\n", r.PilotErrors)
-	fmt.Fprintf(w, "killed pilots     %d records left running, %d prepared temp files left\n", r.KilledPilotRecords, r.KilledPilotTempFiles)
+	fmt.Fprintf(w, "killed pilots     %d records left running, %d prepared temp files left; %d records closed out as abandoned by the next pilot\n",
+		r.KilledPilotRecords, r.KilledPilotTempFiles, r.AbandonedRecords)
 	fmt.Fprintf(w, "orphans           %d\n", r.Orphans)
 	fmt.Fprintf(w, "missing verdicts  %d\n", r.MissingVerdicts)
 	fmt.Fprintf(w, "open records      %d\n", r.OpenRecords)
@@ -247,7 +252,11 @@ type runCtx struct {
 	wrong    int // verdicts that are not the one the misbehaviour must get
 	problems []string
 	killed   bool // the run's pilot was SIGKILLed: its records stay running
-	injected bool // a write error was injected: pilot errors are expected
+	// reconciled: after the kill, the run directory was reconciled (as
+	// the next pilot to open it does): no record may say running, no
+	// temporary file may be left.
+	reconciled bool
+	injected   bool // a write error was injected: pilot errors are expected
 }
 
 func (c *runCtx) problem(format string, a ...any) {
@@ -491,6 +500,7 @@ type result struct {
 	outcomes                            map[string]int
 	pilotErrors                         int
 	killedRecords, killedTemps          int
+	abandoned                           int
 	problems                            []string
 }
 
@@ -504,6 +514,7 @@ func (r *Report) add(res result) {
 	r.Records += res.records
 	r.PilotErrors += res.pilotErrors
 	r.KilledPilotRecords += res.killedRecords
+	r.AbandonedRecords += res.abandoned
 	r.KilledPilotTempFiles += res.killedTemps
 	for k, n := range res.outcomes {
 		r.Outcomes[k] += n
@@ -589,14 +600,19 @@ func (c *runCtx) check() result {
 			switch {
 			case err != nil:
 				bad(&res.half, "%s does not parse: %v", path, err)
-			case rec.Status == "running" && c.killed:
+			case rec.Status == "running" && c.killed && !c.reconciled:
 				res.killedRecords++
+			case rec.Status == "abandoned" && c.reconciled:
+				res.abandoned++
+				if rec.EndedAt == nil || rec.EvidenceExcerpt == "" {
+					bad(&res.open, "%s is abandoned without ended_at or the proof", path)
+				}
 			case rec.Status == "running":
 				bad(&res.open, "%s still says running", path)
 			case rec.EndedAt == nil:
 				bad(&res.open, "%s has status %q but no ended_at", path, rec.Status)
 			}
-		case strings.HasPrefix(name, ".record.json.tmp-") && c.killed:
+		case strings.HasPrefix(name, ".record.json.tmp-") && c.killed && !c.reconciled:
 			if st, err := os.Stat(path); err == nil && st.Size() != 0 {
 				bad(&res.half, "%s: a temporary record with %d bytes", path, st.Size())
 			}
@@ -810,6 +826,14 @@ func runKilledPilot(c *runCtx) {
 	// tree, waits the grace period and SIGKILLs: wait for that (pidfds,
 	// no polling), bounded well past the grace period.
 	waitGone(pids, 30*time.Second)
+	// Then a pilot opens the run directory: the killed pilot's records
+	// are closed out as abandoned, its temporary files removed.
+	if c.rng.IntN(2) == 0 {
+		if _, err := rundir.Reconcile(c.dir); err != nil {
+			c.problem("reconcile: %v", err)
+		}
+		c.reconciled = true
+	}
 }
 
 // runDiskFull: a child pilot runs a fanout of two jobs; when a worker is

@@ -1,0 +1,5 @@
+package rundir
+
+var ClockMargin = clockMargin
+var EnvRunID = envRunID
+var IsTemp = isTemp

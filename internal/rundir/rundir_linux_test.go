@@ -1,0 +1,172 @@
+package rundir_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"github.com/pilotworkers/pilot/internal/rundir"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/fakeagent"
+	"github.com/pilotworkers/pilot/internal/procfs"
+	"github.com/pilotworkers/pilot/internal/supervise"
+	"github.com/pilotworkers/pilot/pilottest"
+)
+
+// A real pilot, SIGKILLed while its worker runs, with its supervisor (so
+// that nothing of pilot's is left to end the worker's tree): Reconcile
+// marks the run abandoned, kills what is left of its tree, and removes the
+// temporary file the pilot had prepared.
+func TestReconcileAfterPilotSIGKILL(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "runs")
+	fifo := filepath.Join(dir, "ready.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), envHelperPilot+"="+runDir, envHelperFIFO+"="+fifo)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	ready := make(chan string, 1)
+	go func() {
+		f, err := os.Open(fifo)
+		if err != nil {
+			ready <- err.Error()
+			return
+		}
+		line, _ := bufio.NewReader(f).ReadString('\n')
+		f.Close()
+		ready <- line
+	}()
+	select {
+	case line := <-ready:
+		if line != "ready\n" {
+			t.Fatalf("the worker said %q", line)
+		}
+	case err := <-exited:
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil { // unblock the reader
+			w.Close()
+		}
+		<-ready
+		t.Fatalf("the helper pilot exited before its worker was ready: %v\n%s", err, stderr.String())
+	}
+
+	ents, _ := os.ReadDir(runDir)
+	if len(ents) != 1 {
+		t.Fatalf("run dir holds %v", ents)
+	}
+	runID := ents[0].Name()
+	path := filepath.Join(runDir, runID, "record.json")
+	rec, err := pilot.ReadRecord(path)
+	if err != nil || rec.Status != rundir.Running || rec.Provenance.Pid != cmd.Process.Pid {
+		t.Fatalf("record before the kill: %+v, %v", rec, err)
+	}
+	var spawned []int
+	for _, p := range pilottest.Alive(runID) {
+		if p != rec.Pid {
+			spawned = append(spawned, p)
+		}
+	}
+	if len(spawned) != 2 {
+		t.Fatalf("processes of the run besides the worker %d: %v, want its two descendants", rec.Pid, spawned)
+	}
+	temps, _ := filepath.Glob(filepath.Join(runDir, runID, ".record.json.tmp-*"))
+	if len(temps) == 0 {
+		t.Fatal("the pilot prepared no temporary file for its final record")
+	}
+
+	sup := supervisorOf(t, cmd.Process.Pid)
+	// Stopped, the supervisor cannot end the tree when the pilot dies.
+	if err := syscall.Kill(sup, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Kill()
+	<-exited
+	syscall.Kill(sup, syscall.SIGKILL)
+
+	rep, err := rundir.Reconcile(runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 1 {
+		t.Fatalf("report %+v; want the run", rep)
+	}
+	run := rep.Runs[0]
+	for _, p := range spawned {
+		if !slices.Contains(run.Killed, p) {
+			t.Errorf("descendant %d is not among the killed %v", p, run.Killed)
+		}
+	}
+	if len(run.Survivors) > 0 || run.Note != "" {
+		t.Errorf("survivors %v, note %q", run.Survivors, run.Note)
+	}
+	if diff := slices.Compare(temps, run.Removed); diff != 0 {
+		t.Errorf("removed %v, want %v", run.Removed, temps)
+	}
+	if left := pilottest.Alive(runID); len(left) > 0 {
+		t.Errorf("processes of the run left: %v", left)
+	}
+	after, err := pilot.ReadRecord(path)
+	want := fmt.Sprintf("pilot pid %d is gone", cmd.Process.Pid)
+	if err != nil || after.Status != rundir.Abandoned || after.EndedAt == nil || !strings.Contains(after.EvidenceExcerpt, want) ||
+		!strings.Contains(after.EvidenceExcerpt, "killed") {
+		t.Errorf("record after: %q, ended %v, evidence %q, %v; want abandoned, %q", after.Status, after.EndedAt, after.EvidenceExcerpt, err, want)
+	}
+}
+
+// supervisorOf returns pilot's supervisor process among pid's children.
+func supervisorOf(t *testing.T, pid int) int {
+	t.Helper()
+	for _, c := range procfs.Children(pid) {
+		env, err := procfs.Environ(c)
+		if err == nil && bytes.Contains(env, []byte(supervise.EnvSupervisor+"=")) {
+			return c
+		}
+	}
+	t.Fatalf("no supervisor among the children of %d", pid)
+	return 0
+}
+
+// A pilot pid that a process started after the run now holds is not the
+// pilot: the run is abandoned. One that started before the run is.
+func TestReconcileTellsAReusedPilotPid(t *testing.T) {
+	other := exec.Command(os.Args[0], "block")
+	other.Env = append(os.Environ(), fakeagent.EnvFakeAgent+"=1", "GORACE=atexit_sleep_ms=0")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Process.Kill(); other.Wait() }()
+
+	runDir := t.TempDir()
+	path := completedRun(t, runDir)
+	orphaned(t, path, map[string]any{"dispatcher_pid": other.Process.Pid, "started_at": time.Now().Add(time.Minute)})
+	if rep, err := rundir.Reconcile(runDir); err != nil || len(rep.Runs) != 0 {
+		t.Fatalf("a live pilot pid that started before the run: %+v, %v; want it left alone", rep, err)
+	}
+	setFields(t, path, map[string]any{"started_at": time.Now().Add(-time.Hour)})
+	rep, err := rundir.Reconcile(runDir)
+	if err != nil || len(rep.Runs) != 1 {
+		t.Fatalf("a pilot pid that started an hour after the run: %+v, %v; want the run marked", rep, err)
+	}
+	want := fmt.Sprintf("pilot pid %d is alive but started at", other.Process.Pid)
+	if ev := rep.Runs[0].Evidence; !strings.Contains(ev, want) || !strings.Contains(ev, "reused") || !strings.Contains(ev, "started_at") {
+		t.Errorf("evidence %q; want %q, the pid reused, and the proof", ev, want)
+	}
+	if !procfs.Alive(other.Process.Pid) {
+		t.Error("the process that reused the pid was killed")
+	}
+}
