@@ -26,6 +26,7 @@ import (
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/procfs"
 	"github.com/pilotworkers/pilot/internal/rundir"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // Config is one chaos session.
@@ -159,6 +160,8 @@ var kinds = []kind{
 	{"cancel", 3, dispatchKind(script{steps: []string{"spawn:hold", "ignore-term", "ready", "block", "end", "out=ready", "block"}, cancelOnReady: true, want: "error/cancelled"})},
 	{"fanout", 6, runFanout},
 	{"pilot-sigkilled-mid-fanout", 2, runKilledPilot},
+	{"pilot-sigkilled-then-reopened", 2, runKilledPilot},
+	{"pilots-share-a-state-file", 2, runSharedState},
 	{"run-dir-unwritable-mid-run", 2, runDiskFull},
 	{"two-pilots-one-run-dir", 2, runTwoPilots},
 	{"finished-but-hangs", 3, runFinishedButHangs},
@@ -826,13 +829,61 @@ func runKilledPilot(c *runCtx) {
 	// tree, waits the grace period and SIGKILLs: wait for that (pidfds,
 	// no polling), bounded well past the grace period.
 	waitGone(pids, 30*time.Second)
-	// Then a pilot opens the run directory: the killed pilot's records
-	// are closed out as abandoned, its temporary files removed.
-	if c.rng.IntN(2) == 0 {
+	// Then, for pilot-sigkilled-then-reopened, a pilot opens the run
+	// directory: the killed pilot's records are closed out as abandoned,
+	// its temporary files removed.
+	if c.kind == "pilot-sigkilled-then-reopened" {
 		if _, err := rundir.Reconcile(c.dir); err != nil {
 			c.problem("reconcile: %v", err)
 		}
 		c.reconciled = true
+	}
+}
+
+// runSharedState: pilots that share one retry state file (each with a
+// Store of its own, as separate pilots have) retry failing workers at
+// once; every budget is counted whole and the file stays a state file.
+func runSharedState(c *runCtx) {
+	path := filepath.Join(c.dir, "state", retry.StateFileName)
+	n := 2 + c.rng.IntN(3)
+	const budget = 2
+	d := c.dispatcher(nil, c.provider("chaos", []string{"err=failing", "exit=3"}))
+	var wg sync.WaitGroup
+	c.jobs = n
+	vs := make([]pilot.Verdict, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := retry.OpenStore(path)
+			if err != nil {
+				c.problem("OpenStore: %v", err)
+				return
+			}
+			defer st.Close()
+			p := retry.Policy{MaxFailures: budget, State: st, Sleep: func(context.Context, time.Duration) error { return nil }}
+			v, err := retry.Dispatch(context.Background(), d, pilot.Task{Provider: "chaos", Mode: pilot.ModeCode, Prompt: "chaos", Workdir: c.cfg.Dir},
+				retry.Key{Task: "group/task-" + strconv.Itoa(i), Stage: "worker"}, p)
+			if err != nil {
+				c.problem("retry.Dispatch: %v", err)
+			}
+			vs[i] = v
+		}()
+	}
+	wg.Wait()
+	c.verdicts = append(c.verdicts, vs...)
+	st, err := retry.OpenStore(path)
+	if err != nil {
+		c.problem("the shared state file: %v", err)
+		return
+	}
+	defer st.Close()
+	for i, v := range vs {
+		ts := st.Task("group/task-" + strconv.Itoa(i))
+		if !v.Blocked || v.Attempts != budget || ts.Blocked == "" || ts.RecoveryFailures["worker"] != budget {
+			c.wrong++
+			c.problem("task %d: verdict blocked %v after %d attempts, state %+v; want blocked after %d, counted whole", i, v.Blocked, v.Attempts, ts, budget)
+		}
 	}
 }
 
