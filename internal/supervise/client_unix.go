@@ -217,5 +217,13 @@ func killCarriers(cookie string) int {
 		}
 		time.Sleep(time.Millisecond) // the kernel is ending them
 	}
+	// A dying process loses its environment before it stops running:
+	// wait for each one killed to be gone (or a zombie) itself.
+	deadline := time.Now().Add(2 * time.Second)
+	for pid := range killed {
+		for procfs.Alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	return len(killed)
 }
