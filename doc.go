@@ -12,7 +12,9 @@
 // group. Its stdout and stderr are read line by line with no line-length
 // limit and bounded memory into the run directory's stream.log; events go to
 // events.log and to Dispatcher.Observer; record.json is written atomically
-// at the start ("running") and at the end (the verdict). The Runner's
+// at the start ("running") and at the end (the verdict); the first dispatch
+// into a run directory closes out, as "abandoned", the records a killed
+// pilot left running. The Runner's
 // [Watcher] reads every line and judges the attempt.
 //
 // A cancelled context, the wall-clock Timeout and the IdleTimeout (no output)

@@ -25,7 +25,10 @@ type Record struct {
 	Model    string `json:"model,omitempty"`
 
 	// Status is "running" until the dispatch ends, then the verdict
-	// ("completed", "step_capped_partial", "empty" or "error").
+	// ("completed", "step_capped_partial", "empty" or "error"), or
+	// "abandoned" when its pilot died first (SIGKILL, a crash) and a
+	// later pilot closed the record out, with the proof in the
+	// failure_evidence fields.
 	Status string `json:"status"`
 
 	// Argv is the worker's command line with secret values replaced by

@@ -13,6 +13,9 @@
 //	pilot phase [FILE|-]
 //	pilot fanout --workdir D (--job P:M:F ... | --jobs-file J | --providers a,b --mode M --task-file F)
 //	pilot worktrees [prune] [--run-dir DIR]
+//	pilot runs [show ID | logs ID [-f] | prune --older-than D] [--reconcile]
+//	pilot install runner NAME | pilot install PROVIDER on HOST [--scope user|project]
+//	pilot uninstall runner NAME | pilot uninstall PROVIDER on HOST
 //	pilot state (--state DIR | --workdir D) [--clear-blocked GROUP [--dry-run]]
 //
 // dispatch, run and fanout take --max-failures N (consecutive failures
