@@ -115,6 +115,10 @@ var canaryFixture = map[string]string{
 // OnLine, no verdict, no error, no other worker's environment, argv or
 // stdin.
 func TestSecretCanaryEverywhere(t *testing.T) {
+	// Its subtests run in parallel: one check for them all, once they
+	// have all ended (a check per subtest would see its siblings'
+	// dispatches).
+	checkGoroutines(t)
 	// The run directories and the workers' call records live here, so
 	// that they outlast the subtests for the search at the end.
 	base := t.TempDir()
@@ -254,7 +258,6 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		for _, outcome := range all {
 			t.Run(p.Name+"/"+outcome, func(t *testing.T) {
 				t.Parallel()
-				checkGoroutines(t)
 				d := dispatcher(t, provider(t, p, outcome))
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
@@ -287,7 +290,6 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 	}
 	t.Run("fanout", func(t *testing.T) {
 		t.Parallel()
-		checkGoroutines(t)
 		var ps []pilot.Provider
 		var jobs []pilot.Job
 		for i, p := range provs {
