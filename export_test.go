@@ -34,6 +34,7 @@ const (
 	EventPhase           = eventPhase
 	EventStallInspection = eventStallInspection
 	EventWarning         = eventWarning
+	EventJobStarting     = eventJobStarting
 	StartedType          = startedType
 	VerdictType          = verdictType
 )
@@ -50,6 +51,7 @@ var (
 	NewStallClock      = newStallClock
 	NewStallInspection = newStallInspection
 	CurrentProvenance  = currentProvenance
+	WorktreeNames      = worktreeNames
 )
 
 // StallCheck is p's check of a silence.

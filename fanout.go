@@ -2,9 +2,12 @@ package pilot
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,10 +21,38 @@ type Job struct {
 	// Worktree runs the task in a fresh git worktree of Task.Workdir, on
 	// a branch of its own; see Fanout.
 	Worktree bool
+	// Name names the job in its verdict and started event ("job"), in
+	// errors about it, and in its worktree's branch and commit; empty
+	// means "provider:mode" (and the task file's base name for the
+	// branch and commit).
+	Name string
 }
 
-// Label is the job's name in verdicts and events: "provider:mode".
-func (j Job) label() string { return j.Task.Provider + ":" + string(j.Task.Mode) }
+// label is the job's name in verdicts, events and errors: its Name, else
+// "provider:mode".
+func (j Job) label() string {
+	if j.Name != "" {
+		return j.Name
+	}
+	return j.workerLabel()
+}
+
+// workerLabel is "provider:mode".
+func (j Job) workerLabel() string { return j.Task.Provider + ":" + string(j.Task.Mode) }
+
+// describe is the job as its worktree's commit and inventory entry name it:
+// "fix-login.md (glm:code)", with its Name, else its task file's base name,
+// else its provider; just "glm:code" without a name or task file.
+func (j Job) describe() string {
+	name := j.Name
+	if name == "" && j.Task.TaskFile != "" {
+		name = filepath.Base(j.Task.TaskFile)
+	}
+	if name == "" {
+		return j.workerLabel()
+	}
+	return name + " (" + j.workerLabel() + ")"
+}
 
 // A Fanout runs many jobs with bounded parallelism and returns one verdict
 // per job, in job order. Its fields are configuration; Dispatcher is
@@ -49,15 +80,20 @@ type Fanout struct {
 	// be called from several goroutines at once.
 	OnEvent func(job int, e Event)
 	// Worktrees creates and records the worktrees of jobs with Worktree
-	// set; nil means git worktrees under the run directory of the
-	// Dispatcher when it is a *Dispatcher, else under the default run
-	// directory.
+	// set; nil means DefaultWorktrees(runDir), runDir the run
+	// directory of the Dispatcher when it is a *Dispatcher, else the
+	// default one: worktrees beside each repository, their inventory in
+	// the run directory.
 	Worktrees Worktrees
 }
 
 // eventWarning is a fanout-level warning (Message says what), such as test
 // jobs sharing a workdir.
 const eventWarning = "fanout.warning"
+
+// eventJobStarting says a job has its slot and is starting: its worktree
+// is being made, its worker spawned. Until then it waits for a slot.
+const eventJobStarting = "fanout.job_starting"
 
 // Worktrees makes per-job git worktrees. The default implementation
 // (DefaultWorktrees) uses the git CLI and keeps an inventory file.
@@ -69,7 +105,9 @@ type Worktrees interface {
 	// and returns its directory and branch.
 	Create(ctx context.Context, dir, name string) (WorktreeInfo, error)
 	// Finish ends the run's use of the worktree: an unchanged one is
-	// removed, a changed one is kept. The returned info says which.
+	// removed, a changed one is kept, its changes committed on its branch
+	// (wt.Job and wt.TaskFile say whose they are). The returned info says
+	// which, and names the commit.
 	Finish(ctx context.Context, wt WorktreeInfo, runID string) (WorktreeInfo, error)
 }
 
@@ -81,6 +119,20 @@ type WorktreeInfo struct {
 	// Kept is set when the job left changes, so the worktree and its
 	// branch were kept for the caller; otherwise both were removed.
 	Kept bool `json:"kept"`
+	// Repo is the repository's top-level directory, and Base the commit
+	// the branch started from: git diff Base Branch is the job's work.
+	Repo string `json:"repo,omitempty"`
+	Base string `json:"base,omitempty"`
+	// Commit is the commit Finish made of the changes the job left
+	// uncommitted, on Branch (with DefaultWorktrees: all of them,
+	// untracked files included, .gitignore respected); empty when it made
+	// none.
+	Commit string `json:"commit,omitempty"`
+	// Job and TaskFile say which job used the worktree ("fix-login.md
+	// (glm:code)" and its task file); Fanout sets them before it calls
+	// Finish, which names them in its commit and its records.
+	Job      string `json:"-"`
+	TaskFile string `json:"-"`
 }
 
 // Run runs jobs and returns their verdicts in job order, one per job,
@@ -126,7 +178,9 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	verdicts := make([]Verdict, len(jobs))
-	fanoutID := newRunID(time.Now(), "fanout")
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	names := worktreeNames(jobs, hex.EncodeToString(id[:]))
 	// Jobs take their first slot in job order (the semaphore serves
 	// waiters first come, first served); a retry waits its turn behind
 	// them.
@@ -142,7 +196,7 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 		go func() {
 			defer wg.Done()
 			defer s.release()
-			v := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, jobs[i], wts, fanoutID)
+			v := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, jobs[i], wts, names[i])
 			if f.FailFast && !v.Verdict.Success() {
 				cancel(fmt.Errorf("fail-fast: job %d (%s) ended %s", i, jobs[i].label(), v.Verdict))
 			}
@@ -200,10 +254,14 @@ func (s *fanoutSlot) release() {
 	}
 }
 
-// runJob dispatches one job and always returns its verdict.
-func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fanoutID string) Verdict {
+// runJob dispatches one job, in a worktree named wtName when it has one,
+// and always returns its verdict.
+func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, wtName string) Verdict {
 	if ctx.Err() != nil {
 		return synthesized(job, nil, "", true)
+	}
+	if f.OnEvent != nil {
+		f.OnEvent(i, Event{Type: eventJobStarting, Time: time.Now().UTC()})
 	}
 	label := job.label()
 	task := job.Task
@@ -234,8 +292,7 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fano
 	var wt *WorktreeInfo
 	if job.Worktree && f.runs(task) {
 		// (A blocked job runs nothing: it needs no worktree.)
-		name := fmt.Sprintf("%s-%d-%s", fanoutID, i, task.Provider)
-		info, err := wts.Create(ctx, task.Workdir, text.SafeName(name, '-'))
+		info, err := wts.Create(ctx, task.Workdir, wtName)
 		if err != nil {
 			return synthesized(job, nil, "worktree: "+err.Error(), ctx.Err() != nil)
 		}
@@ -251,12 +308,13 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fano
 	case err != nil:
 		v = synthesized(job, nil, err.Error(), ctx.Err() != nil)
 	}
-	v.Job = label
+	v.Job, v.TaskFile = label, job.Task.TaskFile
 	if ctx.Err() != nil && v.FailureClass == FailCancelled {
 		v.Interrupted = true
 	}
 	if wt != nil {
 		// The worktree's fate is decided even when ctx is done.
+		wt.Job, wt.TaskFile = job.describe(), job.Task.TaskFile
 		info, err := wts.Finish(context.WithoutCancel(ctx), *wt, v.RunID)
 		if err != nil {
 			info = *wt
@@ -266,6 +324,54 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, fano
 		v.Worktree = &info
 	}
 	return v
+}
+
+// worktreeNames names the worktrees of the jobs with Worktree set, after
+// the job (its Name, else its task file's base name without extension,
+// else its provider) and the fanout's id, so that a branch says whose work
+// it holds: pilot/fix-login-1a2b3c4d. A name a job before it took gets the
+// job's number too: pilot/fix-login-2-1a2b3c4d.
+func worktreeNames(jobs []Job, id string) []string {
+	names := make([]string, len(jobs))
+	used := map[string]bool{}
+	for i, j := range jobs {
+		if !j.Worktree {
+			continue
+		}
+		base := j.Name
+		if base == "" && j.Task.TaskFile != "" {
+			base = filepath.Base(j.Task.TaskFile)
+			base = strings.TrimSuffix(base, filepath.Ext(base))
+		}
+		if base == "" {
+			base = j.Task.Provider
+		}
+		base = branchSafe(base)
+		name := base + "-" + id
+		if used[name] {
+			name = fmt.Sprintf("%s-%d-%s", base, i+1, id)
+		}
+		used[name] = true
+		names[i] = name
+	}
+	return names
+}
+
+// branchSafe makes s a short start of a worktree name: ASCII letters,
+// digits, '-', '_' and '.', no "..", starting with a letter or a digit.
+func branchSafe(s string) string {
+	s = text.SafeName(s, '-')
+	for strings.Contains(s, "..") {
+		s = strings.ReplaceAll(s, "..", ".")
+	}
+	s = strings.TrimLeft(s, "-_.")
+	if len(s) > 48 {
+		s = s[:48]
+	}
+	if s == "" {
+		return "job"
+	}
+	return s
 }
 
 // runs reports whether the Dispatcher would start anything for t (see
@@ -285,6 +391,7 @@ func synthesized(job Job, exitCode *int, stderrTail string, interrupted bool) Ve
 		Provider:    job.Task.Provider,
 		Mode:        job.Task.Mode,
 		Label:       job.Task.Label,
+		TaskFile:    job.Task.TaskFile,
 		Verdict:     Failed,
 		ExitCode:    exitCode,
 		StderrTail:  text.LastRunes(stderrTail, stderrTailRunes),

@@ -3,7 +3,9 @@ package pilot_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -201,7 +203,8 @@ func TestFanoutFailFast(t *testing.T) {
 func gitRepo(t *testing.T) string { return pilottest.GitRepo(t) }
 
 // Two code jobs in worktrees of one repository: the one that changes a file
-// keeps its worktree, the other's is removed, and the inventory says so.
+// keeps its worktree, with the change committed on its branch, the other's
+// is removed, and the inventory says so.
 func TestFanoutWorktrees(t *testing.T) {
 	checkGoroutines(t)
 	repo := gitRepo(t)
@@ -209,10 +212,10 @@ func TestFanoutWorktrees(t *testing.T) {
 		Argv: []string{"/bin/sh", "-c", "echo change > made-by-pilot.txt && pwd"}}
 	reader := pilot.Provider{Name: "reader", Runner: "command", Argv: []string{"/bin/sh", "-c", "pwd"}}
 	d := testDispatcher(t, writer, reader)
-	code := func(p string) pilot.Job {
-		return pilot.Job{Task: pilot.Task{Provider: p, Mode: pilot.ModeCode, Prompt: "x", Workdir: repo}, Worktree: true}
+	code := func(p, name string) pilot.Job {
+		return pilot.Job{Task: pilot.Task{Provider: p, Mode: pilot.ModeCode, Prompt: "x", Workdir: repo}, Worktree: true, Name: name}
 	}
-	vs, err := (&pilot.Fanout{Dispatcher: d}).Run(context.Background(), []pilot.Job{code("writer"), code("reader")})
+	vs, err := (&pilot.Fanout{Dispatcher: d}).Run(context.Background(), []pilot.Job{code("writer", "the writer"), code("reader", "")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,11 +225,21 @@ func TestFanoutWorktrees(t *testing.T) {
 		}
 	}
 	w, r := vs[0].Worktree, vs[1].Worktree
-	if !w.Kept || r.Kept || w.Path == r.Path || !strings.HasPrefix(w.Branch, "pilot/") {
+	if !w.Kept || r.Kept || w.Path == r.Path || !strings.HasPrefix(w.Branch, "pilot/the-writer-") || !strings.HasPrefix(r.Branch, "pilot/reader-") {
 		t.Errorf("worktrees: writer %+v, reader %+v; want the writer's kept and the reader's removed", w, r)
+	}
+	top := gitOutput(t, repo, "rev-parse", "--show-toplevel")
+	if filepath.Dir(w.Path) != top+".pilot-worktrees" || w.Repo != top || w.Base != gitOutput(t, repo, "rev-parse", "HEAD") {
+		t.Errorf("the writer's worktree %+v; want it beside %s, from its HEAD", w, top)
 	}
 	if data, err := os.ReadFile(filepath.Join(w.Path, "made-by-pilot.txt")); err != nil || string(data) != "change\n" {
 		t.Errorf("the kept worktree lacks the change: %q, %v", data, err)
+	}
+	if got := gitOutput(t, repo, "diff", "--name-only", w.Base, w.Branch); w.Commit == "" || got != "made-by-pilot.txt" {
+		t.Errorf("the branch %s holds %q (commit %q), want the change committed", w.Branch, got, w.Commit)
+	}
+	if got := gitOutput(t, repo, "log", "-1", "--format=%an|%s", w.Branch); got != "pilot|pilot: job the writer (writer:code), run "+vs[0].RunID {
+		t.Errorf("the commit: %q", got)
 	}
 	if _, err := os.Stat(r.Path); err == nil {
 		t.Errorf("the clean worktree %s still exists", r.Path)
@@ -240,11 +253,120 @@ func TestFanoutWorktrees(t *testing.T) {
 	}
 	states := map[string]string{}
 	for _, e := range inv {
-		states[e.Branch] = e.State + " " + e.RunID
+		states[e.Branch] = e.State + " " + e.RunID + " " + e.Job + " " + e.Commit
 	}
-	want := map[string]string{w.Branch: "kept " + vs[0].RunID, r.Branch: "removed " + vs[1].RunID}
+	want := map[string]string{w.Branch: "kept " + vs[0].RunID + " the writer (writer:code) " + w.Commit, r.Branch: "removed " + vs[1].RunID + " reader:code "}
 	if diff := cmp.Diff(want, states); diff != "" {
 		t.Errorf("inventory (-want +got):\n%s", diff)
+	}
+}
+
+// gitOutput runs git in dir and returns its output, trimmed.
+func gitOutput(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A job's Name names it in its verdict, its started event and the errors
+// about it; without one it is "provider:mode". Every verdict names its task
+// file, a synthesized one too.
+func TestFanoutJobNames(t *testing.T) {
+	checkGoroutines(t)
+	task := filepath.Join(t.TempDir(), "fix.md")
+	os.WriteFile(task, []byte("fix it\n"), 0o644)
+	d := testDispatcher(t, fakeProvider(t, "w", "out=ok"))
+	var mu sync.Mutex
+	started := map[int]string{}
+	f := &pilot.Fanout{Dispatcher: d, OnEvent: func(i int, e pilot.Event) {
+		if e.Started != nil {
+			mu.Lock()
+			started[i] = e.Started.Job
+			mu.Unlock()
+		}
+	}}
+	jobs := []pilot.Job{
+		{Task: pilot.Task{Provider: "w", Mode: pilot.ModeReview, TaskFile: task}, Name: "first"},
+		{Task: pilot.Task{Provider: "w", Mode: pilot.ModeReview, TaskFile: task}},
+	}
+	vs, err := f.Run(context.Background(), jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range vs {
+		got = append(got, v.Job+" "+v.TaskFile)
+	}
+	if diff := cmp.Diff([]string{"first " + task, "w:review " + task}, got); diff != "" {
+		t.Errorf("verdicts' job and task file (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[int]string{0: "first", 1: "w:review"}, started); diff != "" {
+		t.Errorf("started events' job (-want +got):\n%s", diff)
+	}
+	// A job that never starts: its synthesized verdict names it too.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	vs, err = f.Run(ctx, jobs)
+	if err != nil || !vs[0].Synthesized || vs[0].Job != "first" || vs[0].TaskFile != task {
+		t.Errorf("Run with a done context = %+v, %v", vs, err)
+	}
+	// The guards' errors name it.
+	jobs[1].Task.TaskFile = "/nonexistent/task.md"
+	jobs[1].Name = "second"
+	if _, err := f.Run(context.Background(), jobs); err == nil || !strings.Contains(err.Error(), "job 2 (second)") {
+		t.Errorf("Run = %v, want an error naming job 2 (second)", err)
+	}
+}
+
+// A job says when it has its slot and is starting; until then it waits.
+func TestFanoutJobStartingEvent(t *testing.T) {
+	checkGoroutines(t)
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) {
+		mu.Lock()
+		order = append(order, s)
+		mu.Unlock()
+	}
+	d := pilottest.DispatchFunc(func(_ context.Context, task pilot.Task) (pilot.Verdict, error) {
+		note("dispatch " + task.Provider)
+		return pilot.Verdict{Verdict: pilot.Completed}, nil
+	})
+	f := &pilot.Fanout{Dispatcher: d, MaxParallel: 1, OnEvent: func(i int, e pilot.Event) {
+		if e.Type == pilot.EventJobStarting {
+			note(fmt.Sprintf("starting %d", i))
+		}
+	}}
+	if _, err := f.Run(context.Background(), fanoutJobs(pilot.ModeReview, "a", "b", "c")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"starting 0", "dispatch a", "starting 1", "dispatch b", "starting 2", "dispatch c"}
+	if diff := cmp.Diff(want, order); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+func TestWorktreeNames(t *testing.T) {
+	job := func(name, taskFile, provider string) pilot.Job {
+		return pilot.Job{Task: pilot.Task{Provider: provider, TaskFile: taskFile}, Name: name, Worktree: true}
+	}
+	jobs := []pilot.Job{
+		job("", "/tasks/fix-login.md", "glm"),
+		job("", "/other/fix-login.md", "glm"),
+		job("Fix the login, then ..test", "", "glm"),
+		{Task: pilot.Task{Provider: "glm"}}, // no worktree: no name
+		job("", "", "kimi-k3"),
+		job("..", "", "glm"),
+		job(strings.Repeat("x", 80), "", "glm"),
+		job("", "/t/fix-login", "glm"),
+	}
+	want := []string{"fix-login-1a2b3c4d", "fix-login-2-1a2b3c4d", "Fix-the-login--then-.test-1a2b3c4d", "",
+		"kimi-k3-1a2b3c4d", "job-1a2b3c4d", strings.Repeat("x", 48) + "-1a2b3c4d", "fix-login-8-1a2b3c4d"}
+	if diff := cmp.Diff(want, pilot.WorktreeNames(jobs, "1a2b3c4d")); diff != "" {
+		t.Errorf("names (-want +got):\n%s", diff)
 	}
 }
 

@@ -67,12 +67,15 @@ const (
 // The JSON form is the pilot-workers verdict contract
 // ({"type":"worker_runner.verdict", ...}).
 type Verdict struct {
-	Type     string  `json:"type"` // always "worker_runner.verdict"
-	Job      string  `json:"job,omitempty"`
-	Provider string  `json:"provider"`
-	Mode     Mode    `json:"mode"`
-	RunID    string  `json:"run_id,omitempty"`
-	Label    string  `json:"label,omitempty"`
+	Type string `json:"type"` // always "worker_runner.verdict"
+	// Job names a Fanout's job: Job.Name, else "provider:mode".
+	Job      string `json:"job,omitempty"`
+	Provider string `json:"provider"`
+	Mode     Mode   `json:"mode"`
+	RunID    string `json:"run_id,omitempty"`
+	Label    string `json:"label,omitempty"`
+	// TaskFile is the task file of a Fanout's job (Task.TaskFile).
+	TaskFile string  `json:"task_file,omitempty"`
 	Verdict  Outcome `json:"verdict"`
 
 	// ExitCode is the worker's exit status; nil when it was killed by a
@@ -240,6 +243,9 @@ const (
 //	                                running, which pilot killed
 //	fanout.warning                  a Fanout's warning (test jobs sharing a
 //	                                workdir), to Fanout.OnEvent only
+//	fanout.job_starting             a Fanout's job has its slot and is
+//	                                starting (its worktree being made, its
+//	                                worker spawned), to Fanout.OnEvent only
 //
 // and the retry package's worker_runner.retry, worker_runner.resume_fallback
 // and worker_runner.blocked, with Retry set. Other kinds carry Message.

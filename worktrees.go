@@ -11,23 +11,36 @@ import (
 )
 
 // DefaultWorktrees returns the Worktrees a Fanout uses when it has none:
-// worktrees in <runDir>/.worktrees/<name>, on branches pilot/<name>, with
-// their inventory in <runDir>/.worktrees/inventory.json, created and
-// removed with the git CLI; a name's characters other than ASCII letters,
-// digits, '-', '_' and '.' become '-'. The worktrees package lists and
-// prunes them.
+// git worktrees in <worktreeDir>/<name>, on branches pilot/<name>, made and removed
+// with the git CLI, with their inventory in
+// <runDir>/.worktrees/inventory.json; a name's characters other than ASCII
+// letters, digits, '-', '_' and '.' become '-'. Without worktreeDir, a
+// directory beside each repository's main work tree: <repo>.pilot-worktrees
+// for the repository in <repo> (out of the repository's own work tree, and
+// out of the state directory where a person would not look for work to
+// review). Directories are made with mode 0700. The worktrees package lists,
+// diffs, removes and prunes them.
 //
-// An empty runDir means DefaultRunDir().
-func DefaultWorktrees(runDir string) Worktrees {
+// CheckRepo also makes the worktrees directory, so that a problem with it
+// shows before any job runs. Finish removes a worktree the job left as it
+// found it, with its branch; otherwise it commits on the branch everything
+// the job left uncommitted (untracked files included, .gitignore
+// respected), as "pilot <pilot@localhost>" with the message "pilot: job
+// <wt.Job>, run <runID>", without the repository's hooks, and keeps both,
+// so that git log, git diff and git merge see the work.
+//
+// An empty runDir means DefaultRunDir(). worktreeDir, optional, is where
+// the worktrees go; without it (or when it is ""), the default above.
+func DefaultWorktrees(runDir string, worktreeDir ...string) Worktrees {
 	if runDir == "" {
 		runDir = DefaultRunDir()
 	}
-	return &gitWorktrees{m: worktreeManager(runDir), entries: map[string]*worktree.Entry{}}
-}
-
-func worktreeManager(runDir string) *worktree.Manager {
-	dir := filepath.Join(runDir, ".worktrees")
-	return &worktree.Manager{Dir: dir, Inventory: filepath.Join(dir, "inventory.json")}
+	dir := ""
+	if len(worktreeDir) > 0 {
+		dir = worktreeDir[0]
+	}
+	m := &worktree.Manager{Dir: dir, Inventory: filepath.Join(runDir, ".worktrees", "inventory.json")}
+	return &gitWorktrees{m: m, entries: map[string]*worktree.Entry{}}
 }
 
 type gitWorktrees struct {
@@ -37,7 +50,7 @@ type gitWorktrees struct {
 }
 
 func (g *gitWorktrees) CheckRepo(ctx context.Context, dir string) error {
-	_, err := worktree.CheckRepo(ctx, dir)
+	_, err := g.m.Prepare(ctx, dir)
 	return err
 }
 
@@ -49,7 +62,7 @@ func (g *gitWorktrees) Create(ctx context.Context, dir, name string) (WorktreeIn
 	g.mu.Lock()
 	g.entries[e.Name] = e
 	g.mu.Unlock()
-	return WorktreeInfo{Name: e.Name, Path: e.Path, Branch: e.Branch}, nil
+	return WorktreeInfo{Name: e.Name, Path: e.Path, Branch: e.Branch, Repo: e.Repo, Base: e.Base}, nil
 }
 
 func (g *gitWorktrees) Finish(ctx context.Context, wt WorktreeInfo, runID string) (WorktreeInfo, error) {
@@ -60,7 +73,7 @@ func (g *gitWorktrees) Finish(ctx context.Context, wt WorktreeInfo, runID string
 	if e == nil {
 		return wt, fmt.Errorf("pilot: worktree %s was not created here", wt.Name)
 	}
-	kept, err := g.m.Finish(ctx, e, runID)
-	wt.Kept = kept
+	kept, err := g.m.Finish(ctx, e, worktree.Run{ID: runID, Job: wt.Job, TaskFile: wt.TaskFile})
+	wt.Kept, wt.Commit = kept, e.Commit
 	return wt, err
 }

@@ -1,9 +1,11 @@
-// Package worktrees lists and prunes the git worktrees pilot's Fanout made
-// for its jobs ([pilot.DefaultWorktrees]).
+// Package worktrees lists, diffs, removes and prunes the git worktrees
+// pilot's Fanout made for its jobs ([pilot.DefaultWorktrees]), through the
+// inventory it keeps of them in the run directory.
 package worktrees
 
 import (
 	"context"
+	"io"
 	"path/filepath"
 
 	"github.com/pilotworkers/pilot"
@@ -11,32 +13,69 @@ import (
 )
 
 // Entry is one worktree in the inventory pilot keeps of the worktrees it
-// made: which repository, which branch, which run and process own it, and
-// whether it was kept or removed.
+// made: which repository, which branch and base commit, which job, task
+// file and run, which process owns it, whether it was kept or removed, and
+// the commit pilot made of the job's changes.
 type Entry = worktree.Entry
 
+// Errors of Diff and Remove, matched with errors.Is: no worktree has the
+// name given; the worktree's run is going on; the worktree holds work found
+// nowhere else.
+var (
+	ErrNotFound = worktree.ErrNotFound
+	ErrInUse    = worktree.ErrInUse
+	ErrUnmerged = worktree.ErrUnmerged
+)
+
 // manager is the worktree manager of a run directory, as
-// pilot.DefaultWorktrees makes it.
+// pilot.DefaultWorktrees makes it; its entries' worktrees may be in any
+// directory.
 func manager(runDir string) *worktree.Manager {
-	dir := filepath.Join(runDir, ".worktrees")
-	return &worktree.Manager{Dir: dir, Inventory: filepath.Join(dir, "inventory.json")}
+	if runDir == "" {
+		runDir = pilot.DefaultRunDir()
+	}
+	return &worktree.Manager{Inventory: filepath.Join(runDir, ".worktrees", "inventory.json")}
 }
 
 // List returns the inventory of the worktrees made for fanouts
 // with run directory runDir ("" means pilot.DefaultRunDir()), oldest first.
 func List(runDir string) ([]Entry, error) {
-	if runDir == "" {
-		runDir = pilot.DefaultRunDir()
-	}
 	return manager(runDir).List()
 }
 
-// Prune removes the worktrees whose runs are over and which are
-// clean, and returns them. A worktree whose owning pilot still runs is
-// never touched, and one with changes is kept.
+// Prune removes the worktrees whose runs are over and which hold no work
+// found nowhere else, with their branches, and returns them. A worktree
+// whose owning pilot still runs is never touched; one with uncommitted
+// changes is kept, and so is one whose branch holds commits that no other
+// branch, remote-tracking branch or tag holds (a kept worktree goes once
+// its branch is merged).
 func Prune(ctx context.Context, runDir string) ([]Entry, error) {
-	if runDir == "" {
-		runDir = pilot.DefaultRunDir()
-	}
 	return manager(runDir).Prune(ctx)
+}
+
+// Find returns the inventory's entry for name: a worktree's name, its
+// branch (pilot/<name>), or the start of exactly one worktree's name.
+func Find(runDir, name string) (Entry, error) {
+	return manager(runDir).Lookup(name)
+}
+
+// Diff writes to w the diff of the branch of the worktree named name (see
+// Find) against the commit it started from, as git diff prints it, and
+// returns the worktree's entry.
+func Diff(ctx context.Context, runDir, name string, w io.Writer) (Entry, error) {
+	e, err := Find(runDir, name)
+	if err != nil {
+		return e, err
+	}
+	return e, worktree.Diff(ctx, e, w)
+}
+
+// Remove removes the worktree named name (see Find) and its branch, and
+// drops it from the inventory. It refuses a worktree whose run is going on
+// (ErrInUse), and, unless force is set, one that holds work found nowhere
+// else (ErrUnmerged: uncommitted changes, or commits of its branch on no
+// other branch, remote-tracking branch or tag); force removes it and its
+// branch with that work.
+func Remove(ctx context.Context, runDir, name string, force bool) (Entry, error) {
+	return manager(runDir).Remove(ctx, name, force)
 }

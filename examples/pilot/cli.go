@@ -35,7 +35,7 @@ commands:
   fanout       Run several tasks at once; stdout is one JSON array of verdicts, in job order.
   schedule     Run a graph of tasks: dependencies, write sets, provider gates; one JSON array.
   state        Show the retry state (failure budgets, blocked jobs); --clear-blocked GROUP unblocks.
-  worktrees    List the worktrees fanout jobs made (kept ones hold changes); 'worktrees prune'.
+  worktrees    List the worktrees fanout jobs made (kept ones hold work); 'worktrees diff|remove|prune'.
   runs         List the runs (--reconcile closes out dead pilots' runs); 'runs show|logs|prune'.
   demo         Run scripted jobs on the built-in fake agent (no API key, no network).
   providers    List the providers: runner, model and credential status (never a value).
@@ -116,7 +116,7 @@ func hinted(err error) string {
 	var file *config.CredentialFileError
 	switch {
 	case errors.Is(err, pilot.ErrSharedWorkdir):
-		return strings.Replace(msg, pilot.ErrSharedWorkdir.Error(), `multiple code jobs share one workdir; use --jobs-file with per-job "worktree": true`, 1)
+		return strings.Replace(msg, pilot.ErrSharedWorkdir.Error(), `multiple code jobs share one workdir; give each its own worktree (--job P:M:F:worktree, or "worktree": true in the jobs file)`, 1)
 	case errors.As(err, &missing):
 		return msg + " (run: pilot credentials " + missing.Provider + ")"
 	case errors.As(err, &file) && file.Restore:
@@ -256,7 +256,9 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	fs.StringVar(&t.Workdir, "workdir", "", "existing project `directory` the worker runs in (required)")
 	fs.StringVar(&t.Label, "label", "", "free-form `label` carried into events and the verdict")
 	fs.StringVar(&t.Resume, "resume", "", "continue an earlier session: the `value` of its verdict's \"resume\" field (required with --mode resume)")
-	worktree := fs.Bool("worktree", false, "run the worker in a fresh git worktree of --workdir, on a branch of its own (kept when the worker leaves changes)")
+	worktree := fs.Bool("worktree", false, "run the worker in a fresh git worktree of --workdir, on a branch of its own (its changes committed there and kept)")
+	var worktreeDir string
+	worktreeDirFlag(fs, &worktreeDir)
 	fs.Var(seconds{&t.Timeout}, "timeout", "wall-clock limit in `seconds` (default 3600)")
 	fs.Var(seconds{&t.IdleTimeout}, "idle-timeout", "limit in `seconds` without any output (default 900)")
 	providersFile := providersFlag(fs)
@@ -350,11 +352,11 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	}
 	var v pilot.Verdict
 	if *worktree {
-		f := &pilot.Fanout{Dispatcher: td, Worktrees: pilot.DefaultWorktrees(runDir)}
+		f := &pilot.Fanout{Dispatcher: td, Worktrees: pilot.DefaultWorktrees(runDir, worktreeDir)}
 		var vs []pilot.Verdict
 		if vs, err = f.Run(ctx, []pilot.Job{{Task: t, Worktree: true}}); err == nil {
 			v = vs[0]
-			v.Job = ""
+			v.Job, v.TaskFile = "", "" // a dispatch's verdict, as without --worktree
 		}
 	} else {
 		v, err = td.Dispatch(ctx, t)

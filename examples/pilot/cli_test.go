@@ -211,6 +211,21 @@ func TestDispatchWorktree(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(repo, "made.txt")); !os.IsNotExist(err) {
 		t.Errorf("the worker wrote into the repository itself: %v", err)
 	}
+	// The work is committed on the worktree's branch, beside the
+	// repository (or in --worktree-dir).
+	if v.Worktree.Commit == "" || gitOut(t, repo, "diff", "--name-only", v.Worktree.Base, v.Worktree.Branch) != "made.txt" {
+		t.Errorf("the worker's work is not on %s: %+v", v.Worktree.Branch, v.Worktree)
+	}
+	top := gitOut(t, repo, "rev-parse", "--show-toplevel")
+	if filepath.Dir(v.Worktree.Path) != top+".pilot-worktrees" {
+		t.Errorf("worktree at %s, want it in %s.pilot-worktrees", v.Worktree.Path, top)
+	}
+	wtDir := filepath.Join(t.TempDir(), "trees")
+	code, out, errOut = runCLI(append(args, "--worktree-dir", wtDir)...)
+	lines = strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != 0 || len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &v) != nil || filepath.Dir(v.Worktree.Path) != wtDir {
+		t.Errorf("--worktree-dir %s: exit %d, stdout %q, stderr %q", wtDir, code, out, errOut)
+	}
 	if code, _, errOut := runCLI(append(args, "--mode", "resume", "--resume", "x")...); code != 2 || !strings.Contains(errOut, "--worktree cannot resume") {
 		t.Errorf("--worktree with resume: exit %d, stderr %q", code, errOut)
 	}

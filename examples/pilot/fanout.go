@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
@@ -23,6 +26,7 @@ import (
 type jobSpec struct {
 	Provider, Mode, TaskFile string
 	Worktree                 bool
+	Name                     string // "" when none was given
 }
 
 // jobFlags are the flags that make the job list, in pilot-workers' grammar.
@@ -78,20 +82,84 @@ func buildJobs(f jobFlags) ([]jobSpec, error) {
 	return specs, nil
 }
 
-// parseJobSpec parses PROVIDER:MODE:TASK_FILE, splitting from the left so
-// that the task file's path may hold colons.
+// jobSpecGrammar is what --job takes.
+const jobSpecGrammar = "expected PROVIDER:MODE:TASK_FILE, optionally NAME= before and :worktree after"
+
+// parseJobSpec parses [NAME=]PROVIDER:MODE:TASK_FILE[:worktree], splitting
+// from the left so that the task file's path may hold colons: NAME= is a
+// start without a colon before its "=", and a last ":worktree" asks for a
+// worktree (a task file named "worktree" is given as ./worktree).
 func parseJobSpec(s string) (jobSpec, error) {
-	parts := strings.SplitN(s, ":", 3)
-	if len(parts) != 3 || slices.Contains(parts, "") {
-		return jobSpec{}, fmt.Errorf("invalid --job spec (expected PROVIDER:MODE:TASK_FILE): %s", s)
+	var spec jobSpec
+	rest := s
+	if name, after, ok := strings.Cut(s, "="); ok && !strings.Contains(name, ":") {
+		if err := checkJobName(name); err != nil {
+			return jobSpec{}, fmt.Errorf("invalid --job spec (%s): %s: %v", jobSpecGrammar, s, err)
+		}
+		spec.Name, rest = name, after
 	}
-	return jobSpec{Provider: parts[0], Mode: parts[1], TaskFile: parts[2]}, nil
+	if r, ok := strings.CutSuffix(rest, ":worktree"); ok {
+		spec.Worktree, rest = true, r
+	}
+	parts := strings.SplitN(rest, ":", 3)
+	if len(parts) != 3 || slices.Contains(parts, "") {
+		return jobSpec{}, fmt.Errorf("invalid --job spec (%s): %s", jobSpecGrammar, s)
+	}
+	spec.Provider, spec.Mode, spec.TaskFile = parts[0], parts[1], parts[2]
+	return spec, nil
+}
+
+// maxJobName bounds a job's name, which the table shows whole.
+const maxJobName = 64
+
+// checkJobName says what is wrong with a job's name: it must be 1 to 64
+// characters, none of them a control character.
+func checkJobName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("the job's name is empty")
+	case utf8.RuneCountInString(name) > maxJobName:
+		return fmt.Errorf("the job's name is longer than %d characters", maxJobName)
+	case !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl):
+		return fmt.Errorf("the job's name %q holds a control character or invalid UTF-8", name)
+	}
+	return nil
+}
+
+// jobLabels names each job for the terminal: its name, else its task file's
+// base name, made unique with #2, #3, ... when it is repeated. Two jobs
+// given the same name are an error.
+func jobLabels(specs []jobSpec) ([]string, error) {
+	labels := make([]string, len(specs))
+	used := map[string]int{} // label → job number
+	for i, s := range specs {
+		if s.Name == "" {
+			continue
+		}
+		if j, ok := used[s.Name]; ok {
+			return nil, fmt.Errorf("jobs %d and %d are both named %q: job names must be unique", j, i+1, s.Name)
+		}
+		used[s.Name], labels[i] = i+1, s.Name
+	}
+	for i, s := range specs {
+		if s.Name != "" {
+			continue
+		}
+		base := filepath.Base(s.TaskFile)
+		label := base
+		for n := 2; used[label] != 0; n++ {
+			label = base + "#" + strconv.Itoa(n)
+		}
+		used[label], labels[i] = i+1, label
+	}
+	return labels, nil
 }
 
 // loadJobsFile reads a JSON array of {"provider","mode","task_file",
-// "worktree"} objects. Unknown and missing fields are errors that name
-// them; so are fields of the wrong type (pilot-workers converted them with
-// str() and bool(), turning null into the provider "None").
+// "worktree","name"} objects ("worktree" and "name" optional). Unknown and
+// missing fields are errors that name them; so are fields of the wrong
+// type (pilot-workers converted them with str() and bool(), turning null
+// into the provider "None").
 func loadJobsFile(path string) ([]jobSpec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -105,7 +173,7 @@ func loadJobsFile(path string) ([]jobSpec, error) {
 	if !ok {
 		return nil, errors.New("jobs file must be a JSON array of job objects")
 	}
-	known := []string{"provider", "mode", "task_file", "worktree"}
+	known := []string{"provider", "mode", "task_file", "worktree", "name"}
 	var specs []jobSpec
 	for n, e := range entries {
 		obj, ok := e.(map[string]any)
@@ -143,9 +211,22 @@ func loadJobsFile(path string) ([]jobSpec, error) {
 				return nil, fmt.Errorf("jobs file field worktree must be true or false (entry %d)", n+1)
 			}
 		}
+		if v, ok := obj["name"]; ok {
+			if spec.Name, ok = v.(string); !ok {
+				return nil, fmt.Errorf("jobs file field name must be a string (entry %d)", n+1)
+			}
+			if err := checkJobName(spec.Name); err != nil {
+				return nil, fmt.Errorf("jobs file field name: %v (entry %d)", err, n+1)
+			}
+		}
 		specs = append(specs, spec)
 	}
 	return specs, nil
+}
+
+// worktreeDirFlag adds --worktree-dir to fs.
+func worktreeDirFlag(fs *flagSet, dir *string) {
+	fs.StringVar(dir, "worktree-dir", "", "`directory` for the jobs' git worktrees (default: <repo>.pilot-worktrees beside the repository <repo>)")
 }
 
 // fanoutBadInput prints "pilot fanout: error: msg" and returns exitBadInput.
@@ -154,20 +235,21 @@ func fanoutBadInput(stderr io.Writer, format string, a ...any) int {
 }
 
 func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("fanout", "--workdir D (--job P:M:F ... | --jobs-file J | --providers P,... --mode M --task-file F) [flags]", stdout, stderr)
+	fs := newFlagSet("fanout", "--workdir D (--job [NAME=]P:M:F[:worktree] ... | --jobs-file J | --providers P,... --mode M --task-file F) [flags]", stdout, stderr)
 	var (
 		jf                   jobFlags
 		workdir, runDir      string
+		worktreeDir          string
 		maxParallel          int
 		timeout, idleTimeout time.Duration
 		failFast             bool
 	)
 	fs.StringVar(&workdir, "workdir", "", "existing project `directory` every job runs in (required)")
-	fs.Func("job", "one job, `PROVIDER:MODE:TASK_FILE`; repeatable (the task file's path may hold colons)", func(s string) error {
+	fs.Func("job", "one job, `[NAME=]PROVIDER:MODE:TASK_FILE[:worktree]`; repeatable (the task file's path may hold colons; :worktree runs it in a git worktree of its own)", func(s string) error {
 		jf.jobs = append(jf.jobs, s)
 		return nil
 	})
-	fs.StringVar(&jf.jobsFile, "jobs-file", "", "`JSON` array of jobs: {\"provider\",\"mode\",\"task_file\",\"worktree\"}")
+	fs.StringVar(&jf.jobsFile, "jobs-file", "", "`JSON` array of jobs: {\"provider\",\"mode\",\"task_file\",\"worktree\",\"name\"}")
 	fs.StringVar(&jf.providers, "providers", "", "comma-separated provider `names`, one job each (with --mode and --task-file)")
 	fs.StringVar(&jf.mode, "mode", "", "worker `mode` for --providers")
 	fs.StringVar(&jf.taskFile, "task-file", "", "task `file` for --providers")
@@ -183,6 +265,7 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.Var(seconds{&idleTimeout}, "idle-timeout", "limit of each job in `seconds` without any output (default 900)")
 	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
+	worktreeDirFlag(fs, &worktreeDir)
 	fs.BoolVar(&failFast, "fail-fast", false, "cancel the other jobs as soon as one fails")
 	var rf retryFlags
 	addRetryFlags(fs, &rf)
@@ -197,13 +280,17 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fanoutBadInput(stderr, "%v", err)
 	}
+	labels, err := jobLabels(specs)
+	if err != nil {
+		return fanoutBadInput(stderr, "%v", err)
+	}
 	reg, err := loadRegistry(*providersFile)
 	if err != nil {
 		return fanoutBadInput(stderr, "%v", err)
 	}
 
 	jobs := make([]pilot.Job, len(specs))
-	labels := make([]string, len(specs))
+	rows := make([]progressJob, len(specs))
 	for i, s := range specs {
 		jobs[i] = pilot.Job{
 			Task: pilot.Task{
@@ -215,27 +302,29 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 				IdleTimeout: idleTimeout,
 			},
 			Worktree: s.Worktree,
+			Name:     s.Name,
 		}
-		labels[i] = jobs[i].Task.Provider + ":" + string(jobs[i].Task.Mode)
+		rows[i] = progressJob{Label: labels[i], Worker: s.Provider + ":" + s.Mode}
 	}
 	policy, closeState, err := rf.policy(ctx, workdir, stderr, "fanout")
 	if err != nil {
 		return fanoutBadInput(stderr, "%v", err)
 	}
 	defer closeState()
-	prog := newProgress(stderr, labels)
+	prog := newProgress(stderr, rows)
 	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners(), RunDir: runDir, Credentials: config.DefaultCredentials()}
 	if prog.term != nil {
 		d.OnLine = prog.line
 	}
-	f := &pilot.Fanout{Dispatcher: d, MaxParallel: maxParallel, FailFast: failFast, OnEvent: prog.event, Worktrees: pilot.DefaultWorktrees(d.RunDir)}
+	f := &pilot.Fanout{Dispatcher: d, MaxParallel: maxParallel, FailFast: failFast, OnEvent: prog.event,
+		Worktrees: pilot.DefaultWorktrees(d.RunDir, worktreeDir)}
 	if policy != nil {
 		retry.UniqueKeys(jobs)
 		f.Dispatcher = &retry.Dispatcher{Dispatcher: d, Policy: *policy}
 	}
 	prog.start()
 	verdicts, err := f.Run(ctx, jobs)
-	prog.stop()
+	prog.finish(verdicts)
 	if err != nil {
 		// The guards refused the jobs; nothing ran.
 		return fanoutBadInput(stderr, "%v", err)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -437,8 +438,15 @@ func TestFanoutBadInput(t *testing.T) {
 		want string
 	}{
 		{"no workdir", []string{"fanout", "--job", "glm:review:" + task}, "--workdir is required"},
-		{"empty part", f.fanoutArgs("--job", "glm::"+task), "invalid --job spec (expected PROVIDER:MODE:TASK_FILE): glm::" + task},
-		{"two parts", f.fanoutArgs("--job", "glm:review"), "invalid --job spec (expected PROVIDER:MODE:TASK_FILE): glm:review"},
+		{"empty part", f.fanoutArgs("--job", "glm::"+task), "invalid --job spec (expected PROVIDER:MODE:TASK_FILE, optionally NAME= before and :worktree after): glm::" + task},
+		{"two parts", f.fanoutArgs("--job", "glm:review"), "invalid --job spec (expected PROVIDER:MODE:TASK_FILE, optionally NAME= before and :worktree after): glm:review"},
+		{"worktree but no task file", f.fanoutArgs("--job", "glm:code:worktree"), "invalid --job spec (expected PROVIDER:MODE:TASK_FILE, optionally NAME= before and :worktree after): glm:code:worktree"},
+		{"empty name", f.fanoutArgs("--job", "=glm:review:"+task), "the job's name is empty"},
+		{"name with a newline", f.fanoutArgs("--job", "a\nb=glm:review:"+task), "control character"},
+		{"name too long", f.fanoutArgs("--job", strings.Repeat("n", 65)+"=glm:review:"+task), "longer than 64 characters"},
+		{"name twice", f.fanoutArgs("--job", "x=glm:review:"+task, "--job", "y=glm:review:"+task, "--job", "x=glm:review:"+task), `jobs 1 and 3 are both named "x"`},
+		{"jobs file name type", f.fanoutArgs("--jobs-file", writeJobsFile(t, t.TempDir(), `[{"provider":"glm","mode":"review","task_file":"x","name":1}]`)), "jobs file field name must be a string"},
+		{"jobs file name empty", f.fanoutArgs("--jobs-file", writeJobsFile(t, t.TempDir(), `[{"provider":"glm","mode":"review","task_file":"x","name":""}]`)), "jobs file field name: the job's name is empty (entry 1)"},
 		{"shorthand with --job", f.fanoutArgs("--job", "glm:review:"+task, "--mode", "review"), "--providers/--mode/--task-file are mutually exclusive with --job and --jobs-file"},
 		{"shorthand incomplete", f.fanoutArgs("--providers", "glm", "--mode", "review"), "--providers requires --mode and --task-file"},
 		{"shorthand without providers", f.fanoutArgs("--mode", "review", "--task-file", task), "--providers requires --mode and --task-file"},
@@ -601,19 +609,21 @@ func TestRenderProgress(t *testing.T) {
 	t0 := time.Date(2026, 7, 25, 12, 0, 0, 0, time.UTC)
 	now := t0.Add(75 * time.Second)
 	rows := []progressRow{
-		{Label: "glm:code", Started: t0, Last: now.Add(-3 * time.Second), Phase: "tool-running"},
-		{Label: "kimi-k3:review", Started: t0.Add(10 * time.Second), Last: now},
-		{Label: "glm:test", Started: t0, Last: t0, Ended: t0.Add(5 * time.Second), Verdict: "completed", OK: true},
-		{Label: "opus:explore", Started: t0, Last: t0, Ended: t0.Add(62 * time.Second), Verdict: "error (timeout)"},
-		{Label: "glm:review"},
+		{Label: "fix-login.md", Worker: "glm:code", Slot: true, Started: t0, Last: now.Add(-3 * time.Second), Phase: "tool-running"},
+		{Label: "review", Worker: "kimi-k3:review", Slot: true, Started: t0.Add(10 * time.Second), Last: now},
+		{Label: "task.md", Worker: "glm:test", Slot: true, Started: t0, Last: t0, Ended: t0.Add(5 * time.Second), Verdict: "completed", OK: true},
+		{Label: "task.md#2", Worker: "opus:explore", Slot: true, Started: t0, Last: t0, Ended: t0.Add(62 * time.Second), Verdict: "error (timeout)"},
+		{Label: "task.md#3", Worker: "glm:review", Slot: true},
+		{Label: "task.md#4", Worker: "glm:review"},
 	}
-	want := `pilot fanout: 2/5 done, 2 running, 1 waiting
-#  JOB             PHASE           ELAPSED    IDLE  VERDICT
-1  glm:code        tool-running      1m15s      3s  -
-2  kimi-k3:review  running           1m05s      0s  -
-3  glm:test        done                 5s       -  completed
-4  opus:explore    done              1m02s       -  error (timeout)
-5  glm:review      starting              -       -  -
+	want := `pilot fanout: 2/6 done, 3 running, 1 waiting
+#  JOB           WORKER          PHASE           ELAPSED    IDLE  VERDICT
+1  fix-login.md  glm:code        tool-running      1m15s      3s  -
+2  review        kimi-k3:review  running           1m05s      0s  -
+3  task.md       glm:test        done                 5s       -  completed
+4  task.md#2     opus:explore    done              1m02s       -  error (timeout)
+5  task.md#3     glm:review      starting              -       -  -
+6  task.md#4     glm:review      waiting               -       -  -
 `
 	if diff := cmp.Diff(want, renderProgress(rows, now, 100, 24, false)); diff != "" {
 		t.Errorf("table (-want +got):\n%s", diff)
@@ -634,29 +644,94 @@ func TestRenderProgress(t *testing.T) {
 			t.Errorf("line of %d columns in a 30-column terminal: %q", n, l)
 		}
 	}
+	// A narrow terminal narrows the label and worker columns first.
+	narrow := `pilot fanout: 2/6 done, 3 running, 1 waiting
+#  JOB       WORKER    PHASE           ELAPSED    IDLE  VERDICT
+1  fix-log…  glm:code  tool-running      1m15s      3s  -
+2  review    kimi-k3…  running           1m05s      0s  -
+3  task.md   glm:test  done                 5s       -  completed
+4  task.md…  opus:ex…  done              1m02s       -  error (timeout)
+5  task.md…  glm:rev…  starting              -       -  -
+6  task.md…  glm:rev…  waiting               -       -  -
+`
+	if diff := cmp.Diff(narrow, renderProgress(rows, now, 72, 24, false)); diff != "" {
+		t.Errorf("table in 72 columns (-want +got):\n%s", diff)
+	}
 
 	// Too many jobs for the terminal: the running ones first.
 	var many []progressRow
 	for i := range 20 {
-		r := progressRow{Label: fmt.Sprintf("p%d:review", i+1)}
+		r := progressRow{Label: fmt.Sprintf("t%d.md", i+1), Worker: "p:review"}
 		switch {
 		case i < 10:
-			r.Started, r.Ended, r.Verdict, r.OK = t0, t0, "completed", true
+			r.Slot, r.Started, r.Ended, r.Verdict, r.OK = true, t0, t0, "completed", true
 		case i == 15:
-			r.Started, r.Last = t0, t0
+			r.Slot, r.Started, r.Last = true, t0, t0
 		}
 		many = append(many, r)
 	}
 	small := renderProgress(many, now, 80, 7, false)
 	wantSmall := `pilot fanout: 10/20 done, 1 running, 9 waiting
- #  JOB         PHASE           ELAPSED    IDLE  VERDICT
-11  p11:review  starting              -       -  -
-12  p12:review  starting              -       -  -
-16  p16:review  running           1m15s   1m15s  -
+ #  JOB     WORKER    PHASE           ELAPSED    IDLE  VERDICT
+11  t11.md  p:review  waiting               -       -  -
+12  t12.md  p:review  waiting               -       -  -
+16  t16.md  p:review  running           1m15s   1m15s  -
     … and 17 more
 `
 	if diff := cmp.Diff(wantSmall, small); diff != "" {
 		t.Errorf("table in 7 lines (-want +got):\n%s", diff)
+	}
+}
+
+func TestRenderSummary(t *testing.T) {
+	rows := []progressRow{
+		{Label: "fix-login.md", Worker: "glm:code"},
+		{Label: "task.md", Worker: "kimi-k3:review"},
+		{Label: "task.md#2", Worker: "opus:explore"},
+		{Label: "review", Worker: "glm:review"},
+		{Label: "task.md#3", Worker: "glm:test"},
+	}
+	exit1 := 1
+	vs := []pilot.Verdict{
+		{Verdict: pilot.Completed, DurationMS: 7200, Worktree: &pilot.WorktreeInfo{Branch: "pilot/fix-login-1a2b3c4d", Kept: true, Commit: "abc"}},
+		{Verdict: pilot.Completed, DurationMS: 5100, Worktree: &pilot.WorktreeInfo{Branch: "pilot/task-1a2b3c4d"}},
+		{Verdict: pilot.Failed, DurationMS: 62000, Failure: pilot.Failure{FailureClass: pilot.FailTimeout, FailureSource: "pilot-policy"},
+			StderrTail: "working\nstill working\n"},
+		{Verdict: pilot.Failed, DurationMS: 900, ExitCode: &exit1, Failure: pilot.Failure{FailureClass: "provider-rate-limit",
+			EvidenceSource: "glm:stderr", EvidenceExcerpt: "429 Too Many\nRequests"}},
+		{Verdict: pilot.Failed, Synthesized: true, Interrupted: true, Failure: pilot.Failure{FailureClass: pilot.FailCancelled}},
+	}
+	want := `pilot fanout: 5 job(s) in 1m05s: 2 succeeded, 2 failed, 1 interrupted
+#  JOB           WORKER          VERDICT                       TIME  WORKTREE
+1  fix-login.md  glm:code        completed                       7s  pilot/fix-login-1a2b3c4d
+2  task.md       kimi-k3:review  completed                       5s  removed (no changes)
+3  task.md#2     opus:explore    error (timeout)              1m02s  -
+   ↳ stderr: still working
+4  review        glm:review      error (provider-rate-limit)     0s  -
+   ↳ glm:stderr: 429 Too Many Requests
+5  task.md#3     glm:test        error (cancelled)                -  -
+   ↳ interrupted
+each branch holds its job's work: pilot worktrees diff BRANCH; git merge BRANCH
+`
+	if diff := cmp.Diff(want, renderSummary(rows, vs, 65*time.Second, 120, false)); diff != "" {
+		t.Errorf("summary (-want +got):\n%s", diff)
+	}
+	colored := renderSummary(rows, vs, 65*time.Second, 120, true)
+	for _, w := range []string{sgrGreen + "completed" + sgrReset + strings.Repeat(" ", 18) + "     7s", sgrRed + "error (timeout)" + sgrReset} {
+		if !strings.Contains(colored, w) {
+			t.Errorf("coloured summary lacks %q:\n%s", w, colored)
+		}
+	}
+	if plain := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(colored, ""); plain != want {
+		t.Errorf("coloured summary without its colours (-want +got):\n%s", cmp.Diff(want, plain))
+	}
+	for _, width := range []int{20, 40, 60} {
+		for _, l := range strings.Split(strings.TrimSuffix(renderSummary(rows, vs, time.Second, width, true), "\n"), "\n") {
+			plain := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(l, "")
+			if n := utf8.RuneCountInString(plain); n > width-1 {
+				t.Errorf("line of %d columns in a %d-column terminal: %q", n, width, l)
+			}
+		}
 	}
 }
 
@@ -689,44 +764,249 @@ func TestFanoutStderrNotATerminalHasNoEscapes(t *testing.T) {
 	}
 }
 
-func TestFanoutLiveTableOnATerminal(t *testing.T) {
+// terminal is the controller side of a pseudo-terminal: it reads all the
+// program writes to the terminal, and lets a test wait for some of it.
+type terminal struct {
+	mu   sync.Mutex
+	out  bytes.Buffer
+	more chan struct{} // closed and replaced on every read
+	done chan struct{} // closed when the terminal is closed
+}
+
+func readTerminal(ptm *os.File) *terminal {
+	term := &terminal{more: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(term.done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptm.Read(buf)
+			term.mu.Lock()
+			term.out.Write(buf[:n])
+			close(term.more)
+			term.more = make(chan struct{})
+			term.mu.Unlock()
+			if err != nil {
+				return // the terminal side was closed
+			}
+		}
+	}()
+	return term
+}
+
+// waitFor waits until the terminal has shown something matching re; it
+// fails the test if the program ends (ended is closed) first.
+func (term *terminal) waitFor(t *testing.T, re *regexp.Regexp, ended <-chan struct{}) {
+	t.Helper()
+	for {
+		term.mu.Lock()
+		found, more := re.MatchString(term.out.String()), term.more
+		term.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-more:
+		case <-ended:
+			t.Fatalf("the program ended, and the terminal never showed %s:\n%q", re, term.String())
+		}
+	}
+}
+
+func (term *terminal) String() string {
+	term.mu.Lock()
+	defer term.mu.Unlock()
+	return term.out.String()
+}
+
+// screenOf replays what was written to a terminal (text, carriage returns,
+// line feeds, and the cursor-up and erase-line sequences of the table;
+// colours are dropped) and returns the lines left on the screen, trailing
+// blank lines left out. Any other control sequence fails the test.
+func screenOf(t *testing.T, raw string) []string {
+	t.Helper()
+	lines := [][]rune{nil}
+	row, col := 0, 0
+	for i := 0; i < len(raw); {
+		switch {
+		case strings.HasPrefix(raw[i:], "\x1b["):
+			j := i + 2
+			for j < len(raw) && (raw[j] >= '0' && raw[j] <= '9' || raw[j] == ';') {
+				j++
+			}
+			if j == len(raw) {
+				t.Fatalf("a cut escape sequence at the end: %q", raw[i:])
+			}
+			switch seq := raw[i+2 : j+1]; {
+			case seq == "1A":
+				row = max(row-1, 0)
+			case seq == "2K":
+				lines[row] = nil
+			case raw[j] != 'm':
+				t.Fatalf("unexpected escape sequence %q", raw[i:j+1])
+			}
+			i = j + 1
+		case raw[i] == '\r':
+			col = 0
+			i++
+		case raw[i] == '\n':
+			row++
+			if row == len(lines) {
+				lines = append(lines, nil)
+			}
+			i++
+		case raw[i] < ' ':
+			t.Fatalf("unexpected control character %q at %d", raw[i], i)
+		default:
+			r, n := utf8.DecodeRuneInString(raw[i:])
+			for len(lines[row]) <= col {
+				lines[row] = append(lines[row], ' ')
+			}
+			lines[row][col] = r
+			col++
+			i += n
+		}
+	}
+	var out []string
+	for _, l := range lines {
+		out = append(out, strings.TrimRight(string(l), " "))
+	}
+	for len(out) > 0 && out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	return out
+}
+
+func TestScreenOf(t *testing.T) {
+	raw := "note\r\ntable 1\r\ntable 2\r\n\x1b[1A\x1b[2K\x1b[1A\x1b[2K\x1b[32msummary\x1b[0m\r\n"
+	if diff := cmp.Diff([]string{"note", "summary"}, screenOf(t, raw)); diff != "" {
+		t.Errorf("screen (-want +got):\n%s", diff)
+	}
+}
+
+// gitWorkdir makes f's workdir a git repository with one commit (of
+// README, and a .gitignore ignoring *.log), and returns git's name for it.
+func gitWorkdir(t *testing.T, f fixture) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	os.WriteFile(filepath.Join(f.workdir, "README"), []byte("hello\n"), 0o644)
+	os.WriteFile(filepath.Join(f.workdir, ".gitignore"), []byte("*.log\n"), 0o644)
+	gitOut(t, f.workdir, "init", "-q", "-b", "main")
+	gitOut(t, f.workdir, "add", ".")
+	gitOut(t, f.workdir, "commit", "-q", "-m", "init")
+	return gitOut(t, f.workdir, "rev-parse", "--show-toplevel")
+}
+
+// gitOut runs git in dir as a person would, and returns its output,
+// trimmed.
+func gitOut(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.invalid"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestFanoutOnATerminal runs a fanout with stderr on a pseudo-terminal: the
+// live table (a job waiting for its slot says so), nothing else drawn while
+// it is (no started lines), and at the end a summary that stays: label,
+// worker, verdict, time and worktree per job, and the evidence of the one
+// that failed. stdout stays one JSON array.
+func TestFanoutOnATerminal(t *testing.T) {
 	t.Setenv("TERM", "xterm")
 	for _, noColor := range []bool{false, true} {
-		t.Run(fmt.Sprintf("NO_COLOR=%v", noColor), func(t *testing.T) {
+		// (No "=" in the name: the fake agent's write= step takes the
+		// test's directory.)
+		t.Run(map[bool]string{false: "colour", true: "NO_COLOR"}[noColor], func(t *testing.T) {
 			if noColor {
 				t.Setenv("NO_COLOR", "1")
 			} else {
 				t.Setenv("NO_COLOR", "")
 			}
-			// The quick job's verdict is drawn while the slow one runs.
-			f := newFixture(t, map[string][]string{"quick": {"out=done"}, "slow": {"out=working", "sleep=1s", "out=done"}})
-			ptm, pts := openPTY(t, 120, 40)
+			f := newFixture(t, nil)
+			repo := gitWorkdir(t, f)
+			gate := filepath.Join(f.dir, "gate")
+			writeProviders(t, f.providers, map[string]map[string]any{
+				"slow":   fakeProvider(t, "out=working", "await="+gate, "out=done"),
+				"quick":  fakeProvider(t, "out=done"),
+				"broken": fakeProvider(t, "out=trying", "err=fatal: the model said no", "exit=3"),
+				"writer": fakeProvider(t, `write={workdir}/made.txt=by the worker\n`, "out=wrote it"),
+			})
+			ptm, pts := openPTY(t, 150, 40)
 			defer ptm.Close()
-			var screen bytes.Buffer
-			read := make(chan struct{})
-			go func() {
-				defer close(read)
-				io.Copy(&screen, bufio.NewReader(ptm)) // until the terminal is closed
-			}()
+			term := readTerminal(ptm)
+			// One slot: the first job holds it until the test opens
+			// the gate, and the others wait.
+			args := f.fanoutArgs("--max-parallel", "1", "--timeout", "120",
+				"--job", "gate=slow:review:"+f.taskFile,
+				"--job", "quick:review:"+f.taskFile,
+				"--job", "broken:explore:"+f.taskFile,
+				"--job", "changes=writer:code:"+f.taskFile+":worktree")
 			var out bytes.Buffer
-			code := run(context.Background(), f.fanoutArgs("--job", "quick:review:"+f.taskFile, "--job", "slow:review:"+f.taskFile), nil, &out, pts)
-			pts.Close()
-			<-read
-			got := screen.String()
-			if code != 0 || len(fanoutVerdicts(t, out.String())) != 2 {
-				t.Fatalf("exit %d, stdout %q, terminal %q", code, out.String(), got)
+			code, ended := make(chan int, 1), make(chan struct{})
+			go func() {
+				defer close(ended)
+				code <- run(context.Background(), args, nil, &out, pts)
+			}()
+			// (Were the table never drawn, the gate would stay shut until
+			// --timeout ends the first job, and the run with it.)
+			defer func() { os.WriteFile(gate, nil, 0o644); <-ended; pts.Close() }()
+			term.waitFor(t, regexp.MustCompile(`task\.md#2 +broken:explore +waiting `), ended)
+			if err := os.WriteFile(gate, nil, 0o644); err != nil {
+				t.Fatal(err)
 			}
-			for _, want := range []string{`"type":"worker_runner.started"`, "pilot fanout: 1/2 done, 1 running", "slow:review", "\x1b[1A\x1b[2K"} {
-				if !strings.Contains(got, want) {
-					t.Errorf("terminal output lacks %q:\n%q", want, got)
+			if c := <-code; c != exitFailed {
+				t.Errorf("exit %d, want 1 (one job failed)", c)
+			}
+			pts.Close()
+			<-term.done
+			raw := term.String()
+
+			vs := fanoutVerdicts(t, out.String())
+			if diff := cmp.Diff([]string{"gate", "quick:review", "broken:explore", "changes"}, jobsOf(vs)); diff != "" {
+				t.Errorf("jobs (-want +got):\n%s", diff)
+			}
+			wt, _ := vs[3]["worktree"].(map[string]any)
+			branch, _ := wt["branch"].(string)
+			if !strings.HasPrefix(branch, "pilot/changes-") || wt["kept"] != true || wt["commit"] == nil {
+				t.Fatalf("the worktree job: %v", vs[3])
+			}
+			if got := gitOut(t, repo, "diff", "--name-only", "main", branch); got != "made.txt" {
+				t.Errorf("git diff --name-only main %s = %q, want made.txt", branch, got)
+			}
+
+			for _, not := range []string{"worker_runner.started", "{"} {
+				if strings.Contains(raw, not) {
+					t.Errorf("the terminal shows %q:\n%q", not, raw)
 				}
 			}
-			if !strings.HasSuffix(got, "\x1b[1A\x1b[2K") {
-				t.Errorf("the table is not cleared at the end:\n%q", got)
+			if !strings.Contains(raw, "\x1b[1A\x1b[2K") || !strings.Contains(raw, "pilot fanout: 0/4 done, 1 running, 3 waiting") {
+				t.Errorf("no live table was drawn and erased:\n%q", raw)
 			}
-			hasColor := regexp.MustCompile("\x1b\\[[0-9;]*m").MatchString(got)
-			if hasColor == noColor {
-				t.Errorf("colour codes present: %v, NO_COLOR set: %v:\n%q", hasColor, noColor, got)
+			if hasColor := regexp.MustCompile("\x1b\\[[0-9;]*m").MatchString(raw); hasColor == noColor {
+				t.Errorf("colour codes present: %v, NO_COLOR set: %v:\n%q", hasColor, noColor, raw)
+			}
+			// What stays on the screen: the summary, durations and the
+			// branch's random part aside.
+			screen := strings.Join(screenOf(t, raw), "\n")
+			screen = regexp.MustCompile(`\b\d+(m\d\d)?s\b`).ReplaceAllString(screen, "Ns")
+			screen = strings.ReplaceAll(screen, branch, "pilot/changes-XXXXXXXX")
+			want := `pilot fanout: 4 job(s) in Ns: 3 succeeded, 1 failed
+#  JOB        WORKER          VERDICT                 TIME  WORKTREE
+1  gate       slow:review     completed                 Ns  -
+2  task.md    quick:review    completed                 Ns  -
+3  task.md#2  broken:explore  error (generic-error)     Ns  -
+   ↳ stderr: fatal: the model said no
+4  changes    writer:code     completed                 Ns  pilot/changes-XXXXXXXX
+each branch holds its job's work: pilot worktrees diff BRANCH; git merge BRANCH`
+			if diff := cmp.Diff(want, screen); diff != "" {
+				t.Errorf("the screen at the end (-want +got):\n%s\nraw: %q", diff, raw)
+			}
+			if os.Getenv("PILOT_SHOW_SCREEN") != "" {
+				t.Logf("the screen:\n%s", strings.Join(screenOf(t, raw), "\n"))
 			}
 		})
 	}

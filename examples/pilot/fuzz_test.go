@@ -10,9 +10,11 @@ import (
 
 // FuzzParseJobSpec: any --job value parses or is refused with the message
 // that names the grammar; a parsed spec has three non-empty parts that put
-// back together give the value (the task file keeps its colons).
+// back together, with its name and worktree flag, give the value (the task
+// file keeps its colons).
 func FuzzParseJobSpec(f *testing.F) {
-	for _, s := range []string{"glm:review:task.md", "glm:code:/a:b.md", "glm::x", ":::", "a:b", "", "p:m:f:g", "\xff:\x00:\n"} {
+	for _, s := range []string{"glm:review:task.md", "glm:code:/a:b.md", "glm::x", ":::", "a:b", "", "p:m:f:g",
+		"\xff:\x00:\n", "n=glm:code:t.md:worktree", "=p:m:f", "a=b=p:m:f", "p:m:a=b", "p:m:worktree", "n\x00=p:m:f"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -26,10 +28,20 @@ func FuzzParseJobSpec(f *testing.F) {
 		if spec.Provider == "" || spec.Mode == "" || spec.TaskFile == "" {
 			t.Errorf("%q parsed with an empty part: %+v", s, spec)
 		}
-		if strings.Contains(spec.Provider, ":") || strings.Contains(spec.Mode, ":") {
-			t.Errorf("%q: provider or mode holds a colon: %+v", s, spec)
+		if strings.Contains(spec.Provider, ":") || strings.Contains(spec.Mode, ":") || strings.Contains(spec.Name, ":") {
+			t.Errorf("%q: provider, mode or name holds a colon: %+v", s, spec)
 		}
-		if got := spec.Provider + ":" + spec.Mode + ":" + spec.TaskFile; got != s {
+		got := spec.Provider + ":" + spec.Mode + ":" + spec.TaskFile
+		if spec.Name != "" {
+			if checkJobName(spec.Name) != nil {
+				t.Errorf("%q: a name that checkJobName refuses: %+v", s, spec)
+			}
+			got = spec.Name + "=" + got
+		}
+		if spec.Worktree {
+			got += ":worktree"
+		}
+		if got != s {
 			t.Errorf("%q parsed as %+v, which reads back as %q", s, spec, got)
 		}
 	})
@@ -37,7 +49,7 @@ func FuzzParseJobSpec(f *testing.F) {
 
 // FuzzLoadJobsFile: any jobs file loads or is refused with an error naming
 // the file's problem; a loaded file is a JSON array with one spec per entry,
-// each with the entry's three strings and its worktree flag.
+// each with the entry's three strings, its worktree flag and its name.
 func FuzzLoadJobsFile(f *testing.F) {
 	for _, s := range []string{
 		`[{"provider":"glm","mode":"review","task_file":"t.md"}]`,
@@ -46,6 +58,7 @@ func FuzzLoadJobsFile(f *testing.F) {
 		`[{"provider":"glm","mode":"code"}]`,
 		`[{"provider":"glm","mode":"code","task_file":"t.md","extra":1}]`,
 		`{"provider":"glm"}`, `[]`, `[1]`, `not json`, "", `[{"worktree":"yes","provider":"a","mode":"b","task_file":"c"}]`,
+		`[{"provider":"glm","mode":"code","task_file":"t.md","name":"fix"}]`, `[{"provider":"glm","mode":"code","task_file":"t.md","name":""}]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -73,6 +86,9 @@ func FuzzLoadJobsFile(f *testing.F) {
 			want := jobSpec{Provider: e["provider"].(string), Mode: e["mode"].(string), TaskFile: e["task_file"].(string)}
 			if w, ok := e["worktree"]; ok {
 				want.Worktree = w.(bool)
+			}
+			if n, ok := e["name"]; ok {
+				want.Name = n.(string)
 			}
 			if specs[i] != want {
 				t.Errorf("entry %d: %+v, want %+v", i, specs[i], want)

@@ -11,12 +11,17 @@
 //	pilot credentials P --status [--providers-file J]   (is it configured?)
 //	pilot classify [--runner R] [--stream S] [FILE|-]
 //	pilot phase [FILE|-]
-//	pilot fanout --workdir D (--job P:M:F ... | --jobs-file J | --providers a,b --mode M --task-file F)
-//	pilot worktrees [prune] [--run-dir DIR]
+//	pilot fanout --workdir D (--job [NAME=]P:M:F[:worktree] ... | --jobs-file J | --providers a,b --mode M --task-file F)
+//	pilot worktrees [prune] [--run-dir DIR] | worktrees diff NAME | worktrees remove NAME [--force]
 //	pilot runs [show ID | logs ID [-f] | prune --older-than D] [--reconcile]
 //	pilot install runner NAME | pilot install PROVIDER on HOST [--scope user|project]
 //	pilot uninstall runner NAME | pilot uninstall PROVIDER on HOST
 //	pilot state (--state DIR | --workdir D) [--clear-blocked GROUP [--dry-run]]
+//
+// fanout and dispatch --worktree run jobs in git worktrees of their own,
+// in --worktree-dir (default <repo>.pilot-worktrees beside the repository
+// <repo>); when a job ends, pilot commits what it changed on the
+// worktree's branch, or removes a worktree it left unchanged.
 //
 // dispatch, run and fanout take --max-failures N (consecutive failures
 // before a job is blocked; retryable failures are retried until then;

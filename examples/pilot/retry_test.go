@@ -243,7 +243,7 @@ func TestFanoutMaxFailures(t *testing.T) {
 	if len(vs) != 2 || vs[0]["blocked"] != true || vs[0]["attempts"] != 2.0 || vs[1]["verdict"] != "completed" || vs[1]["attempts"] != 1.0 {
 		t.Errorf("verdicts %v", vs)
 	}
-	if len(*waits) != 1 || !strings.Contains(errOut, "broken:review: attempt 1 failed (generic-error, 1/2)") {
+	if len(*waits) != 1 || !strings.Contains(errOut, "pilot fanout: task.md (broken:review): attempt 1 failed (generic-error, 1/2)") {
 		t.Errorf("%d waits; stderr:\n%s", len(*waits), errOut)
 	}
 	s, err := retry.OpenStore(filepath.Join(state, retry.StateFileName))

@@ -615,10 +615,12 @@ func keepReason(ctx context.Context, r runEntry, wts []worktrees.Entry, now time
 			return why
 		}
 	}
-	// A worktree of this run dir that the inventory does not list.
+	// A worktree of pilot's that the inventory does not list: in this run
+	// dir's .worktrees (where pilot made them before), or in a
+	// <repo>.pilot-worktrees directory beside a repository.
 	if !matched && rec.Workdir != "" {
-		wtDir := filepath.Join(filepath.Dir(r.dir), ".worktrees")
-		if rel, err := filepath.Rel(wtDir, rec.Workdir); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+		parent := filepath.Dir(filepath.Clean(rec.Workdir))
+		if parent == filepath.Join(filepath.Dir(r.dir), ".worktrees") || strings.HasSuffix(parent, ".pilot-worktrees") {
 			if _, err := os.Stat(rec.Workdir); err == nil {
 				return unmerged(ctx, "", rec.Workdir, "")
 			}

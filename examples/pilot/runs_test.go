@@ -492,8 +492,9 @@ func TestRunsPrune(t *testing.T) {
 	}
 }
 
-// A run whose worktree holds work that is nowhere else is kept: uncommitted
-// changes, then commits on its branch alone. Once they are merged, it goes.
+// A run whose worktree holds work that is nowhere else is kept: the commit
+// pilot made of the worker's work on its branch alone, then uncommitted
+// changes. Once the work is merged and nothing is left uncommitted, it goes.
 func TestRunsPruneKeepsAWorktreeWithWork(t *testing.T) {
 	f := newFixture(t, map[string][]string{"writer": {`write={workdir}/made.txt=by the worker\n`}})
 	repo := pilottest.GitRepo(t)
@@ -528,15 +529,18 @@ func TestRunsPruneKeepsAWorktreeWithWork(t *testing.T) {
 	}
 	runDir := filepath.Join(f.runDir, v.RunID)
 
-	if out := prune(); !strings.Contains(out, "kept "+v.RunID+": its worktree "+wt.Path+" has uncommitted changes") || !exists(runDir) {
-		t.Errorf("a worktree with uncommitted changes:\n%s", out)
-	}
-	gitIn(wt.Path, "add", "made.txt")
-	gitIn(wt.Path, "commit", "-q", "-m", "the worker's work")
+	// pilot committed the worker's work on the branch, and nowhere else.
 	if out := prune(); !strings.Contains(out, "kept "+v.RunID+": its branch "+wt.Branch) || !strings.Contains(out, "1 commit(s) on no other branch") || !exists(runDir) {
 		t.Errorf("a worktree whose branch has a commit of its own:\n%s", out)
 	}
 	gitIn(repo, "merge", "-q", "--ff-only", wt.Branch)
+	if err := os.WriteFile(filepath.Join(wt.Path, "more.txt"), []byte("more\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := prune(); !strings.Contains(out, "kept "+v.RunID+": its worktree "+wt.Path+" has uncommitted changes") || !exists(runDir) {
+		t.Errorf("a worktree with uncommitted changes:\n%s", out)
+	}
+	os.Remove(filepath.Join(wt.Path, "more.txt"))
 	if out := prune(); !strings.Contains(out, "removed "+v.RunID) || exists(runDir) {
 		t.Errorf("a worktree whose work is merged:\n%s", out)
 	}

@@ -162,12 +162,12 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return badInput(stderr, "schedule", "%v", err)
 		}
 	}
-	labels := make([]string, len(g.Jobs))
+	rows := make([]progressJob, len(g.Jobs))
 	index := map[string]int{}
 	for i, j := range g.Jobs {
-		labels[i], index[j.ID] = j.ID, i
+		rows[i], index[j.ID] = progressJob{Label: j.ID, Worker: j.Task.Provider + ":" + string(j.Task.Mode)}, i
 	}
-	prog := newProgress(stderr, labels)
+	prog := newProgress(stderr, rows)
 	if prog.term != nil {
 		d.OnLine = prog.line
 	}
@@ -178,11 +178,12 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	prog.start()
 	rs, err := sched.Run(ctx, g)
-	prog.stop()
 	if err != nil {
+		prog.finish(nil)
 		return badInput(stderr, "schedule", "%v", err)
 	}
 	out := make([]scheduledVerdict, len(rs))
+	summary := make([]pilot.Verdict, len(rs))
 	for i, r := range rs {
 		v := r.Verdict
 		if v.Type == "" { // it never ran here
@@ -193,7 +194,9 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			}
 		}
 		out[i] = scheduledVerdict{ID: r.ID, Status: r.Status, BlockedReason: r.BlockedReason, WaitingOn: r.WaitingOn, Verdict: v}
+		summary[i] = v
 	}
+	prog.finish(summary)
 	writeJSON(stdout, out)
 	switch schedule.GroupStatus(rs) {
 	case "complete":
@@ -254,6 +257,7 @@ func (w *worktreeDispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.
 	}
 	t.Workdir = info.Path
 	v, err := w.next.Dispatch(ctx, t)
+	info.Job, info.TaskFile = t.Key+" ("+t.Provider+":"+string(t.Mode)+")", t.TaskFile
 	if fin, ferr := w.wts.Finish(context.WithoutCancel(ctx), info, v.RunID); ferr == nil {
 		v.Worktree = &fin
 	} else {

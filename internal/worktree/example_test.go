@@ -36,7 +36,7 @@ func ExampleManager() {
 	fmt.Println(e.Branch, e.State)
 
 	// The worker runs in e.Path and leaves nothing behind.
-	kept, err := m.Finish(ctx, e, "run-1")
+	kept, err := m.Finish(ctx, e, worktree.Run{ID: "run-1"})
 	if err != nil {
 		log.Fatal(err)
 	}

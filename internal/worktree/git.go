@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,11 +42,25 @@ const waitDelay = 5 * time.Second
 
 // git runs git -C dir args... and returns its standard output.
 func git(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = gitEnv(os.Environ())
+	return gitEnvArgs(ctx, dir, nil, args...)
+}
+
+// gitEnvArgs is git with env added to git's environment (over what
+// gitEnv keeps).
+func gitEnvArgs(ctx context.Context, dir string, env []string, args ...string) (string, error) {
 	var stdout bytes.Buffer
+	err := gitTo(ctx, dir, &stdout, env, args...)
+	return stdout.String(), err
+}
+
+// gitTo runs git -C dir args... with its standard output going to stdout
+// and env added to its environment.
+func gitTo(ctx context.Context, dir string, stdout io.Writer, env []string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	// Later duplicates win: env overrides what gitEnv keeps.
+	cmd.Env = append(gitEnv(os.Environ()), env...)
 	stderr := &tailBuffer{max: stderrLimit}
-	cmd.Stdout = &stdout
+	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	// git may run hooks; on cancellation end them with it.
 	killGroupOnCancel(cmd)
@@ -54,9 +69,9 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 		if errors.Is(err, exec.ErrNotFound) {
 			err = fmt.Errorf("%w: worktree jobs need the git CLI (install git, or drop \"worktree\": true)", err)
 		}
-		return stdout.String(), &GitError{Dir: dir, Args: args, Stderr: stderr.String(), Err: err}
+		return &GitError{Dir: dir, Args: args, Stderr: stderr.String(), Err: err}
 	}
-	return stdout.String(), nil
+	return nil
 }
 
 // gitWorktree runs git -C repo worktree args... holding repo's worktree

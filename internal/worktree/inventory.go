@@ -55,7 +55,7 @@ func readInventory(path string) (*inventory, error) {
 // lock file is never removed: removing it would let two holders lock two
 // different files.
 func lock(inventoryPath string) (*os.File, error) {
-	if err := os.MkdirAll(filepath.Dir(inventoryPath), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(inventoryPath), 0o700); err != nil {
 		return nil, fmt.Errorf("creating the worktree inventory's directory: %w", err)
 	}
 	return lockFile(inventoryPath + ".lock")

@@ -399,6 +399,9 @@ func TestCreateFinish(t *testing.T) {
 		change   func(t *testing.T, e *Entry)
 		wantKept bool
 		dirGone  bool // change deletes the directory
+		// wantDiff is git diff --name-status of the branch against its
+		// base after Finish, when Finish commits the changes.
+		wantDiff string
 	}{
 		{name: "untouched"},
 		{
@@ -409,16 +412,22 @@ func TestCreateFinish(t *testing.T) {
 			name:     "tracked file modified",
 			change:   func(t *testing.T, e *Entry) { writeFile(t, filepath.Join(e.Path, "README"), "changed\n") },
 			wantKept: true,
+			wantDiff: "M\tREADME",
 		},
 		{
 			name:     "tracked file deleted",
 			change:   func(t *testing.T, e *Entry) { os.Remove(filepath.Join(e.Path, "README")) },
 			wantKept: true,
+			wantDiff: "D\tREADME",
 		},
 		{
-			name:     "untracked file",
-			change:   func(t *testing.T, e *Entry) { writeFile(t, filepath.Join(e.Path, "new", "file.go"), "package x\n") },
+			name: "untracked file, beside an ignored one",
+			change: func(t *testing.T, e *Entry) {
+				writeFile(t, filepath.Join(e.Path, "new", "file.go"), "package x\n")
+				writeFile(t, filepath.Join(e.Path, "new", "debug.log"), "ignored\n")
+			},
 			wantKept: true,
+			wantDiff: "A\tnew/file.go",
 		},
 		{
 			name: "staged file",
@@ -427,6 +436,17 @@ func TestCreateFinish(t *testing.T) {
 				gitT(t, e.Path, "add", "staged")
 			},
 			wantKept: true,
+			wantDiff: "A\tstaged",
+		},
+		{
+			name: "commit on the branch, then more changes",
+			change: func(t *testing.T, e *Entry) {
+				writeFile(t, filepath.Join(e.Path, "README"), "committed\n")
+				gitT(t, e.Path, "commit", "-q", "-am", "the worker's own")
+				writeFile(t, filepath.Join(e.Path, "later"), "x\n")
+			},
+			wantKept: true,
+			wantDiff: "M\tREADME\nA\tlater",
 		},
 		{
 			name: "commit on the branch",
@@ -501,7 +521,8 @@ func TestCreateFinish(t *testing.T) {
 			if tt.change != nil {
 				tt.change(t, e)
 			}
-			kept, err := m.Finish(t.Context(), e, "run-1")
+			run := Run{ID: "run-1", Job: "fix.md (glm:code)", TaskFile: "/tasks/fix.md"}
+			kept, err := m.Finish(t.Context(), e, run)
 			if err != nil {
 				t.Fatalf("Finish: %v", err)
 			}
@@ -509,8 +530,26 @@ func TestCreateFinish(t *testing.T) {
 				t.Errorf("Finish kept = %v, want %v", kept, tt.wantKept)
 			}
 			want.RunID, want.State, want.Changed = "run-1", StateRemoved, false
+			want.Job, want.TaskFile = run.Job, run.TaskFile
 			if tt.wantKept {
 				want.State, want.Changed = StateKept, true
+			}
+			if tt.wantDiff != "" {
+				// Finish committed everything on the branch: the worktree
+				// is clean, and the branch holds the work.
+				want.Commit = gitT(t, repo, "rev-parse", "pilot/job-1")
+				if got := gitT(t, e.Path, "status", "--porcelain", "--untracked-files=all"); got != "" {
+					t.Errorf("the worktree after Finish is not clean:\n%s", got)
+				}
+				if got := gitT(t, repo, "diff", "--name-status", want.Base, "pilot/job-1"); got != tt.wantDiff {
+					t.Errorf("git diff --name-status base pilot/job-1 = %q, want %q", got, tt.wantDiff)
+				}
+				got := gitT(t, repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%s|%(trailers:only,unfold)", "pilot/job-1")
+				wantLog := "pilot <pilot@localhost>|pilot <pilot@localhost>|pilot: job fix.md (glm:code), run run-1|" +
+					"Pilot-Task-File: /tasks/fix.md\nPilot-Run: run-1"
+				if got != wantLog {
+					t.Errorf("pilot's commit (author|committer|subject|trailers):\n got %q\nwant %q", got, wantLog)
+				}
 			}
 			if diff := cmp.Diff(want, *e); diff != "" {
 				t.Errorf("entry after Finish (-want +got):\n%s", diff)
@@ -550,7 +589,7 @@ func TestFinishRemovedLeavesNoRecord(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
 	e := create(t, m, repo, "clean")
-	if kept, err := m.Finish(t.Context(), e, "run-1"); kept || err != nil {
+	if kept, err := m.Finish(t.Context(), e, Run{ID: "run-1"}); kept || err != nil {
 		t.Fatalf("Finish = %v, %v, want false, nil", kept, err)
 	}
 	if diff := cmp.Diff([]string{repo}, worktrees(t, repo)); diff != "" {
@@ -564,7 +603,7 @@ func TestFinishRemovedLeavesNoRecord(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"clean": StateActive}, states(t, m)); diff != "" {
 		t.Errorf("inventory after re-Create (-want +got):\n%s", diff)
 	}
-	if _, err := m.Finish(t.Context(), e2, "run-2"); err != nil {
+	if _, err := m.Finish(t.Context(), e2, Run{ID: "run-2"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -592,7 +631,7 @@ func TestCreateErrors(t *testing.T) {
 			setup: func(t *testing.T, m *Manager, repo string) string {
 				e := create(t, m, repo, "dup")
 				writeFile(t, filepath.Join(e.Path, "x"), "x")
-				if kept, err := m.Finish(t.Context(), e, "r"); !kept || err != nil {
+				if kept, err := m.Finish(t.Context(), e, Run{ID: "r"}); !kept || err != nil {
 					t.Fatalf("Finish = %v, %v", kept, err)
 				}
 				return repo
@@ -768,7 +807,7 @@ func TestConcurrentCreate(t *testing.T) {
 	for i, e := range entries {
 		wg.Go(func() {
 			var kept bool
-			kept, errs[i] = m.Finish(t.Context(), e, "run")
+			kept, errs[i] = m.Finish(t.Context(), e, Run{ID: "run"})
 			if kept {
 				errs[i] = fmt.Errorf("Finish kept the untouched %s", e.Name)
 			}
@@ -885,7 +924,7 @@ func TestPrune(t *testing.T) {
 	reused := owner{me.pid, me.start + 1} // this pid, but another process
 	finish := func(t *testing.T, e *Entry) {
 		t.Helper()
-		if _, err := m.Finish(t.Context(), e, "run-"+e.Name); err != nil {
+		if _, err := m.Finish(t.Context(), e, Run{ID: "run-" + e.Name}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -932,7 +971,7 @@ func TestPrune(t *testing.T) {
 		{
 			name: "dead-owner-committed",
 			setup: func(t *testing.T, e *Entry) {
-				gitT(t, e.Path, "commit", "-q", "--allow-empty", "-m", "work")
+				gitT(t, e.Path, "commit", "-q", "--allow-empty", "-m", "work of "+e.Name)
 				setOwner(t, m, e.Name, dead)
 			},
 			wantState: StateKept, wantDir: true, wantBranch: true,
@@ -970,7 +1009,7 @@ func TestPrune(t *testing.T) {
 		{
 			name: "kept-directory-gone-branch-committed",
 			setup: func(t *testing.T, e *Entry) {
-				gitT(t, e.Path, "commit", "-q", "--allow-empty", "-m", "work")
+				gitT(t, e.Path, "commit", "-q", "--allow-empty", "-m", "work of "+e.Name)
 				finish(t, e)
 				rmDir(t, e)
 			},
@@ -979,6 +1018,45 @@ func TestPrune(t *testing.T) {
 		{
 			name:  "removed",
 			setup: finish,
+		},
+		{
+			// Kept, then merged (the way a person takes the work):
+			// nothing is left that is not elsewhere.
+			name: "kept-then-merged",
+			setup: func(t *testing.T, e *Entry) {
+				writeFile(t, filepath.Join(e.Path, "merged.txt"), "work\n")
+				finish(t, e)
+				gitT(t, repo, "merge", "-q", "--no-ff", "--no-edit", e.Branch)
+			},
+			wantRemoved: true,
+		},
+		{
+			name: "kept-then-tagged",
+			setup: func(t *testing.T, e *Entry) {
+				writeFile(t, filepath.Join(e.Path, "tagged.txt"), "work\n")
+				finish(t, e)
+				gitT(t, repo, "tag", "keep-"+e.Name, e.Branch)
+			},
+			wantRemoved: true,
+		},
+		{
+			name: "kept-merged-then-changed",
+			setup: func(t *testing.T, e *Entry) {
+				writeFile(t, filepath.Join(e.Path, "merged2.txt"), "work\n")
+				finish(t, e)
+				gitT(t, repo, "branch", "copy-of-"+e.Name, e.Branch)
+				writeFile(t, filepath.Join(e.Path, "more.txt"), "more work\n")
+			},
+			wantState: StateKept, wantDir: true, wantBranch: true,
+		},
+		{
+			name: "kept-directory-gone-branch-merged",
+			setup: func(t *testing.T, e *Entry) {
+				writeFile(t, filepath.Join(e.Path, "merged3.txt"), "work\n")
+				finish(t, e)
+				gitT(t, repo, "branch", "copy-of-"+e.Name, e.Branch)
+				rmDir(t, e)
+			},
 		},
 	}
 	entries := map[string]*Entry{}
@@ -1099,7 +1177,7 @@ func TestInventoryFormat(t *testing.T) {
 	t.Parallel()
 	m := newManager(t)
 	e := create(t, m, repo, "fmt")
-	if _, err := m.Finish(t.Context(), e, "run-9"); err != nil {
+	if _, err := m.Finish(t.Context(), e, Run{ID: "run-9"}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(m.Inventory)
@@ -1128,14 +1206,13 @@ func TestManagerConfig(t *testing.T) {
 		m    Manager
 		want string
 	}{
-		{"no Dir", Manager{Inventory: "inv.json"}, "Manager.Dir is empty"},
 		{"no Inventory", Manager{Dir: "wt"}, "Manager.Inventory is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := tt.m
 			_, cerr := m.Create(t.Context(), ".", "x")
-			_, ferr := m.Finish(t.Context(), e, "r")
+			_, ferr := m.Finish(t.Context(), e, Run{ID: "r"})
 			_, lerr := m.List()
 			_, perr := m.Prune(t.Context())
 			for op, err := range map[string]error{"Create": cerr, "Finish": ferr, "List": lerr, "Prune": perr} {
@@ -1183,6 +1260,311 @@ func TestForeignEntry(t *testing.T) {
 		t.Errorf("Prune removed %+v", removed)
 	}
 	check("Prune", err)
-	_, err = m.Finish(t.Context(), &e, "run")
+	_, err = m.Finish(t.Context(), &e, Run{ID: "run"})
 	check("Finish", err)
+}
+
+// TestDefaultDir checks that a Manager without Dir puts a repository's
+// worktrees beside its main work tree, in a directory of mode 0700, also
+// when the repository is named from one of its linked worktrees.
+func TestDefaultDir(t *testing.T) {
+	repo := initRepo(t)
+	t.Parallel()
+	m := &Manager{Inventory: filepath.Join(t.TempDir(), "inventory.json")}
+	e := create(t, m, repo, "beside")
+	want := filepath.Join(filepath.Dir(repo), filepath.Base(repo)+DirSuffix)
+	if e.Path != filepath.Join(want, "beside") {
+		t.Errorf("worktree at %s, want it in %s", e.Path, want)
+	}
+	for _, dir := range []string{want, e.Path} {
+		st, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := st.Mode().Perm(); mode != 0o700 {
+			t.Errorf("%s has mode %v, want 0700", dir, mode)
+		}
+	}
+	// Asked from inside the worktree, a second one goes beside the
+	// repository too, not beside the worktree.
+	e2 := create(t, m, e.Path, "from-a-worktree")
+	if filepath.Dir(e2.Path) != want {
+		t.Errorf("a worktree of a worktree is at %s, want it in %s", e2.Path, want)
+	}
+	got, err := m.Prepare(t.Context(), repo)
+	if err != nil || got != want {
+		t.Errorf("Prepare = %q, %v; want %q", got, err, want)
+	}
+	if _, err := m.Prepare(t.Context(), t.TempDir()); !errors.Is(err, ErrNotRepo) {
+		t.Errorf("Prepare of a plain directory = %v, want ErrNotRepo", err)
+	}
+	for _, e := range []*Entry{e2, e} {
+		if kept, err := m.Finish(t.Context(), e, Run{ID: "r"}); kept || err != nil {
+			t.Errorf("Finish(%s) = %v, %v", e.Name, kept, err)
+		}
+	}
+}
+
+// TestExplicitDirMode checks the mode of a worktree made in a given Dir.
+func TestExplicitDirMode(t *testing.T) {
+	repo := initRepo(t)
+	t.Parallel()
+	m := newManager(t)
+	e := create(t, m, repo, "private")
+	for _, dir := range []string{m.Dir, e.Path, filepath.Dir(m.Inventory)} {
+		st, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := st.Mode().Perm(); mode != 0o700 {
+			t.Errorf("%s has mode %v, want 0700", dir, mode)
+		}
+	}
+}
+
+// TestFinishCommitsAsPilot checks that pilot's commit is pilot's whatever
+// the environment and the repository say: no hook runs (a pre-commit hook
+// that fails, a commit-msg hook that rewrites the message), no signing, and
+// the author and committer are pilot even with GIT_AUTHOR_* set.
+func TestFinishCommitsAsPilot(t *testing.T) {
+	repo := initRepo(t)
+	t.Setenv("GIT_AUTHOR_NAME", "someone else")
+	t.Setenv("GIT_COMMITTER_EMAIL", "else@example.com")
+	hooks := filepath.Join(repo, ".git", "hooks")
+	marker := filepath.Join(t.TempDir(), "hook-ran")
+	for _, h := range []string{"pre-commit", "prepare-commit-msg", "commit-msg", "post-commit"} {
+		writeFile(t, filepath.Join(hooks, h), "#!/bin/sh\necho "+h+" >> "+marker+"\nexit 1\n")
+		if err := os.Chmod(filepath.Join(hooks, h), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitT(t, repo, "config", "commit.gpgSign", "true")
+	gitT(t, repo, "config", "gpg.program", "/nonexistent/gpg")
+	m := newManager(t)
+	e := create(t, m, repo, "hooked")
+	writeFile(t, filepath.Join(e.Path, "work.txt"), "done\n")
+	kept, err := m.Finish(t.Context(), e, Run{ID: "run-7"})
+	if !kept || err != nil {
+		t.Fatalf("Finish = %v, %v; want the worktree kept and its work committed", kept, err)
+	}
+	if e.Commit == "" || e.Commit != gitT(t, repo, "rev-parse", e.Branch) {
+		t.Errorf("entry's commit %q is not the branch's tip", e.Commit)
+	}
+	if got := gitT(t, repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%s", e.Branch); got != "pilot <pilot@localhost>|pilot <pilot@localhost>|pilot: run run-7" {
+		t.Errorf("pilot's commit: %q", got)
+	}
+	if exists(t, marker) {
+		data, _ := os.ReadFile(marker)
+		t.Errorf("hooks ran: %s", data)
+	}
+}
+
+// TestFinishCommitFails checks a commit git refuses: the worktree is kept
+// with its changes uncommitted, and the error says so.
+func TestFinishCommitFails(t *testing.T) {
+	repo := initRepo(t)
+	t.Parallel()
+	m := newManager(t)
+	e := create(t, m, repo, "locked")
+	writeFile(t, filepath.Join(e.Path, "work.txt"), "done\n")
+	// Another git holds the worktree's index.
+	gitDir := gitT(t, e.Path, "rev-parse", "--absolute-git-dir")
+	writeFile(t, filepath.Join(gitDir, "index.lock"), "")
+	kept, err := m.Finish(t.Context(), e, Run{ID: "run-8"})
+	if !kept || err == nil || !strings.Contains(err.Error(), "left uncommitted in "+e.Path) {
+		t.Fatalf("Finish = %v, %v; want the worktree kept and an error saying the changes are uncommitted", kept, err)
+	}
+	if diff := cmp.Diff(map[string]string{"locked": StateKept}, states(t, m)); diff != "" {
+		t.Errorf("inventory (-want +got):\n%s", diff)
+	}
+	if !exists(t, filepath.Join(e.Path, "work.txt")) {
+		t.Error("the work is gone")
+	}
+}
+
+func TestDiff(t *testing.T) {
+	repo := initRepo(t)
+	t.Parallel()
+	m := newManager(t)
+	e := create(t, m, repo, "diffed")
+	writeFile(t, filepath.Join(e.Path, "README"), "hello\nand more\n")
+	if _, err := m.Finish(t.Context(), e, Run{ID: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	// The repository's HEAD moves on: the diff is still against the base.
+	writeFile(t, filepath.Join(repo, "other"), "x\n")
+	gitT(t, repo, "add", "other")
+	gitT(t, repo, "commit", "-q", "-m", "meanwhile")
+	found, err := m.Lookup("pilot/diffed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := Diff(t.Context(), found, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := gitT(t, repo, "diff", e.Base, e.Branch); strings.TrimSpace(out.String()) != want || !strings.Contains(want, "+and more") {
+		t.Errorf("Diff:\n%s\nwant:\n%s", out.String(), want)
+	}
+	gitT(t, repo, "update-ref", "-d", "refs/heads/"+e.Branch)
+	if err := Diff(t.Context(), found, io.Discard); err == nil || !strings.Contains(err.Error(), "no longer exists") {
+		t.Errorf("Diff of a deleted branch = %v", err)
+	}
+}
+
+func TestLookup(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	err := m.update(func(inv *inventory) error {
+		for _, n := range []string{"fix-a1", "fix-a2", "test-b"} {
+			inv.Entries = append(inv.Entries, Entry{Name: n})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, want, err string }{
+		{"fix-a1", "fix-a1", ""},
+		{"pilot/fix-a2", "fix-a2", ""},
+		{"test", "test-b", ""},
+		{"fix", "", "give more of it"},
+		{"nope", "", "no such worktree"},
+		{"", "", "no such worktree"},
+	} {
+		e, err := m.Lookup(tt.name)
+		switch {
+		case tt.err == "" && (err != nil || e.Name != tt.want):
+			t.Errorf("Lookup(%q) = %q, %v; want %q", tt.name, e.Name, err, tt.want)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || !errors.Is(err, ErrNotFound)):
+			t.Errorf("Lookup(%q) = %q, %v; want an ErrNotFound saying %q", tt.name, e.Name, err, tt.err)
+		}
+	}
+}
+
+func TestRemove(t *testing.T) {
+	repo := initRepo(t)
+	t.Parallel()
+	dead := deadProcess(t)
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, m *Manager, e *Entry)
+		force   bool
+		wantErr error // nil: removed
+	}{
+		{name: "clean", setup: func(t *testing.T, m *Manager, e *Entry) { setOwner(t, m, e.Name, dead) }},
+		{
+			name: "committed-unmerged",
+			setup: func(t *testing.T, m *Manager, e *Entry) {
+				writeFile(t, filepath.Join(e.Path, "w"), "x\n")
+				m.Finish(t.Context(), e, Run{ID: "r"})
+			},
+			wantErr: ErrUnmerged,
+		},
+		{
+			name: "committed-unmerged-forced",
+			setup: func(t *testing.T, m *Manager, e *Entry) {
+				writeFile(t, filepath.Join(e.Path, "w"), "y\n")
+				m.Finish(t.Context(), e, Run{ID: "r"})
+			},
+			force: true,
+		},
+		{
+			name: "committed-merged",
+			setup: func(t *testing.T, m *Manager, e *Entry) {
+				writeFile(t, filepath.Join(e.Path, "w"), "z\n")
+				m.Finish(t.Context(), e, Run{ID: "r"})
+				gitT(t, repo, "branch", "taken-"+e.Name, e.Branch)
+			},
+		},
+		{
+			name: "uncommitted",
+			setup: func(t *testing.T, m *Manager, e *Entry) {
+				writeFile(t, filepath.Join(e.Path, "w"), "x\n")
+				setOwner(t, m, e.Name, dead)
+			},
+			wantErr: ErrUnmerged,
+		},
+		{
+			name: "uncommitted-forced",
+			setup: func(t *testing.T, m *Manager, e *Entry) {
+				writeFile(t, filepath.Join(e.Path, "w"), "x\n")
+				setOwner(t, m, e.Name, dead)
+			},
+			force: true,
+		},
+		{name: "in-use", force: true, wantErr: ErrInUse},
+		{
+			name: "directory-gone",
+			setup: func(t *testing.T, m *Manager, e *Entry) {
+				os.RemoveAll(e.Path)
+				setOwner(t, m, e.Name, dead)
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newManager(t)
+			e := create(t, m, repo, "rm-"+tt.name)
+			if tt.setup != nil {
+				tt.setup(t, m, e)
+			}
+			got, err := m.Remove(t.Context(), e.Name, tt.force)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Remove = %v, want %v", err, tt.wantErr)
+				}
+				if _, ok := states(t, m)[e.Name]; !ok {
+					t.Error("the entry is gone from the inventory")
+				}
+				if !slices.Contains(branches(t, repo), e.Branch) {
+					t.Error("the branch is gone")
+				}
+				if tt.name != "directory-gone" && !exists(t, e.Path) {
+					t.Error("the worktree is gone")
+				}
+				return
+			}
+			if err != nil || got.State != StateRemoved {
+				t.Fatalf("Remove = %+v, %v", got, err)
+			}
+			if exists(t, e.Path) || slices.Contains(worktrees(t, repo), e.Path) {
+				t.Errorf("the worktree %s is still there", e.Path)
+			}
+			if slices.Contains(branches(t, repo), e.Branch) {
+				t.Errorf("the branch %s is still there", e.Branch)
+			}
+			if _, ok := states(t, m)[e.Name]; ok {
+				t.Error("the entry is still in the inventory")
+			}
+		})
+	}
+}
+
+// TestRemoveLeavesAForeignWorktree checks that Remove, even forced, leaves
+// a directory git does not list as the entry's worktree on its branch.
+func TestRemoveLeavesAForeignWorktree(t *testing.T) {
+	repo := initRepo(t)
+	t.Parallel()
+	m := &Manager{Inventory: filepath.Join(t.TempDir(), "inv.json")}
+	user := filepath.Join(t.TempDir(), "mine")
+	gitT(t, repo, "worktree", "add", "-q", "-b", "user-branch", user)
+	dead := deadProcess(t)
+	e := Entry{Name: "mine", Repo: repo, Path: user, Branch: "pilot/mine", Base: gitT(t, repo, "rev-parse", "HEAD"),
+		OwnerPID: dead.pid, OwnerStart: dead.start, State: StateKept}
+	if err := m.update(func(inv *inventory) error { inv.Entries = append(inv.Entries, e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Remove(t.Context(), "mine", true); err == nil || !strings.Contains(err.Error(), "left alone") {
+		t.Errorf("Remove = %v, want it refused", err)
+	}
+	if !exists(t, user) {
+		t.Fatal("Remove deleted the user's worktree")
+	}
+	if removed, err := m.Prune(t.Context()); len(removed) != 0 || err != nil {
+		t.Errorf("Prune = %+v, %v; want nothing removed", removed, err)
+	}
+	if !exists(t, user) {
+		t.Fatal("Prune deleted the user's worktree")
+	}
 }
