@@ -42,6 +42,7 @@ commands:
   runs         List the runs (--reconcile closes out dead pilots' runs); 'runs show|logs|prune'.
   demo         Run scripted jobs on the built-in fake agent (no API key, no network).
   providers    List the providers: runner, model and credential status (never a value).
+  doctor       Check that each provider can run: its CLI found, its version, its credential.
   template     Print the task template for a mode (code|explore|test|review).
   credentials  Store a provider's secret read from stdin (0600 file); --status shows its status.
   classify     Classify a worker's diagnostics: failure class and the line that proves it.
@@ -78,6 +79,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdDemo(ctx, args[1:], stdout, stderr)
 	case "providers":
 		return cmdProviders(ctx, args[1:], stdout, stderr)
+	case "doctor":
+		return cmdDoctor(ctx, args[1:], stdout, stderr)
 	case "template":
 		return cmdTemplate(ctx, args[1:], stdout, stderr)
 	case "credentials":
