@@ -39,6 +39,10 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	os.Setenv("XDG_CONFIG_HOME", config)
+	// Runs (the demo's too), installs and their manifest go to dirs of
+	// the tests' own, never the user's.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(config, "state"))
+	os.Setenv("XDG_DATA_HOME", filepath.Join(config, "data"))
 	os.Unsetenv(envProvidersFile)
 	code := m.Run()
 	os.RemoveAll(config)
@@ -341,6 +345,10 @@ func TestDemoShowsEachOutcomeAndLeavesNothingRunning(t *testing.T) {
 	code, out, errOut := runCLI("demo")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	// The runs it points at are kept, to read.
+	if entries, err := os.ReadDir(demoRunDir()); err != nil || len(entries) < len(demoJobs) || !strings.Contains(out, demoRunDir()) {
+		t.Errorf("the demo's runs in %s: %d entries, %v; output names it: %v", demoRunDir(), len(entries), err, strings.Contains(out, demoRunDir()))
 	}
 	for _, want := range []string{"completed", "empty", "provider-server-error", "process-terminated", "timeout", "SIGKILL", "still alive: 0"} {
 		if !strings.Contains(out, want) {
