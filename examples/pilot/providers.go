@@ -131,15 +131,16 @@ func binaryOf(p pilot.Provider, installed map[string]installedRunner) (bin strin
 // each distinct one its --version at once (an installed runner's is its
 // record's).
 func binaryVersions(ctx context.Context, sts []providerStatus, installed map[string]installedRunner) {
-	versions := map[string]string{}
+	known := map[string]string{} // read only while the questions run
 	for _, r := range installed {
-		versions[r.Binary] = r.Version
+		known[r.Binary] = r.Version
 	}
+	versions := map[string]string{} // the answers, under mu
 	var mu sync.Mutex
 	var g errgroup.Group
 	asked := map[string]bool{}
 	for _, st := range sts {
-		if !st.BinaryFound || st.Runner == "command" || asked[st.Binary] || versions[st.Binary] != "" {
+		if !st.BinaryFound || st.Runner == "command" || asked[st.Binary] || known[st.Binary] != "" {
 			continue
 		}
 		asked[st.Binary] = true
@@ -156,7 +157,10 @@ func binaryVersions(ctx context.Context, sts []providerStatus, installed map[str
 	}
 	g.Wait()
 	for i := range sts {
-		sts[i].BinaryVersion = versions[sts[i].Binary]
+		sts[i].BinaryVersion = known[sts[i].Binary]
+		if v, ok := versions[sts[i].Binary]; ok {
+			sts[i].BinaryVersion = v
+		}
 	}
 }
 
