@@ -3,6 +3,7 @@ package pilot_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,5 +64,28 @@ func TestASIGKILLedSupervisorLeavesNoProcessOfTheWorker(t *testing.T) {
 			t.Errorf("%s (pid %d) outlived the supervisor", name, pid)
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
+	}
+}
+
+// The supervisor shows as pilot-supervise in ps and pstree, not "exe".
+func TestTheSupervisorIsNamed(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "go")
+	d := testDispatcher(t, fakeProvider(t, "named", "await="+gate, "out=hello"))
+	var comm string
+	d.Observer = func(e pilot.Event) {
+		if e.Started == nil {
+			return
+		}
+		// The worker waits for the gate: its parent is the supervisor.
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(ppid(t, e.Started.Pid)) + "/comm")
+		if err != nil {
+			t.Error(err)
+		}
+		comm = strings.TrimSpace(string(data))
+		os.WriteFile(gate, nil, 0o600)
+	}
+	dispatch(t, d, task("named"))
+	if comm != "pilot-supervise" {
+		t.Errorf("the supervisor's comm is %q, want pilot-supervise", comm)
 	}
 }

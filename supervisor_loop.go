@@ -83,10 +83,9 @@ type workerView interface {
 	look(now time.Time) sight
 	// retryLoop returns the worker's own retry loop, if it is in one.
 	retryLoop() (RetryLoop, bool)
-	// finished reports whether its session or stream shows it finished;
-	// final whether they show its final result, finished or errored.
+	// finished reports whether its session or stream shows it finished.
+	// (Not an errored turn: pi, for one, retries after those.)
 	finished() bool
-	final() bool
 }
 
 // supervisor is the state machine of one worker's supervision. Set its
@@ -144,7 +143,7 @@ func (m *supervisor) output(at time.Time) { m.lastOutput = at }
 func (m *supervisor) tick(now time.Time) []action {
 	if !m.workerExited {
 		m.look(now)
-		if m.finishGrace > 0 && !m.finishSeen && !m.terminated && m.view.final() {
+		if m.finishGrace > 0 && !m.finishSeen && !m.terminated && m.view.finished() {
 			m.finishSeen = true
 			m.arm(timerFinished, m.finishGrace)
 		}

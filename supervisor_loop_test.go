@@ -22,7 +22,6 @@ type fakeWorker struct {
 	loop     RetryLoop
 	retrying bool
 	done     bool
-	errored  bool
 }
 
 func (w *fakeWorker) look(now time.Time) sight {
@@ -35,7 +34,6 @@ func (w *fakeWorker) look(now time.Time) sight {
 
 func (w *fakeWorker) retryLoop() (RetryLoop, bool) { return w.loop, w.retrying }
 func (w *fakeWorker) finished() bool               { return w.done }
-func (w *fakeWorker) final() bool                  { return w.done || w.errored }
 
 func inspection(a stallAction, phase SessionPhase, silence time.Duration) *StallInspection {
 	insp := newStallInspection(a, SessionState{Phase: phase}, silence, nil)
@@ -338,17 +336,30 @@ func TestSupervisorLoop(t *testing.T) {
 			want: end{terminated: true, reason: reasonFinished, finishedFirst: true},
 		},
 		{
-			name:    "an errored final result starts the finish grace too; a worker that exits within it is not ended",
+			name:    "a worker that exits within the finish grace is not ended",
 			timeout: time.Hour,
 			finish:  10 * time.Second,
 			stall:   stallOff,
 			steps: []step{
 				{0, start, []action{armAction(timerTimeout, time.Hour)}},
-				{time.Minute, loopInput{"errored", func(_ *supervisor, w *fakeWorker, _ time.Time) []action { w.errored = true; return nil }}, nil},
+				{time.Minute, finishes, nil},
 				{time.Minute + time.Second, tick, []action{armAction(timerFinished, 10*time.Second)}},
 				{time.Minute + 3*time.Second, exited, []action{stopAction(timerTimeout), stopAction(timerFinished)}},
 				{time.Minute + 11*time.Second, fire(timerFinished), nil},
 				{time.Minute + 11*time.Second, done, nil},
+			},
+			want: end{},
+		},
+		{
+			name:    "an errored turn does not start the finish grace: pi retries after one",
+			timeout: time.Hour,
+			finish:  10 * time.Second,
+			stall:   stallOff,
+			steps: []step{
+				{0, start, []action{armAction(timerTimeout, time.Hour)}},
+				{time.Minute, phase(PhaseErrored), nil},
+				{time.Minute + time.Second, tick, nil},
+				{time.Minute + 20*time.Second, tick, nil},
 			},
 			want: end{},
 		},

@@ -116,10 +116,6 @@ func (w *sessionWatch) retryLoop() (RetryLoop, bool) { return w.r.retryLoop() }
 // finished, as of now.
 func (w *sessionWatch) finished() bool { return w.inPhase(PhaseFinished) }
 
-// final reports whether the worker's session or stream shows its final
-// result, a success (finished) or not (errored).
-func (w *sessionWatch) final() bool { return w.inPhase(PhaseFinished, PhaseErrored) }
-
 // inPhase reports whether the session file or the stream shows one of ps.
 func (w *sessionWatch) inPhase(ps ...SessionPhase) bool {
 	if slices.Contains(ps, w.state.Phase) || slices.Contains(ps, w.fileState.Phase) {

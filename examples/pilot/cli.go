@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +42,7 @@ commands:
   runs         List the runs (--reconcile closes out dead pilots' runs); 'runs show|logs|prune'.
   demo         Run scripted jobs on the built-in fake agent (no API key, no network).
   providers    List the providers: runner, model and credential status (never a value).
+  doctor       Check that each provider can run: its CLI found, its version, its credential.
   template     Print the task template for a mode (code|explore|test|review).
   credentials  Store a provider's secret read from stdin (0600 file); --status shows its status.
   classify     Classify a worker's diagnostics: failure class and the line that proves it.
@@ -47,7 +51,7 @@ commands:
                host agent's integration (claude, codex, opencode, gemini, pi) for PROVIDER.
   uninstall    Undo an install: removes exactly what pilot wrote, never a file edited since.
 
-Run 'pilot <command> --help' for a command's flags.
+Run 'pilot <command> --help' for a command's flags; 'pilot --version' for the build.
 `
 
 // run is the whole CLI; main only wires the process to it.
@@ -75,6 +79,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdDemo(ctx, args[1:], stdout, stderr)
 	case "providers":
 		return cmdProviders(ctx, args[1:], stdout, stderr)
+	case "doctor":
+		return cmdDoctor(ctx, args[1:], stdout, stderr)
 	case "template":
 		return cmdTemplate(ctx, args[1:], stdout, stderr)
 	case "credentials":
@@ -87,6 +93,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdInstall(ctx, args[1:], stdout, stderr, false)
 	case "uninstall":
 		return cmdInstall(ctx, args[1:], stdout, stderr, true)
+	case "--version", "version":
+		fmt.Fprintln(stdout, versionLine())
+		return exitOK
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -103,7 +112,8 @@ func badInput(stderr io.Writer, cmd, format string, a ...any) int {
 			a[i] = hinted(err)
 		}
 	}
-	fmt.Fprintf(stderr, "pilot %s: %s\n", cmd, fmt.Sprintf(format, a...))
+	// The library's errors begin "pilot: ": one prefix is enough.
+	fmt.Fprintf(stderr, "pilot %s: %s\n", cmd, strings.TrimPrefix(fmt.Sprintf(format, a...), "pilot: "))
 	return exitBadInput
 }
 
@@ -178,14 +188,48 @@ func (fs *flagSet) parseAny(args []string) int {
 		fs.SetOutput(out)
 		return exitOK
 	}
+	// The flag package would print the problem and the whole usage: say
+	// the problem in one line instead, naming the flag, with the way to
+	// the usage.
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case err != nil:
-		return exitBadInput // flag has printed the problem and the usage
+		fmt.Fprintf(out, "%s: %s (see %s --help)\n", fs.Name(), flagProblem(err), fs.Name())
+		return exitBadInput
 	}
 	return -1
+}
+
+var (
+	reInvalidValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-(\S+): (.*)$`)
+	reNoArgument   = regexp.MustCompile(`^flag needs an argument: -(\S+)$`)
+	reUndefined    = regexp.MustCompile(`^flag provided but not defined: -(\S+)$`)
+)
+
+// flagProblem is a flag package error in the command line's words: the
+// flag as --name, then the problem.
+func flagProblem(err error) string {
+	msg := err.Error()
+	if m := reInvalidValue.FindStringSubmatch(msg); m != nil {
+		if strings.Contains(m[3], m[1]) {
+			return "--" + m[2] + ": " + m[3] // the Set error names the value already
+		}
+		return "--" + m[2] + ": " + m[3] + ", got " + m[1]
+	}
+	if m := reNoArgument.FindStringSubmatch(msg); m != nil {
+		return "--" + m[1] + ": needs a value"
+	}
+	if m := reUndefined.FindStringSubmatch(msg); m != nil {
+		return "unknown flag --" + strings.TrimLeft(m[1], "-")
+	}
+	return msg
 }
 
 // seconds is a flag holding a positive number of seconds.
@@ -198,12 +242,21 @@ func (s seconds) String() string {
 	return strconv.FormatFloat(s.d.Seconds(), 'f', -1, 64)
 }
 
+// Set takes a number of seconds ("90", "1.5") or a Go duration ("30s",
+// "5m", "1h30m").
 func (s seconds) Set(v string) error {
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f <= 0 {
-		return fmt.Errorf("want a positive number of seconds, got %q", v)
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil {
+			return fmt.Errorf("want a positive duration (30s, 5m, or seconds), got %q", v)
+		}
+		d = time.Duration(f * float64(time.Second))
 	}
-	*s.d = time.Duration(f * float64(time.Second))
+	if d <= 0 {
+		return fmt.Errorf("want a positive duration (30s, 5m, or seconds), got %q", v)
+	}
+	*s.d = d
 	return nil
 }
 
@@ -439,8 +492,55 @@ func summaryLine(v pilot.Verdict) string {
 	if v.Leftovers > 0 {
 		fmt.Fprintf(&b, ", %d leftover process(es) killed", v.Leftovers)
 	}
+	if v.EvidenceExcerpt != "" {
+		// Why, in the worker's (or pilot's) own words: "executable pi
+		// not found in the worker's PATH".
+		fmt.Fprintf(&b, ": %s", v.EvidenceExcerpt)
+	}
 	if v.Record != "" {
-		fmt.Fprintf(&b, ", record %s", v.Record)
+		fmt.Fprintf(&b, "; record %s", v.Record)
 	}
 	return b.String()
+}
+
+// versionLine is what 'pilot --version' prints: the module's version, the
+// pilot library's when they differ, the Go version and the VCS revision
+// the binary was built from.
+func versionLine() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "pilot (no build information)"
+	}
+	parts := []string{"pilot " + bi.Main.Version}
+	for _, d := range bi.Deps {
+		if d.Path == "github.com/pilotworkers/pilot" && d.Version != bi.Main.Version {
+			parts = append(parts, "library "+d.Version)
+		}
+	}
+	parts = append(parts, bi.GoVersion)
+	var rev, modified, at string
+	for _, kv := range bi.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			rev = kv.Value
+		case "vcs.modified":
+			modified = kv.Value
+		case "vcs.time":
+			at = kv.Value
+		}
+	}
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if modified == "true" {
+			rev += " (modified)"
+		}
+		if at != "" {
+			rev += " " + at
+		}
+		parts = append(parts, "revision "+rev)
+	}
+	parts = append(parts, runtime.GOOS+"/"+runtime.GOARCH)
+	return strings.Join(parts, ", ")
 }

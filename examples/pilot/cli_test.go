@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
@@ -37,6 +39,10 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	os.Setenv("XDG_CONFIG_HOME", config)
+	// Runs (the demo's too), installs and their manifest go to dirs of
+	// the tests' own, never the user's.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(config, "state"))
+	os.Setenv("XDG_DATA_HOME", filepath.Join(config, "data"))
 	os.Unsetenv(envProvidersFile)
 	code := m.Run()
 	os.RemoveAll(config)
@@ -247,7 +253,7 @@ func TestBadInputExits2WithAMessageThatNamesTheProblem(t *testing.T) {
 		{"unknown provider", f.args("dispatch", "nope"), []string{"unknown provider: nope"}},
 		{"task file missing", append(f.args("dispatch", "ok"), "--task-file", "/nonexistent/task.md"), []string{"--task-file", "not found"}},
 		{"workdir missing", append(f.args("dispatch", "ok"), "--workdir", "/nonexistent/dir"), []string{"--workdir"}},
-		{"bad timeout", f.args("dispatch", "ok", "--timeout", "soon"), []string{"-timeout", "positive number of seconds"}},
+		{"bad timeout", f.args("dispatch", "ok", "--timeout", "soon"), []string{"-timeout", "want a positive duration"}},
 		{"unknown field in providers file", append(f.args("run", "ok"), "--providers-file", badProviders), []string{`"bogus"`, badProviders}},
 		{"stray argument", append(f.args("dispatch", "ok"), "extra"), []string{`unexpected argument "extra"`}},
 		{"credentials without provider", []string{"credentials"}, []string{"provider name is required"}},
@@ -256,6 +262,10 @@ func TestBadInputExits2WithAMessageThatNamesTheProblem(t *testing.T) {
 		{"template of an unknown mode", []string{"template", "write"}, []string{`"write"`, "code, explore, test, review"}},
 		{"providers file missing", []string{"providers", "--providers-file", "/nonexistent/p.json"}, []string{"/nonexistent/p.json", "does not exist"}},
 		{"providers file invalid", []string{"providers", "--providers-file", badProviders}, []string{`"bogus"`, badProviders}},
+		{"negative timeout", f.args("dispatch", "ok", "--timeout", "-5"), []string{`pilot dispatch: --timeout: want a positive duration (30s, 5m, or seconds), got "-5" (see pilot dispatch --help)`}},
+		{"unknown flag", f.args("dispatch", "ok", "--bogus"), []string{"pilot dispatch: unknown flag --bogus (see pilot dispatch --help)"}},
+		{"flag without a value", []string{"dispatch", "--provider"}, []string{"pilot dispatch: --provider: needs a value"}},
+		{"classify with an unknown runner", []string{"classify", "--runner", "bogus"}, []string{`--runner: unknown runner "bogus": want one of command, pi, codex, claude, opencode, gemini`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -271,7 +281,47 @@ func TestBadInputExits2WithAMessageThatNamesTheProblem(t *testing.T) {
 					t.Errorf("stderr %q does not mention %q", errOut, w)
 				}
 			}
+			// One line, never the whole usage, never "pilot X: pilot: ".
+			if strings.Count(errOut, "\n") > 1 && !strings.HasPrefix(errOut, "usage:") && tt.name != "unknown command" {
+				t.Errorf("stderr is %d lines, want one:\n%s", strings.Count(errOut, "\n"), errOut)
+			}
+			if strings.Contains(errOut, ": pilot: ") {
+				t.Errorf("stderr has a doubled prefix: %q", errOut)
+			}
 		})
+	}
+}
+
+func TestDurationsTakeUnitsOrSeconds(t *testing.T) {
+	for in, want := range map[string]time.Duration{"30s": 30 * time.Second, "5m": 5 * time.Minute, "90": 90 * time.Second, "1.5": 1500 * time.Millisecond, "1h30m": 90 * time.Minute} {
+		var d time.Duration
+		if err := (seconds{&d}).Set(in); err != nil || d != want {
+			t.Errorf("%q: %v, %v; want %v", in, d, err, want)
+		}
+	}
+	for _, bad := range []string{"-5", "0", "0s", "soon", "-1m"} {
+		var d time.Duration
+		if err := (seconds{&d}).Set(bad); err == nil {
+			t.Errorf("%q: accepted as %v", bad, d)
+		}
+	}
+}
+
+func TestRunSummarySaysWhyASpawnFailed(t *testing.T) {
+	f := newFixture(t, nil)
+	os.WriteFile(f.providers, []byte(`{"providers":{"gone":{"runner":"command","argv":["/nonexistent/agent-cli"]}}}`), 0o644)
+	code, out, _ := runCLI(f.args("run", "gone")...)
+	if code != 1 || !strings.Contains(out, "pilot: error (spawn-failed)") || !strings.Contains(out, "/nonexistent/agent-cli") {
+		t.Errorf("exit %d, summary %q; want the spawn failure and its reason", code, out)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"--version", "version"} {
+		code, out, errOut := runCLI(arg)
+		if code != 0 || !strings.HasPrefix(out, "pilot ") || !strings.Contains(out, runtime.Version()) || errOut != "" {
+			t.Errorf("pilot %s: exit %d, %q %q", arg, code, out, errOut)
+		}
 	}
 }
 
@@ -310,6 +360,10 @@ func TestDemoShowsEachOutcomeAndLeavesNothingRunning(t *testing.T) {
 	code, out, errOut := runCLI("demo")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	// The runs it points at are kept, to read.
+	if entries, err := os.ReadDir(demoRunDir()); err != nil || len(entries) < len(demoJobs) || !strings.Contains(out, demoRunDir()) {
+		t.Errorf("the demo's runs in %s: %d entries, %v; output names it: %v", demoRunDir(), len(entries), err, strings.Contains(out, demoRunDir()))
 	}
 	for _, want := range []string{"completed", "empty", "provider-server-error", "process-terminated", "timeout", "SIGKILL", "still alive: 0"} {
 		if !strings.Contains(out, want) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -65,17 +66,12 @@ var demoJobs = []demoJob{
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", "[--json] [--run-dir DIR]", stdout, stderr)
 	asJSON := fs.Bool("json", false, "print the verdicts as one JSON array, in job order")
-	runDir := fs.String("run-dir", "", "keep the run records in `directory` (default: a temporary directory, removed afterwards)")
+	runDir := fs.String("run-dir", "", "keep the run records in `directory` (default "+demoRunDir()+", kept to read)")
 	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	if *runDir == "" {
-		dir, err := os.MkdirTemp("", "pilot-demo-")
-		if err != nil {
-			return badInput(stderr, "demo", "%v", err)
-		}
-		defer os.RemoveAll(dir)
-		*runDir = dir
+		*runDir = demoRunDir()
 	}
 	var ps []pilot.Provider
 	for _, j := range demoJobs {
@@ -152,6 +148,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		left += len(pilottest.Alive(v.RunID))
 	}
 	fmt.Fprintf(stdout, "\n%d jobs in %.1fs; processes of these runs still alive: %d\n", len(verdicts), time.Since(start).Seconds(), left)
-	fmt.Fprintf(stdout, "each run has record.json, stream.log and events.log under its run directory; try 'pilot demo --json'\n")
+	fmt.Fprintf(stdout, "each run has record.json, stream.log and events.log in its run directory under %s (kept; 'pilot runs --run-dir %s' lists them); try 'pilot demo --json'\n", *runDir, *runDir)
 	return exitOK
+}
+
+// demoRunDir is where the demo keeps its runs: beside pilot's own run
+// directory, apart from real runs.
+func demoRunDir() string {
+	return filepath.Join(filepath.Dir(pilot.DefaultRunDir()), "demo-runs")
 }

@@ -465,7 +465,7 @@ func TestFanoutBadInput(t *testing.T) {
 		{"workdir missing", append(f.fanoutArgs("--job", "glm:review:"+task), "--workdir", "/nonexistent/dir"), "/nonexistent/dir"},
 		{"providers file missing", append(f.fanoutArgs("--job", "glm:review:"+task), "--providers-file", "/nonexistent/p.json"), "/nonexistent/p.json"},
 		{"max-parallel negative", f.fanoutArgs("--job", "glm:review:"+task, "--max-parallel", "-1"), "0 for all of them"},
-		{"bad timeout", f.fanoutArgs("--job", "glm:review:"+task, "--timeout", "soon"), "positive number of seconds"},
+		{"bad timeout", f.fanoutArgs("--job", "glm:review:"+task, "--timeout", "soon"), "want a positive duration"},
 		{"stray argument", f.fanoutArgs("--job", "glm:review:"+task, "extra"), `unexpected argument "extra"`},
 	}
 	for _, tt := range tests {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/pilotworkers/pilot"
@@ -38,6 +39,13 @@ func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	s := pilot.Stream(*stream)
 	if s != pilot.Stdout && s != pilot.Stderr {
 		return badInput(stderr, "classify", "--stream: want stdout or stderr, got %q", *stream)
+	}
+	var runners []string
+	for _, r := range agents.Runners() {
+		runners = append(runners, r.Name())
+	}
+	if !slices.Contains(runners, *runner) {
+		return badInput(stderr, "classify", "--runner: unknown runner %q: want one of %s", *runner, strings.Join(runners, ", "))
 	}
 	in, _, err := openInput(fs.Args(), stdin)
 	if err != nil {

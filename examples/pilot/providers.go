@@ -39,6 +39,9 @@ type providerStatus struct {
 	BinaryFound   bool   `json:"binary_found"`
 	BinaryFrom    string `json:"binary_from"`
 	BinaryVersion string `json:"binary_version,omitempty"`
+	// CredentialConfigured is whether its credential is there; Configured
+	// (of Info) whether the provider can run: its credential and its CLI.
+	CredentialConfigured bool `json:"credential_configured"`
 	config.Info
 	// Error is why the credential source refused the credential it found
 	// (a credential file others may read, say), with the fix.
@@ -56,33 +59,7 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return badInput(stderr, "providers", "%v", err)
 	}
-	file := providersPath(*providersFile)
-	if file == "" {
-		file = config.DefaultProvidersFile()
-	}
-	builtin := map[string]pilot.Provider{}
-	for _, p := range agents.Providers() {
-		builtin[p.Name] = p
-	}
-	creds := config.DefaultCredentials()
-	installed := installedRunners()
-	statuses := []providerStatus{}
-	for _, name := range reg.Names() {
-		p, _ := reg.Lookup(name)
-		st := providerStatus{Name: p.Name, Runner: p.Runner, Model: p.Model, BaseURL: p.BaseURL, CredentialEnv: p.CredentialEnv, From: file}
-		if b, ok := builtin[name]; ok && reflect.DeepEqual(b, p) {
-			st.From = "built-in"
-		}
-		st.Binary, st.BinaryFound, st.BinaryFrom = binaryOf(p, installed)
-		info, err := creds.Info(ctx, p)
-		st.Info = info
-		if err != nil {
-			st.Configured, st.SecureMode = false, false
-			st.Error = err.Error()
-		}
-		statuses = append(statuses, st)
-	}
-	binaryVersions(ctx, statuses, installed)
+	statuses := providerStatuses(ctx, reg, providersPath(*providersFile))
 	if *asJSON {
 		writeJSON(stdout, statuses)
 		return exitOK
@@ -108,7 +85,11 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			model += " at " + st.BaseURL
 		}
 		configured := yesNo(st.Configured)
-		if st.Error != "" {
+		switch {
+		case !st.BinaryFound && st.CredentialConfigured:
+			configured = "no CLI"
+			problems = append(problems, st.Name+": "+st.Error)
+		case st.Error != "":
 			configured = "refused"
 			problems = append(problems, st.Name+": "+st.Error)
 		}
@@ -150,15 +131,16 @@ func binaryOf(p pilot.Provider, installed map[string]installedRunner) (bin strin
 // each distinct one its --version at once (an installed runner's is its
 // record's).
 func binaryVersions(ctx context.Context, sts []providerStatus, installed map[string]installedRunner) {
-	versions := map[string]string{}
+	known := map[string]string{} // read only while the questions run
 	for _, r := range installed {
-		versions[r.Binary] = r.Version
+		known[r.Binary] = r.Version
 	}
+	versions := map[string]string{} // the answers, under mu
 	var mu sync.Mutex
 	var g errgroup.Group
 	asked := map[string]bool{}
 	for _, st := range sts {
-		if !st.BinaryFound || st.Runner == "command" || asked[st.Binary] || versions[st.Binary] != "" {
+		if !st.BinaryFound || st.Runner == "command" || asked[st.Binary] || known[st.Binary] != "" {
 			continue
 		}
 		asked[st.Binary] = true
@@ -175,7 +157,10 @@ func binaryVersions(ctx context.Context, sts []providerStatus, installed map[str
 	}
 	g.Wait()
 	for i := range sts {
-		sts[i].BinaryVersion = versions[sts[i].Binary]
+		sts[i].BinaryVersion = known[sts[i].Binary]
+		if v, ok := versions[sts[i].Binary]; ok {
+			sts[i].BinaryVersion = v
+		}
 	}
 }
 
@@ -336,4 +321,49 @@ func readInterruptibly(ctx context.Context, read func() ([]byte, error)) ([]byte
 	case <-ctx.Done():
 		return nil, errInterrupted
 	}
+}
+
+// providerStatuses is every provider of reg as 'pilot providers' and
+// 'pilot doctor' show it, file being the providers file in effect ("" for
+// the default). A provider whose credential is configured but whose CLI is
+// not found is not configured: it cannot run.
+func providerStatuses(ctx context.Context, reg *pilot.Registry, file string) []providerStatus {
+	if file == "" {
+		file = config.DefaultProvidersFile()
+	}
+	builtin := map[string]pilot.Provider{}
+	for _, p := range agents.Providers() {
+		builtin[p.Name] = p
+	}
+	creds := config.DefaultCredentials()
+	installed := installedRunners()
+	statuses := []providerStatus{}
+	for _, name := range reg.Names() {
+		p, _ := reg.Lookup(name)
+		st := providerStatus{Name: p.Name, Runner: p.Runner, Model: p.Model, BaseURL: p.BaseURL, CredentialEnv: p.CredentialEnv, From: file}
+		if b, ok := builtin[name]; ok && reflect.DeepEqual(b, p) {
+			st.From = "built-in"
+		}
+		st.Binary, st.BinaryFound, st.BinaryFrom = binaryOf(p, installed)
+		info, err := creds.Info(ctx, p)
+		st.Info = info
+		if err != nil {
+			st.Configured, st.SecureMode = false, false
+			st.Error = err.Error()
+		}
+		st.CredentialConfigured = st.Configured
+		statuses = append(statuses, st)
+	}
+	binaryVersions(ctx, statuses, installed)
+	for i, st := range statuses {
+		if st.Configured && !st.BinaryFound {
+			statuses[i].Configured = false
+			fix := "install it, or name it in the provider's binary"
+			if _, ok := runnerPackages()[st.Runner]; ok {
+				fix = "install it, or run: pilot install runner " + st.Runner
+			}
+			statuses[i].Error = fmt.Sprintf("its CLI %s is not found on PATH: %s", st.Binary, fix)
+		}
+	}
+	return statuses
 }

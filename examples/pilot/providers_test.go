@@ -91,8 +91,15 @@ func TestProvidersListsBuiltinsWithTheFileOverThem(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	got := providersJSON(t, "--providers-file", f.providers)
+	// A provider whose CLI is missing cannot run: not configured, whatever
+	// its credential, and the error says what to do.
 	for name, w := range want {
 		w.Binary, w.BinaryFrom = w.Runner, "PATH"
+		w.CredentialConfigured = w.Configured
+		if w.Configured {
+			w.Configured = false
+			w.Error = "its CLI " + w.Runner + " is not found on PATH: install it, or run: pilot install runner " + w.Runner
+		}
 		want[name] = w
 	}
 	// The CODEX_API_KEY and GEMINI_API_KEY of whoever runs the tests.

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pilotworkers/pilot/retry"
@@ -102,6 +105,17 @@ func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer s.Close()
 	if group != "" {
+		groups := map[string]bool{}
+		for _, n := range s.Tasks() {
+			groups[s.Task(n).Group] = true
+		}
+		if !groups[group] {
+			known := slices.Sorted(maps.Keys(groups))
+			if len(known) == 0 {
+				return badInput(stderr, "state", "--clear-blocked: no group %q: the state file %s holds no task", group, s.Path())
+			}
+			return badInput(stderr, "state", "--clear-blocked: no group %q in %s (its groups: %s)", group, s.Path(), strings.Join(known, ", "))
+		}
 		cleared, err := s.ClearBlocked(group)
 		if err != nil {
 			return badInput(stderr, "state", "%v", err)

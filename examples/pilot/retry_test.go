@@ -294,6 +294,12 @@ func TestStateClearBlocked(t *testing.T) {
 		t.Error("a blocked job changed the state")
 	}
 
+	// A group the state does not hold is an error that lists the groups.
+	code, out, errOut = runCLI("state", "--state", state, "--clear-blocked", "gamma")
+	if code != exitBadInput || out != "" || !strings.Contains(errOut, `no group "gamma"`) || !strings.Contains(errOut, "alpha, beta") {
+		t.Errorf("an unknown group: exit %d, %q %q; want 2 and the groups there are", code, out, errOut)
+	}
+
 	code, out, errOut = runCLI("state", "--state", state, "--clear-blocked", "alpha")
 	if code != exitOK || !strings.Contains(out, `"cleared":["alpha/01"]`) {
 		t.Errorf("clear: exit %d, %q %q", code, out, errOut)

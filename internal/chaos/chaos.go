@@ -992,8 +992,8 @@ func waitGone(pids []int, timeout time.Duration) {
 // --- a worker that hangs after its final result ---
 
 // finalRunner runs the fake agent as it is and watches for a "final-result"
-// (or "final-error") line: an agent CLI's last event, after which a CLI
-// like Claude Code's -p mode may hang.
+// line: an agent CLI's last event, after which a CLI like Claude Code's -p
+// mode may hang.
 type finalRunner struct{}
 
 func (finalRunner) Name() string { return "chaos-final" }
@@ -1007,11 +1007,8 @@ type finalWatcher struct {
 }
 
 func (w *finalWatcher) Line(l pilot.Line) {
-	switch string(l.Data) {
-	case "final-result":
+	if string(l.Data) == "final-result" {
 		w.st = pilot.SessionState{Phase: pilot.PhaseFinished, Reason: "stream:final-result"}
-	case "final-error":
-		w.st = pilot.SessionState{Phase: pilot.PhaseErrored, Reason: "stream:final-error"}
 	}
 }
 
@@ -1020,26 +1017,19 @@ func (w *finalWatcher) StreamState() (pilot.SessionState, time.Time, bool) {
 }
 
 func (w *finalWatcher) Finish(e pilot.Exit) pilot.Result {
-	switch w.st.Phase {
-	case pilot.PhaseFinished:
+	if w.st.Phase == pilot.PhaseFinished {
 		return pilot.Result{Outcome: pilot.Completed}
-	case pilot.PhaseErrored:
-		return pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailProviderServerError, Source: "worker-report",
-			Evidence: "final-error", EvidenceSource: "chaos-final:stdout"}
 	}
 	return pilot.JudgeExit(e)
 }
 
-// runFinishedButHangs: the worker prints its final result (a success or an
-// error) and then neither exits nor says more, some of its descendants
+// runFinishedButHangs: the worker prints its final result and then
+// neither exits nor says more, some of its descendants
 // holding on too. pilot ends it a FinishGrace later, long before the
 // idle timeout, and the verdict is the one its stream gave.
 func runFinishedButHangs(c *runCtx) {
-	final, want := "final-result", "completed"
-	if c.rng.IntN(2) == 0 {
-		final, want = "final-error", "error/provider-server-error"
-	}
-	steps := []string{"out=working", "out=" + final, "block"}
+	steps := []string{"out=working", "out=final-result", "block"}
+	want := "completed"
 	if c.rng.IntN(2) == 0 {
 		steps = append([]string{"spawn:setsid", "ignore-term", "ready", "block", "end"}, steps...)
 	}

@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"os"
 	"syscall"
 	"time"
 	"unsafe"
@@ -15,11 +16,20 @@ import (
 
 const prSetChildSubreaper = 36
 
-// setup makes the supervisor a child subreaper.
+// Comm is the supervisor's name in ps, top and pstree: its comm, which
+// the kernel keeps to 15 bytes (so not "pilot-supervisor"; the command
+// line, as ps -f shows it, still ends in pilot-supervisor).
+const Comm = "pilot-supervise"
+
+// setup makes the supervisor a child subreaper, named Comm.
 func setup() error {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		return errno
 	}
+	// Writing /proc/self/comm names the process's main thread, whichever
+	// thread writes. Without it the supervisor shows as "exe" (it runs
+	// as /proc/self/exe). A failure only leaves that name.
+	_ = os.WriteFile("/proc/self/comm", []byte(Comm), 0)
 	return nil
 }
 
