@@ -454,8 +454,12 @@ func (s Seed) WriteSetPaths(plan string) []string {
 		}
 		cells := strings.Split(strings.Trim(t, "|"), "|")
 		cell := strings.TrimSpace(cells[0])
-		if strings.HasPrefix(cell, "`") && strings.HasSuffix(cell, "`") && len(cell) > 2 {
-			out = append(out, strings.Trim(cell, "`"))
+		if len(cell) < 3 || cell[0] != '`' || cell[len(cell)-1] != '`' {
+			continue
+		}
+		// One code span: `path`; a cell of backquotes alone names nothing.
+		if p := cell[1 : len(cell)-1]; strings.TrimSpace(p) != "" && !strings.Contains(p, "`") {
+			out = append(out, p)
 		}
 	}
 	return out
