@@ -12,10 +12,16 @@
 //	P2   Fanout of 1000 trivial jobs at 64 vs errgroup + os/exec ratio <= 1.2
 //	P3   1 GiB of Claude stream-json through a dispatch vs cat   throughput >= 0.5×
 //	P3m  peak RSS of the pilot process during P3                 <= 64 MiB
+//	P3-pi, P3-codex, P3-opencode, P3-gemini
+//	     P3 for the other runners: their recorded streams' events
+//	     repeated to P3's size, through a dispatch vs cat       throughput >= 0.5×
 //	P4   pi session update after a 1 KiB append to 1 GiB vs a full parse
 //	                                                             <= 1 ms, flat
 //	P5   cancel → process tree gone (all ignore SIGTERM) vs grace <= grace + 100 ms
 //	P6   memory per in-flight job at parallelism 256             <= 256 KiB
+//	P7   pilot's claude watcher vs the Go peers' reader (bufio.Scanner,
+//	     json.Unmarshal) on P3's stream without its big line      throughput >= 1.5×
+//	     and, on a 16 MiB line before the result, pilot reads the result
 //
 // It is a report: it exits 0 whether or not the goals are met, and 1 only
 // when a measurement could not be made. The binary doubles as pilot's
@@ -23,11 +29,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -40,6 +48,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/internal/bench/measure"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 )
@@ -74,10 +83,15 @@ var rows = []rowSpec{
 	{"P1", runP1},
 	{"P1b", runP1b},
 	{"P2", runP2},
-	{"P3", runP3}, // P3 and P3m come from the same runs
+	{"P3", runP3}, // P3 (Claude's) and P3m come from the same runs
+	{"P3-pi", runP3Runner(agents.RunnerPi)},
+	{"P3-codex", runP3Runner(agents.RunnerCodex)},
+	{"P3-opencode", runP3Runner(agents.RunnerOpencode)},
+	{"P3-gemini", runP3Runner(agents.RunnerGemini)},
 	{"P4", runP4},
 	{"P5", runP5},
 	{"P6", runP6},
+	{"P7", runP7},
 }
 
 func main() {
@@ -88,7 +102,7 @@ func main() {
 }
 
 func run() int {
-	only := flag.String("only", "", "comma-separated rows to run (P1,P1b,P2,P3,P4,P5,P6); empty runs all")
+	only := flag.String("only", "", "comma-separated rows to run (P1,P1b,P2,P3,P3-pi,P3-codex,P3-opencode,P3-gemini,P4,P5,P6,P7); empty runs all")
 	quick := flag.Bool("quick", false, "a short run: fewer rounds and smaller inputs")
 	asJSON := flag.Bool("json", false, "print one JSON array instead of a table")
 	rounds := flag.Int("rounds", 0, "rounds per row; 0 means 5, or 3 with -quick")
@@ -105,7 +119,7 @@ func run() int {
 			id = "P3"
 		}
 		if !slices.ContainsFunc(rows, func(r rowSpec) bool { return strings.ToUpper(r.id) == id }) {
-			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1, P1b, P2, P3 (with P3m), P4, P5, P6\n", id)
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1, P1b, P2, P3 (Claude's, with P3m), P3-pi, P3-codex, P3-opencode, P3-gemini, P4, P5, P6, P7\n", id)
 			return 2
 		}
 		want[strings.ToUpper(id)] = true
@@ -403,41 +417,104 @@ func runP2(cfg *config) (row, error) {
 var p3m row
 
 func runP3(cfg *config) (row, error) {
-	size, big := int64(1<<30), int64(100<<20)
-	if cfg.quick {
-		size, big = 64<<20, 16<<20
-	}
+	size, big := p3Size(cfg)
 	dir := filepath.Join(cfg.dir, "p3")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	cfg.log("P3: writing %d MiB of stream-json", size>>20)
+	res, err := streamVsCat(cfg, dir, agents.RunnerClaude, func(w io.Writer) (int64, error) {
+		return measure.ClaudeStream(w, size, big, rand.New(rand.NewPCG(3, 3)))
+	})
+	if err != nil {
 		return row{}, err
+	}
+	peak := slices.Max(res.rss)
+	p3m = row{ID: "P3m", Pilot: peak, Unit: "MiB peak RSS", Goal: "<= 64 MiB", Pass: peak <= 64,
+		Note: "the largest VmHWM of the pilot process over the P3 rounds (reset before each)"}
+	r := res.row("P3")
+	r.Note = fmt.Sprintf("%.0f MiB of Claude stream-json (lines 100 B–1 MiB and one of %d MiB) through the claude runner's watcher and stream log on %s, vs cat into a pipe read to /dev/null", res.mib, big>>20, res.fs)
+	return r, nil
+}
+
+// p3Size is the size of P3's streams and of P3's one big line.
+func p3Size(cfg *config) (size, big int64) {
+	if cfg.quick {
+		return 64 << 20, 16 << 20
+	}
+	return 1 << 30, 100 << 20
+}
+
+// runP3Runner is the P3 row of another runner than Claude's: a stream of
+// its CLI's JSON events, its recorded stream's event lines repeated to
+// P3's size, through a dispatch vs cat.
+func runP3Runner(runner string) func(*config) (row, error) {
+	return func(cfg *config) (row, error) {
+		size, _ := p3Size(cfg)
+		id := "P3-" + runner
+		dir := filepath.Join(cfg.dir, strings.ToLower(id))
+		cfg.log("%s: writing %d MiB of %s's JSON stream", id, size>>20, runner)
+		res, err := streamVsCat(cfg, dir, runner, func(w io.Writer) (int64, error) {
+			return measure.RecordedStream(w, runner, size)
+		})
+		if err != nil {
+			return row{}, err
+		}
+		r := res.row(id)
+		r.Note = fmt.Sprintf("%.0f MiB of %s's JSON events (testdata/%s/stream/%s, its event lines repeated; lines of %s) through the %s runner's watcher and stream log on %s, vs cat into a pipe read to /dev/null",
+			res.mib, runner, runner, measure.RecordedStreams[runner], res.lineRange, runner, res.fs)
+		return r, nil
+	}
+}
+
+// A streamResult is what streamVsCat measured.
+type streamResult struct {
+	ps, es, rss []float64 // MiB/s of pilot and cat, pilot's peak RSS in MiB
+	mib         float64   // the stream's size
+	fs          string    // the file system it was read from
+	lineRange   string    // its shortest and longest line
+}
+
+func (r streamResult) row(id string) row {
+	p, e := median(r.ps), median(r.es)
+	return row{ID: id, Pilot: p, Baseline: ptr(e), Unit: "MiB/s", Ratio: ptr(p / e), Goal: ">= 0.5", Pass: p/e >= 0.5}
+}
+
+// streamVsCat writes a stream with write into dir, then measures, in
+// interleaved rounds, a dispatch whose worker (runner's provider, its CLI
+// replaced by cat) prints it, against cat of it into a pipe.
+func streamVsCat(cfg *config, dir, runner string, write func(io.Writer) (int64, error)) (streamResult, error) {
+	var res streamResult
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return res, err
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "stream.jsonl")
 	f, err := os.Create(path)
 	if err != nil {
-		return row{}, err
+		return res, err
 	}
-	cfg.log("P3: writing %d MiB of stream-json", size>>20)
-	n, err := measure.ClaudeStream(f, size, big, rand.New(rand.NewPCG(3, 3)))
+	n, err := write(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return row{}, err
+		return res, err
+	}
+	res.lineRange, err = lineRange(path)
+	if err != nil {
+		return res, err
 	}
 	script, err := measure.CatScript(dir)
 	if err != nil {
-		return row{}, err
+		return res, err
 	}
 	runDir := filepath.Join(dir, "runs")
-	d, err := measure.Dispatcher(runDir, time.Second, measure.StreamProvider(script, path))
+	d, err := measure.Dispatcher(runDir, time.Second, measure.RunnerStreamProvider(runner, script, path))
 	if err != nil {
-		return row{}, err
+		return res, err
 	}
 	t := pilot.Task{Provider: "stream", Mode: pilot.ModeReview, Prompt: "x", Workdir: dir}
 	ctx := context.Background()
-	mib := float64(n) / (1 << 20)
-	var ps, es, rss []float64
+	res.mib = float64(n) / (1 << 20)
+	res.fs = fsType(dir)
 	err = interleave(cfg.rounds,
 		func() error {
 			// Each run writes a stream log as big as the input: remove
@@ -450,9 +527,9 @@ func runP3(cfg *config) (row, error) {
 			if err := measure.StreamOK(ctx, d, t, n); err != nil {
 				return err
 			}
-			ps = append(ps, mib/time.Since(start).Seconds())
+			res.ps = append(res.ps, res.mib/time.Since(start).Seconds())
 			peak, err := measure.PeakRSS()
-			rss = append(rss, float64(peak)/(1<<20))
+			res.rss = append(res.rss, float64(peak)/(1<<20))
 			return err
 		},
 		func() error {
@@ -461,18 +538,157 @@ func runP3(cfg *config) (row, error) {
 			if err == nil && got != n {
 				err = fmt.Errorf("cat gave %d bytes, want %d", got, n)
 			}
+			res.es = append(res.es, res.mib/time.Since(start).Seconds())
+			return err
+		})
+	return res, err
+}
+
+// lineRange returns the shortest and longest line of the file at path,
+// newline included, as "100 B–1 MiB".
+func lineRange(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	lo, hi, cur := int64(math.MaxInt64), int64(0), int64(0)
+	buf := make([]byte, 1<<20)
+	for {
+		n, err := f.Read(buf)
+		for _, c := range buf[:n] {
+			cur++
+			if c == '\n' {
+				lo, hi, cur = min(lo, cur), max(hi, cur), 0
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return size(lo) + "–" + size(hi), nil
+}
+
+// size formats a byte count as "100 B", "12 KiB", "1 MiB".
+func size(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.3g MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.3g KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// runP7 compares pilot's claude watcher with the Go peers' reader of
+// Claude's stream-json (bufio.Scanner with a 10 MiB token limit and
+// json.Unmarshal of every line), in process, on P3's stream without its
+// big line (the peers' reader cannot read it); then both on a stream with
+// one 16 MiB line before the result.
+func runP7(cfg *config) (row, error) {
+	size, _ := p3Size(cfg)
+	dir := filepath.Join(cfg.dir, "p7")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return row{}, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "stream.jsonl")
+	write := func(path string, w func(io.Writer) (int64, error)) (int64, error) {
+		f, err := os.Create(path)
+		if err != nil {
+			return 0, err
+		}
+		n, err := w(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return n, err
+	}
+	cfg.log("P7: writing %d MiB of stream-json", size>>20)
+	n, err := write(path, func(w io.Writer) (int64, error) {
+		return measure.ClaudeStream(w, size, 0, rand.New(rand.NewPCG(3, 3)))
+	})
+	if err != nil {
+		return row{}, err
+	}
+	spill := filepath.Join(dir, "spill")
+	if err := os.MkdirAll(spill, 0o700); err != nil {
+		return row{}, err
+	}
+	mib := float64(n) / (1 << 20)
+	var ps, es []float64
+	err = interleave(cfg.rounds,
+		func() error {
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			start := time.Now()
+			res, err := measure.WatchStream(agents.ClaudeRunner{}, f, 0, spill)
+			if err == nil && res.Outcome != pilot.Completed {
+				err = fmt.Errorf("pilot's watcher: %s (%s), want completed", res.Outcome, res.FailureClass)
+			}
+			ps = append(ps, mib/time.Since(start).Seconds())
+			return err
+		},
+		func() error {
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			start := time.Now()
+			ev, err := measure.PeerReadClaude(f)
+			if err == nil && ev.Subtype != "success" {
+				err = fmt.Errorf("the peers' reader: result %s, want success", ev.Subtype)
+			}
 			es = append(es, mib/time.Since(start).Seconds())
 			return err
 		})
 	if err != nil {
 		return row{}, err
 	}
+
+	// The long line.
+	long := filepath.Join(dir, "long.jsonl")
+	if _, err := write(long, func(w io.Writer) (int64, error) { return measure.LongLineClaude(w, 16<<20) }); err != nil {
+		return row{}, err
+	}
+	f, err := os.Open(long)
+	if err != nil {
+		return row{}, err
+	}
+	res, err := measure.WatchStream(agents.ClaudeRunner{}, f, 0, spill)
+	f.Close()
+	if err != nil {
+		return row{}, err
+	}
+	pilotLong := fmt.Sprintf("pilot's watcher: %s", res.Outcome)
+	gotResult := res.Outcome == pilot.Completed && res.Usage != nil && res.Usage.CostUSD != nil
+	if gotResult {
+		pilotLong += " with the result's usage"
+	}
+	if f, err = os.Open(long); err != nil {
+		return row{}, err
+	}
+	_, perr := measure.PeerReadClaude(f)
+	f.Close()
+	peerLong := "the peers' reader: read the result"
+	switch {
+	case errors.Is(perr, bufio.ErrTooLong):
+		peerLong = "the peers' reader: stopped at the long line (bufio.Scanner: token too long), no result"
+	case perr != nil:
+		peerLong = "the peers' reader: " + perr.Error()
+	}
+
 	p, e := median(ps), median(es)
-	peak := slices.Max(rss)
-	p3m = row{ID: "P3m", Pilot: peak, Unit: "MiB peak RSS", Goal: "<= 64 MiB", Pass: peak <= 64,
-		Note: "the largest VmHWM of the pilot process over the P3 rounds (reset before each)"}
-	return row{ID: "P3", Pilot: p, Baseline: ptr(e), Unit: "MiB/s", Ratio: ptr(p / e), Goal: ">= 0.5", Pass: p/e >= 0.5,
-		Note: fmt.Sprintf("%.0f MiB of Claude stream-json (lines 100 B–1 MiB and one of %d MiB) through the claude runner's watcher and stream log on %s, vs cat into a pipe read to /dev/null", mib, big>>20, fsType(dir))}, nil
+	return row{ID: "P7", Pilot: p, Baseline: ptr(e), Unit: "MiB/s", Ratio: ptr(p / e), Goal: ">= 1.5, long line read", Pass: p/e >= 1.5 && gotResult,
+		Note: fmt.Sprintf("%.0f MiB of P3's Claude stream-json without its big line (lines 100 B–1 MiB), in process from a file on %s: the claude watcher fed as a dispatch feeds it (internal/lines, Diagnostic, Line, Finish; no process, no stream.log) vs the Go peers' reader (bufio.Scanner, 10 MiB token limit, json.Unmarshal of every line into a struct with json.RawMessage sub-messages). Then a 16 MiB assistant line before the result: %s; %s",
+			mib, fsType(dir), pilotLong, peerLong)}, nil
 }
 
 func runP4(cfg *config) (row, error) {

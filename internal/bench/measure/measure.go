@@ -167,16 +167,22 @@ func CatScript(dir string) (string, error) {
 // file at path: every line goes through the claude stream watcher, the
 // stream log and the stall watchdog as a real run's would.
 func StreamProvider(script, path string) pilot.Provider {
+	return RunnerStreamProvider(agents.RunnerClaude, script, path)
+}
+
+// RunnerStreamProvider is StreamProvider for another runner: the file at
+// path is in that runner's CLI's JSON event format.
+func RunnerStreamProvider(runner, script, path string) pilot.Provider {
 	return pilot.Provider{
 		Name:   "stream",
-		Runner: agents.RunnerClaude,
+		Runner: runner,
 		Binary: script,
 		Env:    map[string]string{"PILOT_BENCH_JSONL": path},
 	}
 }
 
-// StreamOK dispatches t, whose worker prints want bytes of Claude Code
-// stream-json ending in a successful result, and checks that pilot read
+// StreamOK dispatches t, whose worker prints want bytes of an agent CLI's
+// JSON stream ending in a successful run's terminal event, and checks that pilot read
 // them all and judged the run completed.
 func StreamOK(ctx context.Context, d *pilot.Dispatcher, t pilot.Task, want int64) error {
 	v, err := d.Dispatch(ctx, t)
