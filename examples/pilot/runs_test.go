@@ -438,11 +438,6 @@ func setClock(t *testing.T, now time.Time) {
 	t.Cleanup(func() { runsNow = old })
 }
 
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
 func TestRunsPrune(t *testing.T) {
 	release := filepath.Join(t.TempDir(), "release")
 	f := newFixture(t, map[string][]string{"ok": {"out=hello"}, "broken": {"err=boom", "exit=3"}, "held": heldScript(release)})
