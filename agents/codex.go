@@ -476,6 +476,11 @@ func (w *codexWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
 // ---- codex's error events (ExtractDiagnostic) ----
 
 func codexDiagnostic(line string) (string, bool) {
+	// Only a turn.failed or an error event is a diagnostic: a line that
+	// names neither type is not decoded (most lines are items).
+	if !strings.Contains(line, `"turn.failed"`) && !strings.Contains(line, `"error"`) {
+		return "", false
+	}
 	var ev struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
