@@ -64,12 +64,6 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		writeJSON(stdout, statuses)
 		return exitOK
 	}
-	dash := func(s string) string {
-		if s == "" {
-			return "-"
-		}
-		return s
-	}
 	yesNo := func(b bool) string {
 		if b {
 			return "yes"
@@ -80,7 +74,7 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintln(tw, "NAME\tRUNNER\tMODEL\tCREDENTIAL\tCONFIGURED\tSECURE\tSOURCE\tFROM\tBINARY\tVERSION")
 	var problems []string
 	for _, st := range statuses {
-		model := dash(st.Model)
+		model := orDash(st.Model)
 		if st.BaseURL != "" {
 			model += " at " + st.BaseURL
 		}
@@ -97,8 +91,8 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if !st.BinaryFound {
 			bin += " (not found)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.Name, st.Runner, model, dash(st.CredentialEnv),
-			configured, yesNo(st.SecureMode), st.Source, st.From, bin, dash(st.BinaryVersion))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.Name, st.Runner, model, orDash(st.CredentialEnv),
+			configured, yesNo(st.SecureMode), st.Source, st.From, bin, orDash(st.BinaryVersion))
 	}
 	tw.Flush()
 	if len(problems) > 0 {

@@ -51,8 +51,10 @@ func archiveDirs(workspace string) ([]string, error) {
 // earlier archive of that name.
 func archiveNameOf(archive, task string) bool {
 	rest, ok := strings.CutPrefix(archive, task)
-	return ok && (rest == "" || regexp.MustCompile(`^_\d+$`).MatchString(rest))
+	return ok && (rest == "" || reArchiveSuffix.MatchString(rest))
 }
+
+var reArchiveSuffix = regexp.MustCompile(`^_\d+$`)
 
 // newArchive finds task name's archive that is not in baseline and holds a
 // complete.log: the newest, when there are several.

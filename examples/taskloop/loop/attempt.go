@@ -94,8 +94,9 @@ func (a *attempt) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, er
 		return fail(base, FailWorkLogWrite, err.Error()), nil
 	}
 	contract := l.Contract && a.stage != taskfile.StageReview
-	c := worklog.DefaultContract()
+	var c worklog.Contract
 	if contract {
+		c = worklog.DefaultContract()
 		if _, err := c.AppendAttempt(path, worklog.Attempt{ExecutionID: id, Stage: a.stage, CLI: t.Provider, StartedAt: l.now()}); err != nil {
 			return fail(base, FailWorkLogWrite, err.Error()), nil
 		}
