@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/internal/bench/measure"
 )
 
@@ -90,5 +91,56 @@ func BenchmarkCatJSONL(b *testing.B) {
 		if err != nil || got != n {
 			b.Fatalf("cat: %d bytes, %v; want %d", got, err, n)
 		}
+	}
+}
+
+// BenchmarkStreamRecorded (the P3-<runner> rows) dispatches each runner's
+// worker whose output is its recorded stream's event lines repeated to
+// 64 MiB: every line goes through the runner's watcher and into
+// stream.log. Its "command" case sends codex's stream through the command
+// runner, which has no stream watcher: pilot's own cost per line.
+func BenchmarkStreamRecorded(b *testing.B) {
+	keepSupervisor(b)
+	for _, runner := range []string{agents.RunnerPi, agents.RunnerCodex, agents.RunnerOpencode, agents.RunnerGemini, "command"} {
+		b.Run(runner, func(b *testing.B) {
+			dir := b.TempDir()
+			path := filepath.Join(dir, "stream.jsonl")
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			recorded := runner
+			if runner == "command" {
+				recorded = agents.RunnerCodex
+			}
+			n, err := measure.RecordedStream(f, recorded, 64<<20)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			script, err := measure.CatScript(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			runDir := filepath.Join(dir, "runs")
+			p := measure.RunnerStreamProvider(runner, script, path)
+			if runner == "command" {
+				p.Binary, p.Argv = "", []string{script}
+			}
+			d := testDispatcher(b, p)
+			d.RunDir = runDir
+			t := pilot.Task{Provider: "stream", Mode: pilot.ModeReview, Prompt: "x", Workdir: dir}
+			b.SetBytes(n)
+			for b.Loop() {
+				b.StopTimer()
+				os.RemoveAll(runDir)
+				b.StartTimer()
+				if err := measure.StreamOK(context.Background(), d, t, n); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

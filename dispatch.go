@@ -455,6 +455,7 @@ type run struct {
 	recPath string
 	events  *os.File
 	stream  *os.File
+	log     *lines.Batch // stream.log's writes, batched per read and written beside the reading
 	watcher Watcher
 
 	pendingTask []byte              // task.md content not yet written
@@ -478,7 +479,6 @@ type run struct {
 	stderrTail  lines.Tail
 	streamTail  lines.Tail                      // both streams, for stall inspections
 	diags       map[FailureClass]Classification // guarded by lineMu
-	logBuf      []byte                          // a stream.log line; guarded by lineMu
 }
 
 func (r *run) execute(ctx context.Context) (v Verdict, err error) {
@@ -716,13 +716,21 @@ func (r *run) openLogs() (err error) {
 		if r.stream, err = os.OpenFile(r.rec.StreamLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
 			return fmt.Errorf("pilot: %w", err)
 		}
+		r.log = lines.NewBatch(r.stream, streamBatch)
 	}
 	return nil
 }
 
+// streamBatch is the most of a worker's output stream.log's writer gathers
+// before writing it (a read from the worker's pipe is at most as big).
+const streamBatch = 64 << 10
+
 func (r *run) closeLogs() {
 	if r.events != nil {
 		r.events.Close()
+	}
+	if r.log != nil {
+		r.log.Close()
 	}
 	if r.stream != nil {
 		r.stream.Close()
@@ -1026,13 +1034,25 @@ func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64
 			r.streamTail.Write(buf[:n])
 			r.lineMu.Unlock()
 			sp.Write(buf[:n])
+			// The lines of this read go to stream.log in one write, made
+			// while the next read is taken and split.
+			r.lineMu.Lock()
+			r.log.Flush()
+			r.lineMu.Unlock()
 		}
 		if err != nil {
 			break
 		}
 	}
 	sp.Close()
+	// Every line of this stream is in stream.log before the run's record
+	// can say it ended.
+	r.lineMu.Lock()
+	r.log.Sync()
+	r.lineMu.Unlock()
 }
+
+var newline = []byte("\n")
 
 // line handles one complete output line: stream.log gets all of it, the
 // watcher and OnLine get at most MaxLineBytes.
@@ -1043,17 +1063,20 @@ func (r *run) line(s Stream, tag []byte, l lines.Line) {
 	defer r.lineMu.Unlock()
 	switch out := redactBytes(l.Data, sec); {
 	case l.Spill != nil:
+		// A line too long to hold, copied from its spill file after
+		// what came before it.
+		r.log.Sync()
 		r.stream.Write(tag)
 		redactCopy(r.stream, l.Spill, sec)
 		r.stream.Write([]byte("\n"))
-	case len(out) > 64<<10:
-		// A long line: three writes cost less than copying it.
+	case len(out) > streamBatch:
+		// A long line: written where it is, not copied into a batch.
+		r.log.Sync()
 		r.stream.Write(tag)
 		r.stream.Write(out)
 		r.stream.Write([]byte("\n"))
 	default:
-		r.logBuf = append(append(append(r.logBuf[:0], tag...), out...), '\n')
-		r.stream.Write(r.logBuf)
+		r.log.Append(tag, out, newline)
 	}
 	line := Line{Stream: s, Data: data, Size: l.Size, Truncated: l.Truncated}
 	r.noteDiagnostic(line)

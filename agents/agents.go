@@ -82,7 +82,8 @@ type streamWatch struct {
 	usage      *pilot.Usage
 	loop       pilot.RetryLoop
 	looping    bool
-	gone       string // the CLI's line saying the session to resume is gone
+	gone       string   // the CLI's line saying the session to resume is gone
+	ids        []string // state.PendingToolCallIDs' buffer
 }
 
 // retrying records a retry notice: the worker's model call failed for the
@@ -112,7 +113,14 @@ func (s *streamWatch) RetryLoop() (pilot.RetryLoop, bool) { return s.loop, s.loo
 // setPhase records the phase the stream shows now. pending lists the tool
 // calls still open (nil for none).
 func (s *streamWatch) setPhase(p pilot.SessionPhase, reason string, pending []string) {
-	s.state = pilot.SessionState{Phase: p, Reason: reason, PendingToolCallIDs: append([]string(nil), pending...)}
+	// The ids are copied into a buffer kept from call to call
+	// (StreamState hands out copies); pending may be that buffer.
+	s.ids = append(s.ids[:0], pending...)
+	var ids []string
+	if len(s.ids) > 0 {
+		ids = s.ids
+	}
+	s.state = pilot.SessionState{Phase: p, Reason: reason, PendingToolCallIDs: ids}
 	s.seen = true
 }
 

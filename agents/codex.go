@@ -301,14 +301,43 @@ type codexWatcher struct {
 
 	terminal string // "turn.completed", "turn.failed", or ""
 	failLine string // the turn.failed event, or a fatal top-level error
+
+	skim, itemSkim skim // the event's fields, its item's
 }
 
-// codexItem is the part of a thread item the watcher reads.
-type codexItem struct {
-	ID   string `json:"id"`
-	Type string `json:"type"`
-	Text string `json:"text"`
+// itemFields reads the id, type and text of an item event's item, as
+// decoding it into a struct of three strings would (nothing for a null
+// item; ok false for one that is not an object or holds another type
+// where a string belongs).
+func (w *codexWatcher) itemFields(raw []byte) (id, typ, text []byte, ok bool) {
+	if string(raw) == "null" {
+		return nil, nil, nil, true
+	}
+	if !w.itemSkim.object(raw) {
+		return nil, nil, nil, false
+	}
+	if id, ok = w.itemSkim.str("id"); !ok {
+		return
+	}
+	if typ, ok = w.itemSkim.str("type"); !ok {
+		return
+	}
+	text, ok = w.itemSkim.str("text")
+	return
 }
+
+// codexEventType returns the event type as a string, without allocating
+// for the types the watcher knows.
+func codexEventType(b []byte) string {
+	for _, t := range codexEventTypes {
+		if string(b) == t {
+			return t
+		}
+	}
+	return string(b)
+}
+
+var codexEventTypes = []string{"item.started", "item.updated", "item.completed", "thread.started", "turn.started", "turn.completed", "turn.failed", "error"}
 
 // Line implements Watcher.
 func (w *codexWatcher) Line(l pilot.Line) {
@@ -324,16 +353,22 @@ func (w *codexWatcher) Line(l pilot.Line) {
 		return
 	}
 	w.waits.Observe(data)
+	// The event's fields as decoding it into {type string; thread_id,
+	// message, item, usage json.RawMessage} gives them, without decoding
+	// it.
 	var ev struct {
-		Type     string          `json:"type"`
-		ThreadID json.RawMessage `json:"thread_id"`
-		Message  json.RawMessage `json:"message"`
-		Item     json.RawMessage `json:"item"`
-		Usage    json.RawMessage `json:"usage"`
+		Type                           string
+		ThreadID, Message, Item, Usage []byte
 	}
-	if json.Unmarshal(data, &ev) != nil {
+	if !w.skim.object(data) {
 		return
 	}
+	typ, ok := w.skim.str("type")
+	if !ok {
+		return
+	}
+	ev.Type = codexEventType(typ)
+	ev.ThreadID, ev.Message, ev.Item, ev.Usage = w.skim.raw("thread_id"), w.skim.raw("message"), w.skim.raw("item"), w.skim.raw("usage")
 	switch ev.Type {
 	case "item.started", "item.updated", "item.completed", "turn.completed", "turn.failed":
 		// The model answered, or codex gave up itself.
@@ -351,11 +386,11 @@ func (w *codexWatcher) Line(l pilot.Line) {
 		w.open = w.open[:0]
 		w.setPhase(pilot.PhaseAwaitingModel, "stream:turn.started", nil)
 	case "item.started", "item.updated", "item.completed":
-		var it codexItem
-		if json.Unmarshal(ev.Item, &it) != nil {
+		id, typ, text, ok := w.itemFields(ev.Item)
+		if !ok {
 			return
 		}
-		w.item(ev.Type, it.ID, it.Type, strings.TrimSpace(it.Text) != "")
+		w.item(ev.Type, string(id), string(typ), len(bytes.TrimSpace(text)) > 0)
 	case "turn.completed":
 		var u struct {
 			Input  int64 `json:"input_tokens"`

@@ -178,6 +178,41 @@ type geminiWatcher struct {
 	result   string   // the result event's status, once seen
 	resLine  string   // the result event, when it reports an error
 	errLine  string   // the last error event of severity error
+	skim     skim     // the current event's fields
+}
+
+// message follows a message event: the user's prompt or a part of the
+// assistant's answer.
+func (w *geminiWatcher) message(assistant, text bool) {
+	if assistant {
+		w.retryOver() // the model answered
+		if text {
+			w.answered = true
+		}
+	}
+	if len(w.pending) == 0 {
+		w.setPhase(pilot.PhaseAwaitingModel, "stream:message", nil)
+	}
+}
+
+// tool follows a tool_use (use) or tool_result event.
+func (w *geminiWatcher) tool(use bool, id string) {
+	if use {
+		w.retryOver() // the model answered
+		if id != "" && !slices.Contains(w.pending, id) {
+			w.pending = append(w.pending, id)
+		}
+		w.setPhase(pilot.PhaseToolRunning, "stream:tool_use", w.pending)
+		return
+	}
+	if i := slices.Index(w.pending, id); i >= 0 {
+		w.pending = slices.Delete(w.pending, i, i+1)
+	}
+	if len(w.pending) > 0 {
+		w.setPhase(pilot.PhaseToolRunning, "stream:tool_use", w.pending)
+	} else {
+		w.setPhase(pilot.PhaseAwaitingModel, "stream:tool_result", nil)
+	}
 }
 
 // geminiEvent is the part of a stream-json event pilot reads.
@@ -228,18 +263,36 @@ func (w *geminiWatcher) Line(l pilot.Line) {
 	if l.Stream != pilot.Stdout {
 		return
 	}
-	var ev geminiEvent
-	if !isJSONObjectLine(l.Data) || json.Unmarshal(l.Data, &ev) != nil {
+	if !isJSONObjectLine(l.Data) || !w.skim.object(l.Data) {
 		return
 	}
-	switch ev.Type {
-	case "tool_use", "result":
-		// The model answered, or gemini settled its retries itself.
-		w.retryOver()
+	// Messages and tool events, most of a stream, are read through skim,
+	// only the fields they need; the others are decoded whole.
+	typ, ok := w.skim.str("type")
+	if !ok {
+		return
+	}
+	switch string(typ) {
 	case "message":
-		if ev.Role == "assistant" {
-			w.retryOver()
+		role, rok := w.skim.str("role")
+		content, cok := w.skim.str("content")
+		if rok && cok {
+			w.message(string(role) == "assistant", len(bytes.TrimSpace(content)) > 0)
 		}
+		return
+	case "tool_use", "tool_result":
+		if id, ok := w.skim.str("tool_id"); ok {
+			w.tool(string(typ) == "tool_use", string(id))
+		}
+		return
+	}
+	var ev geminiEvent
+	if json.Unmarshal(l.Data, &ev) != nil {
+		return
+	}
+	if ev.Type == "result" {
+		// Gemini settled its retries itself.
+		w.retryOver()
 	}
 	switch ev.Type {
 	case "init":
@@ -247,27 +300,6 @@ func (w *geminiWatcher) Line(l pilot.Line) {
 			w.sessionID = ev.SessionID
 		}
 		w.setPhase(pilot.PhaseAwaitingModel, "stream:init", nil)
-	case "message":
-		if ev.Role == "assistant" && strings.TrimSpace(ev.Content) != "" {
-			w.answered = true
-		}
-		if len(w.pending) == 0 {
-			w.setPhase(pilot.PhaseAwaitingModel, "stream:message", nil)
-		}
-	case "tool_use":
-		if ev.ToolID != "" && !slices.Contains(w.pending, ev.ToolID) {
-			w.pending = append(w.pending, ev.ToolID)
-		}
-		w.setPhase(pilot.PhaseToolRunning, "stream:tool_use", w.pending)
-	case "tool_result":
-		if i := slices.Index(w.pending, ev.ToolID); i >= 0 {
-			w.pending = slices.Delete(w.pending, i, i+1)
-		}
-		if len(w.pending) > 0 {
-			w.setPhase(pilot.PhaseToolRunning, "stream:tool_use", w.pending)
-		} else {
-			w.setPhase(pilot.PhaseAwaitingModel, "stream:tool_result", nil)
-		}
 	case "error":
 		if ev.Severity == "error" {
 			w.errLine = clip(string(l.Data), 2000)
@@ -485,6 +517,12 @@ func (w *geminiWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
 const geminiTerminated = "[API Error: terminated]"
 
 func geminiDiagnostic(line string) (string, bool) {
+	// Both diagnostics hold the string "error" (a result's status, an
+	// error event's type and severity): a line without it is not decoded
+	// (most lines are messages and tool events).
+	if !strings.Contains(line, `"error"`) {
+		return "", false
+	}
 	var ev struct {
 		Type     string `json:"type"`
 		Status   string `json:"status"`

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -243,6 +244,8 @@ type opencodeWatcher struct {
 	in, out, cacheRead, cacheWrite int64
 	cost                           float64
 	costSeen, tokensSeen           bool
+
+	skim, part skim // the current event's fields, its part's
 }
 
 // opencodeEvent is the part of an opencode run event pilot reads.
@@ -256,6 +259,65 @@ type opencodeEvent struct {
 		Cost      *float64        `json:"cost"`
 		Tokens    *opencodeTokens `json:"tokens"`
 	} `json:"part"`
+}
+
+// decode reads the event on line into ev. The parts of the answer (text,
+// reasoning, tools, a step's start), most of a stream, are read through
+// skim: the type, the session ids and the part's text, as decoding would
+// give them; the others (a step's end with its usage, errors, done) are
+// decoded whole.
+func (w *opencodeWatcher) decode(line []byte, ev *opencodeEvent) bool {
+	if !w.skim.object(line) {
+		return false
+	}
+	typ, ok := w.skim.str("type")
+	if !ok {
+		return false
+	}
+	switch string(typ) {
+	case "text", "reasoning", "tool_use", "step_start":
+	default:
+		return json.Unmarshal(line, ev) == nil
+	}
+	sid, ok := w.skim.str("sessionID")
+	if !ok {
+		return false
+	}
+	part := w.skim.raw("part")
+	if part != nil && string(part) != "null" {
+		if !w.part.object(part) {
+			return false
+		}
+		psid, ok1 := w.part.str("sessionID")
+		text, ok2 := w.part.str("text")
+		if !ok1 || !ok2 {
+			return false
+		}
+		if len(sid) == 0 && w.sessionID == "" {
+			ev.Part.SessionID = string(psid) // Line reads it only then
+		}
+		if len(bytes.TrimSpace(text)) > 0 {
+			ev.Part.Text = string(text) // Line reads only whether it is blank
+		}
+	}
+	ev.Type = opencodeType(typ)
+	if string(sid) == w.sessionID {
+		ev.SessionID = w.sessionID // the same id, not allocated again
+	} else {
+		ev.SessionID = string(sid)
+	}
+	return true
+}
+
+// opencodeType returns an event type as a string, without allocating for
+// the ones skim reads.
+func opencodeType(b []byte) string {
+	for _, t := range []string{"text", "reasoning", "tool_use", "step_start"} {
+		if string(b) == t {
+			return t
+		}
+	}
+	return string(b)
 }
 
 type opencodeTokens struct {
@@ -307,7 +369,7 @@ func (w *opencodeWatcher) Line(l pilot.Line) {
 		return
 	}
 	var ev opencodeEvent
-	if !isJSONObjectLine(l.Data) || json.Unmarshal(l.Data, &ev) != nil {
+	if !isJSONObjectLine(l.Data) || !w.decode(l.Data, &ev) {
 		return
 	}
 	if ev.SessionID != "" {
@@ -491,6 +553,11 @@ func (w *opencodeWatcher) Diagnostic(s pilot.Stream, line string) (string, bool)
 // ---- opencode's error events (ExtractDiagnostic) ----
 
 func opencodeDiagnostic(line string) (string, bool) {
+	// Only an error event is one: a line without the string "error" is
+	// not decoded (most lines are parts of the answer).
+	if !strings.Contains(line, `"error"`) {
+		return "", false
+	}
 	var ev struct {
 		Type  string `json:"type"`
 		Error struct {

@@ -94,3 +94,106 @@ func same(t *testing.T, a, b any) {
 		}
 	}
 }
+
+func TestMembers(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		want      []string // key=value pairs; nil when not well-formed
+	}{
+		{"flat", `{"type":"item.started","n":12,"ok":true,"x":null}`, []string{`type="item.started"`, "n=12", "ok=true", "x=null"}},
+		{"nested", ` {"type":"a","item":{"id":"i\"1","t":[1,{"b":"}"}]}} `, []string{`type="a"`, `item={"id":"i\"1","t":[1,{"b":"}"}]}`}},
+		{"white space", "{ \"a\" : [ 1 , 2 ] ,\n\"b\":\"c\" }", []string{"a=[ 1 , 2 ]", `b="c"`}},
+		{"empty", `{ }`, []string{}},
+		{"escaped key kept raw", `{"ty\u0070e":"x"}`, []string{`ty\u0070e="x"`}},
+		{"not an object", `["a"]`, nil},
+		{"cut short", `{"type":"turn.completed"`, nil},
+		{"unterminated string", `{"type":"turn.comple}`, nil},
+		{"trailing text", `{"a":1} x`, nil},
+		{"missing colon", `{"a" 1}`, nil},
+		{"missing comma", `{"a":1 "b":2}`, nil},
+		{"trailing comma", `{"a":1,}`, nil},
+		{"unbalanced nested", `{"a":{"b":1}`, nil},
+		{"empty value", `{"a":,"b":1}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms, ok := Members(nil, []byte(tc.src))
+			if ok != (tc.want != nil) {
+				t.Fatalf("Members(%q): well-formed %v, want %v", tc.src, ok, tc.want != nil)
+			}
+			if !ok {
+				return
+			}
+			got := []string{}
+			for _, m := range ms {
+				got = append(got, string(m.Key)+"="+string(m.Value))
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("Members(%q)\n got %q\nwant %q", tc.src, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGetAndText(t *testing.T) {
+	ms, ok := Members(nil, []byte(`{"type":"a","type":"b\u00e9\n","n":1}`))
+	if !ok {
+		t.Fatal("not well-formed")
+	}
+	if got := String(Get(ms, "type")); got != "bé\n" {
+		t.Errorf("the last type: %q, want %q", got, "bé\n")
+	}
+	if got := Get(ms, "missing"); got != nil {
+		t.Errorf("a missing key: %q, want nil", got)
+	}
+	if _, ok := Text(Get(ms, "n")); ok {
+		t.Error("Text of a number: ok, want not a string")
+	}
+	if got, ok := Text([]byte(`"plain"`)); !ok || string(got) != "plain" {
+		t.Errorf("Text: %q %v", got, ok)
+	}
+}
+
+// FuzzMembers checks Members against encoding/json: every text it accepts
+// as an object is well-formed here, with the same members (by their raw
+// keys, the last of duplicates) and the same raw values; and Text decodes
+// string values as it does.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"item.completed","item":{"id":"item_0","type":"reasoning","text":"x"}}`,
+		`{"a":[1,2,{"b":"\"}"}],"c":-1.5e3,"d":true,"e":null,"f":"\u00e9\\"}`,
+		`{ "a" : { } , "b" : [ ] }`,
+		`{"a":1} `,
+		`{"a":"b"`,
+		`[1]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ms, ok := Members(nil, data)
+		var want map[string]json.RawMessage
+		if json.Unmarshal(data, &want) != nil || want == nil {
+			return // not an object to encoding/json: Members may say anything but must not panic
+		}
+		if !ok {
+			t.Fatalf("encoding/json reads %q as an object, Members does not", data)
+		}
+		for _, m := range ms {
+			if strings.IndexByte(string(m.Key), '\\') >= 0 || !utf8.Valid(m.Key) {
+				continue // encoding/json decodes (or replaces) what the raw key holds
+			}
+			key := string(m.Key)
+			if got := Get(ms, key); string(got) != string(want[key]) {
+				t.Fatalf("%q: member %q = %q, encoding/json %q", data, key, got, want[key])
+			}
+			var s string
+			if len(want[key]) > 0 && want[key][0] == '"' && json.Unmarshal(want[key], &s) == nil {
+				if got, ok := Text(Get(ms, key)); !ok || string(got) != s {
+					t.Fatalf("%q: Text(%q) = %q %v, encoding/json %q", data, key, got, ok, s)
+				}
+			}
+		}
+		if len(ms) < len(want) {
+			t.Fatalf("%q: %d members, encoding/json %d keys", data, len(ms), len(want))
+		}
+	})
+}

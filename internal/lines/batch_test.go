@@ -1,0 +1,88 @@
+package lines
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// gatedWriter records its writes and, while gated, holds each write until
+// the test lets it go.
+type gatedWriter struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	writes int
+	gate   chan struct{} // nil: no gate
+	err    error
+}
+
+func (w *gatedWriter) Write(p []byte) (int, error) {
+	if w.gate != nil {
+		<-w.gate
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes++
+	w.buf.Write(p)
+	return len(p), w.err
+}
+
+func TestBatchWritesInOrderInFewWrites(t *testing.T) {
+	w := &gatedWriter{}
+	b := NewBatch(w, 1024)
+	var want strings.Builder
+	for i := range 1000 {
+		line := []byte(strings.Repeat("x", i%50) + "\n")
+		b.Append([]byte("out "), line)
+		want.WriteString("out ")
+		want.Write(line)
+		if i%100 == 99 {
+			b.Flush()
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.buf.String(); got != want.String() {
+		t.Fatalf("wrote %d bytes, want %d, or in another order", len(got), want.Len())
+	}
+	// ~29 KiB in 1 KiB batches: about 30 writes, not 1000.
+	if w.writes > 60 {
+		t.Errorf("%d writes for 1000 appends of at most 54 bytes in 1 KiB batches", w.writes)
+	}
+}
+
+func TestBatchSyncWaitsForTheWrite(t *testing.T) {
+	w := &gatedWriter{gate: make(chan struct{})}
+	b := NewBatch(w, 1024)
+	b.Append([]byte("first\n"))
+	b.Flush() // handed over; the writer is held at its gate
+	synced := make(chan error)
+	go func() { synced <- b.Sync() }()
+	w.mu.Lock() // the write is still held at the gate: nothing written
+	if w.buf.Len() != 0 {
+		t.Errorf("wrote %q before the gate opened", w.buf.String())
+	}
+	w.mu.Unlock()
+	close(w.gate)
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	if got := w.buf.String(); got != "first\n" {
+		t.Errorf("after Sync: %q, want %q", got, "first\n")
+	}
+	b.Close()
+}
+
+func TestBatchReportsTheFirstWriteError(t *testing.T) {
+	full := errors.New("no space left on device")
+	w := &gatedWriter{err: full}
+	b := NewBatch(w, 8)
+	b.Append([]byte("0123456789\n")) // over the size: handed over at once
+	b.Append([]byte("next\n"))
+	if err := b.Close(); !errors.Is(err, full) {
+		t.Fatalf("Close: %v, want %v", err, full)
+	}
+}
