@@ -260,6 +260,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 	reconcileRunDir(cfg.RunDir)
 	secret := p.secret
 	r := &run{d: cfg, task: p.task, prov: p.prov, runner: p.runner, secret: secret}
+	if len(secret) >= minSecretLen {
+		r.secretB = []byte(secret)
+	}
 	r.prepared = func() error { return nil }
 	r.runningWritten = func() error { return nil }
 	// Enough bytes for 500 characters of any width, plus room to redact a
@@ -443,11 +446,12 @@ func validateTask(t *Task) error {
 
 // run is the state of one dispatch.
 type run struct {
-	d      *Dispatcher
-	task   Task
-	prov   Provider
-	runner Runner
-	secret string
+	d       *Dispatcher
+	task    Task
+	prov    Provider
+	runner  Runner
+	secret  string
+	secretB []byte // secret, for redaction; nil when too short to redact
 
 	id      string
 	dir     string
@@ -1168,12 +1172,7 @@ func (r *run) observe(e Event) {
 // values would mangle ordinary text and protect nothing.
 const minSecretLen = 6
 
-func (r *run) secretBytes() []byte {
-	if len(r.secret) < minSecretLen {
-		return nil
-	}
-	return []byte(r.secret)
-}
+func (r *run) secretBytes() []byte { return r.secretB }
 
 func (r *run) redact(s string) string {
 	if sec := r.secretBytes(); sec != nil {

@@ -124,11 +124,10 @@ func TestDispatchStderrTailAndLogs(t *testing.T) {
 	}
 }
 
+// firstN copies at most the first n bytes of b (a Line's Data is valid
+// only during the call that receives it).
 func firstN(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[:n]
-	}
-	return b
+	return append([]byte(nil), b[:min(len(b), n)]...)
 }
 
 func readEvents(t *testing.T, path string) []map[string]any {

@@ -106,6 +106,11 @@ func ExtractDiagnostic(runner string, stream pilot.Stream, line string) (text st
 	if !strings.HasPrefix(t, "{") {
 		return "", false
 	}
+	if typ, ok := leadingType(t); ok && !diagnosticType(runner, typ) {
+		// The CLI's event says what it is in its first bytes, and it is
+		// not one that reports an error: the line is not searched.
+		return "", false
+	}
 	switch runner {
 	case "pi":
 		text, ok = piDiagnostic(t)
@@ -131,3 +136,32 @@ func ExtractDiagnostic(runner string, stream pilot.Stream, line string) (text st
 var reRetryNotice = regexp.MustCompile(`(?i)reconnecting\.\.\.\s*(?:\d+\s*/\s*\d+|waiting for network)|"subtype"\s*:\s*"api_retry"|"type"\s*:\s*"auto_retry_start"|\bretrying in\b|\bretrying with backoff\b|\bretrying after \d+\s*ms\b`)
 
 func retryNotice(line string) bool { return reRetryNotice.MatchString(line) }
+
+// leadingType returns the event type of a line that starts the way the
+// CLIs write their events, {"type":"…", without reading the rest.
+func leadingType(line string) (string, bool) {
+	rest, ok := strings.CutPrefix(line, `{"type":"`)
+	if !ok {
+		return "", false
+	}
+	i := strings.IndexByte(rest, '"')
+	if i < 0 || i > 64 || strings.IndexByte(rest[:i], '\\') >= 0 {
+		return "", false
+	}
+	return rest[:i], true
+}
+
+// diagnosticType reports whether an event of type typ may carry one of
+// runner's diagnostics: false only for types known not to (the frequent
+// ones).
+func diagnosticType(runner, typ string) bool {
+	switch runner {
+	case RunnerCodex:
+		return typ == "turn.failed" || typ == "error"
+	case RunnerGemini:
+		return typ == "result" || typ == "error"
+	case RunnerOpencode:
+		return typ == "error"
+	}
+	return true
+}

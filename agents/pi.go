@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pilotworkers/pilot/internal/jsonskim"
 	"io"
 	"os"
 	"path/filepath"
@@ -297,14 +298,14 @@ func (w *piWatcher) Line(l pilot.Line) {
 		return
 	}
 	if typ == "" {
-		typ = piString(f["type"])
+		typ = piString(f.get("type"))
 	}
 	w.event(typ, f)
 }
 
 // event handles one stream event; f is nil for events whose body is not
 // read.
-func (w *piWatcher) event(typ string, f map[string]json.RawMessage) {
+func (w *piWatcher) event(typ string, f piFields) {
 	reason := "stream:" + typ
 	switch typ {
 	case "tool_execution_start", "auto_retry_end":
@@ -316,7 +317,7 @@ func (w *piWatcher) event(typ string, f map[string]json.RawMessage) {
 	case "session":
 		if !w.header {
 			w.header = true
-			if id := piString(f["id"]); id != "" {
+			if id := piString(f.get("id")); id != "" {
 				w.sessionID, w.resume = id, w.path
 			}
 		}
@@ -329,11 +330,11 @@ func (w *piWatcher) event(typ string, f map[string]json.RawMessage) {
 		w.pending = nil
 		w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 	case "message_start", "message_end":
-		m, ok := piObject(f["message"])
+		m, ok := piObject(f.get("message"))
 		if !ok {
 			return
 		}
-		switch piString(m["role"]) {
+		switch piString(m.get("role")) {
 		case "assistant":
 			if typ == "message_start" {
 				w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
@@ -341,46 +342,46 @@ func (w *piWatcher) event(typ string, f map[string]json.RawMessage) {
 			}
 			fin := readPiFinal(m)
 			w.last = &fin
-			w.addUsage(m["usage"])
+			w.addUsage(m.get("usage"))
 			w.pending = nil
 			if fin.stopReason != "error" && fin.stopReason != "aborted" {
-				w.pending = piToolCallIDs(m["content"])
+				w.pending = piToolCallIDs(m.get("content"))
 			}
 			w.afterAssistant(reason)
 		case "toolResult":
 			if typ == "message_end" {
-				w.toolEnded(piString(m["toolCallId"]), reason)
+				w.toolEnded(piString(m.get("toolCallId")), reason)
 			}
 		case "user":
 			w.pending = nil
 			w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 		}
 	case "turn_end":
-		if m, ok := piObject(f["message"]); ok && piString(m["role"]) == "assistant" {
+		if m, ok := piObject(f.get("message")); ok && piString(m.get("role")) == "assistant" {
 			fin := readPiFinal(m)
 			w.last = &fin
 		}
 	case "tool_execution_start":
-		if id := piString(f["toolCallId"]); id != "" && !slices.Contains(w.pending, id) {
+		if id := piString(f.get("toolCallId")); id != "" && !slices.Contains(w.pending, id) {
 			w.pending = append(w.pending, id)
 		}
 		w.setPhase(pilot.PhaseToolRunning, reason, w.pending)
 	case "tool_execution_update":
 		w.setPhase(pilot.PhaseToolRunning, reason, w.pending)
 	case "tool_execution_end":
-		w.toolEnded(piString(f["toolCallId"]), reason)
+		w.toolEnded(piString(f.get("toolCallId")), reason)
 	case "agent_end":
 		var msgs []json.RawMessage
-		if json.Unmarshal(f["messages"], &msgs) == nil {
+		if json.Unmarshal(f.get("messages"), &msgs) == nil {
 			for i := len(msgs) - 1; i >= 0; i-- {
-				if m, ok := piObject(msgs[i]); ok && piString(m["role"]) == "assistant" {
+				if m, ok := piObject(msgs[i]); ok && piString(m.get("role")) == "assistant" {
 					fin := readPiFinal(m)
 					w.last = &fin
 					break
 				}
 			}
 		}
-		retry, _ := piBool(f["willRetry"])
+		retry, _ := piBool(f.get("willRetry"))
 		w.done = !retry
 		w.pending = nil
 		w.setPhase(w.endPhase(), reason, nil)
@@ -392,24 +393,24 @@ func (w *piWatcher) event(typ string, f map[string]json.RawMessage) {
 		// The last error is not final: pi calls the model again after
 		// delayMs, and that call's message is the outcome.
 		w.done = false
-		if msg := piString(f["errorMessage"]); msg != "" {
+		if msg := piString(f.get("errorMessage")); msg != "" {
 			w.retrying(RunnerPi+":stdout", msg, msg)
 		} else {
 			w.retrying(RunnerPi+":stdout", "auto_retry_start", "")
 		}
-		if ms, ok := piFloat(f["delayMs"]); ok && ms > 0 && ms < float64(24*time.Hour/time.Millisecond) {
+		if ms, ok := piFloat(f.get("delayMs")); ok && ms > 0 && ms < float64(24*time.Hour/time.Millisecond) {
 			w.quiet(time.Duration(ms * float64(time.Millisecond)))
 		}
 		w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 	case "auto_retry_end":
-		if ok, _ := piBool(f["success"]); !ok {
+		if ok, _ := piBool(f.get("success")); !ok {
 			w.retryFailed, w.done = true, true
-			w.finalError = piString(f["finalError"])
+			w.finalError = piString(f.get("finalError"))
 			w.quiet(0)
 			w.setPhase(pilot.PhaseErrored, reason, nil)
 		}
 	case "auto_compaction_end", "compaction_end":
-		if retry, _ := piBool(f["willRetry"]); retry {
+		if retry, _ := piBool(f.get("willRetry")); retry {
 			w.done = false
 			w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 			return
@@ -510,7 +511,7 @@ func (w *piWatcher) addUsage(raw json.RawMessage) {
 		w.usage = &pilot.Usage{}
 	}
 	add := func(dst *int64, key string) {
-		if n, ok := piFloat(u[key]); ok && n > 0 && n < 1<<53 {
+		if n, ok := piFloat(u.get(key)); ok && n > 0 && n < 1<<53 {
 			*dst += int64(n)
 		}
 	}
@@ -518,8 +519,8 @@ func (w *piWatcher) addUsage(raw json.RawMessage) {
 	add(&w.usage.OutputTokens, "output")
 	add(&w.usage.CacheReadTokens, "cacheRead")
 	add(&w.usage.CacheWriteTokens, "cacheWrite")
-	if c, ok := piObject(u["cost"]); ok {
-		if total, ok := piFloat(c["total"]); ok {
+	if c, ok := piObject(u.get("cost")); ok {
+		if total, ok := piFloat(c.get("total")); ok {
 			if w.usage.CostUSD == nil {
 				w.usage.CostUSD = new(float64)
 			}
@@ -600,20 +601,28 @@ func piLeadingType(data []byte) (string, bool) {
 	return string(rest[:i]), true
 }
 
-// piObject decodes a JSON object's members, leaving their values raw.
-func piObject(raw []byte) (map[string]json.RawMessage, bool) {
-	var m map[string]json.RawMessage
-	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil || m == nil {
+// piFields are a JSON object's members, their values raw and aliasing the
+// line they were read from (internal/jsonskim: nothing decoded).
+type piFields []jsonskim.Member
+
+// get returns the raw value of member key (the last of duplicates, as
+// encoding/json decodes them), or nil.
+func (f piFields) get(key string) json.RawMessage { return jsonskim.Get(f, key) }
+
+// piObject reads a JSON object's members, leaving their values raw.
+func piObject(raw []byte) (piFields, bool) {
+	ms, ok := jsonskim.Members(nil, raw)
+	if !ok {
 		return nil, false
 	}
-	return m, true
+	return ms, true
 }
 
 // piAssistant reads how an assistant message ended.
-func readPiFinal(m map[string]json.RawMessage) piFinal {
-	f := piFinal{stopReason: piString(m["stopReason"]), errorMessage: piString(m["errorMessage"])}
+func readPiFinal(m piFields) piFinal {
+	f := piFinal{stopReason: piString(m.get("stopReason")), errorMessage: piString(m.get("errorMessage"))}
 	var s string
-	if json.Unmarshal(m["content"], &s) == nil {
+	if json.Unmarshal(m.get("content"), &s) == nil {
 		f.text = strings.TrimSpace(s) != ""
 		return f
 	}
@@ -621,7 +630,7 @@ func readPiFinal(m map[string]json.RawMessage) piFinal {
 		Type string `json:"type"`
 		Text any    `json:"text"`
 	}
-	if json.Unmarshal(m["content"], &blocks) == nil {
+	if json.Unmarshal(m.get("content"), &blocks) == nil {
 		for _, b := range blocks {
 			if t, ok := b.Text.(string); ok && b.Type == "text" && strings.TrimSpace(t) != "" {
 				f.text = true

@@ -11,7 +11,9 @@ import (
 
 // A Line is one complete line, without its "\n".
 type Line struct {
-	// Data is the whole line, or its first Max bytes when Truncated.
+	// Data is the whole line, or its first Max bytes when Truncated. It
+	// is valid only during the callback (it may be part of the slice
+	// passed to Write).
 	Data      []byte
 	Size      int64
 	Truncated bool
@@ -54,6 +56,15 @@ func (s *Splitter) Write(p []byte) (int, error) {
 		if i < 0 {
 			s.add(p)
 			break
+		}
+		if s.size == 0 && i <= s.max() {
+			// A whole line within p: handed over where it is, not
+			// copied.
+			if s.OnLine != nil {
+				s.OnLine(Line{Data: p[:i:i], Size: int64(i)})
+			}
+			p = p[i+1:]
+			continue
 		}
 		s.add(p[:i])
 		s.emit(false)
