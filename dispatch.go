@@ -667,11 +667,25 @@ func (r *run) writeTaskFile() error {
 	if r.pendingTask == nil {
 		return nil
 	}
-	if err := os.WriteFile(r.rec.TaskFile, r.pendingTask, 0o600); err != nil {
+	if err := writeNew(r.rec.TaskFile, r.pendingTask); err != nil {
 		return fmt.Errorf("pilot: writing task file: %w", err)
 	}
 	r.pendingTask = nil
 	return nil
+}
+
+// writeNew writes data to the file path, created with mode 0600 or
+// truncated (os.WriteFile through atomicfile.OpenFile).
+func writeNew(path string, data []byte) error {
+	f, err := atomicfile.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // prepareFiles creates what the run directory needs and the worker does
@@ -712,12 +726,12 @@ func mkdir(dir string) error {
 // the worker's output waits in its pipes meanwhile.
 func (r *run) openLogs() (err error) {
 	if r.events == nil {
-		if r.events, err = os.OpenFile(r.rec.EventsLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+		if r.events, err = atomicfile.OpenFile(r.rec.EventsLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
 			return fmt.Errorf("pilot: %w", err)
 		}
 	}
 	if r.stream == nil {
-		if r.stream, err = os.OpenFile(r.rec.StreamLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+		if r.stream, err = atomicfile.OpenFile(r.rec.StreamLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
 			return fmt.Errorf("pilot: %w", err)
 		}
 		r.log = lines.NewBatch(r.stream, streamBatch)

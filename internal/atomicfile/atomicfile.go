@@ -3,8 +3,12 @@
 package atomicfile
 
 import (
+	"errors"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // WriteFile writes data to a temporary file beside path and renames it over
@@ -29,11 +33,20 @@ type Pending struct {
 
 // Prepare creates the temporary file for a later write of path.
 func Prepare(path string) (*Pending, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return nil, err
+	// os.CreateTemp's naming (".NAME.tmp-" and digits, which
+	// internal/rundir recognizes), opened through OpenFile.
+	prefix := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	for try := 0; ; try++ {
+		name := prefix + strconv.FormatUint(uint64(rand.Uint32()), 10)
+		f, err := OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) && try < 100 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &Pending{f: f, path: path}, nil
 	}
-	return &Pending{f: f, path: path}, nil
 }
 
 // Commit writes data with permissions perm and renames it over the path.

@@ -2,11 +2,11 @@ package lines
 
 import "io"
 
-// A Batch gathers small writes in memory and hands them, in order, to a
-// goroutine of its own that writes them to an io.Writer, so that its
-// caller goes on (reading the next chunk of a worker's output, say) while
-// the last one is written: one write system call per batch instead of one
-// per line, and the writing overlapped with the reading.
+// A Batch gathers small writes in memory and writes them, in order, to an
+// io.Writer: one write system call per batch instead of one per line. A
+// batch of more than a few KiB is handed to a goroutine of the Batch's own
+// (started for the first such batch), so that its caller goes on (reading
+// the next chunk of a worker's output, say) while the last one is written.
 //
 // At most one batch is being written while the next one gathers: Flush
 // waits when both are busy, so memory stays bounded by two batches. A
@@ -29,16 +29,13 @@ func NewBatch(w io.Writer, size int) *Batch {
 	if size <= 0 {
 		size = 64 << 10
 	}
-	b := &Batch{
-		w:    w,
-		size: size,
-		cur:  make([]byte, 0, size),
-		todo: make(chan []byte, 1),
-		done: make(chan []byte, 1),
-	}
-	go b.loop()
-	return b
+	return &Batch{w: w, size: size}
 }
+
+// inlineMax is the largest batch Flush writes itself when no write is in
+// flight: handing a few lines to the goroutine would cost more than the
+// write (most workers print little; their Batch never starts one).
+const inlineMax = 4 << 10
 
 func (b *Batch) loop() {
 	for p := range b.todo {
@@ -66,6 +63,17 @@ func (b *Batch) Append(ps ...[]byte) {
 func (b *Batch) Flush() {
 	if len(b.cur) == 0 {
 		return
+	}
+	if b.out == 0 && len(b.cur) <= inlineMax {
+		if _, err := b.w.Write(b.cur); err != nil && b.err == nil {
+			b.err = err
+		}
+		b.cur = b.cur[:0]
+		return
+	}
+	if b.todo == nil { // the first batch worth a goroutine
+		b.todo, b.done = make(chan []byte, 1), make(chan []byte, 1)
+		go b.loop()
 	}
 	if b.out > 0 {
 		b.spare = <-b.done
@@ -98,7 +106,9 @@ func (b *Batch) Sync() error {
 // error. The Batch must not be used after.
 func (b *Batch) Close() error {
 	err := b.Sync()
-	close(b.todo)
-	<-b.done
+	if b.todo != nil {
+		close(b.todo)
+		<-b.done
+	}
 	return err
 }

@@ -56,8 +56,9 @@ func TestBatchWritesInOrderInFewWrites(t *testing.T) {
 
 func TestBatchSyncWaitsForTheWrite(t *testing.T) {
 	w := &gatedWriter{gate: make(chan struct{})}
-	b := NewBatch(w, 1024)
-	b.Append([]byte("first\n"))
+	b := NewBatch(w, 64<<10)
+	first := strings.Repeat("x", inlineMax) + "\n" // too big to be written inline
+	b.Append([]byte(first))
 	b.Flush() // handed over; the writer is held at its gate
 	synced := make(chan error)
 	go func() { synced <- b.Sync() }()
@@ -70,8 +71,8 @@ func TestBatchSyncWaitsForTheWrite(t *testing.T) {
 	if err := <-synced; err != nil {
 		t.Fatal(err)
 	}
-	if got := w.buf.String(); got != "first\n" {
-		t.Errorf("after Sync: %q, want %q", got, "first\n")
+	if got := w.buf.String(); got != first {
+		t.Errorf("after Sync: %d bytes, want %d", len(got), len(first))
 	}
 	b.Close()
 }
@@ -84,5 +85,21 @@ func TestBatchReportsTheFirstWriteError(t *testing.T) {
 	b.Append([]byte("next\n"))
 	if err := b.Close(); !errors.Is(err, full) {
 		t.Fatalf("Close: %v, want %v", err, full)
+	}
+}
+
+func TestBatchWritesSmallBatchesItself(t *testing.T) {
+	w := &gatedWriter{}
+	b := NewBatch(w, 64<<10)
+	b.Append([]byte("out ok\n"))
+	b.Flush()
+	if b.todo != nil {
+		t.Error("a Batch of one short line started a goroutine")
+	}
+	if got := w.buf.String(); got != "out ok\n" {
+		t.Errorf("after Flush: %q, want it written", got)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
