@@ -318,6 +318,7 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
 	var rf retryFlags
 	addRetryFlags(fs, &rf)
+	logger := logFlag(fs, stderr)
 	if code := fs.parse(args); code >= 0 {
 		return code
 	}
@@ -403,6 +404,7 @@ func cmdDispatch(ctx context.Context, args []string, stdout, stderr io.Writer, s
 	if policy != nil {
 		td = &retry.Dispatcher{Dispatcher: d, Policy: *policy}
 	}
+	td = logged(logger(), td)
 	var v pilot.Verdict
 	if *worktree {
 		f := &pilot.Fanout{Dispatcher: td, Worktrees: pilot.DefaultWorktrees(runDir, worktreeDir)}

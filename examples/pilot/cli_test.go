@@ -469,3 +469,34 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// --log json writes every event of the demo's dispatches to stderr as
+// slog JSON records, a failed verdict at WARN; a bad value is a one-line
+// error.
+func TestLogFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	run(context.Background(), []string{"demo", "--json", "--log", "json", "--run-dir", t.TempDir()}, nil, &stdout, &stderr)
+	verdicts := 0
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		var rec struct{ Level, Msg, Provider string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			continue // the demo's own lines
+		}
+		if rec.Msg == "worker_runner.verdict" {
+			verdicts++
+			if rec.Provider == "fails" && rec.Level != "WARN" {
+				t.Errorf("the failed job's verdict is logged at %s, want WARN", rec.Level)
+			}
+		}
+	}
+	if verdicts != len(demoJobs) {
+		t.Errorf("%d verdict records on stderr, want one per demo job (%d):\n%s", verdicts, len(demoJobs), stderr.String())
+	}
+	stderr.Reset()
+	if code := run(context.Background(), []string{"demo", "--log", "xml"}, nil, &stdout, &stderr); code != exitBadInput {
+		t.Errorf("--log xml: exit %d, want %d", code, exitBadInput)
+	}
+	if got := strings.TrimSpace(stderr.String()); strings.Count(got, "\n") != 0 || !strings.Contains(got, "--log") {
+		t.Errorf("--log xml: want a one-line error naming the flag, got %q", got)
+	}
+}

@@ -67,6 +67,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", "[--json] [--run-dir DIR]", stdout, stderr)
 	asJSON := fs.Bool("json", false, "print the verdicts as one JSON array, in job order")
 	runDir := fs.String("run-dir", "", "keep the run records in `directory` (default "+demoRunDir()+", kept to read)")
+	logger := logFlag(fs, stderr)
 	if code := fs.parse(args); code >= 0 {
 		return code
 	}
@@ -96,12 +97,13 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !*asJSON {
 		fmt.Fprintf(stdout, "pilot demo: %d scripted workers (this program as a fake agent), run side by side\n\n", len(demoJobs))
 	}
+	td := logged(logger(), d)
 	start := time.Now()
 	verdicts := make([]pilot.Verdict, len(demoJobs))
 	var g errgroup.Group
 	for i, j := range demoJobs {
 		g.Go(func() error {
-			v, err := d.Dispatch(ctx, pilot.Task{
+			v, err := td.Dispatch(ctx, pilot.Task{
 				Provider: j.name,
 				Mode:     pilot.ModeCode,
 				Prompt:   "demo task: " + j.about,

@@ -269,6 +269,7 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.BoolVar(&failFast, "fail-fast", false, "cancel the other jobs as soon as one fails")
 	var rf retryFlags
 	addRetryFlags(fs, &rf)
+	logger := logFlag(fs, stderr)
 	if code := fs.parse(args); code >= 0 {
 		return code
 	}
@@ -322,6 +323,7 @@ func cmdFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		retry.UniqueKeys(jobs)
 		f.Dispatcher = &retry.Dispatcher{Dispatcher: d, Policy: *policy}
 	}
+	f.Dispatcher = logged(logger(), f.Dispatcher)
 	prog.start()
 	verdicts, err := f.Run(ctx, jobs)
 	prog.finish(verdicts)

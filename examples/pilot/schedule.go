@@ -15,6 +15,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
+	"github.com/pilotworkers/pilot/pilotslog"
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/schedule"
 )
@@ -102,6 +103,7 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.BoolVar(&dryRun, "dry-run", false, "check the graph, providers and credentials and print the plan; run and write nothing")
 	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
+	logger := logFlag(fs, stderr)
 	if code := fs.parse(args); code >= 0 {
 		return code
 	}
@@ -157,6 +159,18 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if len(worktree) > 0 {
 		sched.Dispatcher = &worktreeDispatcher{next: d, wts: pilot.DefaultWorktrees(d.RunDir), ids: worktree}
 	}
+	logSchedule := func(schedule.Event) {}
+	if l := logger(); l != nil {
+		// The dispatches' events through the Dispatcher (with pilot's
+		// own failures), the scheduler's decisions here.
+		sched.Dispatcher = logged(l, sched.Dispatcher)
+		logDecision := pilotslog.ScheduleObserver(l)
+		logSchedule = func(e schedule.Event) {
+			if e.Dispatch == nil {
+				logDecision(e)
+			}
+		}
+	}
 	if statePath != "" {
 		if sched.Store, err = schedule.OpenStore(statePath, false); err != nil {
 			return badInput(stderr, "schedule", "%v", err)
@@ -175,6 +189,7 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		if e.Dispatch != nil {
 			prog.event(index[e.Job], *e.Dispatch)
 		}
+		logSchedule(e)
 	}
 	prog.start()
 	rs, err := sched.Run(ctx, g)
