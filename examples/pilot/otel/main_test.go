@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pilotworkers/pilot/examples/pilot/internal/cli"
+	"github.com/pilotworkers/pilot/pilottest"
 )
 
 // envRunMain makes the test binary run this command's main, as a built
@@ -352,5 +353,78 @@ func TestNoEndpointNoTelemetry(t *testing.T) {
 		if err := shutdown(context.Background()); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestFanoutAndScheduleSpans: fanout's and schedule's tasks are children
+// of a pilot.fanout and a pilot.schedule span, one pilot.task span per job
+// (the hooks wrap each dispatch once), exported before run returns.
+func TestFanoutAndScheduleSpans(t *testing.T) {
+	dir := t.TempDir()
+	workdir, taskFile, provs := filepath.Join(dir, "work"), filepath.Join(dir, "task.md"), filepath.Join(dir, "providers.json")
+	os.Mkdir(workdir, 0o755)
+	os.WriteFile(taskFile, []byte("# task\nsay hello\n"), 0o644)
+	entries := map[string]any{}
+	for name, script := range map[string][]string{"ok": {"out=done"}, "bad": {"err=API error: 500 Internal Server Error", "exit=1"}} {
+		p, err := pilottest.FakeAgent(name, script...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[name] = map[string]any{"runner": p.Runner, "argv": p.Argv, "env": p.Env}
+	}
+	data, _ := json.Marshal(map[string]any{"providers": entries})
+	os.WriteFile(provs, data, 0o644)
+	graph := filepath.Join(dir, "graph.json")
+	data, _ = json.Marshal(map[string]any{"jobs": []map[string]any{
+		{"id": "first", "provider": "ok", "mode": "review", "task_file": taskFile},
+		{"id": "second", "provider": "ok", "mode": "review", "task_file": taskFile, "deps": []string{"first"}},
+	}})
+	os.WriteFile(graph, data, 0o644)
+
+	for _, c := range []struct {
+		root  string
+		args  []string
+		code  int
+		tasks int
+	}{
+		{"pilot.fanout", []string{"fanout", "--workdir", workdir, "--job", "ok:review:" + taskFile, "--job", "bad:review:" + taskFile}, 1, 2},
+		{"pilot.schedule", []string{"schedule", "--graph", graph, "--workdir", workdir, "--state", filepath.Join(dir, "state")}, 0, 2},
+	} {
+		t.Run(c.args[0], func(t *testing.T) {
+			r := newReceiver(t)
+			for _, kv := range otelEnv(t, r) {
+				k, v, _ := strings.Cut(kv, "=")
+				if strings.HasPrefix(k, "XDG_") || k == envEndpoint {
+					t.Setenv(k, v)
+				}
+			}
+			var stdout, stderr bytes.Buffer
+			args := append(c.args, "--providers-file", provs, "--run-dir", filepath.Join(dir, "runs"))
+			if code := run(context.Background(), args, nil, &stdout, &stderr); code != c.code {
+				t.Fatalf("exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", code, c.code, stdout.String(), stderr.String())
+			}
+			r.check(t)
+			var root *tracepb.Span
+			var tasks []*tracepb.Span
+			for _, e := range r.spans() {
+				switch e.span.Name {
+				case c.root:
+					root = e.span
+				case "pilot.task":
+					tasks = append(tasks, e.span)
+				}
+			}
+			if root == nil {
+				t.Fatalf("no %s span exported", c.root)
+			}
+			if len(tasks) != c.tasks {
+				t.Errorf("%d pilot.task spans, want %d (one per job)", len(tasks), c.tasks)
+			}
+			for _, s := range tasks {
+				if !bytes.Equal(s.ParentSpanId, root.SpanId) {
+					t.Errorf("pilot.task %s is not a child of %s", attr(s.Attributes, "pilot.job"), c.root)
+				}
+			}
+		})
 	}
 }
