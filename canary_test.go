@@ -231,6 +231,12 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		switch outcome {
 		case "failure":
 			p.Env[fakeagent.EnvReplayExit] = "1"
+		case "auth":
+			// A provider's refusal quoting the key: the line is the
+			// verdict's evidence, and so goes to every consumer of
+			// the verdict (the slog adapter's evidence attribute).
+			p.Env[fakeagent.EnvReplayLine] = "Error: 401 Unauthorized: invalid x-api-key {key}"
+			p.Env[fakeagent.EnvReplayExit] = "1"
 		case "timeout", "stall", "cancel":
 			p.Env[fakeagent.EnvReplayBlock] = "1"
 		}
@@ -285,7 +291,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		}
 		return tk
 	}
-	all := []string{"success", "failure", "timeout", "stall", "cancel"}
+	all := []string{"success", "failure", "auth", "timeout", "stall", "cancel"}
 	for _, p := range provs {
 		for _, outcome := range all {
 			t.Run(p.Name+"/"+outcome, func(t *testing.T) {
@@ -316,6 +322,11 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 				}
 				if outcome != "success" && v.Verdict.Success() {
 					t.Errorf("%s run: verdict %s", outcome, v.Verdict)
+				}
+				// The canary is live: the evidence quoted the key,
+				// redacted.
+				if outcome == "auth" && (v.FailureClass != pilot.FailProviderAuth || !strings.Contains(v.EvidenceExcerpt, "[REDACTED]")) {
+					t.Errorf("auth run: class %s, evidence %q; want %s with the key redacted", v.FailureClass, v.EvidenceExcerpt, pilot.FailProviderAuth)
 				}
 			})
 		}
@@ -358,6 +369,11 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		// After the parallel subtests: count every place a canary is
 		// where it must not be.
 		records := strings.Count(slogOut.String(), "\n")
+		// The auth runs' evidence went through the slog adapter: the
+		// key in it is redacted.
+		if n := strings.Count(slogOut.String(), `"evidence":"`); n == 0 || !strings.Contains(slogOut.String(), "x-api-key [REDACTED]") {
+			t.Errorf("no slog record carries the auth runs' redacted evidence (%d evidence attributes)", n)
+		}
 		texts = append(texts, "slog: "+slogOut.String())
 		leaks := 0
 		for _, s := range texts {
