@@ -27,7 +27,7 @@ import (
 //	}
 type Hooks struct {
 	// Dispatcher returns the pilot.Dispatcher a command runs its workers
-	// with, given the one it made (its OnLine and Observer set).
+	// with, given the one it made (with its OnLine, when it set one).
 	Dispatcher func(*pilot.Dispatcher) *pilot.Dispatcher
 	// Task wraps the TaskDispatcher a command dispatches its tasks with:
 	// the outermost layer, outside the retry layer and the --log one.
