@@ -1,9 +1,11 @@
 package pilot_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +18,26 @@ import (
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
+	"github.com/pilotworkers/pilot/pilotslog"
 )
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // The secret canary: for every runner, a worker whose CLI prints its own
 // key (as an API error quoting it would) leaves that key in no file of its
@@ -161,6 +182,11 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		outcomes    = map[string]int{}
 		inspections int
 	)
+	// Every event also goes through the slog adapter, at every level, as
+	// JSON: its output is searched with the rest.
+	var slogOut lockedBuffer
+	logger := slog.New(slog.NewJSONHandler(&slogOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logEvent := pilotslog.Observer(logger)
 	note := func(what string, v any) {
 		data, err := json.Marshal(v)
 		if err != nil {
@@ -205,6 +231,12 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		switch outcome {
 		case "failure":
 			p.Env[fakeagent.EnvReplayExit] = "1"
+		case "auth":
+			// A provider's refusal quoting the key: the line is the
+			// verdict's evidence, and so goes to every consumer of
+			// the verdict (the slog adapter's evidence attribute).
+			p.Env[fakeagent.EnvReplayLine] = "Error: 401 Unauthorized: invalid x-api-key {key}"
+			p.Env[fakeagent.EnvReplayExit] = "1"
 		case "timeout", "stall", "cancel":
 			p.Env[fakeagent.EnvReplayBlock] = "1"
 		}
@@ -231,13 +263,17 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		d.Credentials = config.EnvCredentials{LookupEnv: lookup}
 		d.Heartbeat = 10 * time.Millisecond
 		d.Stall = pilot.StallPolicy{Start: 20 * time.Millisecond, ModelResponse: 20 * time.Millisecond, Tool: 150 * time.Millisecond}
-		d.Observer = func(e pilot.Event) {
+		observe := func(e pilot.Event) {
 			note("event", e)
 			if e.Type == pilot.EventStallInspection {
 				mu.Lock()
 				inspections++ // they quote the stream's tail
 				mu.Unlock()
 			}
+		}
+		d.Observer = func(e pilot.Event) {
+			observe(e)
+			logEvent(e) // the slog adapter's records are searched too
 		}
 		d.OnLine = func(runID string, l pilot.Line) { note("line", string(l.Data)) }
 		mu.Lock()
@@ -255,7 +291,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		}
 		return tk
 	}
-	all := []string{"success", "failure", "timeout", "stall", "cancel"}
+	all := []string{"success", "failure", "auth", "timeout", "stall", "cancel"}
 	for _, p := range provs {
 		for _, outcome := range all {
 			t.Run(p.Name+"/"+outcome, func(t *testing.T) {
@@ -287,6 +323,11 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 				if outcome != "success" && v.Verdict.Success() {
 					t.Errorf("%s run: verdict %s", outcome, v.Verdict)
 				}
+				// The canary is live: the evidence quoted the key,
+				// redacted.
+				if outcome == "auth" && (v.FailureClass != pilot.FailProviderAuth || !strings.Contains(v.EvidenceExcerpt, "[REDACTED]")) {
+					t.Errorf("auth run: class %s, evidence %q; want %s with the key redacted", v.FailureClass, v.EvidenceExcerpt, pilot.FailProviderAuth)
+				}
 			})
 		}
 	}
@@ -304,7 +345,11 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 			tk.Mode = pilot.ModeExplore
 			jobs = append(jobs, pilot.Job{Task: tk})
 		}
-		f := &pilot.Fanout{Dispatcher: dispatcher(t, ps...), OnEvent: func(_ int, e pilot.Event) { note("fanout event", e) }}
+		logJob := pilotslog.FanoutObserver(logger)
+		f := &pilot.Fanout{Dispatcher: &pilotslog.Dispatcher{Dispatcher: dispatcher(t, ps...), Logger: logger}, OnEvent: func(i int, e pilot.Event) {
+			note("fanout event", e)
+			logJob(i, e)
+		}}
 		vs, err := f.Run(context.Background(), jobs)
 		if err != nil {
 			note("error", err.Error())
@@ -323,6 +368,13 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		}
 		// After the parallel subtests: count every place a canary is
 		// where it must not be.
+		records := strings.Count(slogOut.String(), "\n")
+		// The auth runs' evidence went through the slog adapter: the
+		// key in it is redacted.
+		if n := strings.Count(slogOut.String(), `"evidence":"`); n == 0 || !strings.Contains(slogOut.String(), "x-api-key [REDACTED]") {
+			t.Errorf("no slog record carries the auth runs' redacted evidence (%d evidence attributes)", n)
+		}
+		texts = append(texts, "slog: "+slogOut.String())
 		leaks := 0
 		for _, s := range texts {
 			for name, c := range canary {
@@ -379,8 +431,11 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 				t.Errorf("%s's worker did not get its own secret", owner)
 			}
 		}
-		t.Logf("secret canary: %d providers, %d workers, %d run-dir files, %d events/lines/verdicts/errors searched (%d stall inspections); outcomes %v; leaks: %d",
-			len(provs), workers, files, len(texts), inspections, outcomes, leaks)
+		t.Logf("secret canary: %d providers, %d workers, %d run-dir files, %d events/lines/verdicts/errors and %d slog records searched (%d stall inspections); outcomes %v; leaks: %d",
+			len(provs), workers, files, len(texts), records, inspections, outcomes, leaks)
+		if records < len(provs)*len(all)*2 {
+			t.Errorf("the slog adapter wrote %d records; want at least a started and a verdict record per dispatch", records)
+		}
 		// A worker that pilot ended (timeout, stall) before it had
 		// recorded its call has no environment to search; those that
 		// run until they print (success, failure, cancel) always have.

@@ -45,23 +45,19 @@
 //
 // Exit status: 0 when the verdict is completed or step_capped_partial, 1
 // otherwise, 2 for bad input (with a message on stderr).
+//
+// The command is package cli (internal/cli); examples/pilot/otel is the
+// same command with OpenTelemetry export.
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/pilotworkers/pilot/pilottest"
+	"github.com/pilotworkers/pilot/examples/pilot/internal/cli"
 )
 
 func main() {
-	// The demo's workers: this binary, re-executed as pilottest's fake
-	// agent.
-	pilottest.ServeFakeAgent()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	// cli.Main first serves as the demo's fake agent when this binary was
+	// re-executed as one.
+	os.Exit(cli.Main(cli.Hooks{}))
 }

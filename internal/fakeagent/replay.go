@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -20,6 +21,8 @@ import (
 //	PILOT_FAKE_CALL_OUT=PATH   first write {"argv", "stdin", "env"} to PATH
 //	PILOT_FAKE_REPLAY_ECHO=VAR print VAR's value on stdout and stderr too,
 //	                           as a CLI that quotes its key in an error would
+//	PILOT_FAKE_REPLAY_ECHO_LINE=L  that line L ({key} the value) in place of
+//	                           "invalid api key: {key}"
 //	PILOT_FAKE_REPLAY_BLOCK=1  then wait forever instead of exiting, as a
 //	                           CLI that hangs would
 //
@@ -32,6 +35,7 @@ const (
 	EnvReplaySignal = "PILOT_FAKE_REPLAY_SIGNAL"
 	EnvCallOut      = "PILOT_FAKE_CALL_OUT"
 	EnvReplayEcho   = "PILOT_FAKE_REPLAY_ECHO"
+	EnvReplayLine   = "PILOT_FAKE_REPLAY_ECHO_LINE"
 	EnvReplayBlock  = "PILOT_FAKE_REPLAY_BLOCK"
 )
 
@@ -73,7 +77,11 @@ func replay(prefix string, args []string) int {
 		s.w.Write(data)
 	}
 	if v := os.Getenv(EnvReplayEcho); v != "" {
-		line := "invalid api key: " + os.Getenv(v) + "\n"
+		line := os.Getenv(EnvReplayLine)
+		if line == "" {
+			line = "invalid api key: {key}"
+		}
+		line = strings.ReplaceAll(line, "{key}", os.Getenv(v)) + "\n"
 		os.Stdout.WriteString(line)
 		os.Stderr.WriteString(line)
 	}

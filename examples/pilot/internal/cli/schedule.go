@@ -1,0 +1,285 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/config"
+	"github.com/pilotworkers/pilot/pilotslog"
+	"github.com/pilotworkers/pilot/retry"
+	"github.com/pilotworkers/pilot/schedule"
+)
+
+// exitNonTerminal is schedule's exit status when another live pilot owns a
+// job of the graph: the group is not over.
+const exitNonTerminal = 3
+
+// graphJob is one entry of a graph file.
+type graphJob struct {
+	ID       string   `json:"id"`
+	Provider string   `json:"provider"`
+	Mode     string   `json:"mode"`
+	TaskFile string   `json:"task_file"`
+	Deps     []string `json:"deps"`
+	WriteSet []string `json:"write_set"`
+	Worktree bool     `json:"worktree"`
+}
+
+const graphFields = "id, provider, mode, task_file, deps, write_set, worktree"
+
+// loadGraph reads a graph file: {"jobs": [{"id", "provider", "mode",
+// "task_file", "deps", "write_set", "worktree"}]}. Unknown fields are an
+// error that names them and the known ones.
+func loadGraph(path string) ([]graphJob, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read graph file: %v", err)
+	}
+	var doc struct {
+		Jobs []graphJob `json:"jobs"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		if strings.HasPrefix(err.Error(), "json: unknown field ") {
+			return nil, fmt.Errorf("graph file %s: %s (a graph is {\"jobs\": [...]}, a job has %s)", path, strings.TrimPrefix(err.Error(), "json: "), graphFields)
+		}
+		return nil, fmt.Errorf("graph file %s: %v", path, err)
+	}
+	if len(doc.Jobs) == 0 {
+		return nil, fmt.Errorf("graph file %s has no jobs: it must look like {\"jobs\": [{\"id\": ..., \"provider\": ..., \"mode\": ..., \"task_file\": ...}]}", path)
+	}
+	for i, j := range doc.Jobs {
+		var missing []string
+		for _, f := range []struct{ name, v string }{{"id", j.ID}, {"provider", j.Provider}, {"mode", j.Mode}, {"task_file", j.TaskFile}} {
+			if f.v == "" {
+				missing = append(missing, f.name)
+			}
+		}
+		if missing != nil {
+			return nil, fmt.Errorf("graph file %s: job %d lacks %s", path, i+1, strings.Join(missing, ", "))
+		}
+	}
+	return doc.Jobs, nil
+}
+
+// scheduledVerdict is one job's entry in schedule's output: its verdict (the
+// last dispatch's, or one made up for a job that never ran) with its id and
+// status.
+type scheduledVerdict struct {
+	ID            string          `json:"id"`
+	Status        schedule.Status `json:"status"`
+	BlockedReason string          `json:"blocked_reason,omitempty"`
+	WaitingOn     []string        `json:"waiting_on,omitempty"`
+	pilot.Verdict
+}
+
+func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("schedule", "--graph FILE --workdir D [flags]", stdout, stderr)
+	var graphFile, workdir, runDir, stateDir string
+	var maxParallel int
+	var dryRun bool
+	fs.StringVar(&graphFile, "graph", "", "the graph `file`: {\"jobs\": [{"+graphFields+"}]} (required)")
+	fs.StringVar(&workdir, "workdir", "", "existing project `directory` the jobs run and write in (required)")
+	fs.Func("max-parallel", "run at most `N` jobs at once (0, the default: every ready job)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a number of jobs, 0 for every ready job, got %q", s)
+		}
+		maxParallel = n
+		return nil
+	})
+	fs.StringVar(&stateDir, "state", "", "`directory` of the state file ("+schedule.StoreFileName+") shared with other pilots running the graph (default: .git/pilot of the workdir's repository)")
+	fs.BoolVar(&dryRun, "dry-run", false, "check the graph, providers and credentials and print the plan; run and write nothing")
+	providersFile := providersFlag(fs)
+	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
+	logger := logFlag(fs, stderr)
+	if code := fs.parse(args); code >= 0 {
+		return code
+	}
+	if graphFile == "" || workdir == "" {
+		return badInput(stderr, "schedule", "--graph and --workdir are required (see pilot schedule --help)")
+	}
+	if st, err := os.Stat(workdir); err != nil || !st.IsDir() {
+		return badInput(stderr, "schedule", "--workdir: not an existing directory: %s", workdir)
+	}
+	specs, err := loadGraph(graphFile)
+	if err != nil {
+		return badInput(stderr, "schedule", "%v", err)
+	}
+	reg, err := loadRegistry(*providersFile)
+	if err != nil {
+		return badInput(stderr, "schedule", "%v", err)
+	}
+	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners(), RunDir: runDir, Credentials: config.DefaultCredentials()}
+	g := schedule.Graph{Workdir: workdir}
+	worktree := map[string]bool{}
+	for _, s := range specs {
+		taskFile := s.TaskFile
+		if !filepath.IsAbs(taskFile) {
+			taskFile = filepath.Join(filepath.Dir(graphFile), taskFile)
+		}
+		j := schedule.Job{ID: s.ID, Deps: s.Deps, WriteSet: s.WriteSet, Task: pilot.Task{
+			Provider: s.Provider, Mode: pilot.Mode(s.Mode), TaskFile: taskFile, Workdir: workdir, Label: s.ID, Key: s.ID,
+		}}
+		if s.Worktree {
+			// Its own tree: its writes overlap nobody's.
+			worktree[s.ID], j.WriteSet = true, nil
+		}
+		if err := d.Check(ctx, j.Task); err != nil {
+			return badInput(stderr, "schedule", "job %s: %v", s.ID, err)
+		}
+		g.Jobs = append(g.Jobs, j)
+	}
+	if err := g.Check(); err != nil {
+		return badInput(stderr, "schedule", "%v", err)
+	}
+	statePath := ""
+	if stateDir != "" {
+		statePath = filepath.Join(stateDir, schedule.StoreFileName)
+	} else if p, err := retry.DefaultStorePath(ctx, workdir); err == nil {
+		statePath = filepath.Join(filepath.Dir(p), schedule.StoreFileName)
+	} else {
+		fmt.Fprintf(stderr, "pilot schedule: note: %s is not in a git repository; job ownership lasts for this run only (give --state DIR to share it)\n", workdir)
+	}
+	if dryRun {
+		return schedulePlan(stdout, g, worktree)
+	}
+	rows := make([]progressJob, len(g.Jobs))
+	index := map[string]int{}
+	for i, j := range g.Jobs {
+		rows[i], index[j.ID] = progressJob{Label: j.ID, Worker: j.Task.Provider + ":" + string(j.Task.Mode)}, i
+	}
+	prog := newProgress(stderr, rows)
+	if prog.term != nil {
+		d.OnLine = prog.line
+	}
+	d = h.dispatcher(d)
+	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel}
+	if len(worktree) > 0 {
+		sched.Dispatcher = &worktreeDispatcher{next: d, wts: pilot.DefaultWorktrees(d.RunDir), ids: worktree}
+	}
+	logSchedule := func(schedule.Event) {}
+	if l := logger(); l != nil {
+		// The dispatches' events through the Dispatcher (with pilot's
+		// own failures), the scheduler's decisions here.
+		sched.Dispatcher = logged(l, sched.Dispatcher)
+		logDecision := pilotslog.ScheduleObserver(l)
+		logSchedule = func(e schedule.Event) {
+			if e.Dispatch == nil {
+				logDecision(e)
+			}
+		}
+	}
+	if statePath != "" {
+		if sched.Store, err = schedule.OpenStore(statePath, false); err != nil {
+			return badInput(stderr, "schedule", "%v", err)
+		}
+	}
+	sched.Dispatcher = h.task(sched.Dispatcher)
+	sched.OnEvent = func(e schedule.Event) {
+		if e.Dispatch != nil {
+			prog.event(index[e.Job], *e.Dispatch)
+		}
+		logSchedule(e)
+	}
+	prog.start()
+	rs, err := h.schedule(ctx, sched, g)
+	if err != nil {
+		prog.finish(nil)
+		return badInput(stderr, "schedule", "%v", err)
+	}
+	out := make([]scheduledVerdict, len(rs))
+	summary := make([]pilot.Verdict, len(rs))
+	for i, r := range rs {
+		v := r.Verdict
+		if v.Type == "" { // it never ran here
+			t := g.Jobs[i].Task
+			v = pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Failed, Synthesized: true}
+			if r.Status == schedule.StatusComplete {
+				v.Verdict = pilot.Completed
+			}
+		}
+		out[i] = scheduledVerdict{ID: r.ID, Status: r.Status, BlockedReason: r.BlockedReason, WaitingOn: r.WaitingOn, Verdict: v}
+		summary[i] = v
+	}
+	prog.finish(summary)
+	writeJSON(stdout, out)
+	switch schedule.GroupStatus(rs) {
+	case "complete":
+		return exitOK
+	case "non-terminal":
+		return exitNonTerminal
+	}
+	return exitFailed
+}
+
+// schedulePlan prints what a run would start, in graph order, and writes
+// nothing.
+func schedulePlan(stdout io.Writer, g schedule.Graph, worktree map[string]bool) int {
+	type planned struct {
+		ID            string   `json:"id"`
+		Provider      string   `json:"provider"`
+		Mode          string   `json:"mode"`
+		Deps          []string `json:"deps"`
+		WriteSet      []string `json:"write_set"`
+		WriteSetKnown bool     `json:"write_set_known"`
+		Why           string   `json:"write_set_unknown_because,omitempty"`
+		Worktree      bool     `json:"worktree,omitempty"`
+	}
+	plan := make([]planned, len(g.Jobs))
+	for i, j := range g.Jobs {
+		set, known, why := schedule.WriteSet(g.Workdir, j.WriteSet)
+		if set == nil {
+			set = []string{}
+		}
+		deps := j.Deps
+		if deps == nil {
+			deps = []string{}
+		}
+		plan[i] = planned{j.ID, j.Task.Provider, string(j.Task.Mode), deps, set, known, why, worktree[j.ID]}
+	}
+	writeJSON(stdout, plan)
+	return exitOK
+}
+
+// worktreeDispatcher runs the jobs named in ids in git worktrees of their
+// own, as fanout does, and the rest as they are.
+type worktreeDispatcher struct {
+	next pilot.TaskDispatcher
+	wts  pilot.Worktrees
+	ids  map[string]bool
+}
+
+func (w *worktreeDispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
+	if !w.ids[t.Key] {
+		return w.next.Dispatch(ctx, t)
+	}
+	if err := w.wts.CheckRepo(ctx, t.Workdir); err != nil {
+		return pilot.Verdict{}, err
+	}
+	info, err := w.wts.Create(ctx, t.Workdir, "schedule-"+t.Key) // DefaultWorktrees makes the name safe
+	if err != nil {
+		return pilot.Verdict{}, errors.New("worktree: " + err.Error())
+	}
+	t.Workdir = info.Path
+	v, err := w.next.Dispatch(ctx, t)
+	info.Job, info.TaskFile = t.Key+" ("+t.Provider+":"+string(t.Mode)+")", t.TaskFile
+	if fin, ferr := w.wts.Finish(context.WithoutCancel(ctx), info, v.RunID); ferr == nil {
+		v.Worktree = &fin
+	} else {
+		info.Kept = true
+		v.Worktree = &info
+	}
+	return v, err
+}

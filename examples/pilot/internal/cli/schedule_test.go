@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pilotworkers/pilot/pilottest"
+)
+
+func (f fixture) writeGraph(t *testing.T, jobs ...map[string]any) string {
+	t.Helper()
+	path := filepath.Join(f.dir, "graph.json")
+	data, err := json.Marshal(map[string]any{"jobs": jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func (f fixture) scheduleArgs(graph string, extra ...string) []string {
+	return append([]string{"schedule", "--graph", graph, "--workdir", f.workdir, "--providers-file", f.providers,
+		"--run-dir", f.runDir, "--state", filepath.Join(f.dir, "state")}, extra...)
+}
+
+func gjob(id, provider string, f fixture, deps ...string) map[string]any {
+	return map[string]any{"id": id, "provider": provider, "mode": "code", "task_file": f.taskFile, "deps": deps}
+}
+
+// schedule prints one JSON array in graph order, each verdict with its id
+// and status, waiting_on where it applies; exit 1 when any job did not
+// complete.
+func TestScheduleRunsAGraph(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=done"}, "bad": {"err=boom", "exit=1"}})
+	graph := f.writeGraph(t, gjob("a", "ok", f), gjob("b", "ok", f, "a"), gjob("c", "bad", f), gjob("d", "ok", f, "c"))
+	code, out, errOut := runCLI(f.scheduleArgs(graph)...)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	var vs []map[string]any
+	if err := json.Unmarshal([]byte(out), &vs); err != nil {
+		t.Fatalf("stdout is not one JSON array: %v\n%s", err, out)
+	}
+	type row struct{ ID, Status, Verdict, Waiting string }
+	var got []row
+	for _, v := range vs {
+		w, _ := json.Marshal(v["waiting_on"])
+		got = append(got, row{v["id"].(string), v["status"].(string), v["verdict"].(string), string(w)})
+	}
+	want := []row{
+		{"a", "complete", "completed", "null"},
+		{"b", "complete", "completed", "null"},
+		{"c", "failed", "error", "null"},
+		{"d", "waiting", "error", `["c"]`},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("verdicts (-want +got):\n%s", diff)
+	}
+	if vs[3]["synthesized"] != true {
+		t.Errorf("d never ran: its verdict must be synthesized: %v", vs[3])
+	}
+	// A second run picks up where the first stopped: a and b are not run
+	// again.
+	runs, _ := os.ReadDir(f.runDir)
+	code, out, _ = runCLI(f.scheduleArgs(graph)...)
+	again, _ := os.ReadDir(f.runDir)
+	if code != 1 || len(again)-len(runs) != 1 {
+		t.Errorf("second run: exit %d, %d new runs (want 1: c again)\n%s", code, len(again)-len(runs), out)
+	}
+}
+
+// Bad input exits 2 with a message naming the problem, and runs nothing.
+func TestScheduleBadGraphExits2(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
+	for _, tt := range []struct {
+		name string
+		jobs []map[string]any
+		want string
+	}{
+		{"unknown field", []map[string]any{{"id": "a", "provider": "ok", "mode": "code", "task_file": f.taskFile, "dependencies": []string{}}}, `unknown field "dependencies"`},
+		{"cycle", []map[string]any{gjob("a", "ok", f, "b"), gjob("b", "ok", f, "a")}, "cycle: a -> b -> a"},
+		{"unknown dep", []map[string]any{gjob("a", "ok", f, "zz")}, `depends on "zz"`},
+		{"unknown provider", []map[string]any{gjob("a", "nobody", f)}, "unknown provider: nobody"},
+		{"missing field", []map[string]any{{"id": "a", "provider": "ok"}}, "job 1 lacks mode, task_file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCLI(f.scheduleArgs(f.writeGraph(t, tt.jobs...))...)
+			if code != 2 || out != "" || !strings.Contains(errOut, tt.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and a message saying %q", code, out, errOut, tt.want)
+			}
+			if entries, _ := os.ReadDir(f.runDir); len(entries) > 0 {
+				t.Errorf("something ran: %d run dirs", len(entries))
+			}
+		})
+	}
+}
+
+// A dry run prints the plan, with normalized write sets, and writes nothing.
+func TestScheduleDryRunWritesNothing(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
+	a := gjob("a", "ok", f)
+	a["write_set"] = []string{"./src/x.go"}
+	b := gjob("b", "ok", f, "a")
+	b["write_set"] = []string{"src/"}
+	code, out, errOut := runCLI(f.scheduleArgs(f.writeGraph(t, a, b), "--dry-run")...)
+	if code != 0 || !strings.Contains(out, `"write_set_known":false`) || !strings.Contains(out, filepath.Join("src", "x.go")) {
+		t.Errorf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	for _, d := range []string{f.runDir, filepath.Join(f.dir, "state")} {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a dry run created %s", d)
+		}
+	}
+}
+
+// FuzzLoadGraph: any graph file is read or refused with a message, never a
+// panic; a graph that is read has every job's required fields.
+func FuzzLoadGraph(f *testing.F) {
+	f.Add([]byte(`{"jobs":[{"id":"a","provider":"p","mode":"code","task_file":"t.md","deps":["b"],"write_set":["x"],"worktree":true}]}`))
+	f.Add([]byte(`{"jobs":[{"id":"a","bogus":1}]}`))
+	f.Add([]byte(`{"jobs":[]}`))
+	f.Add([]byte(`[`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "graph.json")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := loadGraph(path)
+		if err != nil {
+			if !strings.Contains(err.Error(), "graph file") {
+				t.Errorf("error %q does not say it is the graph file", err)
+			}
+			return
+		}
+		for _, j := range jobs {
+			if j.ID == "" || j.Provider == "" || j.Mode == "" || j.TaskFile == "" {
+				t.Errorf("a job lacks a required field: %+v", j)
+			}
+		}
+	})
+}
+
+// A worktree job runs in a git worktree of its own, even when its id is not
+// a safe branch name (the default worktrees make the name safe).
+func TestScheduleWorktreeJob(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
+	f.workdir = pilottest.GitRepo(t)
+	j := gjob("grp/01 first", "ok", f)
+	j["worktree"] = true
+	code, out, errOut := runCLI(f.scheduleArgs(f.writeGraph(t, j))...)
+	var vs []map[string]any
+	if err := json.Unmarshal([]byte(out), &vs); err != nil || code != 0 || len(vs) != 1 {
+		t.Fatalf("exit %d, %v\nstdout %s\nstderr %s", code, err, out, errOut)
+	}
+	wt, _ := vs[0]["worktree"].(map[string]any)
+	if wt == nil || wt["name"] != "schedule-grp-01-first" {
+		t.Errorf("worktree %v; want one named schedule-grp-01-first", vs[0]["worktree"])
+	}
+}

@@ -1,0 +1,130 @@
+//go:build linux || darwin
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// newPTY is a pseudo-terminal (openPTY, from the fanout tests) that the
+// test closes when it ends.
+func newPTY(t *testing.T) (master, tty *os.File) {
+	t.Helper()
+	master, tty = openPTY(t, 80, 24)
+	t.Cleanup(func() { master.Close(); tty.Close() })
+	return master, tty
+}
+
+// promptWriter reports each write on a channel: the prompt is written once
+// echo is off, so the test knows when to type.
+type promptWriter chan string
+
+func (w promptWriter) Write(p []byte) (int, error) {
+	w <- string(p)
+	return len(p), nil
+}
+
+func mustTermios(t *testing.T, f *os.File) syscall.Termios {
+	t.Helper()
+	st, err := termios(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// readUntil reads master until it has shown marker, and returns all it
+// read.
+func readUntil(t *testing.T, master *os.File, marker string) string {
+	t.Helper()
+	var got bytes.Buffer
+	buf := make([]byte, 256)
+	for !strings.Contains(got.String(), marker) {
+		n, err := master.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("reading the terminal's output: %v (so far %q)", err, got.String())
+		}
+	}
+	return got.String()
+}
+
+func TestReadTerminalSecretTurnsEchoOffAndBackOn(t *testing.T) {
+	master, tty := newPTY(t)
+	before := mustTermios(t, tty)
+	if before.Lflag&syscall.ECHO == 0 {
+		t.Fatal("a new pseudo-terminal does not echo; nothing to test")
+	}
+	const secret = "sk-typed-at-the-terminal-0123"
+	prompts := make(promptWriter, 2)
+	type result struct {
+		s   string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := readTerminalSecret(context.Background(), tty, prompts, "Secret: ")
+		done <- result{s, err}
+	}()
+	if p := <-prompts; p != "Secret: " {
+		t.Fatalf("prompt %q", p)
+	}
+	if st := mustTermios(t, tty); st.Lflag&syscall.ECHO != 0 {
+		t.Error("echo is on while the secret is typed")
+	}
+	master.Write([]byte(secret + "\r")) // Enter on a terminal is a carriage return
+	r := <-done
+	if r.err != nil || r.s != secret {
+		t.Fatalf("readTerminalSecret = %q, %v; want the typed line", r.s, r.err)
+	}
+	if p := <-prompts; p != "\n" {
+		t.Errorf("after the line: wrote %q, want a newline", p)
+	}
+	if after := mustTermios(t, tty); after != before {
+		t.Errorf("terminal attributes not restored:\nbefore %+v\nafter  %+v", before, after)
+	}
+	// Echo is back: a line typed now shows, and the secret never did.
+	master.Write([]byte("echoed-marker\r"))
+	if out := readUntil(t, master, "echoed-marker"); strings.Contains(out, secret) {
+		t.Errorf("the terminal echoed the secret: %q", out)
+	}
+}
+
+func TestReadTerminalSecretRestoresTheTerminalWhenInterrupted(t *testing.T) {
+	for _, how := range []string{"context", "SIGINT"} {
+		t.Run(how, func(t *testing.T) {
+			master, tty := newPTY(t)
+			before := mustTermios(t, tty)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			prompts := make(promptWriter, 2)
+			done := make(chan error, 1)
+			go func() {
+				_, err := readTerminalSecret(ctx, tty, prompts, "Secret: ")
+				done <- err
+			}()
+			<-prompts
+			if how == "context" {
+				cancel()
+			} else {
+				// readTerminalSecret catches SIGINT while it waits, so
+				// this does not end the test binary.
+				syscall.Kill(os.Getpid(), syscall.SIGINT)
+			}
+			if err := <-done; !errors.Is(err, errInterrupted) {
+				t.Errorf("readTerminalSecret = %v; want errInterrupted", err)
+			}
+			if after := mustTermios(t, tty); after != before {
+				t.Errorf("terminal attributes not restored:\nbefore %+v\nafter  %+v", before, after)
+			}
+			// The abandoned read takes this line and ends.
+			master.Write([]byte("\r"))
+		})
+	}
+}

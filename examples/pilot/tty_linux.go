@@ -1,5 +1,0 @@
-package main
-
-import "syscall"
-
-const ioctlGetTermios, ioctlSetTermios = syscall.TCGETS, syscall.TCSETS

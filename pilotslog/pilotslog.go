@@ -1,0 +1,346 @@
+// Package pilotslog logs pilot's events with log/slog: one record per event,
+// with typed attributes and a level that fits it. It uses the standard
+// library and pilot's exported API only.
+//
+// A record's message is the event's type ("worker_runner.verdict"), its time
+// the event's, and its level:
+//
+//   - Error: pilot itself failed (an error from Dispatch, logged by
+//     [Dispatcher]; a Fanout job's synthesized verdict for a dispatch that
+//     failed that way);
+//   - Warn: a verdict that is not a success (error, empty), a blocked task,
+//     leftover processes pilot killed, events an observer missed, a Fanout
+//     warning, a scheduler's blocked or failed job;
+//   - Info: a started worker, a successful verdict, stall inspections,
+//     pilot ending a worker, retries, provider gates, the scheduler's done
+//     jobs;
+//   - Debug: phase changes, a Fanout job starting, the scheduler's selected
+//     and deferred jobs.
+//
+// The attributes are those of the event (see [Attrs]): never a worker's
+// output, its stderr tail or a stall inspection's stream tail. Evidence
+// excerpts and messages are pilot's, with the provider's secret already
+// redacted, as in events.log.
+package pilotslog
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/retry"
+	"github.com/pilotworkers/pilot/schedule"
+)
+
+// The event types this package tells apart (the events.log contract).
+const (
+	typeStarted     = "worker_runner.started"
+	typeVerdict     = "worker_runner.verdict"
+	typePhase       = "worker_runner.phase"
+	typeInspection  = "worker_runner.stall_inspection"
+	typeLeftovers   = "worker_runner.leftovers"
+	typeDropped     = "worker_runner.events_dropped"
+	typeFanoutWarn  = "fanout.warning"
+	typeJobStart    = "fanout.job_starting"
+	typeDispatchErr = "pilot.dispatch_error"
+)
+
+// Level is the level of e's record (see the package doc).
+func Level(e pilot.Event) slog.Level {
+	switch {
+	case e.Verdict != nil:
+		v := e.Verdict
+		switch {
+		case v.Verdict.Success():
+			return slog.LevelInfo
+		case PilotFailure(*v):
+			return slog.LevelError
+		}
+		return slog.LevelWarn
+	case e.Started != nil:
+		return slog.LevelInfo
+	}
+	switch e.Type {
+	case typePhase, typeJobStart:
+		return slog.LevelDebug
+	case typeLeftovers, typeDropped, typeFanoutWarn, retry.EventBlocked:
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
+}
+
+// PilotFailure reports whether v is the verdict of a job pilot itself could
+// not run: a Fanout job's synthesized verdict for a dispatch that returned
+// an error (not one that was interrupted or blocked).
+func PilotFailure(v pilot.Verdict) bool {
+	return v.Synthesized && !v.Interrupted && !v.Blocked && v.FailureSource == "pilot"
+}
+
+// Attrs are e's attributes, those it has of: run_id; for a started worker
+// provider, mode, job, label, runner, model, pid; for a verdict provider,
+// mode, job, label, verdict, failure_class, failure_source,
+// evidence_source, evidence (the excerpt), termination_reason,
+// termination_signal, exit_code, signal, duration, session_phase,
+// leftovers, attempts, synthesized, interrupted, blocked, blocked_reason,
+// record and a usage group (input_tokens, output_tokens,
+// cache_read_tokens, cache_write_tokens, cost_usd); for a phase change
+// phase and phase_reason; for a stall inspection action, phase, silence
+// and pending_tool_calls (a count); for a retry event retry_key, stage,
+// attempt, failure_class, failures, max_failures, counted, delay, resume
+// and reason; and the event's message.
+func Attrs(e pilot.Event) []slog.Attr {
+	var a attrs
+	a.str("run_id", e.RunID)
+	if s := e.Started; s != nil {
+		a.str("provider", s.Provider)
+		a.str("mode", string(s.Mode))
+		a.str("job", s.Job)
+		a.str("label", s.Label)
+		a.str("runner", s.Runner)
+		a.str("model", s.Model)
+		a.add(slog.Int("pid", s.Pid))
+	}
+	if v := e.Verdict; v != nil {
+		a.str("provider", v.Provider)
+		a.str("mode", string(v.Mode))
+		a.str("job", v.Job)
+		a.str("label", v.Label)
+		a.add(slog.String("verdict", string(v.Verdict)))
+		a.str("failure_class", string(v.FailureClass))
+		a.str("failure_source", v.FailureSource)
+		a.str("evidence_source", v.EvidenceSource)
+		a.str("evidence", v.EvidenceExcerpt)
+		a.str("termination_reason", string(v.TerminationReason))
+		a.str("termination_signal", v.TerminationSignal)
+		if v.ExitCode != nil {
+			a.add(slog.Int("exit_code", *v.ExitCode))
+		}
+		a.str("signal", v.Signal)
+		a.add(slog.Duration("duration", time.Duration(v.DurationMS)*time.Millisecond))
+		a.str("session_phase", string(v.SessionPhase))
+		if v.Leftovers > 0 {
+			a.add(slog.Int("leftovers", v.Leftovers))
+		}
+		if v.Attempts > 0 {
+			a.add(slog.Int("attempts", v.Attempts))
+		}
+		a.flag("synthesized", v.Synthesized)
+		a.flag("interrupted", v.Interrupted)
+		a.flag("blocked", v.Blocked)
+		a.str("blocked_reason", v.BlockedReason)
+		a.str("record", v.Record)
+		if u := v.Usage; u != nil {
+			g := []any{
+				slog.Int64("input_tokens", u.InputTokens),
+				slog.Int64("output_tokens", u.OutputTokens),
+				slog.Int64("cache_read_tokens", u.CacheReadTokens),
+				slog.Int64("cache_write_tokens", u.CacheWriteTokens),
+			}
+			if u.CostUSD != nil {
+				g = append(g, slog.Float64("cost_usd", *u.CostUSD))
+			}
+			a.add(slog.Group("usage", g...))
+		}
+	}
+	if s := e.Session; s != nil {
+		a.str("phase", string(s.Phase))
+		a.str("phase_reason", s.Reason)
+	}
+	if in := e.Inspection; in != nil {
+		a.str("action", in.Action)
+		a.str("phase", string(in.Phase))
+		a.add(slog.Duration("silence", time.Duration(in.SilenceSeconds*float64(time.Second))))
+		a.add(slog.Int("pending_tool_calls", len(in.PendingToolCallIDs)))
+	}
+	if r := e.Retry; r != nil {
+		a.str("retry_key", r.Key)
+		a.str("stage", r.Stage)
+		if r.Attempt > 0 {
+			a.add(slog.Int("attempt", r.Attempt))
+		}
+		a.str("failure_class", string(r.FailureClass))
+		a.add(slog.Int("failures", r.Failures), slog.Int("max_failures", r.MaxFailures), slog.Bool("counted", r.Counted))
+		if r.DelayMS > 0 {
+			a.add(slog.Duration("delay", time.Duration(r.DelayMS)*time.Millisecond))
+		}
+		a.flag("resume", r.Resume)
+		a.str("reason", r.Reason)
+	}
+	a.str("message", e.Message)
+	return a
+}
+
+// attrs collects attributes, leaving out empty ones.
+type attrs []slog.Attr
+
+func (a *attrs) add(as ...slog.Attr) { *a = append(*a, as...) }
+
+func (a *attrs) str(k, v string) {
+	if v != "" {
+		*a = append(*a, slog.String(k, v))
+	}
+}
+
+func (a *attrs) flag(k string, v bool) {
+	if v {
+		*a = append(*a, slog.Bool(k, true))
+	}
+}
+
+// Log writes e to l (nil: slog.Default()) as one record at Level(e), with
+// Attrs(e) and extra after them, timed at the event.
+func Log(ctx context.Context, l *slog.Logger, e pilot.Event, extra ...slog.Attr) {
+	write(ctx, l, Level(e), e.Time, e.Type, append(Attrs(e), extra...))
+}
+
+func write(ctx context.Context, l *slog.Logger, level slog.Level, t time.Time, msg string, as []slog.Attr) {
+	if l == nil {
+		l = slog.Default()
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	h := l.Handler()
+	if !h.Enabled(ctx, level) {
+		return
+	}
+	if t.IsZero() {
+		t = time.Now()
+	}
+	r := slog.NewRecord(t, level, msg, 0)
+	r.AddAttrs(as...)
+	_ = h.Handle(ctx, r) // a handler's error has nowhere to go
+}
+
+// Observer returns a function for Dispatcher.Observer or Task.Observer
+// that logs every event to l (nil: slog.Default()).
+func Observer(l *slog.Logger) func(pilot.Event) {
+	return func(e pilot.Event) { Log(context.Background(), l, e) }
+}
+
+// FanoutObserver returns a function for Fanout.OnEvent that logs every
+// event to l (nil: slog.Default()) with the job's index (job_index; -1 for
+// the fanout's own events).
+func FanoutObserver(l *slog.Logger) func(int, pilot.Event) {
+	return func(i int, e pilot.Event) { Log(context.Background(), l, e, slog.Int("job_index", i)) }
+}
+
+// ScheduleObserver returns a function for schedule.Scheduler.OnEvent that
+// logs every event to l (nil: slog.Default()): a job's dispatch events as
+// the dispatch event with the job's id (schedule_job), the scheduler's
+// decisions as "schedule.*" records with schedule_job, provider, reason,
+// conflict and until.
+func ScheduleObserver(l *slog.Logger) func(schedule.Event) {
+	return func(e schedule.Event) {
+		job := slog.String("schedule_job", e.Job)
+		if e.Dispatch != nil {
+			Log(context.Background(), l, *e.Dispatch, job)
+			return
+		}
+		a := attrs{job}
+		a.str("provider", e.Provider)
+		a.str("reason", e.Reason)
+		a.str("conflict", e.Conflict)
+		if !e.Until.IsZero() {
+			a.add(slog.Time("until", e.Until))
+		}
+		write(context.Background(), l, scheduleLevel(e), time.Time{}, e.Type, a)
+	}
+}
+
+func scheduleLevel(e schedule.Event) slog.Level {
+	switch e.Type {
+	case schedule.EventSelected, schedule.EventDeferred:
+		return slog.LevelDebug
+	case schedule.EventBlocked:
+		return slog.LevelWarn
+	case schedule.EventDone:
+		switch schedule.Status(e.Reason) {
+		case schedule.StatusFailed, schedule.StatusBlocked:
+			return slog.LevelWarn
+		}
+	}
+	return slog.LevelInfo
+}
+
+// Dispatcher is a pilot.TaskDispatcher that logs every event of the tasks
+// it runs to Logger (nil: slog.Default()), with the context Dispatch was
+// given (for handlers that read it) and the number of the attempt each
+// belongs to (attempt), and logs pilot's own failure, an error from
+// Dispatch, at Error ("pilot.dispatch_error", with provider, mode, label
+// and error). Put it outside a retry layer to see the retry events too:
+//
+//	&pilotslog.Dispatcher{Dispatcher: &retry.Dispatcher{Dispatcher: d}}
+//
+// It passes Check and Runs on to Dispatcher when it has them, as Fanout
+// expects. A Fanout names a job in its events only after the task's
+// observers have seen them: for the job attribute, log a Fanout's events
+// with FanoutObserver as its OnEvent.
+type Dispatcher struct {
+	Dispatcher pilot.TaskDispatcher
+	Logger     *slog.Logger
+}
+
+// Dispatch implements pilot.TaskDispatcher.
+func (d *Dispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
+	var (
+		mu      sync.Mutex
+		attempt int
+		open    bool // an attempt has started and has no verdict yet
+	)
+	next := t.Observer
+	t.Observer = func(e pilot.Event) {
+		mu.Lock()
+		switch {
+		case e.Started != nil:
+			attempt++
+			open = true
+		case e.Verdict != nil:
+			if !open {
+				attempt++ // an attempt that never started its worker
+			}
+			open = false
+		}
+		n := attempt
+		mu.Unlock()
+		var extra []slog.Attr
+		if n > 0 && e.Retry == nil {
+			extra = append(extra, slog.Int("attempt", n))
+		}
+		Log(ctx, d.Logger, e, extra...)
+		if next != nil {
+			next(e)
+		}
+	}
+	v, err := d.Dispatcher.Dispatch(ctx, t)
+	if err != nil {
+		a := attrs{}
+		a.str("provider", t.Provider)
+		a.str("mode", string(t.Mode))
+		a.str("label", t.Label)
+		a.str("run_id", v.RunID)
+		a.add(slog.String("error", err.Error()))
+		write(ctx, d.Logger, slog.LevelError, time.Time{}, typeDispatchErr, a)
+	}
+	return v, err
+}
+
+// Check passes on to Dispatcher's Check, if it has one.
+func (d *Dispatcher) Check(ctx context.Context, t pilot.Task) error {
+	if c, ok := d.Dispatcher.(interface {
+		Check(context.Context, pilot.Task) error
+	}); ok {
+		return c.Check(ctx, t)
+	}
+	return nil
+}
+
+// Runs passes on to Dispatcher's Runs, if it has one; true otherwise.
+func (d *Dispatcher) Runs(t pilot.Task) bool {
+	if r, ok := d.Dispatcher.(interface{ Runs(pilot.Task) bool }); ok {
+		return r.Runs(t)
+	}
+	return true
+}
