@@ -638,7 +638,15 @@ func (w *claudeWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
 // alike).
 func claudeDiagnostic(line string) (string, bool) {
 	// Most lines are the model's messages: skip them without decoding.
-	if !strings.Contains(line, `"is_error"`) && !strings.Contains(line, `"error"`) {
+	// An assistant message (often long) is one only with an error member;
+	// a result only with is_error (ExtractDiagnostic has already skipped
+	// the other types when the line starts with its type).
+	switch typ, _ := leadingType(line); {
+	case typ == "assistant":
+		if !strings.Contains(line, `"error"`) {
+			return "", false
+		}
+	case !strings.Contains(line, `"is_error"`) && !strings.Contains(line, `"error"`):
 		return "", false
 	}
 	var ev struct {

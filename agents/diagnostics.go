@@ -162,6 +162,8 @@ func diagnosticType(runner, typ string) bool {
 		return typ == "result" || typ == "error"
 	case RunnerOpencode:
 		return typ == "error"
+	case RunnerClaude:
+		return typ == "result" || typ == "assistant"
 	}
 	return true
 }
