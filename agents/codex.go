@@ -352,7 +352,6 @@ func (w *codexWatcher) Line(l pilot.Line) {
 		w.truncatedItem(data)
 		return
 	}
-	w.waits.Observe(data)
 	// The event's fields as decoding it into {type string; thread_id,
 	// message, item, usage json.RawMessage} gives them, without decoding
 	// it.
@@ -369,6 +368,11 @@ func (w *codexWatcher) Line(l pilot.Line) {
 	}
 	ev.Type = codexEventType(typ)
 	ev.ThreadID, ev.Message, ev.Item, ev.Usage = w.skim.raw("thread_id"), w.skim.raw("message"), w.skim.raw("item"), w.skim.raw("usage")
+	if strings.HasPrefix(ev.Type, "turn.") || (strings.HasPrefix(ev.Type, "item.") && bytes.Contains(ev.Item, []byte(`"collab_tool_call"`))) {
+		// A sub-agent wait's start or end, or the turn's end that ends
+		// every wait (the lines Observe acts on).
+		w.waits.Observe(data)
+	}
 	switch ev.Type {
 	case "item.started", "item.updated", "item.completed", "turn.completed", "turn.failed":
 		// The model answered, or codex gave up itself.
@@ -390,7 +394,7 @@ func (w *codexWatcher) Line(l pilot.Line) {
 		if !ok {
 			return
 		}
-		w.item(ev.Type, string(id), string(typ), len(bytes.TrimSpace(text)) > 0)
+		w.item(ev.Type, id, typ, len(bytes.TrimSpace(text)) > 0)
 	case "turn.completed":
 		var u struct {
 			Input  int64 `json:"input_tokens"`
@@ -436,23 +440,24 @@ func (w *codexWatcher) truncatedItem(data []byte) {
 		return
 	}
 	// A cut-short agent_message is long, so it has text.
-	w.item(string(m[1]), id, string(m[3]), string(m[3]) == "agent_message")
+	w.item(string(m[1]), []byte(id), m[3], string(m[3]) == "agent_message")
 }
 
-// item follows one item event.
-func (w *codexWatcher) item(event, id, typ string, hasText bool) {
-	if id == "" {
+// item follows one item event. id and typ may alias the line: the id is
+// copied only when the watcher keeps it.
+func (w *codexWatcher) item(event string, id, typ []byte, hasText bool) {
+	if len(id) == 0 {
 		id = typ
 	}
-	tool := slices.Contains(codexToolItems, typ)
+	tool := slices.ContainsFunc(codexToolItems, func(t string) bool { return string(typ) == t })
 	switch {
 	case event == "item.started" && tool:
-		if !slices.Contains(w.open, id) {
-			w.open = append(w.open, id)
+		if !slices.ContainsFunc(w.open, func(o string) bool { return o == string(id) }) {
+			w.open = append(w.open, string(id))
 		}
 	case event == "item.completed":
-		w.open = slices.DeleteFunc(w.open, func(o string) bool { return o == id })
-		if typ == "agent_message" && hasText {
+		w.open = slices.DeleteFunc(w.open, func(o string) bool { return o == string(id) })
+		if string(typ) == "agent_message" && hasText {
 			w.answer = true
 		}
 	default:
@@ -463,12 +468,24 @@ func (w *codexWatcher) item(event, id, typ string, hasText bool) {
 	}
 	switch {
 	case len(w.open) > 0:
-		w.setPhase(pilot.PhaseToolRunning, "stream:"+event, w.open)
+		w.setPhase(pilot.PhaseToolRunning, codexReason(event), w.open)
 	case w.waits.Waiting():
 		w.setPhase(pilot.PhaseToolRunning, "stream:subagent-wait", nil)
 	default:
-		w.setPhase(pilot.PhaseAwaitingModel, "stream:"+event, nil)
+		w.setPhase(pilot.PhaseAwaitingModel, codexReason(event), nil)
 	}
+}
+
+// codexReason is the phase reason of an item event ("stream:" and its
+// type), without building the string for the frequent ones.
+func codexReason(event string) string {
+	switch event {
+	case "item.started":
+		return "stream:item.started"
+	case "item.completed":
+		return "stream:item.completed"
+	}
+	return "stream:" + event
 }
 
 // Finish implements Watcher.
