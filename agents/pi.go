@@ -706,8 +706,22 @@ func (m piMessage) diagnostic() (string, bool) {
 // that proves a provider. The message comes from the model call itself, so
 // a leading status is the provider's: when the message proves nothing
 // alone, " (provider error)" is added, which lets the status count.
+//
+// pi 1.x (its pi-ai's withCauseDetail) appends the deepest cause of an
+// error that has no HTTP status to the SDK's message: "Connection error.:
+// connect ECONNREFUSED 127.0.0.1:PORT", "terminated: other side closed
+// (UND_ERR_SOCKET)", where pi 0.x wrote "Connection error." and
+// "terminated" alone, which are exact phrases of pi's that prove a class
+// by themselves. A message whose part before the first ": " is such a
+// phrase gets the same provider context, so its cause decides the class.
 func piErrorText(msg string) string {
-	if rePiStatusLead.MatchString(strings.ToLower(msg)) && pilot.ClassifyFailure(msg).Evidence == "" {
+	if pilot.ClassifyFailure(msg).Evidence != "" {
+		return msg
+	}
+	if rePiStatusLead.MatchString(strings.ToLower(msg)) {
+		return msg + " (provider error)"
+	}
+	if head, _, ok := strings.Cut(msg, ": "); ok && pilot.ClassifyFailure(head).Evidence != "" {
 		return msg + " (provider error)"
 	}
 	return msg
