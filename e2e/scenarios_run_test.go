@@ -415,14 +415,17 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	mu.Lock()
 	seen := append(phases, v.SessionPhase)
 	mu.Unlock()
-	reportRow(t, s, c, defaults, v, seen)
-	rec.write(t, v)
+	phaseOK := true
 	if want.phase != "" && !slices.Contains(seen, want.phase) {
 		t.Errorf("phases seen %q, want %q among them", seen, want.phase)
+		phaseOK = false
 	}
 	if want.inspected != "" && !slices.Contains(inspected, want.inspected) {
 		t.Errorf("stall inspections in %q, want one in %q", inspected, want.inspected)
+		phaseOK = false
 	}
+	reportRow(t, s, c, defaults, v, seen, phaseOK)
+	rec.write(t, v)
 	if want.verdict == pilot.Completed {
 		if v.SessionID == "" || v.Resume == "" {
 			t.Errorf("session id %q, resume %q: want both", v.SessionID, v.Resume)
@@ -542,10 +545,15 @@ type reportedRow struct {
 	Verdict  string `json:"verdict"`
 	Class    string `json:"class,omitempty"`
 	Source   string `json:"evidence_source,omitempty"`
-	// Phase is the verdict's session phase; Phases every phase seen
-	// during the run (events, inspections, the verdict's), each once, in
-	// the order first seen.
+	// Phase is the verdict's session phase; PhaseOK says the phase (and
+	// stall inspection) the table wants of the row was seen. Phases is
+	// every phase seen during the run (events, inspections, the
+	// verdict's), each once, in the order first seen: which ones a quick
+	// run shows depends on when pilot looked (a tool that ends within a
+	// heartbeat may show no tool-running), so it is for reading, not for
+	// comparing.
 	Phase   string   `json:"phase,omitempty"`
+	PhaseOK bool     `json:"phase_ok"`
 	Phases  []string `json:"phases"`
 	Seconds float64  `json:"seconds"`
 }
@@ -553,7 +561,7 @@ type reportedRow struct {
 var reportMu sync.Mutex
 
 // reportRow appends the run's reportedRow to EnvReport's file, when set.
-func reportRow(t *testing.T, s scenario, c cli, defaults bool, v pilot.Verdict, seen []pilot.SessionPhase) {
+func reportRow(t *testing.T, s scenario, c cli, defaults bool, v pilot.Verdict, seen []pilot.SessionPhase, phaseOK bool) {
 	t.Helper()
 	path := os.Getenv(EnvReport)
 	if path == "" {
@@ -561,7 +569,7 @@ func reportRow(t *testing.T, s scenario, c cli, defaults bool, v pilot.Verdict, 
 	}
 	row := reportedRow{Scenario: s.name, CLI: c.name, Defaults: defaults, Package: c.pkg, Version: c.pinnedVersion(t),
 		Verdict: string(v.Verdict), Class: string(v.FailureClass), Source: v.EvidenceSource, Phase: string(v.SessionPhase),
-		Phases: []string{}, Seconds: float64(v.DurationMS) / 1000}
+		PhaseOK: phaseOK, Phases: []string{}, Seconds: float64(v.DurationMS) / 1000}
 	if v.FailureSource == "pilot-policy" {
 		row.Source = "pilot"
 	}
