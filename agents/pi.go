@@ -64,6 +64,13 @@ import (
 // and rg helpers its find and grep tools use, which then need them in PATH
 // or in the agent dir's bin directory.
 //
+// Project trust (pi 1.x). pi 1.x loads the workdir's trust-gated project
+// resources (.pi/settings.json, .pi/extensions, skills, prompts,
+// SYSTEM.md, mcp.json) in JSON mode only when the folder is trusted: a
+// saved decision in the agent dir, or --approve for the run. pilot passes
+// neither; add "--approve" to Provider.Args to trust the task's folder
+// (pi 0.x, which has no such gate, loads them always).
+//
 // Modes. ModeExplore and ModeReview run with pi's read-only built-in tools
 // only (--tools read,grep,find,ls); ModeCode, ModeTest and ModeResume keep
 // pi's default tools (read, bash, edit, write). Any mode may resume.
