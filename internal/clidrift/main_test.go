@@ -20,8 +20,11 @@ func TestCompare(t *testing.T) {
 		`{"scenario":"ok-one-tool-call","cli":"codex","package":"@openai/codex","version":"0.171.0","verdict":"completed","phase":"finished","phase_ok":true,"phases":["awaiting-model","finished"]}`,
 		`{"scenario":"connection-refused","cli":"codex","package":"@openai/codex","version":"0.171.0","verdict":"error","class":"provider-connection","evidence_source":"codex:stdout","phase":"errored","phase_ok":true,"phases":["errored"]}`,
 		`{"scenario":"connection-refused","cli":"pi-1","package":"@earendil-works/pi-coding-agent","version":"1.6.0","verdict":"error","class":"provider-connection","evidence_source":"pi:stdout","phase":"errored","phase_ok":true,"phases":["errored"]}`,
+		`{"scenario":"tool-stall-terminated","cli":"claude","package":"@anthropic-ai/claude-code","version":"2.1.332","verdict":"error","class":"session-stall","evidence_source":"pilot","phase":"tool-running","phase_ok":true,"phases":["tool-running"]}`,
 	)
 	write(latest,
+		// pilot ended it both times: the phase the kill found is no drift.
+		`{"scenario":"tool-stall-terminated","cli":"claude","package":"@anthropic-ai/claude-code","version":"2.1.332","verdict":"error","class":"session-stall","evidence_source":"pilot","phase":"awaiting-model","phase_ok":true,"phases":["tool-running"]}`,
 		// Only the phases seen differ: not drift.
 		`{"scenario":"ok-one-tool-call","cli":"codex","package":"@openai/codex","version":"0.172.0","verdict":"completed","phase":"finished","phase_ok":true,"phases":["awaiting-model","tool-running","finished"]}`,
 		`{"scenario":"connection-refused","cli":"codex","package":"@openai/codex","version":"0.172.0","verdict":"error","class":"generic-error","evidence_source":"codex:stderr","phase":"errored","phase_ok":true,"phases":["errored"]}`,
@@ -49,14 +52,14 @@ func TestCompare(t *testing.T) {
 		"evidence source: codex:stdout → codex:stderr",
 		"context-overflow × pi-1: - → 1.6.0",
 		"ran only on the latest release",
-		"2 of 4 rows differ.",
+		"2 of 5 rows differ.",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "ok-one-tool-call") {
-		t.Errorf("a row whose phases seen alone differ is printed:\n%s", got)
+	if strings.Contains(got, "ok-one-tool-call") || strings.Contains(got, "tool-stall-terminated") {
+		t.Errorf("a row that does not drift is printed:\n%s", got)
 	}
 }
 
