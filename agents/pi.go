@@ -65,6 +65,13 @@ import (
 // and rg helpers its find and grep tools use, which then need them in PATH
 // or in the agent dir's bin directory.
 //
+// Project trust (pi 1.x). pi 1.x loads the workdir's trust-gated project
+// resources (.pi/settings.json, .pi/extensions, skills, prompts,
+// SYSTEM.md, mcp.json) in JSON mode only when the folder is trusted: a
+// saved decision in the agent dir, or --approve for the run. pilot passes
+// neither; add "--approve" to Provider.Args to trust the task's folder
+// (pi 0.x, which has no such gate, loads them always).
+//
 // Modes. ModeExplore and ModeReview run with pi's read-only built-in tools
 // only (--tools read,grep,find,ls); ModeCode, ModeTest and ModeResume keep
 // pi's default tools (read, bash, edit, write). Any mode may resume.
@@ -715,8 +722,22 @@ func (m piMessage) diagnostic() (string, bool) {
 // that proves a provider. The message comes from the model call itself, so
 // a leading status is the provider's: when the message proves nothing
 // alone, " (provider error)" is added, which lets the status count.
+//
+// pi 1.x (its pi-ai's withCauseDetail) appends the deepest cause of an
+// error that has no HTTP status to the SDK's message: "Connection error.:
+// connect ECONNREFUSED 127.0.0.1:PORT", "terminated: other side closed
+// (UND_ERR_SOCKET)", where pi 0.x wrote "Connection error." and
+// "terminated" alone, which are exact phrases of pi's that prove a class
+// by themselves. A message whose part before the first ": " is such a
+// phrase gets the same provider context, so its cause decides the class.
 func piErrorText(msg string) string {
-	if rePiStatusLead.MatchString(strings.ToLower(msg)) && pilot.ClassifyFailure(msg).Evidence == "" {
+	if pilot.ClassifyFailure(msg).Evidence != "" {
+		return msg
+	}
+	if rePiStatusLead.MatchString(strings.ToLower(msg)) {
+		return msg + " (provider error)"
+	}
+	if head, _, ok := strings.Cut(msg, ": "); ok && pilot.ClassifyFailure(head).Evidence != "" {
 		return msg + " (provider error)"
 	}
 	return msg

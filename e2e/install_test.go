@@ -35,7 +35,7 @@ const (
 // would run it headless, against fakellm (the same offline configuration
 // the runners give it as a worker; NOTES.md).
 type installHost struct {
-	cli   string // the CLI in clis, and the host name of pilot install
+	cli   string // the host name of pilot install, and the runner of its CLIs in clis (pi: both generations)
 	shell string // its shell tool, as it declares it ({"command": ...})
 	// configEnv relocates the host's config dir; isolatedEnv sets it.
 	configEnv string
@@ -65,7 +65,7 @@ var installHosts = []installHost{
 	},
 	{
 		cli: "pi", shell: "bash", configEnv: "PI_CODING_AGENT_DIR",
-		// pi 0.73.1: messages[0] (system), <available_skills>, with the
+		// pi 0.73.1 and 1.6.0: messages[0] (system), <available_skills>, with the
 		// text XML-escaped; only when the read tool is on, as it is by
 		// default (checked below: the request must declare it).
 		listed: func(name, description string) string {
@@ -96,10 +96,12 @@ func TestInstalledIntegrationReachesTheHostAndDispatches(t *testing.T) {
 	t.Parallel()
 	pilotBin := buildPilot(t)
 	for _, h := range installHosts {
-		t.Run(h.cli, func(t *testing.T) {
-			t.Parallel()
-			runInstalledHost(t, h, pilotBin)
-		})
+		for _, c := range clisOf(h.cli) {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				runInstalledHost(t, h, c, pilotBin)
+			})
+		}
 	}
 }
 
@@ -116,12 +118,16 @@ func buildPilot(t *testing.T) string {
 	return bin
 }
 
-func runInstalledHost(t *testing.T, h installHost, pilotBin string) {
-	bin := cliNamed(t, h.cli).binary(t)
+func runInstalledHost(t *testing.T, h installHost, c cli, pilotBin string) {
+	bin := c.binary(t)
 	project := t.TempDir() // no git: dispatch's retry budget lives for the run
 	guard := newNetGuard(t)
 	env := isolatedEnv(t, guard)
-	env["PATH"] = filepath.Dir(pilotBin) + string(os.PathListSeparator) + os.Getenv("PATH")
+	path := os.Getenv("PATH")
+	if p := c.workerPath(t); p != "" {
+		path = p // the node this CLI needs, first
+	}
+	env["PATH"] = filepath.Dir(pilotBin) + string(os.PathListSeparator) + path
 	env["PILOT_PROVIDERS_FILE"] = filepath.Join(t.TempDir(), "providers.json")
 	writeFile(t, env["PILOT_PROVIDERS_FILE"], `{"providers":{"`+installProvider+`":{"runner":"command","argv":["sh","-c","echo `+workerSays+`"]}}}`+"\n")
 	// Every process the host starts carries this, pilot's worker included

@@ -32,6 +32,16 @@ const (
 	fakeKey    = "sk-e2e-fake-0d7c1b9a"
 )
 
+// EnvReport names a file each scenario run appends one JSON line to (a
+// reportedRow): scripts/cli-drift compares two runs' files.
+const EnvReport = "PILOT_E2E_REPORT"
+
+// EnvRecord names a folder each scenario run writes the CLI's output to,
+// for conformance fixtures (testdata/<runner>/stream/): NAME.stdout,
+// NAME.stderr, NAME.session (pi's session file) and NAME.json, the
+// verdict pilot gave, with NAME <cli>-<scenario>[-defaults].
+const EnvRecord = "PILOT_E2E_RECORD"
+
 // EnvDefaultRetries, set to 1, leaves the CLIs' own retry settings alone
 // (issue 7: scenarios must also pass with the default retry behaviour);
 // otherwise they are turned down for speed.
@@ -54,14 +64,16 @@ func TestScenarios(t *testing.T) {
 	}
 	for _, s := range ordered {
 		for _, name := range scenarioCLIs {
-			e, ok := s.want[name]
-			if !ok {
-				continue
+			for _, c := range clisOf(name) {
+				e, ok := wantFor(s, c)
+				if !ok {
+					continue
+				}
+				t.Run(s.name+"/"+c.name, func(t *testing.T) {
+					t.Parallel()
+					runScenario(t, s, c, e, defaults)
+				})
 			}
-			t.Run(s.name+"/"+name, func(t *testing.T) {
-				t.Parallel()
-				runScenario(t, s, cliNamed(t, name), e, defaults)
-			})
 		}
 	}
 }
@@ -70,8 +82,8 @@ func TestScenarios(t *testing.T) {
 // retries.
 var retryScenarios = []string{"rate-limit-once", "rate-limit-always", "server-error-always", "mid-stream-disconnect", "connection-refused"}
 
-// quickDefaultRetries are the CLIs whose default retries end within
-// seconds (pi: three, 2 + 4 + 8 s apart; codex: four request and five
+// quickDefaultRetries are the runners whose CLIs' default retries end
+// within seconds (pi, both generations: three, 2 + 4 + 8 s apart; codex: four request and five
 // stream retries, under 30 s here), so TestScenariosDefaultRetries runs them
 // always. Claude Code's ten retries take about three minutes
 // (0.5 s doubling to 32 s): those rows run with PILOT_E2E_DEFAULT_RETRIES=1.
@@ -96,10 +108,13 @@ func TestScenariosDefaultRetries(t *testing.T) {
 				// TestScenarios's row already runs with its default.
 				continue
 			}
-			t.Run(s.name+"/"+name, func(t *testing.T) {
-				t.Parallel()
-				runScenario(t, s, cliNamed(t, name), s.want[name], true)
-			})
+			for _, c := range clisOf(name) {
+				e, _ := wantFor(s, c)
+				t.Run(s.name+"/"+c.name, func(t *testing.T) {
+					t.Parallel()
+					runScenario(t, s, c, e, true)
+				})
+			}
 		}
 	}
 }
@@ -226,7 +241,8 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	if err := os.WriteFile(filepath.Join(workdir, "README.txt"), []byte("e2e fixture\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sc, policy := script(t, s, c.name, workdir)
+	runner := c.runnerName()
+	sc, policy := script(t, s, runner, workdir)
 	base := closedPort(t)
 	var srv *fakellm.Server
 	if s.name != "connection-refused" {
@@ -243,14 +259,19 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	}
 	prov := pilot.Provider{
 		Name:          "e2e-" + c.name,
-		Runner:        c.name,
+		Runner:        runner,
 		Binary:        bin,
 		Model:         "fake-model",
 		CredentialEnv: fakeKeyEnv,
 		Env:           env,
 		BaseURL:       base + "/v1",
 	}
-	switch c.name {
+	if path := c.workerPath(t); path != "" {
+		// The node this CLI needs (pi 1.x: Node 22), first on its
+		// PATH only.
+		env["PATH"] = path
+	}
+	switch runner {
 	case "claude":
 		prov.BaseURL = base // claude appends /v1/messages itself
 	case "gemini":
@@ -270,7 +291,7 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	timeout := 2 * time.Minute
 	if defaults {
 		policy.RetryLoop, timeout = 4*time.Minute, 5*time.Minute
-		switch c.name {
+		switch runner {
 		case "codex":
 			// codex's default retries end within 30 s here; its endless
 			// reconnects do not.
@@ -283,12 +304,18 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 			policy.RetryLoop, timeout = 5*time.Minute+30*time.Second, 6*time.Minute
 		}
 	} else {
-		switch c.name {
+		switch runner {
 		case "pi":
 			// retry.maxRetries (default 3) and retry.baseDelayMs (default
 			// 2000, doubling): the runner writes the agent dir's
 			// settings, so these go in the project's (<cwd>/.pi/settings.json).
 			writeFile(t, filepath.Join(workdir, ".pi", "settings.json"), `{"retry":{"maxRetries":1,"baseDelayMs":500}}`+"\n")
+			if c.name == "pi-1" {
+				// pi 1.x loads a project's .pi/settings.json only in a
+				// trusted project; print and JSON mode cannot ask, and
+				// skip it unless --approve trusts it for the one run.
+				prov.Args = append(prov.Args, "--approve")
+			}
 		case "claude":
 			env["CLAUDE_CODE_MAX_RETRIES"] = "1"
 		case "codex":
@@ -332,7 +359,9 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	}
 	var mu sync.Mutex
 	var phases, inspected []pilot.SessionPhase
+	rec := newRecording(t, s, c, defaults)
 	d := &pilot.Dispatcher{
+		OnLine:      rec.line,
 		Runners:     agents.Runners(),
 		Providers:   reg,
 		RunDir:      t.TempDir(),
@@ -386,17 +415,22 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	mu.Lock()
 	seen := append(phases, v.SessionPhase)
 	mu.Unlock()
+	phaseOK := true
 	if want.phase != "" && !slices.Contains(seen, want.phase) {
 		t.Errorf("phases seen %q, want %q among them", seen, want.phase)
+		phaseOK = false
 	}
 	if want.inspected != "" && !slices.Contains(inspected, want.inspected) {
 		t.Errorf("stall inspections in %q, want one in %q", inspected, want.inspected)
+		phaseOK = false
 	}
+	reportRow(t, s, c, defaults, v, seen, phaseOK)
+	rec.write(t, v)
 	if want.verdict == pilot.Completed {
 		if v.SessionID == "" || v.Resume == "" {
 			t.Errorf("session id %q, resume %q: want both", v.SessionID, v.Resume)
 		}
-		checkNativeSession(t, c.name, v.Resume)
+		checkNativeSession(t, runner, v.Resume)
 		if v.Usage == nil {
 			t.Errorf("no usage, want fakellm's")
 		}
@@ -496,4 +530,118 @@ func writeFile(t *testing.T, path, data string) {
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A reportedRow is what one scenario run reported, as EnvReport's file
+// holds it: the row, the CLI's version, and what pilot said.
+type reportedRow struct {
+	Scenario string `json:"scenario"`
+	CLI      string `json:"cli"`
+	// Defaults: the run kept the CLI's own retry settings
+	// (TestScenariosDefaultRetries, or PILOT_E2E_DEFAULT_RETRIES=1).
+	Defaults bool   `json:"defaults"`
+	Package  string `json:"package"`
+	Version  string `json:"version"`
+	Verdict  string `json:"verdict"`
+	Class    string `json:"class,omitempty"`
+	Source   string `json:"evidence_source,omitempty"`
+	// Phase is the verdict's session phase; PhaseOK says the phase (and
+	// stall inspection) the table wants of the row was seen. Phases is
+	// every phase seen during the run (events, inspections, the
+	// verdict's), each once, in the order first seen: which ones a quick
+	// run shows depends on when pilot looked (a tool that ends within a
+	// heartbeat may show no tool-running), so it is for reading, not for
+	// comparing.
+	Phase   string   `json:"phase,omitempty"`
+	PhaseOK bool     `json:"phase_ok"`
+	Phases  []string `json:"phases"`
+	Seconds float64  `json:"seconds"`
+}
+
+var reportMu sync.Mutex
+
+// reportRow appends the run's reportedRow to EnvReport's file, when set.
+func reportRow(t *testing.T, s scenario, c cli, defaults bool, v pilot.Verdict, seen []pilot.SessionPhase, phaseOK bool) {
+	t.Helper()
+	path := os.Getenv(EnvReport)
+	if path == "" {
+		return
+	}
+	row := reportedRow{Scenario: s.name, CLI: c.name, Defaults: defaults, Package: c.pkg, Version: c.pinnedVersion(t),
+		Verdict: string(v.Verdict), Class: string(v.FailureClass), Source: v.EvidenceSource, Phase: string(v.SessionPhase),
+		PhaseOK: phaseOK, Phases: []string{}, Seconds: float64(v.DurationMS) / 1000}
+	if v.FailureSource == "pilot-policy" {
+		row.Source = "pilot"
+	}
+	for _, p := range seen {
+		if p != "" && !slices.Contains(row.Phases, string(p)) {
+			row.Phases = append(row.Phases, string(p))
+		}
+	}
+	line, err := json.Marshal(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reportMu.Lock()
+	defer reportMu.Unlock()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatalf("%s: %v", EnvReport, err)
+	}
+	defer f.Close()
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		t.Fatalf("%s: %v", EnvReport, err)
+	}
+}
+
+// A recording keeps a run's output lines for EnvRecord; nil when unset.
+type recording struct {
+	name string // NAME, under EnvRecord's folder
+	mu   sync.Mutex
+	out  map[pilot.Stream][]byte
+}
+
+func newRecording(t *testing.T, s scenario, c cli, defaults bool) *recording {
+	dir := os.Getenv(EnvRecord)
+	if dir == "" {
+		return nil
+	}
+	name := c.name + "-" + s.name
+	if defaults {
+		name += "-defaults"
+	}
+	return &recording{name: filepath.Join(dir, name), out: map[pilot.Stream][]byte{}}
+}
+
+// line is the Dispatcher's OnLine.
+func (r *recording) line(_ string, l pilot.Line) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.out[l.Stream] = append(append(r.out[l.Stream], l.Data...), '\n')
+}
+
+// write writes the recorded output, the session file and the verdict.
+func (r *recording) write(t *testing.T, v pilot.Verdict) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	writeFile(t, r.name+".stdout", string(r.out[pilot.Stdout]))
+	if len(r.out[pilot.Stderr]) > 0 {
+		writeFile(t, r.name+".stderr", string(r.out[pilot.Stderr]))
+	}
+	if v.Resume != "" {
+		if data, err := os.ReadFile(v.Resume); err == nil {
+			writeFile(t, r.name+".session", string(data))
+		}
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, r.name+".json", string(b)+"\n")
 }

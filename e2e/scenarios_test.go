@@ -14,7 +14,9 @@ type scenario struct {
 	// model says what the scripted server does, in words; the fakellm
 	// script is built from the name in scenarios_run_test.go.
 	model string
-	// want is the verdict per CLI (pi, codex, claude, opencode, gemini). A CLI
+	// want is the verdict per runner (pi, codex, claude, opencode, gemini):
+	// the "pi" row runs on both pi generations (pi-0, pi-1), and a key
+	// naming one of them ("pi-1") overrides it for that one. A runner
 	// missing from want does not run the scenario.
 	want map[string]expect
 }
@@ -36,7 +38,8 @@ type expect struct {
 	why string
 }
 
-// scenarioCLIs are the CLIs the scenarios run.
+// scenarioCLIs are the runners the scenarios run; clisOf gives each one's
+// CLIs.
 var scenarioCLIs = []string{"pi", "codex", "claude", "opencode", "gemini"}
 
 func all(e expect) map[string]expect {
@@ -98,6 +101,16 @@ var scenarios = []scenario{
 			why: "pi may exit right after compaction_start; opencode 1.18.33 tries one compaction, which overflows too, then reports ContextOverflowError twice"})},
 }
 
+// wantFor is what scenario s expects of CLI c: its own row, or its
+// runner's.
+func wantFor(s scenario, c cli) (expect, bool) {
+	if e, ok := s.want[c.name]; ok {
+		return e, true
+	}
+	e, ok := s.want[c.runnerName()]
+	return e, ok
+}
+
 // TestScenarioTable checks the table itself: unique names, a row for every
 // scenario CLI, and failure rows that name a class and a source.
 func TestScenarioTable(t *testing.T) {
@@ -125,6 +138,11 @@ func TestScenarioTable(t *testing.T) {
 		}
 	}
 	for _, c := range scenarioCLIs {
-		cliNamed(t, c)
+		if len(clisOf(c)) == 0 {
+			t.Errorf("no CLI runs under the runner %q", c)
+		}
+	}
+	if n := len(clisOf("pi")); n != 2 {
+		t.Errorf("%d CLIs run under the pi runner, want both generations (pi-0, pi-1)", n)
 	}
 }

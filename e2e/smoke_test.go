@@ -32,11 +32,15 @@ func TestSmokeVersion(t *testing.T) {
 				// is the CLI's own.
 				argv = append([]string{"/bin/sh", "-c", `exec "$0" "$@" 2>&1`}, argv...)
 			}
+			env := isolatedEnv(t, guard)
+			if path := c.workerPath(t); path != "" {
+				env["PATH"] = path // the node this CLI needs, first
+			}
 			prov := pilot.Provider{
 				Name:   "e2e-" + c.name,
 				Runner: "command",
 				Argv:   argv,
-				Env:    isolatedEnv(t, guard),
+				Env:    env,
 			}
 			reg, err := pilot.NewRegistry(prov)
 			if err != nil {

@@ -81,7 +81,18 @@ func field(v any, name string) any {
 // finds the script empty and fails.
 func TestTaskLoopDrivesATaskThroughThreeStagesWithRealPi(t *testing.T) {
 	t.Parallel()
-	bin := cliNamed(t, "pi").binary(t)
+	for _, c := range clisOf("pi") {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			runTaskLoop(t, c)
+		})
+	}
+}
+
+// runTaskLoop is TestTaskLoopDrivesATaskThroughThreeStagesWithRealPi on
+// one pi generation.
+func runTaskLoop(t *testing.T, c cli) {
+	bin := c.binary(t)
 	seed := taskfile.DefaultSeed()
 	for _, s := range stageMarkers {
 		if !strings.Contains(seed.Prompts[s.stage], s.marker) {
@@ -139,6 +150,9 @@ func TestTaskLoopDrivesATaskThroughThreeStagesWithRealPi(t *testing.T) {
 	guard := newNetGuard(t)
 	env := isolatedEnv(t, guard)
 	delete(env, "PI_CODING_AGENT_DIR") // the runner gives each worker its own (BaseURL)
+	if path := c.workerPath(t); path != "" {
+		env["PATH"] = path // the node this pi needs, first
+	}
 	provider := func(name string) pilot.Provider {
 		return pilot.Provider{Name: name, Runner: agents.RunnerPi, Binary: bin, Model: "fake-model",
 			CredentialEnv: fakeKeyEnv, Env: maps.Clone(env), BaseURL: srv.URL() + "/v1"}

@@ -405,8 +405,10 @@ func (b *piBranch) step(e *piScan) *piBranch {
 			nb.done = done
 			nb.nDone++
 		}
-	case "bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary":
-		// Not part of the model/tool exchange: walked past.
+	case "bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary", "system":
+		// Not part of the model/tool exchange: walked past. pi 1.x
+		// records the system prompt as a "system" message (content "",
+		// its parts in "sections") before the first user message.
 		return b
 	default:
 		if nb.bad != "" {

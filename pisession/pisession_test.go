@@ -140,6 +140,16 @@ func TestPiSessionPhases(t *testing.T) {
 		// unmatched tool result and the compaction are on another branch.
 		{"v3-docs-repaired", pilot.PhaseAwaitingModel, pisession.ReasonUserMessage, nil},
 
+		// Real pi 1.6.0 files (e2e runs against fakellm; the same files
+		// are beside testdata/pi/stream/e2e-1.6.0-*): a "system" message
+		// (the system prompt) comes before the user's, SIGTERM leaves an
+		// aborted assistant message, and a retried error is followed by a
+		// context_edit entry that drops it from the context.
+		{"v3-pi-1.6.0-system-then-user", pilot.PhaseAwaitingModel, pisession.ReasonUserMessage, &lists{ids(), ids(), ids()}},
+		{"v3-pi-1.6.0-aborted-on-sigterm", pilot.PhaseErrored, pisession.ReasonAssistantError, nil},
+		{"v3-pi-1.6.0-context-edit-after-errors", pilot.PhaseErrored, pisession.ReasonAssistantError, nil},
+		{"v3-pi-1.6.0-two-tool-calls-finished", pilot.PhaseFinished, pisession.ReasonFinalAssistantMessage, &lists{ids(), ids(), ids()}},
+
 		{"v3-finished", pilot.PhaseFinished, pisession.ReasonFinalAssistantMessage, &lists{ids(), ids(), ids()}},
 		{"v3-parallel-results-out-of-order", pilot.PhaseToolRunning, pisession.ReasonToolResultsPending,
 			&lists{ids("call_a", "call_b", "call_c"), ids("call_a", "call_c"), ids("call_b")}},
@@ -790,7 +800,7 @@ func piRefBranch(branch []map[string]any, mk func(pilot.SessionPhase, string) pi
 		bad      string
 		newest   string // role of the newest user, assistant or toolResult
 		done     = map[string]bool{}
-		ignored  = []string{"bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary"}
+		ignored  = []string{"bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary", "system"}
 		hasAsst  = last >= 0
 		afterIdx = last + 1
 	)
