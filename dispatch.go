@@ -1045,16 +1045,15 @@ func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64
 		if n > 0 {
 			r.lastOutput.Store(time.Now().UnixNano())
 			count.Add(int64(n))
+			// One lock for all the lines of a read (line runs under it).
 			r.lineMu.Lock()
 			if s == Stderr {
 				r.stderrTail.Write(buf[:n])
 			}
 			r.streamTail.Write(buf[:n])
-			r.lineMu.Unlock()
 			sp.Write(buf[:n])
 			// The lines of this read go to stream.log in one write, made
 			// while the next read is taken and split.
-			r.lineMu.Lock()
 			r.log.Flush()
 			r.lineMu.Unlock()
 		}
@@ -1062,10 +1061,10 @@ func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64
 			break
 		}
 	}
+	r.lineMu.Lock()
 	sp.Close()
 	// Every line of this stream is in stream.log before the run's record
 	// can say it ended.
-	r.lineMu.Lock()
 	r.log.Sync()
 	r.lineMu.Unlock()
 }
@@ -1073,12 +1072,10 @@ func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64
 var newline = []byte("\n")
 
 // line handles one complete output line: stream.log gets all of it, the
-// watcher and OnLine get at most MaxLineBytes.
+// watcher and OnLine get at most MaxLineBytes. Called with lineMu held.
 func (r *run) line(s Stream, tag []byte, l lines.Line) {
 	data := bytes.TrimSuffix(l.Data, []byte("\r"))
 	sec := r.secretBytes()
-	r.lineMu.Lock()
-	defer r.lineMu.Unlock()
 	switch out := redactBytes(l.Data, sec); {
 	case l.Spill != nil:
 		// A line too long to hold, copied from its spill file after

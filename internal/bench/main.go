@@ -15,6 +15,10 @@
 //	P3-pi, P3-codex, P3-opencode, P3-gemini
 //	     P3 for the other runners: their recorded streams' events
 //	     repeated to P3's size, through a dispatch vs cat       throughput >= 0.5×
+//	P3-floor
+//	     P3-codex's stream through the command runner, which
+//	     watches nothing: what a dispatch costs before any
+//	     watcher (reading, splitting, stream.log), vs cat       (no goal: a reference)
 //	P4   pi session update after a 1 KiB append to 1 GiB vs a full parse
 //	                                                             <= 1 ms, flat
 //	P5   cancel → process tree gone (all ignore SIGTERM) vs grace <= grace + 100 ms
@@ -88,6 +92,7 @@ var rows = []rowSpec{
 	{"P3-codex", runP3Runner(agents.RunnerCodex)},
 	{"P3-opencode", runP3Runner(agents.RunnerOpencode)},
 	{"P3-gemini", runP3Runner(agents.RunnerGemini)},
+	{"P3-floor", runP3Floor},
 	{"P4", runP4},
 	{"P5", runP5},
 	{"P6", runP6},
@@ -102,7 +107,7 @@ func main() {
 }
 
 func run() int {
-	only := flag.String("only", "", "comma-separated rows to run (P1,P1b,P2,P3,P3-pi,P3-codex,P3-opencode,P3-gemini,P4,P5,P6,P7); empty runs all")
+	only := flag.String("only", "", "comma-separated rows to run (P1,P1b,P2,P3,P3-pi,P3-codex,P3-opencode,P3-gemini,P3-floor,P4,P5,P6,P7); empty runs all")
 	quick := flag.Bool("quick", false, "a short run: fewer rounds and smaller inputs")
 	asJSON := flag.Bool("json", false, "print one JSON array instead of a table")
 	rounds := flag.Int("rounds", 0, "rounds per row; 0 means 5, or 3 with -quick")
@@ -119,7 +124,7 @@ func run() int {
 			id = "P3"
 		}
 		if !slices.ContainsFunc(rows, func(r rowSpec) bool { return strings.ToUpper(r.id) == id }) {
-			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1, P1b, P2, P3 (Claude's, with P3m), P3-pi, P3-codex, P3-opencode, P3-gemini, P4, P5, P6, P7\n", id)
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1, P1b, P2, P3 (Claude's, with P3m), P3-pi, P3-codex, P3-opencode, P3-gemini, P3-floor, P4, P5, P6, P7\n", id)
 			return 2
 		}
 		want[strings.ToUpper(id)] = true
@@ -464,6 +469,29 @@ func runP3Runner(runner string) func(*config) (row, error) {
 	}
 }
 
+// runP3Floor is P3-codex's stream through the command runner, which has
+// no stream watcher: the share of a dispatch's throughput that reading the
+// pipe, splitting lines and writing stream.log leave to a watcher. It has
+// no goal of its own.
+func runP3Floor(cfg *config) (row, error) {
+	size, _ := p3Size(cfg)
+	dir := filepath.Join(cfg.dir, "p3-floor")
+	cfg.log("P3-floor: writing %d MiB of codex's JSON stream", size>>20)
+	res, err := streamVsCatWith(cfg, dir, func(script, path string) pilot.Provider {
+		return pilot.Provider{Name: "stream", Runner: "command", Argv: []string{script}, Env: map[string]string{"PILOT_BENCH_JSONL": path}}
+	}, func(w io.Writer) (int64, error) {
+		return measure.RecordedStream(w, agents.RunnerCodex, size)
+	})
+	if err != nil {
+		return row{}, err
+	}
+	r := res.row("P3-floor")
+	r.Goal, r.Pass = "(reference)", true
+	r.Note = fmt.Sprintf("%.0f MiB of codex's JSON events (lines of %s) through the command runner (no watcher: reading, splitting, stream.log) on %s, vs cat into a pipe read to /dev/null: the most a P3 row can reach before its watcher costs anything",
+		res.mib, res.lineRange, res.fs)
+	return r, nil
+}
+
 // A streamResult is what streamVsCat measured.
 type streamResult struct {
 	ps, es, rss []float64 // MiB/s of pilot and cat, pilot's peak RSS in MiB
@@ -481,6 +509,14 @@ func (r streamResult) row(id string) row {
 // interleaved rounds, a dispatch whose worker (runner's provider, its CLI
 // replaced by cat) prints it, against cat of it into a pipe.
 func streamVsCat(cfg *config, dir, runner string, write func(io.Writer) (int64, error)) (streamResult, error) {
+	return streamVsCatWith(cfg, dir, func(script, path string) pilot.Provider {
+		return measure.RunnerStreamProvider(runner, script, path)
+	}, write)
+}
+
+// streamVsCatWith is streamVsCat with the worker's provider built by
+// provider from the stand-in CLI script and the stream's path.
+func streamVsCatWith(cfg *config, dir string, provider func(script, path string) pilot.Provider, write func(io.Writer) (int64, error)) (streamResult, error) {
 	var res streamResult
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return res, err
@@ -507,7 +543,7 @@ func streamVsCat(cfg *config, dir, runner string, write func(io.Writer) (int64, 
 		return res, err
 	}
 	runDir := filepath.Join(dir, "runs")
-	d, err := measure.Dispatcher(runDir, time.Second, measure.RunnerStreamProvider(runner, script, path))
+	d, err := measure.Dispatcher(runDir, time.Second, provider(script, path))
 	if err != nil {
 		return res, err
 	}
