@@ -1249,7 +1249,8 @@ func pipe() (r, w *os.File, err error) {
 // by a goroutine that wait (the second result) waits for.
 func stdinFile(data []byte) (*os.File, func(), error) {
 	if data == nil {
-		f, err := os.Open(os.DevNull)
+		// Opened as a plain file: nothing of pilot's reads it.
+		f, err := atomicfile.OpenFile(os.DevNull, os.O_RDONLY, 0)
 		if err != nil {
 			return nil, nil, fmt.Errorf("pilot: %w", err)
 		}

@@ -111,12 +111,18 @@ func (c *client) send(m *msg, rights []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if rights != nil {
-		// The descriptors travel with the frame's first bytes.
-		n, _, err := c.conn.WriteMsgUnix(frame[:4], rights, nil)
+		// The descriptors travel with the frame, in one sendmsg (the
+		// server takes them from whichever read brings them, and a
+		// frame from as many reads as it takes); what the socket did
+		// not take goes after it.
+		n, _, err := c.conn.WriteMsgUnix(frame, rights, nil)
 		if err != nil {
 			return fmt.Errorf("supervise: %w", err)
 		}
 		frame = frame[n:]
+		if len(frame) == 0 {
+			return nil
+		}
 	}
 	if _, err := c.conn.Write(frame); err != nil {
 		return fmt.Errorf("supervise: %w", err)

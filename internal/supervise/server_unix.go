@@ -45,6 +45,7 @@ type server struct {
 	jobs   map[uint64]*job
 	byPid  map[int]*job
 	orphan map[int]map[uint64]bool // unattributed orphans → jobs live when found (Linux)
+	out    []byte                   // replies not yet written (flush)
 }
 
 type request struct {
@@ -87,12 +88,14 @@ func serve(fd int) int {
 		select {
 		case r, ok := <-reqs:
 			if !ok {
+				s.flush()
 				s.shutdown()
 				return 0
 			}
 			s.handle(r)
 		case sig := <-sigs:
 			if sig != syscall.SIGCHLD {
+				s.flush()
 				s.shutdown()
 				return 0
 			}
@@ -100,6 +103,9 @@ func serve(fd int) int {
 		case <-tick.C:
 		}
 		s.progress()
+		// The replies of this turn in one write: a worker that exits
+		// leaving nothing gets its exited and done together.
+		s.flush()
 		if want := s.anyCleaning(); want != ticking {
 			if want {
 				tick.Reset(2 * time.Millisecond)
@@ -165,11 +171,22 @@ func (s *server) read(reqs chan<- request) {
 	}
 }
 
+// send queues a reply; flush writes the queue.
 func (s *server) send(m *msg) {
 	frame, err := encodeFrame(m)
-	if err == nil {
-		_, err = s.conn.Write(frame)
+	if err != nil {
+		s.conn.CloseRead()
+		return
 	}
+	s.out = append(s.out, frame...)
+}
+
+func (s *server) flush() {
+	if len(s.out) == 0 {
+		return
+	}
+	_, err := s.conn.Write(s.out)
+	s.out = s.out[:0]
 	if err != nil {
 		// The client is gone: the read side will see it too and shut
 		// everything down.
