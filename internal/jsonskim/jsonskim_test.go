@@ -197,3 +197,33 @@ func FuzzMembers(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkMembers reads the members of short events like codex's and of
+// their nested items, as the watchers do.
+func BenchmarkMembers(b *testing.B) {
+	lines := [][]byte{
+		[]byte(`{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc 'go test ./...'","aggregated_output":"","exit_code":null,"status":"in_progress"}}`),
+		[]byte(`{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"All tests pass and the linter reports nothing: the change is ready."}}`),
+		[]byte(`{"type":"message","timestamp":"2026-11-30T07:32:12.509Z","role":"assistant","content":"I'll run the tests first.","delta":true}`),
+	}
+	n := 0
+	for _, l := range lines {
+		n += len(l)
+	}
+	b.SetBytes(int64(n))
+	var ms []Member
+	for b.Loop() {
+		for _, l := range lines {
+			var ok bool
+			ms, ok = Members(ms[:0], l)
+			if !ok {
+				b.Fatal("not well-formed")
+			}
+			if item := Get(ms, "item"); item != nil {
+				if _, ok := Members(nil, item); !ok {
+					b.Fatal("item not well-formed")
+				}
+			}
+		}
+	}
+}
