@@ -93,6 +93,7 @@ func serve(fd int) int {
 				return 0
 			}
 			s.handle(r)
+			s.flush() // a started reply does not wait for the cleanups below
 		case sig := <-sigs:
 			if sig != syscall.SIGCHLD {
 				s.flush()
