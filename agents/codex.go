@@ -367,6 +367,15 @@ func (w *codexWatcher) Line(l pilot.Line) {
 		return
 	}
 	ev.Type = codexEventType(typ)
+	switch ev.Type {
+	case "turn.completed", "turn.failed", "error", "thread.started":
+		// The verdict and the resume token rest on these: they count
+		// only as valid JSON (skim checks the structure, not every
+		// literal).
+		if !json.Valid(data) {
+			return
+		}
+	}
 	ev.ThreadID, ev.Message, ev.Item, ev.Usage = w.skim.raw("thread_id"), w.skim.raw("message"), w.skim.raw("item"), w.skim.raw("usage")
 	if strings.HasPrefix(ev.Type, "turn.") || (strings.HasPrefix(ev.Type, "item.") && bytes.Contains(ev.Item, []byte(`"collab_tool_call"`))) {
 		// A sub-agent wait's start or end, or the turn's end that ends

@@ -631,3 +631,27 @@ func ExampleCodexRunner() {
 	// stdin is /dev/null: true
 	// secret also in: [CODEX_API_KEY]
 }
+
+// TestCodexInvalidTerminalEventIsNotBelieved: the watcher reads events
+// through jsonskim, which checks their structure but not every literal; a
+// turn.completed that is not valid JSON must not end the run as completed.
+func TestCodexInvalidTerminalEventIsNotBelieved(t *testing.T) {
+	a := agentAttempt(t, agents.RunnerCodex, pilot.Provider{Name: "codex"}, pilot.ModeCode, "", "go", "")
+	for _, tc := range []struct {
+		name, last string
+		want       pilot.Outcome
+	}{
+		{"valid", `{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":2}}`, pilot.Completed},
+		{"bad number", `{"type":"turn.completed","usage":{"input_tokens":1x0,"cached_input_tokens":0,"output_tokens":2}}`, pilot.Failed},
+		{"bad literal", `{"type":"turn.completed","usage":nul}`, pilot.Failed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := agentCommand(t, agents.CodexRunner{}, a).Watcher
+			feed(w, `{"type":"turn.started"}`,
+				`{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"ok"}}`, tc.last)
+			if res := w.Finish(pilot.Exit{Runner: "codex", Started: true}); res.Outcome != tc.want {
+				t.Errorf("after %s: %s, want %s", tc.last, res.Outcome, tc.want)
+			}
+		})
+	}
+}

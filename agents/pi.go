@@ -307,7 +307,22 @@ func (w *piWatcher) Line(l pilot.Line) {
 	if typ == "" {
 		typ = piString(f.get("type"))
 	}
+	if piDecisive(typ) && !json.Valid(data) {
+		// An event the verdict rests on counts only as valid JSON
+		// (piObject checks the structure, not every literal).
+		return
+	}
 	w.event(typ, f)
+}
+
+// piDecisive reports whether the verdict may rest on an event of type
+// typ: how the last message and the agent ended, and pi's own retries.
+func piDecisive(typ string) bool {
+	switch typ {
+	case "message_end", "agent_end", "auto_retry_start", "auto_retry_end":
+		return true
+	}
+	return false
 }
 
 // event handles one stream event; f is nil for events whose body is not
