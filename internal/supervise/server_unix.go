@@ -45,7 +45,7 @@ type server struct {
 	jobs   map[uint64]*job
 	byPid  map[int]*job
 	orphan map[int]map[uint64]bool // unattributed orphans → jobs live when found (Linux)
-	out    []byte                   // replies not yet written (flush)
+	out    []byte                  // replies not yet written (flush)
 }
 
 type request struct {
