@@ -258,10 +258,15 @@ func (r *jobRun) run(ctx context.Context) (Result, error) {
 var errRetake = errors.New("fence taken")
 
 // ownerAlive reports whether the owner of a running generation is a live
-// process of this host that is still at it.
+// process of this host that is still at it, or its worker is still alive:
+// the worker of a pilot killed by SIGKILL lives on until pilot's
+// supervisor has ended its tree, and no second worker may start before.
 func (r *jobRun) ownerAlive(o Owner) bool {
 	if o.Host != r.host {
 		return false
+	}
+	if o.AgentPid > 0 && alive(o.AgentPid, o.AgentStart) {
+		return true
 	}
 	if o.Pid == os.Getpid() {
 		_, ok := inProcess.Load(r.key())

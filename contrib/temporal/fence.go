@@ -57,11 +57,12 @@ type Owner struct {
 	Pid      int    `json:"pid"`
 	PidStart uint64 `json:"pid_start,omitempty"`
 	Attempt  int32  `json:"attempt,omitempty"`
-	// RunID, Record and AgentPid name the generation's pilot run once its
-	// worker started.
-	RunID    string `json:"run_id,omitempty"`
-	Record   string `json:"record,omitempty"`
-	AgentPid int    `json:"agent_pid,omitempty"`
+	// RunID, Record, AgentPid and AgentStart name the generation's pilot
+	// run and its worker once it started.
+	RunID      string `json:"run_id,omitempty"`
+	Record     string `json:"record,omitempty"`
+	AgentPid   int    `json:"agent_pid,omitempty"`
+	AgentStart uint64 `json:"agent_start,omitempty"`
 	// Verdict is the generation's verdict once State is "done"; Commit
 	// is the commit published on the job's branch with it, if any.
 	Verdict *pilot.Verdict `json:"verdict,omitempty"`

@@ -115,6 +115,7 @@ func (c *fenceCheck) tick(ctx context.Context, started *pilot.Started) {
 	if started != nil {
 		own := c.own
 		own.RunID, own.Record, own.AgentPid = started.RunID, started.Record, started.Pid
+		own.AgentStart, _ = pidStart(started.Pid)
 		oid, err := c.f.swap(ctx, c.oid, own)
 		switch {
 		case err == nil:

@@ -17,5 +17,11 @@ func TestMain(m *testing.M) {
 		io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}
+	if os.Getenv(envScenarioWorker) != "" {
+		os.Exit(scenarioWorker())
+	}
+	if os.Getenv(envLedgerAgent) != "" {
+		os.Exit(ledgerAgent(os.Args[1:]))
+	}
 	pilottest.Main(m)
 }
