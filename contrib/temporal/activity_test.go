@@ -482,3 +482,57 @@ func TestRunJobCancelEndsTheProcessTree(t *testing.T) {
 		t.Errorf("the fence after cancellation: %+v; want done with the cancelled verdict", o)
 	}
 }
+
+// TestRunJobStopsHeartbeatingAStalledWorker runs a real worker that says
+// one line and falls silent: pilot's stall policy inspects it, and from
+// then on RunJob sends no heartbeat, while the worker runs on until its
+// idle timeout.
+func TestRunJobStopsHeartbeatingAStalledWorker(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	p := pilottest.FakeProvider(t, "fake", "out=hello", "block")
+	d := pilottest.Dispatcher(t, []pilot.Provider{p})
+	d.Stall = pilot.StallPolicy{Start: 100 * time.Millisecond, ModelResponse: 100 * time.Millisecond, Tool: time.Hour}
+	d.Heartbeat = 20 * time.Millisecond
+	var mu sync.Mutex
+	var inspected time.Time
+	var beats []time.Time
+	d.Observer = func(e pilot.Event) {
+		if e.Type == eventStallInspection {
+			mu.Lock()
+			if inspected.IsZero() {
+				inspected = time.Now()
+			}
+			mu.Unlock()
+		}
+	}
+	defer func(f func(context.Context, Progress)) { recordHeartbeat = f }(recordHeartbeat)
+	recordHeartbeat = func(ctx context.Context, p Progress) {
+		mu.Lock()
+		beats = append(beats, time.Now())
+		mu.Unlock()
+	}
+	a := &Activities{Dispatcher: d, Heartbeat: 10 * time.Millisecond}
+	j := Job{Name: "stalls", Repo: repo, Provider: "fake", Mode: pilot.ModeCode, Prompt: "x", IdleTimeout: 1500 * time.Millisecond}
+	res, err := runJob(t, activityEnv(t, a), j)
+	if err == nil || res.Verdict.FailureClass != pilot.FailIdleTimeout {
+		t.Fatalf("RunJob = %+v, %v; want the idle timeout's verdict", res.Verdict, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if inspected.IsZero() {
+		t.Fatal("pilot never inspected the silent worker")
+	}
+	before, after := 0, 0
+	for _, b := range beats {
+		if b.After(inspected) {
+			after++
+		} else {
+			before++
+		}
+	}
+	// Heartbeats every 10 ms: dozens before the inspection; after it, at
+	// most the one that was on its way when the event came.
+	if before == 0 || after > 1 {
+		t.Errorf("%d heartbeats before pilot's stall inspection and %d after; want some, then at most 1", before, after)
+	}
+}

@@ -25,9 +25,12 @@ type heartbeater struct {
 }
 
 func newHeartbeater(p Progress) *heartbeater {
-	return &heartbeater{p: p, wake: make(chan struct{}, 1), record: func(ctx context.Context, p Progress) {
-		activity.RecordHeartbeat(ctx, p)
-	}}
+	return &heartbeater{p: p, wake: make(chan struct{}, 1), record: recordHeartbeat}
+}
+
+// recordHeartbeat sends a heartbeat; a test replaces it to see each one.
+var recordHeartbeat = func(ctx context.Context, p Progress) {
+	activity.RecordHeartbeat(ctx, p)
 }
 
 // observe is the dispatch's Task.Observer.
