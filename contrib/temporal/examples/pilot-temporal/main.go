@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -31,18 +32,16 @@ import (
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
 	temporal "github.com/pilotworkers/pilot/contrib/temporal"
-	"github.com/pilotworkers/pilot/pilottest"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 )
 
-// demoProvider is the provider of -demo jobs: this program as a fake agent
-// that writes a file in its worktree and commits it.
+// demoProvider is the provider of -demo jobs: this program's demo-agent
+// command, which writes a file in its worktree and commits it.
 const demoProvider = "demo"
 
 func main() {
-	pilottest.ServeFakeAgent()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -58,22 +57,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdWorker(ctx, args[1:], stderr)
 	case "submit":
 		return cmdSubmit(ctx, args[1:], stdout, stderr)
+	case "demo-agent":
+		return demoAgent(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "pilot-temporal: unknown command %q: use worker or submit\n", args[0])
 	return 2
 }
 
 type common struct {
-	addr, namespace, queue string
+	addr, namespace, addrFile, queue string
 }
 
 func (c *common) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:7233", "the Temporal frontend's `host:port`")
 	fs.StringVar(&c.namespace, "namespace", "default", "the Temporal `namespace`")
+	fs.StringVar(&c.addrFile, "addr-file", "", "read host:port and namespace (one per line) from this `file`, as contrib/temporal/devserver writes it; overrides -addr and -namespace")
 	fs.StringVar(&c.queue, "queue", temporal.DefaultQueue, "the default task `queue`, and the prefix of the capabilities' queues")
 }
 
 func (c *common) dial() (client.Client, error) {
+	if c.addrFile != "" {
+		data, err := os.ReadFile(c.addrFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading -addr-file: %w (start the dev server first: cd contrib/temporal/devserver && go run . -addr-file FILE)", err)
+		}
+		lines := strings.Fields(string(data))
+		if len(lines) != 2 {
+			return nil, fmt.Errorf("-addr-file %s holds %d fields; want host:port and namespace, one per line", c.addrFile, len(lines))
+		}
+		c.addr, c.namespace = lines[0], lines[1]
+	}
 	logger := log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	return client.Dial(client.Options{HostPort: c.addr, Namespace: c.namespace, Logger: logger})
 }
@@ -95,12 +108,12 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "pilot-temporal worker:", err)
 		return 2
 	}
-	demo, err := pilottest.FakeAgent(demoProvider, "out=working on {prompt}", "sleep=2s",
-		"write={workdir}/{prompt}.txt={prompt}\\n", "out=wrote {prompt}.txt")
+	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "pilot-temporal worker:", err)
 		return 1
 	}
+	demo := pilot.Provider{Name: demoProvider, Runner: "command", Argv: []string{exe, "demo-agent", "{prompt}"}}
 	if reg, err = reg.With(demo); err != nil {
 		fmt.Fprintln(stderr, "pilot-temporal worker:", err)
 		return 1
@@ -222,5 +235,36 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return 1
 		}
 	}
+	return 0
+}
+
+// demoAgent is the demo jobs' agent: in its worktree (the current
+// directory) it writes JOB.txt and commits it, as an agent doing its job
+// would, taking a couple of seconds so that heartbeats show.
+func demoAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "pilot-temporal demo-agent: want the job's name")
+		return 2
+	}
+	job := args[0]
+	fmt.Fprintln(stdout, "working on", job)
+	select {
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+		return 1
+	}
+	if err := os.WriteFile(job+".txt", []byte(job+"\n"), 0o644); err != nil {
+		fmt.Fprintln(stderr, "pilot-temporal demo-agent:", err)
+		return 1
+	}
+	for _, a := range [][]string{{"add", job + ".txt"}, {"-c", "user.name=pilot demo", "-c", "user.email=demo@example.invalid", "commit", "-q", "-m", "work of " + job}} {
+		cmd := exec.CommandContext(ctx, "git", a...)
+		cmd.Stderr = stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(stderr, "pilot-temporal demo-agent: git:", err)
+			return 1
+		}
+	}
+	fmt.Fprintln(stdout, "committed", job+".txt")
 	return 0
 }
