@@ -15,6 +15,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/pilottest"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 )
 
 // The Temporal server the integration tests use: .ci/run starts the dev
@@ -299,4 +300,65 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// TestRunJobsCancelWaitsForTheTree cancels a RunJobs workflow on the dev
+// server while its one job's worker (a process tree: the fake agent and a
+// setsid child) runs: the workflow returns only after the activity
+// acknowledged, and by then nothing of the tree is left. (The SDK's test
+// environment cannot show this: it resolves a cancelled activity at once,
+// without cancelling the activity's context.)
+func TestRunJobsCancelWaitsForTheTree(t *testing.T) {
+	addr, ns := server(t)
+	repo := pilottest.GitRepo(t)
+	p := pilottest.FakeProvider(t, "fake", "spawn:setsid", "ready", "block", "end", "block")
+	d := pilottest.Dispatcher(t, []pilot.Provider{p})
+	runIDs := make(chan string, 1)
+	d.Observer = func(e pilot.Event) {
+		if e.Started != nil {
+			runIDs <- e.Started.RunID
+		}
+	}
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: ns, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	queue := fmt.Sprintf("pilot-cancel-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	(&Activities{Dispatcher: d, Heartbeat: 50 * time.Millisecond}).Register(w)
+	RegisterWorkflow(w)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, WorkflowName, Input{
+		Jobs:  []Job{{Name: "cancelled", Repo: repo, Provider: "fake", Mode: pilot.ModeCode, Prompt: "x"}, {Name: "never", Repo: repo, Provider: "fake", Mode: pilot.ModeCode, Prompt: "x"}},
+		Limit: 1, Queue: queue, HeartbeatTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runID string
+	select {
+	case runID = <-runIDs:
+	case <-ctx.Done():
+		t.Fatal("the job's worker never started")
+	}
+	if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
+		t.Fatal(err)
+	}
+	var rs []Result
+	if err := run.Get(ctx, &rs); err != nil {
+		t.Fatalf("the cancelled workflow: %v", err)
+	}
+	if left := pilottest.Alive(runID); len(left) > 0 {
+		t.Errorf("processes of the cancelled job outlived the workflow: %v", left)
+	}
+	if len(rs) != 2 || rs[0].Verdict.FailureClass != pilot.FailCancelled || rs[0].Verdict.Synthesized || rs[0].Verdict.RunID != runID ||
+		rs[1].Verdict.FailureClass != pilot.FailCancelled || !rs[1].Verdict.Synthesized {
+		t.Errorf("results %+v; want the first job's own cancelled verdict and the second's synthesized one", rs)
+	}
 }

@@ -3,6 +3,7 @@
 //
 //	pilot-temporal worker [flags]   serve jobs on this machine
 //	pilot-temporal submit [flags]   run a group of jobs and print their results
+//	pilot-temporal demo-agent JOB   the demo jobs' agent (the worker runs it)
 //
 // A worker polls the default task queue and one queue per capability it
 // names (-capabilities claude,pi): jobs that need a capability go to the
