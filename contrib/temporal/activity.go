@@ -112,7 +112,9 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Progress is what RunJob's heartbeats carry.
+// Progress is what RunJob's heartbeats carry. Once pilot's stall policy
+// has inspected a silent worker, no heartbeat is sent any more, so that
+// Temporal's heartbeat timeout notices.
 type Progress struct {
 	Job        string `json:"job"`
 	Generation int    `json:"generation"`
@@ -122,10 +124,6 @@ type Progress struct {
 	Phase        string    `json:"phase"`
 	LastActivity time.Time `json:"last_activity"`
 	RunID        string    `json:"run_id,omitempty"`
-	// Stalled is set once pilot's stall policy inspected the silent
-	// worker; no heartbeat is sent from then on, so Temporal's heartbeat
-	// timeout notices. (It is here for the last heartbeat's reader.)
-	Stalled bool `json:"stalled,omitempty"`
 }
 
 // Activities runs jobs as Temporal activities: RunJob, registered as
@@ -169,7 +167,11 @@ var inProcess sync.Map
 // host, in a live process (pid and start time), is attached to: RunJob
 // waits for its verdict instead of starting a second worker. Otherwise
 // RunJob commits generation N+1 to the fence, then launches: its worker
-// resumes the failed generation's session when Policy says so. While the
+// resumes the failed generation's session when Policy says so. (A
+// generation that ended cancelled is taken over too: a live attempt
+// seeing it means the cancellation was its attempt's loss, such as a
+// worker cut off the server, whose SDK cancels the activity, not the
+// workflow's.) While the
 // worker runs, heartbeats come from a goroutine of their own, carrying
 // Progress; they stop once pilot's stall policy finds the worker silent.
 // Each heartbeat tick also checks the fence: a generation that finds a
@@ -348,6 +350,9 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 		wtDir = filepath.Join(common, "pilot-worktrees")
 	}
 	wt, err := r.f.worktree(ctx, wtDir, r.j.Base)
+	if err == nil && gen > 1 {
+		err = r.f.clearStaleLocks(ctx, wt)
+	}
 	if err != nil {
 		return r.closeWithError(ctx, myOID, own, res, err)
 	}

@@ -283,12 +283,25 @@ func TestRunJobTakesOverADeadOwnersJob(t *testing.T) {
 	if _, err := f.swap(context.Background(), "", Owner{Job: "orphan", Generation: 4, State: stateRunning, Host: host, Pid: dead.Process.Pid, PidStart: 1}); err != nil {
 		t.Fatal(err)
 	}
+	// The dead generation's worker was killed inside git commit, which
+	// left the worktree's index locked.
+	wtDir := filepath.Join(mustGit(t, repo, "rev-parse", "--path-format=absolute", "--git-common-dir"), "pilot-worktrees")
+	wt, err := f.worktree(context.Background(), wtDir, "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mustGit(t, wt, "rev-parse", "--path-format=absolute", "--git-dir"), "index.lock"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var calls atomic.Int32
 	a := &Activities{Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
 		calls.Add(1)
 		_, o, err := f.read(ctx)
 		if err != nil || o.Generation != 5 || o.Pid != os.Getpid() {
 			t.Errorf("while the worker runs the fence says %+v (%v); want generation 5, this process", o, err)
+		}
+		if task.Workdir != wt {
+			t.Errorf("the worker runs in %s; want the job's worktree %s", task.Workdir, wt)
 		}
 		return verdict(task, pilot.Completed, ""), commitIn(task)
 	})}
@@ -418,7 +431,7 @@ func TestHeartbeatsStopWhenPilotFindsTheWorkerStalled(t *testing.T) {
 	defer mu.Unlock()
 	var phases []string
 	for _, p := range sent {
-		if p.Stalled {
+		if p.LastActivity.After(time.Unix(20, 0)) {
 			t.Errorf("a heartbeat was sent after the stall inspection: %+v", p)
 		}
 		phases = append(phases, p.Phase)

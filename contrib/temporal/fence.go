@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,4 +228,30 @@ func (f fence) worktree(ctx context.Context, dir, base string) (string, error) {
 	}
 	_, err := git(ctx, f.repo, nil, "worktree", "add", "-q", "-b", branch, wt, base)
 	return wt, err
+}
+
+// clearStaleLocks removes the git lock files a worker ended mid-command
+// (killed with its pilot, or cancelled) leaves in the job's worktree: its
+// index, its HEAD and its work branch. Only the generation holding the
+// fence calls it, once the former generation's processes on this host are
+// gone, so no live git command of the job holds them.
+func (f fence) clearStaleLocks(ctx context.Context, wt string) error {
+	gitDir, err := git(ctx, wt, nil, "rev-parse", "--path-format=absolute", "--git-dir")
+	if err != nil {
+		return err
+	}
+	common, err := git(ctx, wt, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return err
+	}
+	for _, p := range []string{
+		filepath.Join(gitDir, "index.lock"),
+		filepath.Join(gitDir, "HEAD.lock"),
+		filepath.Join(common, "refs", "heads", filepath.FromSlash(WorkBranchPrefix+f.job)+".lock"),
+	} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }

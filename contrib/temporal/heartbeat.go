@@ -19,6 +19,7 @@ type heartbeater struct {
 	mu      sync.Mutex
 	p       Progress
 	started *pilot.Started // the started event, until the fence records it
+	stalled bool           // pilot's stall policy inspected the worker
 	wake    chan struct{}
 	// record sends a heartbeat: activity.RecordHeartbeat, but for tests.
 	record func(context.Context, Progress)
@@ -49,7 +50,7 @@ func (h *heartbeater) observe(e pilot.Event) {
 	case e.Type == eventStallInspection:
 		// pilot's stall policy found the worker silent: Temporal is to
 		// notice through the heartbeat timeout, not be told all is well.
-		h.p.Stalled = true
+		h.stalled = true
 	}
 	h.mu.Unlock()
 	select {
@@ -58,14 +59,14 @@ func (h *heartbeater) observe(e pilot.Event) {
 	}
 }
 
-// snapshot returns the progress, and the started event not yet handed
-// out.
-func (h *heartbeater) snapshot() (Progress, *pilot.Started) {
+// snapshot returns the progress, whether the worker stalled, and the
+// started event not yet handed out.
+func (h *heartbeater) snapshot() (Progress, bool, *pilot.Started) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.started
 	h.started = nil
-	return h.p, s
+	return h.p, h.stalled, s
 }
 
 // start heartbeats every interval (and on each event) until the returned
@@ -80,11 +81,11 @@ func (h *heartbeater) start(ctx context.Context, interval time.Duration, tick fu
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
-			p, started := h.snapshot()
+			p, stalled, started := h.snapshot()
 			// Events may come faster than heartbeats are worth sending:
 			// the SDK keeps the latest and sends at its throttle interval
 			// (0.8 of the heartbeat timeout).
-			if !p.Stalled {
+			if !stalled {
 				h.record(ctx, p)
 			}
 			if tick != nil {
