@@ -150,6 +150,15 @@ func (p Policy) withDefaults() Policy {
 	return p
 }
 
+// Retries reports whether p runs a task again after a failure of class c,
+// and whether in the same session (when the failed attempt gave a
+// Verdict.Resume), by the rules in Policy's doc. Layers that retry by
+// other means (a durable engine's retry policy) ask it so that pilot's
+// policy, not theirs, decides.
+func (p Policy) Retries(c pilot.FailureClass) (retry, resume bool) {
+	return p.withDefaults().retries(c)
+}
+
 // retries reports whether a failure of class c is retried, and whether in
 // the same session.
 func (p Policy) retries(c pilot.FailureClass) (retry, resume bool) {

@@ -637,3 +637,30 @@ func TestRetryGoneSessionFallsBack(t *testing.T) {
 		})
 	}
 }
+
+func TestPolicyRetries(t *testing.T) {
+	custom := pilot.FailureClass("my-class")
+	tests := []struct {
+		p             retry.Policy
+		c             pilot.FailureClass
+		retry, resume bool
+	}{
+		{retry.Policy{}, pilot.FailProviderAuth, false, false},
+		{retry.Policy{}, pilot.FailProviderQuota, false, false},
+		{retry.Policy{}, pilot.FailSpawn, false, false},
+		{retry.Policy{}, pilot.FailCancelled, false, false},
+		{retry.Policy{}, pilot.FailSessionStall, true, true},
+		{retry.Policy{}, pilot.FailContextLimit, true, true},
+		{retry.Policy{}, pilot.FailProviderConnection, true, false},
+		{retry.Policy{}, custom, false, false},
+		{retry.Policy{Retry: []pilot.FailureClass{custom}}, custom, true, false},
+		{retry.Policy{NonRetryable: []pilot.FailureClass{pilot.FailGeneric}}, pilot.FailGeneric, false, false},
+		{retry.Policy{Resume: []pilot.FailureClass{pilot.FailCancelled}}, pilot.FailCancelled, false, false},
+	}
+	for _, tt := range tests {
+		again, resume := tt.p.Retries(tt.c)
+		if again != tt.retry || resume != tt.resume {
+			t.Errorf("%+v.Retries(%s) = %v, %v; want %v, %v", tt.p, tt.c, again, resume, tt.retry, tt.resume)
+		}
+	}
+}

@@ -1,0 +1,515 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/retry"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+)
+
+// ActivityName is the name RunJob is registered under.
+const ActivityName = "pilot.RunJob"
+
+// Error types (ApplicationError.Type) of RunJob's errors other than a
+// failed verdict's, whose type is its failure class (or "empty").
+const (
+	// ErrTypeBadJob: the job or the Activities' configuration is invalid;
+	// never retried.
+	ErrTypeBadJob = "pilot-bad-job"
+	// ErrTypePilot: pilot could not run the job (git, the run directory,
+	// a missing credential); Details hold the Result.
+	ErrTypePilot = "pilot-error"
+	// ErrTypeFenced: a newer generation took the job over while this one
+	// ran; its result does not count. Retried: the next attempt finds the
+	// newer generation and attaches to it or takes its verdict.
+	ErrTypeFenced = "pilot-fenced"
+)
+
+// A Job is one task for RunJob: what to dispatch, and the git repository
+// whose worktree it runs in, where its fence and branch live.
+type Job struct {
+	// Name names the job: its fence ref, its branch and its worktree.
+	// It is used once per repository: a job whose branch was published
+	// is done, and running it again returns its verdict.
+	Name string
+	// Repo is the git repository (a path every worker that may run the
+	// job reaches); Base the commit the job's worktree starts from, HEAD
+	// when empty.
+	Repo string
+	Base string
+	// Capability routes the job to the workers that have it (a task
+	// queue each; see Input.Queue); empty means the default queue.
+	Capability string
+	// Deps are the names of jobs that must succeed before this one
+	// starts (RunJobs only).
+	Deps []string
+
+	// The pilot.Task the job dispatches, with the job's worktree as its
+	// workdir.
+	Provider    string
+	Mode        pilot.Mode
+	Prompt      string
+	TaskFile    string
+	Label       string
+	Timeout     time.Duration
+	IdleTimeout time.Duration
+}
+
+// task is j as a pilot task in worktree wt.
+func (j Job) task(wt string, gen int) pilot.Task {
+	label := j.Label
+	if label == "" {
+		label = j.Name
+	}
+	return pilot.Task{
+		Provider: j.Provider, Mode: j.Mode, Prompt: j.Prompt, TaskFile: j.TaskFile,
+		Workdir: wt, Timeout: j.Timeout, IdleTimeout: j.IdleTimeout, Label: label,
+		Key:     j.Name,
+		Lineage: pilot.Lineage{Key: j.Name, Attempt: gen},
+	}
+}
+
+// check refuses a job that cannot run, saying what to fix.
+func (j Job) check() error {
+	if err := checkJobName(j.Name); err != nil {
+		return err
+	}
+	if j.Repo == "" {
+		return fmt.Errorf("temporal: job %s has no repository: set Job.Repo to the git repository its worktree, fence and branch live in", j.Name)
+	}
+	if !filepath.IsAbs(j.Repo) {
+		return fmt.Errorf("temporal: job %s: Job.Repo %q is relative: workers run elsewhere, give an absolute path", j.Name, j.Repo)
+	}
+	if j.Provider == "" {
+		return fmt.Errorf("temporal: job %s has no provider: set Job.Provider", j.Name)
+	}
+	return nil
+}
+
+// A Result is a job's final verdict, as RunJob returns it (and, on a
+// failed verdict, as the details of its error).
+type Result struct {
+	Job     string        `json:"job"`
+	Verdict pilot.Verdict `json:"verdict"`
+	// Generation is the launch of the job that gave the verdict.
+	Generation int `json:"generation,omitempty"`
+	// Commit is the commit published on the job's branch
+	// (BranchPrefix+Job) with a successful verdict.
+	Commit string `json:"commit,omitempty"`
+	// Attached is set when this attempt took the verdict of a run an
+	// earlier attempt started.
+	Attached bool `json:"attached,omitempty"`
+	// Error is set when pilot itself failed (no verdict of the worker).
+	Error string `json:"error,omitempty"`
+}
+
+// Progress is what RunJob's heartbeats carry. Once pilot's stall policy
+// has inspected a silent worker, no heartbeat is sent any more, so that
+// Temporal's heartbeat timeout notices.
+type Progress struct {
+	Job        string `json:"job"`
+	Generation int    `json:"generation"`
+	// Phase is "starting", "attached", "running" or the phase of the
+	// worker's session; LastActivity the time of the dispatch's last
+	// event.
+	Phase        string    `json:"phase"`
+	LastActivity time.Time `json:"last_activity"`
+	RunID        string    `json:"run_id,omitempty"`
+}
+
+// Activities runs jobs as Temporal activities: RunJob, registered as
+// ActivityName. Its exported fields are configuration; it is never
+// changed by RunJob.
+type Activities struct {
+	// Dispatcher runs each job's task (a *pilot.Dispatcher, or a fake in
+	// tests); required.
+	Dispatcher pilot.TaskDispatcher
+	// Policy decides, from a failed verdict's class, whether the job is
+	// run again (Temporal retries it) and whether in the same session.
+	// Its budgets and waits are not used: Temporal's retry policy bounds
+	// the attempts.
+	Policy retry.Policy
+	// WorktreeDir holds the jobs' worktrees on this host; empty means
+	// pilot-worktrees in the repository's git directory.
+	WorktreeDir string
+	// Host names this machine in fences; empty means os.Hostname. Only a
+	// run on the same host can be attached to.
+	Host string
+	// Heartbeat is the time between heartbeats; zero means a quarter of
+	// the activity's heartbeat timeout, or 10 s without one. The same
+	// ticks check the job's fence.
+	Heartbeat time.Duration
+}
+
+// Register registers RunJob with w as ActivityName.
+func (a *Activities) Register(w worker.ActivityRegistry) {
+	w.RegisterActivityWithOptions(a.RunJob, activity.RegisterOptions{Name: ActivityName})
+}
+
+// inProcess holds the jobs this process runs (repo + job name), to tell a
+// live owner in this very process from one whose attempt is gone.
+var inProcess sync.Map
+
+// RunJob runs one job on this worker and returns its Result.
+//
+// It reads the job's fence first. A job whose generation is done with a
+// success, or with a failure pilot's Policy does not retry, gets that
+// verdict again: nothing is launched. A generation still running on this
+// host, in a live process (pid and start time), is attached to: RunJob
+// waits for its verdict instead of starting a second worker. Otherwise
+// RunJob commits generation N+1 to the fence, then launches: its worker
+// resumes the failed generation's session when Policy says so. (A
+// generation that ended cancelled is taken over too: a live attempt
+// seeing it means the cancellation was its attempt's loss, such as a
+// worker cut off the server, whose SDK cancels the activity, not the
+// workflow's.) While the
+// worker runs, heartbeats come from a goroutine of their own, carrying
+// Progress; they stop once pilot's stall policy finds the worker silent.
+// Each heartbeat tick also checks the fence: a generation that finds a
+// newer one there ends its worker. A successful verdict is published by
+// creating the job's branch at the worktree's HEAD in the same ref
+// transaction that closes the fence, so only the generation holding the
+// fence publishes, and only once.
+//
+// A failed verdict is returned as an error: a temporal.ApplicationError
+// whose type is the failure class, not retryable when Policy does not
+// retry the class (provider-auth, provider-quota, spawn-failed,
+// cancelled, and classes pilot does not know), with the Result as its
+// details (see ResultOf). Cancellation ends the worker's process tree;
+// RunJob returns (a canceled error) only once the tree is gone.
+func (a *Activities) RunJob(ctx context.Context, j Job) (Result, error) {
+	if a.Dispatcher == nil {
+		return Result{}, temporal.NewNonRetryableApplicationError("temporal: Activities has no Dispatcher: set Activities.Dispatcher (a *pilot.Dispatcher)", ErrTypeBadJob, nil)
+	}
+	if err := j.check(); err != nil {
+		return Result{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadJob, nil)
+	}
+	if j.Base == "" {
+		j.Base = "HEAD"
+	}
+	r := &jobRun{a: a, j: j, f: fence{repo: j.Repo, job: j.Name}}
+	r.info = activity.GetInfo(ctx)
+	r.host = a.Host
+	if r.host == "" {
+		r.host, _ = os.Hostname()
+	}
+	r.interval = a.Heartbeat
+	if r.interval <= 0 {
+		r.interval = 10 * time.Second
+		if hb := r.info.HeartbeatTimeout; hb > 0 {
+			r.interval = max(hb/4, 50*time.Millisecond)
+		}
+	}
+	return r.run(ctx)
+}
+
+// A jobRun is one RunJob call.
+type jobRun struct {
+	a        *Activities
+	j        Job
+	f        fence
+	info     activity.Info
+	host     string
+	interval time.Duration
+}
+
+func (r *jobRun) key() string { return r.j.Repo + "\x00" + r.j.Name }
+
+func (r *jobRun) run(ctx context.Context) (Result, error) {
+	attached := false
+	for {
+		oid, o, err := r.f.read(ctx)
+		if err != nil {
+			return r.pilotError(ctx, Result{Job: r.j.Name}, err)
+		}
+		switch {
+		case o.State == stateDone && o.Error == "" && o.Verdict != nil && o.Verdict.FailureClass != pilot.FailCancelled:
+			res := Result{Job: r.j.Name, Verdict: *o.Verdict, Generation: o.Generation, Commit: o.Commit, Attached: attached}
+			if o.Verdict.Verdict.Success() {
+				return res, nil
+			}
+			if again, _ := r.a.Policy.Retries(o.Verdict.FailureClass); !again {
+				return res, verdictError(res, r.a.Policy)
+			}
+			// A failure pilot's policy retries: this attempt is the retry.
+		case o.State == stateRunning && r.ownerAlive(o):
+			attached = true
+			if err := r.attach(ctx, oid, o); err != nil {
+				return Result{Job: r.j.Name, Generation: o.Generation, Attached: true}, err
+			}
+			continue // the fence moved on, or its owner is gone
+		}
+		res, err := r.launch(ctx, oid, o)
+		if errors.Is(err, errRetake) {
+			continue // another attempt took the fence first: look again
+		}
+		return res, err
+	}
+}
+
+// errRetake: the fence moved before this attempt could take it.
+var errRetake = errors.New("fence taken")
+
+// ownerAlive reports whether the owner of a running generation is a live
+// process of this host that is still at it, or its worker is still alive:
+// the worker of a pilot killed by SIGKILL lives on until pilot's
+// supervisor has ended its tree, and no second worker may start before.
+func (r *jobRun) ownerAlive(o Owner) bool {
+	if o.Host != r.host {
+		return false
+	}
+	if o.AgentPid > 0 && alive(o.AgentPid, o.AgentStart) {
+		return true
+	}
+	if o.Pid == os.Getpid() {
+		_, ok := inProcess.Load(r.key())
+		return ok
+	}
+	return alive(o.Pid, o.PidStart)
+}
+
+// attach waits, heartbeating, until the fence moves on from oid or its
+// owner is gone. Cancelled, it ends the owner's worker (its process
+// group) and waits for the same.
+func (r *jobRun) attach(ctx context.Context, oid string, o Owner) error {
+	hb := newHeartbeater(Progress{Job: r.j.Name, Generation: o.Generation, Phase: "attached", RunID: o.RunID, LastActivity: time.Now()})
+	stop := hb.start(ctx, r.interval, nil)
+	defer stop()
+	poll := time.NewTicker(min(r.interval, time.Second))
+	defer poll.Stop()
+	done := ctx.Done()
+	cancelled := false
+	// Reads survive cancellation: the wait must outlast it.
+	rctx := context.WithoutCancel(ctx)
+	for {
+		select {
+		case <-done:
+			cancelled, done = true, nil
+			if o.AgentPid > 0 {
+				terminateGroup(o.AgentPid)
+			}
+			continue
+		case <-poll.C:
+		}
+		now, cur, err := r.f.read(rctx)
+		if err != nil {
+			return r.wrapPilot(err)
+		}
+		if now != oid && cur.AgentPid > 0 && cur.Generation == o.Generation && cur.State == stateRunning {
+			oid, o = now, cur // the owner recorded its worker
+			if cancelled {
+				terminateGroup(o.AgentPid)
+			}
+			continue
+		}
+		if now != oid || !r.ownerAlive(cur) {
+			if cancelled {
+				return temporal.NewCanceledError(Result{Job: r.j.Name, Generation: o.Generation, Attached: true})
+			}
+			return nil
+		}
+	}
+}
+
+// launch commits the next generation to the fence (moving it from oid,
+// whose owner is prev) and runs the job.
+func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, error) {
+	self := os.Getpid()
+	start, _ := pidStart(self)
+	gen := prev.Generation + 1
+	own := Owner{Job: r.j.Name, Generation: gen, State: stateRunning, Host: r.host, Pid: self, PidStart: start, Attempt: r.info.Attempt}
+	if _, loaded := inProcess.LoadOrStore(r.key(), gen); loaded {
+		// Another attempt in this process runs the job (an earlier one,
+		// timed out, still ending): wait for it through the fence.
+		return Result{}, r.waitInProcess(ctx)
+	}
+	defer inProcess.Delete(r.key())
+	myOID, err := r.f.swap(ctx, oid, own)
+	if errors.Is(err, ErrFenced) {
+		return Result{}, errRetake
+	}
+	res := Result{Job: r.j.Name, Generation: gen}
+	if err != nil {
+		return r.pilotError(ctx, res, err)
+	}
+	wtDir := r.a.WorktreeDir
+	if wtDir == "" {
+		common, err := git(ctx, r.j.Repo, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
+		if err != nil {
+			return r.closeWithError(ctx, myOID, own, res, err)
+		}
+		wtDir = filepath.Join(common, "pilot-worktrees")
+	}
+	wt, err := r.f.worktree(ctx, wtDir, r.j.Base)
+	if err == nil && gen > 1 {
+		err = r.f.clearStaleLocks(ctx, wt)
+	}
+	if err != nil {
+		return r.closeWithError(ctx, myOID, own, res, err)
+	}
+	task := r.j.task(wt, gen)
+	if prev.State == stateDone && prev.Verdict != nil {
+		task.Lineage.PreviousRecord = prev.Verdict.Record
+		if _, resume := r.a.Policy.Retries(prev.Verdict.FailureClass); resume && prev.Verdict.Resume != "" {
+			prompt := r.a.Policy.ResumePrompt
+			if prompt == "" {
+				prompt = retry.DefaultResumePrompt
+			}
+			task.Resume, task.Prompt, task.TaskFile = prev.Verdict.Resume, prompt, ""
+			task.Lineage.ResumedFrom = prev.Verdict.Record
+		}
+	}
+
+	dctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hb := newHeartbeater(Progress{Job: r.j.Name, Generation: gen, Phase: "starting", LastActivity: time.Now()})
+	task.Observer = hb.observe
+	fc := &fenceCheck{f: r.f, oid: myOID, own: own, cancel: cancel}
+	stop := hb.start(ctx, r.interval, fc.tick)
+	v, derr := r.a.Dispatcher.Dispatch(dctx, task)
+	stop() // no heartbeat nor fence check from here on
+	myOID, own = fc.oid, fc.own
+	// The fence is closed even when this attempt was cancelled.
+	wctx := context.WithoutCancel(ctx)
+	if errors.Is(context.Cause(dctx), ErrFenced) {
+		res.Verdict = v
+		return res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("job %s: generation %d was superseded while it ran: its result does not count", r.j.Name, gen), ErrTypeFenced, temporal.ApplicationErrorOptions{Details: []any{res}})
+	}
+	if derr != nil {
+		if ctx.Err() != nil {
+			own.State, own.Error = stateDone, derr.Error()
+			_, _ = r.f.swap(wctx, myOID, own)
+			return res, temporal.NewCanceledError(res)
+		}
+		return r.closeWithError(wctx, myOID, own, res, derr)
+	}
+	res.Verdict = v
+	own.State, own.Verdict = stateDone, &v
+	if v.Verdict.Success() {
+		head, err := git(wctx, wt, nil, "rev-parse", "HEAD")
+		if err != nil {
+			return r.closeWithError(wctx, myOID, own, res, err)
+		}
+		own.Commit = head
+		if _, err := r.f.publish(wctx, myOID, own, head); err != nil {
+			return r.fencedOr(ctx, res, err)
+		}
+		res.Commit = head
+		return res, nil
+	}
+	if _, err := r.f.swap(wctx, myOID, own); err != nil {
+		return r.fencedOr(ctx, res, err)
+	}
+	if ctx.Err() != nil && v.FailureClass == pilot.FailCancelled {
+		return res, temporal.NewCanceledError(res)
+	}
+	return res, verdictError(res, r.a.Policy)
+}
+
+// waitInProcess waits, heartbeating, for the other attempt of this process
+// that runs the job to end, then asks RunJob to look again.
+func (r *jobRun) waitInProcess(ctx context.Context) error {
+	hb := newHeartbeater(Progress{Job: r.j.Name, Phase: "attached", LastActivity: time.Now()})
+	stop := hb.start(ctx, r.interval, nil)
+	defer stop()
+	poll := time.NewTicker(min(r.interval, time.Second))
+	defer poll.Stop()
+	for {
+		if _, ok := inProcess.Load(r.key()); !ok {
+			return errRetake
+		}
+		select {
+		case <-ctx.Done():
+			return temporal.NewCanceledError(Result{Job: r.j.Name, Attached: true})
+		case <-poll.C:
+		}
+	}
+}
+
+// closeWithError closes generation own (at oid) with pilot's error and
+// returns it.
+func (r *jobRun) closeWithError(ctx context.Context, oid string, own Owner, res Result, err error) (Result, error) {
+	own.State, own.Error = stateDone, err.Error()
+	if _, ferr := r.f.swap(context.WithoutCancel(ctx), oid, own); ferr != nil {
+		return r.fencedOr(ctx, res, ferr)
+	}
+	return r.pilotError(ctx, res, err)
+}
+
+// fencedOr returns the fenced error when err is one, else pilot's error.
+func (r *jobRun) fencedOr(ctx context.Context, res Result, err error) (Result, error) {
+	if errors.Is(err, ErrFenced) {
+		return res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("job %s: generation %d was superseded: %v", r.j.Name, res.Generation, err), ErrTypeFenced, temporal.ApplicationErrorOptions{Details: []any{res}})
+	}
+	return r.pilotError(ctx, res, err)
+}
+
+// pilotError is RunJob's error when pilot could not run the job:
+// cancelled when ctx is done, else retryable unless the error is a bad
+// task or a missing credential, which another attempt would not fix.
+func (r *jobRun) pilotError(ctx context.Context, res Result, err error) (Result, error) {
+	res.Error = err.Error()
+	if ctx.Err() != nil {
+		return res, temporal.NewCanceledError(res)
+	}
+	var cred *pilot.CredentialError
+	nonRetryable := errors.As(err, &cred)
+	var ge *gitError
+	if !nonRetryable && !errors.As(err, &ge) && !errors.Is(err, ErrFenced) {
+		// Dispatch's errors other than a credential's are a bad task or
+		// configuration (nothing started), or an unwritable run
+		// directory: neither mends itself on another attempt.
+		nonRetryable = true
+	}
+	return res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("job %s: %v", r.j.Name, err), ErrTypePilot, temporal.ApplicationErrorOptions{NonRetryable: nonRetryable, Cause: err, Details: []any{res}})
+}
+
+func (r *jobRun) wrapPilot(err error) error {
+	_, e := r.pilotError(context.Background(), Result{Job: r.j.Name}, err)
+	return e
+}
+
+// verdictError is the error of a failed verdict: its class is the error's
+// type; retryable as p says.
+func verdictError(res Result, p retry.Policy) error {
+	v := res.Verdict
+	class := string(v.FailureClass)
+	if class == "" {
+		class = string(v.Verdict)
+	}
+	again, _ := p.Retries(v.FailureClass)
+	msg := fmt.Sprintf("job %s: %s (%s)", res.Job, v.Verdict, class)
+	if v.EvidenceExcerpt != "" {
+		msg += ": " + v.EvidenceExcerpt
+	}
+	opts := temporal.ApplicationErrorOptions{NonRetryable: !again, Details: []any{res}}
+	if again && v.RetryAfterMS > 0 {
+		opts.NextRetryDelay = time.Duration(v.RetryAfterMS) * time.Millisecond
+	}
+	return temporal.NewApplicationErrorWithOptions(msg, class, opts)
+}
+
+// ResultOf returns the Result an error of RunJob carries (a failed
+// verdict's, a cancelled or superseded run's), as the workflow gets it
+// from ExecuteActivity.
+func ResultOf(err error) (Result, bool) {
+	var res Result
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.HasDetails() {
+		return res, app.Details(&res) == nil
+	}
+	var can *temporal.CanceledError
+	if errors.As(err, &can) && can.HasDetails() {
+		return res, can.Details(&res) == nil
+	}
+	return res, false
+}

@@ -1,0 +1,551 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/pilottest"
+	"github.com/pilotworkers/pilot/retry"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+)
+
+// activityEnv is the SDK's activity test environment with a's RunJob
+// registered.
+func activityEnv(t *testing.T, a *Activities) *testsuite.TestActivityEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(a.RunJob, activity.RegisterOptions{Name: ActivityName})
+	return env
+}
+
+func runJob(t *testing.T, env *testsuite.TestActivityEnvironment, j Job) (Result, error) {
+	t.Helper()
+	val, err := env.ExecuteActivity(ActivityName, j)
+	if err != nil {
+		res, _ := ResultOf(err)
+		return res, err
+	}
+	var res Result
+	if err := val.Get(&res); err != nil {
+		t.Fatalf("decoding RunJob's result: %v", err)
+	}
+	return res, nil
+}
+
+func mustGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := git(context.Background(), dir, nil, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// commitIn commits a file named for the task's label in its workdir, as a
+// worker doing its job would.
+func commitIn(t pilot.Task) error {
+	if err := os.WriteFile(filepath.Join(t.Workdir, t.Label+".txt"), []byte(t.Prompt+"\n"), 0o644); err != nil {
+		return err
+	}
+	for _, args := range [][]string{{"add", "-A"}, {"-c", "user.name=agent", "-c", "user.email=agent@example.invalid", "commit", "-q", "-m", "work of " + t.Label}} {
+		if _, err := git(context.Background(), t.Workdir, nil, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func verdict(t pilot.Task, o pilot.Outcome, class pilot.FailureClass) pilot.Verdict {
+	return pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: o, Failure: pilot.Failure{FailureClass: class}}
+}
+
+func testJob(repo, name string) Job {
+	return Job{Name: name, Repo: repo, Provider: "fake", Mode: pilot.ModeCode, Prompt: "do " + name}
+}
+
+func TestRunJobPublishesOnceAndReportsAgain(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	var calls atomic.Int32
+	a := &Activities{Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+		calls.Add(1)
+		if err := commitIn(task); err != nil {
+			return pilot.Verdict{}, err
+		}
+		return verdict(task, pilot.Completed, ""), nil
+	})}
+	env := activityEnv(t, a)
+	j := testJob(repo, "job-1")
+	res, err := runJob(t, env, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict.Verdict != pilot.Completed || res.Generation != 1 || res.Commit == "" {
+		t.Fatalf("RunJob = %+v; want a completed verdict of generation 1 with its commit", res)
+	}
+	if got := mustGit(t, repo, "rev-parse", "refs/heads/"+BranchPrefix+j.Name); got != res.Commit {
+		t.Errorf("the job's branch is at %s; want the published commit %s", got, res.Commit)
+	}
+	if got := mustGit(t, repo, "log", "--format=%s", "-1", BranchPrefix+j.Name); got != "work of job-1" {
+		t.Errorf("the job's branch's last commit is %q; want the worker's", got)
+	}
+
+	// Delivered again (the first completion lost, say): the verdict, and
+	// nothing launched.
+	res2, err := runJob(t, activityEnv(t, a), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(res, res2); diff != "" {
+		t.Errorf("the second delivery's result differs (-first +second):\n%s", diff)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the worker ran %d times; want once", n)
+	}
+}
+
+func TestRunJobFailureClassesMapToErrors(t *testing.T) {
+	tests := []struct {
+		class     pilot.FailureClass
+		retryable bool
+	}{
+		{pilot.FailProviderAuth, false},
+		{pilot.FailProviderQuota, false},
+		{pilot.FailSpawn, false},
+		{pilot.FailCancelled, false},
+		{pilot.FailProviderConnection, true},
+		{pilot.FailGeneric, true},
+		{pilot.FailSessionStall, true},
+		{"", false}, // an empty verdict
+	}
+	repo := pilottest.GitRepo(t)
+	for i, tt := range tests {
+		t.Run(string(tt.class), func(t *testing.T) {
+			a := &Activities{Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+				if tt.class == "" {
+					return verdict(task, pilot.Empty, ""), nil
+				}
+				return verdict(task, pilot.Failed, tt.class), nil
+			})}
+			j := testJob(repo, "class-"+string(rune('a'+i)))
+			res, err := runJob(t, activityEnv(t, a), j)
+			var app *temporal.ApplicationError
+			if !errors.As(err, &app) {
+				t.Fatalf("RunJob error = %v; want an application error", err)
+			}
+			want := string(tt.class)
+			if want == "" {
+				want = string(pilot.Empty)
+			}
+			if app.Type() != want || app.NonRetryable() == tt.retryable {
+				t.Errorf("error type %q, non-retryable %v; want %q, %v", app.Type(), app.NonRetryable(), want, !tt.retryable)
+			}
+			if res.Verdict.FailureClass != tt.class || res.Job != j.Name {
+				t.Errorf("ResultOf(err) = %+v; want the verdict of class %q", res, tt.class)
+			}
+			if _, err := git(context.Background(), repo, nil, "rev-parse", "-q", "--verify", "refs/heads/"+BranchPrefix+j.Name); err == nil {
+				t.Errorf("a failed job's branch was published")
+			}
+		})
+	}
+}
+
+func TestRunJobResumesTheFailedSession(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	var mu sync.Mutex
+	var tasks []pilot.Task
+	a := &Activities{Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+		mu.Lock()
+		tasks = append(tasks, task)
+		n := len(tasks)
+		mu.Unlock()
+		if n == 1 {
+			v := verdict(task, pilot.Failed, pilot.FailSessionStall)
+			v.Resume, v.Record = "session-1", "/runs/1/record.json"
+			return v, nil
+		}
+		return verdict(task, pilot.Completed, ""), nil
+	})}
+	j := testJob(repo, "stall")
+	if _, err := runJob(t, activityEnv(t, a), j); err == nil {
+		t.Fatal("the session-stall attempt gave no error")
+	}
+	res, err := runJob(t, activityEnv(t, a), j) // Temporal's retry
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Generation != 2 {
+		t.Errorf("the retry is generation %d; want 2", res.Generation)
+	}
+	got := tasks[1]
+	if got.Resume != "session-1" || got.Prompt != retry.DefaultResumePrompt || got.Lineage.ResumedFrom != "/runs/1/record.json" || got.Lineage.Attempt != 2 {
+		t.Errorf("the retry's task = %+v; want it to resume session-1 with the resume prompt", got)
+	}
+	if got.Workdir != tasks[0].Workdir {
+		t.Errorf("the retry runs in %s; want the same worktree %s", got.Workdir, tasks[0].Workdir)
+	}
+}
+
+// helperProcess starts the test binary as a process that lives until its
+// stdin closes, and returns it (waited for at cleanup).
+func helperProcess(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envBlockOnStdin+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+func TestRunJobAttachesToALiveRun(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	owner := helperProcess(t)
+	start, ok := pidStart(owner.Process.Pid)
+	if !ok {
+		t.Skip("no process start times here")
+	}
+	host, _ := os.Hostname()
+	f := fence{repo: repo, job: "live"}
+	own := Owner{Job: "live", Generation: 3, State: stateRunning, Host: host, Pid: owner.Process.Pid, PidStart: start}
+	oid, err := f.swap(context.Background(), "", own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Activities{Heartbeat: 10 * time.Millisecond, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+		t.Error("RunJob launched a worker while the job's run is alive")
+		return pilot.Verdict{}, errors.New("launched")
+	})}
+	env := activityEnv(t, a)
+	attached := make(chan struct{})
+	var once sync.Once
+	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, d converter.EncodedValues) {
+		var p Progress
+		if d.Get(&p) == nil && p.Phase == "attached" {
+			once.Do(func() { close(attached) })
+		}
+	})
+	type out struct {
+		res Result
+		err error
+	}
+	ch := make(chan out, 1)
+	go func() {
+		res, err := runJob(t, env, testJob(repo, "live"))
+		ch <- out{res, err}
+	}()
+	<-attached
+	// The owner finishes: its verdict is the job's.
+	v := pilot.Verdict{Type: "worker_runner.verdict", Provider: "fake", Verdict: pilot.Completed, RunID: "run-of-gen-3"}
+	own.State, own.Verdict, own.Commit = stateDone, &v, "abc"
+	if _, err := f.swap(context.Background(), oid, own); err != nil {
+		t.Fatal(err)
+	}
+	o := <-ch
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	want := Result{Job: "live", Verdict: v, Generation: 3, Commit: "abc", Attached: true}
+	if diff := cmp.Diff(want, o.res); diff != "" {
+		t.Errorf("RunJob (-want +got):\n%s", diff)
+	}
+}
+
+func TestRunJobTakesOverADeadOwnersJob(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	dead := exec.Command(os.Args[0], "-test.run=^$")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	f := fence{repo: repo, job: "orphan"}
+	if _, err := f.swap(context.Background(), "", Owner{Job: "orphan", Generation: 4, State: stateRunning, Host: host, Pid: dead.Process.Pid, PidStart: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// The dead generation's worker was killed inside git commit, which
+	// left the worktree's index locked.
+	wtDir := filepath.Join(mustGit(t, repo, "rev-parse", "--path-format=absolute", "--git-common-dir"), "pilot-worktrees")
+	wt, err := f.worktree(context.Background(), wtDir, "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mustGit(t, wt, "rev-parse", "--path-format=absolute", "--git-dir"), "index.lock"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	a := &Activities{Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+		calls.Add(1)
+		_, o, err := f.read(ctx)
+		if err != nil || o.Generation != 5 || o.Pid != os.Getpid() {
+			t.Errorf("while the worker runs the fence says %+v (%v); want generation 5, this process", o, err)
+		}
+		if task.Workdir != wt {
+			t.Errorf("the worker runs in %s; want the job's worktree %s", task.Workdir, wt)
+		}
+		return verdict(task, pilot.Completed, ""), commitIn(task)
+	})}
+	res, err := runJob(t, activityEnv(t, a), testJob(repo, "orphan"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Generation != 5 || calls.Load() != 1 {
+		t.Errorf("RunJob = %+v after %d launches; want generation 5, one launch", res, calls.Load())
+	}
+}
+
+func TestRunJobSupersededGenerationStopsAndPublishesNothing(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	f := fence{repo: repo, job: "raced"}
+	a := &Activities{Heartbeat: 10 * time.Millisecond, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+		if err := commitIn(task); err != nil {
+			return pilot.Verdict{}, err
+		}
+		// A replacement elsewhere commits the next generation.
+		oid, o, err := f.read(context.Background())
+		if err != nil {
+			return pilot.Verdict{}, err
+		}
+		o.Generation++
+		o.Host = "elsewhere"
+		if _, err := f.swap(context.Background(), oid, o); err != nil {
+			return pilot.Verdict{}, err
+		}
+		<-ctx.Done() // the fence check ends this generation's worker
+		if !errors.Is(context.Cause(ctx), ErrFenced) {
+			t.Errorf("the dispatch ended for %v; want ErrFenced", context.Cause(ctx))
+		}
+		return verdict(task, pilot.Failed, pilot.FailCancelled), nil
+	})}
+	_, err := runJob(t, activityEnv(t, a), testJob(repo, "raced"))
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != ErrTypeFenced || app.NonRetryable() {
+		t.Fatalf("RunJob error = %v; want a retryable %s error", err, ErrTypeFenced)
+	}
+	if _, err := git(context.Background(), repo, nil, "rev-parse", "-q", "--verify", "refs/heads/"+BranchPrefix+"raced"); err == nil {
+		t.Error("the superseded generation published the job's branch")
+	}
+	if _, o, _ := f.read(context.Background()); o.Generation != 2 || o.Host != "elsewhere" || o.State != stateRunning {
+		t.Errorf("the fence is %+v; want the replacement's generation 2, untouched", o)
+	}
+}
+
+func TestPublishIsAtMostOnce(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	head := mustGit(t, repo, "rev-parse", "HEAD")
+	f := fence{repo: repo, job: "once"}
+	ctx := context.Background()
+	oid, err := f.swap(ctx, "", Owner{Job: "once", Generation: 1, State: stateRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The old generation's view of the fence is stale once generation 2
+	// is committed: its publish fails and leaves no branch.
+	oid2, err := f.swap(ctx, oid, Owner{Job: "once", Generation: 2, State: stateRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.publish(ctx, oid, Owner{Job: "once", Generation: 1, State: stateDone}, head); !errors.Is(err, ErrFenced) {
+		t.Fatalf("the stale generation's publish: %v; want ErrFenced", err)
+	}
+	if _, err := f.publish(ctx, oid2, Owner{Job: "once", Generation: 2, State: stateDone}, head); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.publish(ctx, oid2, Owner{Job: "once", Generation: 2, State: stateDone}, head); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a second publish: %v; want ErrFenced", err)
+	}
+	// Swapping from "absent" when a fence exists fails the same way.
+	if _, err := f.swap(ctx, "", Owner{Job: "once", Generation: 1}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("creating a fence that exists: %v; want ErrFenced", err)
+	}
+}
+
+func TestBadJobsAreRefused(t *testing.T) {
+	a := &Activities{Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+		t.Error("a bad job was dispatched")
+		return pilot.Verdict{}, nil
+	})}
+	for _, j := range []Job{
+		{Repo: "/r", Provider: "p"},
+		{Name: "a/b", Repo: "/r", Provider: "p"},
+		{Name: "x..y", Repo: "/r", Provider: "p"},
+		{Name: "ok"},
+		{Name: "ok", Repo: "relative", Provider: "p"},
+		{Name: "ok", Repo: "/r"},
+	} {
+		_, err := runJob(t, activityEnv(t, a), j)
+		var app *temporal.ApplicationError
+		if !errors.As(err, &app) || app.Type() != ErrTypeBadJob || !app.NonRetryable() {
+			t.Errorf("RunJob(%+v) error = %v; want a non-retryable %s", j, err, ErrTypeBadJob)
+		}
+	}
+	if _, err := runJob(t, activityEnv(t, &Activities{}), Job{Name: "ok", Repo: "/r", Provider: "p"}); err == nil {
+		t.Error("Activities without a Dispatcher ran a job")
+	}
+}
+
+func TestHeartbeatsStopWhenPilotFindsTheWorkerStalled(t *testing.T) {
+	h := newHeartbeater(Progress{Job: "j", Phase: "starting"})
+	var mu sync.Mutex
+	var sent []Progress
+	h.record = func(ctx context.Context, p Progress) {
+		mu.Lock()
+		sent = append(sent, p)
+		mu.Unlock()
+	}
+	ticks := make(chan *pilot.Started, 16)
+	stop := h.start(context.Background(), time.Hour, func(_ context.Context, s *pilot.Started) { ticks <- s })
+	<-ticks // the first heartbeat
+	h.observe(pilot.Event{Type: "worker_runner.started", Time: time.Unix(10, 0), Started: &pilot.Started{RunID: "r1", Pid: 7}})
+	if s := <-ticks; s == nil || s.RunID != "r1" {
+		t.Fatalf("the tick after the started event got %+v; want it", s)
+	}
+	h.observe(pilot.Event{Type: "worker_runner.phase", Time: time.Unix(20, 0), Session: &pilot.SessionState{Phase: pilot.PhaseToolRunning}})
+	<-ticks
+	h.observe(pilot.Event{Type: eventStallInspection, Time: time.Unix(30, 0), Inspection: &pilot.StallInspection{Action: "inspect"}})
+	<-ticks
+	h.observe(pilot.Event{Type: "worker_runner.phase", Time: time.Unix(40, 0), Session: &pilot.SessionState{Phase: pilot.PhaseAwaitingModel}})
+	<-ticks
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	var phases []string
+	for _, p := range sent {
+		if p.LastActivity.After(time.Unix(20, 0)) {
+			t.Errorf("a heartbeat was sent after the stall inspection: %+v", p)
+		}
+		phases = append(phases, p.Phase)
+	}
+	if len(sent) == 0 || sent[len(sent)-1].LastActivity != time.Unix(20, 0) {
+		t.Errorf("heartbeats %+v; the last should carry the last activity before the stall", sent)
+	}
+	if diff := cmp.Diff([]string{"starting", "running", string(pilot.PhaseToolRunning)}, dedupe(phases)); diff != "" {
+		t.Errorf("heartbeat phases (-want +got):\n%s", diff)
+	}
+}
+
+func dedupe(s []string) []string {
+	var out []string
+	for _, x := range s {
+		if len(out) == 0 || out[len(out)-1] != x {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// TestRunJobCancelEndsTheProcessTree dispatches a real worker (the fake
+// agent, in its own process group) and cancels the activity: RunJob
+// returns a canceled error only once nothing of the worker's tree is left.
+func TestRunJobCancelEndsTheProcessTree(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	p := pilottest.FakeProvider(t, "fake", "spawn:setsid", "ready", "block", "end", "block")
+	d := pilottest.Dispatcher(t, []pilot.Provider{p})
+	var runID atomic.Value
+	started := make(chan struct{})
+	d.Observer = func(e pilot.Event) {
+		if e.Started != nil {
+			runID.Store(e.Started.RunID)
+			close(started)
+		}
+	}
+	a := &Activities{Dispatcher: d, Heartbeat: 20 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{BackgroundActivityContext: ctx})
+	env.RegisterActivityWithOptions(a.RunJob, activity.RegisterOptions{Name: ActivityName})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := env.ExecuteActivity(ActivityName, Job{Name: "cancel-me", Repo: repo, Provider: "fake", Mode: pilot.ModeCode, Prompt: "x"})
+		errc <- err
+	}()
+	<-started
+	cancel()
+	err := <-errc
+	if !temporal.IsCanceledError(err) {
+		t.Fatalf("RunJob error = %v; want canceled", err)
+	}
+	if left := pilottest.Alive(runID.Load().(string)); len(left) > 0 {
+		t.Errorf("processes of the cancelled run outlived RunJob: %v", left)
+	}
+	f := fence{repo: repo, job: "cancel-me"}
+	if _, o, _ := f.read(context.Background()); o.State != stateDone || o.Verdict == nil || o.Verdict.FailureClass != pilot.FailCancelled {
+		t.Errorf("the fence after cancellation: %+v; want done with the cancelled verdict", o)
+	}
+}
+
+// TestRunJobStopsHeartbeatingAStalledWorker runs a real worker that says
+// one line and falls silent: pilot's stall policy inspects it, and from
+// then on RunJob sends no heartbeat, while the worker runs on until its
+// idle timeout.
+func TestRunJobStopsHeartbeatingAStalledWorker(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	p := pilottest.FakeProvider(t, "fake", "out=hello", "block")
+	d := pilottest.Dispatcher(t, []pilot.Provider{p})
+	d.Stall = pilot.StallPolicy{Start: 100 * time.Millisecond, ModelResponse: 100 * time.Millisecond, Tool: time.Hour}
+	d.Heartbeat = 20 * time.Millisecond
+	var mu sync.Mutex
+	var inspected time.Time
+	var beats []time.Time
+	d.Observer = func(e pilot.Event) {
+		if e.Type == eventStallInspection {
+			mu.Lock()
+			if inspected.IsZero() {
+				inspected = time.Now()
+			}
+			mu.Unlock()
+		}
+	}
+	defer func(f func(context.Context, Progress)) { recordHeartbeat = f }(recordHeartbeat)
+	recordHeartbeat = func(ctx context.Context, p Progress) {
+		mu.Lock()
+		beats = append(beats, time.Now())
+		mu.Unlock()
+	}
+	a := &Activities{Dispatcher: d, Heartbeat: 10 * time.Millisecond}
+	j := Job{Name: "stalls", Repo: repo, Provider: "fake", Mode: pilot.ModeCode, Prompt: "x", IdleTimeout: 1500 * time.Millisecond}
+	res, err := runJob(t, activityEnv(t, a), j)
+	if err == nil || res.Verdict.FailureClass != pilot.FailIdleTimeout {
+		t.Fatalf("RunJob = %+v, %v; want the idle timeout's verdict", res.Verdict, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if inspected.IsZero() {
+		t.Fatal("pilot never inspected the silent worker")
+	}
+	before, after := 0, 0
+	for _, b := range beats {
+		if b.After(inspected) {
+			after++
+		} else {
+			before++
+		}
+	}
+	// Heartbeats every 10 ms: dozens before the inspection; after it, at
+	// most the one that was on its way when the event came.
+	if before == 0 || after > 1 {
+		t.Errorf("%d heartbeats before pilot's stall inspection and %d after; want some, then at most 1", before, after)
+	}
+}

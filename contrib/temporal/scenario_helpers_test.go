@@ -1,0 +1,294 @@
+package temporal
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+)
+
+// The scenario's processes: the test binary started again as a worker
+// machine or as the ledger agent.
+const (
+	envScenarioWorker = "PILOT_TEMPORAL_TEST_WORKER" // its queues, comma-separated
+	envLedgerAgent    = "PILOT_TEMPORAL_LEDGER_AGENT"
+	envWorkerAddr     = "PILOT_TEMPORAL_TEST_WORKER_ADDR"
+	envWorkerNS       = "PILOT_TEMPORAL_TEST_WORKER_NS"
+	envWorkerRunDir   = "PILOT_TEMPORAL_TEST_WORKER_RUNDIR"
+	envLedger         = "LEDGER"    // the ledger file (agent)
+	envMarks          = "MARKS"     // the directory of the test's marks and socket (agent)
+	markKillDone      = "kill-done" // the killed worker is gone
+	markCutDone       = "cut-done"  // a worker's network was cut
+	victimKill        = "job-05"    // its first run waits to be killed with its worker
+	victimCut         = "job-10"    // its first run after the kill waits while its worker is cut off
+	eventsSock        = "events.sock"
+)
+
+// quietLogger logs the SDK's warnings and errors to stderr (stdout carries
+// the worker's ready line).
+func quietLogger() log.Logger {
+	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+}
+
+// scenarioWorker is one worker machine: it serves RunJob and RunJobs on
+// its queues through a pilot.Dispatcher whose one provider is the ledger
+// agent, prints "ready" once it polls, and stops when stdin closes or on
+// SIGTERM.
+func scenarioWorker() int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 1
+	}
+	reg, err := pilot.NewRegistry(pilot.Provider{
+		Name: "ledger", Runner: "command", Argv: []string{exe, "{prompt}"},
+		Env: map[string]string{envLedgerAgent: "1", envLedger: os.Getenv(envLedger), envMarks: os.Getenv(envMarks)},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 1
+	}
+	d := &pilot.Dispatcher{Providers: reg, RunDir: os.Getenv(envWorkerRunDir), Grace: time.Second}
+	c, err := client.Dial(client.Options{HostPort: os.Getenv(envWorkerAddr), Namespace: os.Getenv(envWorkerNS), Logger: quietLogger()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker: dial:", err)
+		return 1
+	}
+	defer c.Close()
+	acts := &Activities{Dispatcher: d}
+	var ws []worker.Worker
+	for _, q := range strings.Split(os.Getenv(envScenarioWorker), ",") {
+		w := worker.New(c, q, worker.Options{})
+		acts.Register(w)
+		RegisterWorkflow(w)
+		if err := w.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "worker: start:", err)
+			return 1
+		}
+		ws = append(ws, w)
+	}
+	fmt.Println("ready")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+	<-ctx.Done()
+	for _, w := range ws {
+		w.Stop()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pilot.Shutdown(sctx); err != nil {
+		fmt.Fprintln(os.Stderr, "worker: shutdown:", err)
+		return 1
+	}
+	return 0
+}
+
+// ledgerAgent is the scenario's fake agent: given its job's name, it
+// commits "work of JOB" in its worktree (the current directory) and then
+// appends "JOB GENERATION PID" to the ledger. A run that finds its work
+// committed already (an earlier generation was ended after its commit)
+// does not do it again, as an agent resuming its job would: it only
+// appends the ledger line if the earlier run was ended before it. Two
+// runs at once in one worktree (what the fence prevents) would both
+// commit and both append. The two victims wait first, as the test needs
+// them to.
+func ledgerAgent(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "ledger agent: want the job's name")
+		return 2
+	}
+	job := args[0]
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "ledger agent:", err)
+		return 1
+	}
+	ctx := context.Background()
+	if log, err := git(ctx, ".", nil, "log", "--format=%s"); err != nil {
+		return fail(err)
+	} else if strings.Contains(log, "work of "+job+" ") {
+		// An earlier generation committed and was ended before its
+		// ledger line: finish what it left.
+		data, err := os.ReadFile(os.Getenv(envLedger))
+		if err != nil && !os.IsNotExist(err) {
+			return fail(err)
+		}
+		if !strings.Contains("\n"+string(data), "\n"+job+" ") {
+			if err := appendLedger(job + " recovered\n"); err != nil {
+				return fail(err)
+			}
+		}
+		fmt.Println("already done")
+		return 0
+	}
+	blob, err := git(ctx, ".", nil, "cat-file", "blob", FenceRefPrefix+job)
+	if err != nil {
+		return fail(err)
+	}
+	var own Owner
+	if err := json.Unmarshal([]byte(blob), &own); err != nil {
+		return fail(err)
+	}
+	marks := os.Getenv(envMarks)
+	exists := func(name string) bool {
+		_, err := os.Stat(filepath.Join(marks, name))
+		return err == nil
+	}
+	mid := func() {
+		c, err := net.Dial("unix", filepath.Join(marks, eventsSock))
+		if err == nil {
+			fmt.Fprintf(c, "mid %s %d\n", job, own.Generation)
+			c.Close()
+		}
+		select {} // until pilot ends this worker
+	}
+	switch {
+	case job == victimKill && !exists(markKillDone):
+		mid()
+	case job == victimCut && !exists(markCutDone):
+		for !exists(markKillDone) {
+			time.Sleep(10 * time.Millisecond) // the agent waits; the test never sleeps
+		}
+		mid()
+	}
+	if err := os.WriteFile(job+".txt", []byte(job+"\n"), 0o644); err != nil {
+		return fail(err)
+	}
+	msg := fmt.Sprintf("work of %s (generation %d)", job, own.Generation)
+	for _, a := range [][]string{{"add", job + ".txt"}, {"-c", "user.name=agent", "-c", "user.email=agent@example.invalid", "commit", "-q", "-m", msg}} {
+		if _, err := git(ctx, ".", nil, a...); err != nil {
+			return fail(err)
+		}
+	}
+	if err := appendLedger(fmt.Sprintf("%s %d %d\n", job, own.Generation, os.Getpid())); err != nil {
+		return fail(err)
+	}
+	fmt.Println("done", job)
+	return 0
+}
+
+// appendLedger appends line to the ledger, in one write.
+func appendLedger(line string) error {
+	f, err := os.OpenFile(os.Getenv(envLedger), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// A proxy forwards TCP connections to target until cut, which closes
+// every connection and refuses new ones until restore.
+type proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cutOff bool
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+func newProxy(target string) (*proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	return p, nil
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cutOff {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		pipe := func(dst, src net.Conn) {
+			defer p.wg.Done()
+			io.Copy(dst, src)
+			dst.Close()
+			src.Close()
+			p.mu.Lock()
+			delete(p.conns, dst)
+			delete(p.conns, src)
+			p.mu.Unlock()
+		}
+		go pipe(up, c)
+		go pipe(c, up)
+	}
+}
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutOff = true
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+func (p *proxy) restore() {
+	p.mu.Lock()
+	p.cutOff = false
+	p.mu.Unlock()
+}
+
+func (p *proxy) close() {
+	p.ln.Close()
+	p.cut()
+	p.wg.Wait()
+}
+
+// readLines sends each line read from r to the returned channel.
+func readLines(r io.Reader) <-chan string {
+	ch := make(chan string, 16)
+	go func() {
+		defer close(ch)
+		s := bufio.NewScanner(r)
+		for s.Scan() {
+			ch <- s.Text()
+		}
+	}()
+	return ch
+}

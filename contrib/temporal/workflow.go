@@ -1,0 +1,337 @@
+package temporal
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pilotworkers/pilot"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// WorkflowName is the name RunJobs is registered under.
+const WorkflowName = "pilot.RunJobs"
+
+// Defaults of Input's zero-valued fields.
+const (
+	DefaultQueue            = "pilot"
+	DefaultLimit            = 8
+	DefaultHeartbeatTimeout = 30 * time.Second
+	DefaultStartToClose     = 2 * time.Hour
+	DefaultMaxAttempts      = 10
+	// DefaultRateLimitWait is how long a provider's gate holds after a
+	// rate-limited verdict that gave no retry-after.
+	DefaultRateLimitWait = 30 * time.Second
+	// maxRateLimitWait caps a provider's retry-after, as pilot's retry
+	// package does (retry.DefaultRateLimitCap).
+	maxRateLimitWait = 60 * time.Second
+)
+
+// Input is what RunJobs runs. Its zero-valued fields take the defaults
+// above.
+type Input struct {
+	// Jobs run in dependency order (Job.Deps); the results come back in
+	// this order.
+	Jobs []Job
+	// Limit is the most jobs running at once, across all workers.
+	Limit int
+	// Queue is the task queue of jobs without a capability, and the
+	// prefix of the others' (see QueueFor).
+	Queue string
+	// HeartbeatTimeout is how long a job's activity may go without a
+	// heartbeat before Temporal runs it again (where it attaches to the
+	// live run, or takes the job over); StartToClose bounds one attempt;
+	// MaxAttempts bounds the attempts of one job, and the re-dispatches
+	// of a rate-limited one.
+	HeartbeatTimeout time.Duration
+	StartToClose     time.Duration
+	MaxAttempts      int32
+	// RetryInterval is the first wait before Temporal retries an attempt
+	// (it doubles, up to a minute); 1 s when zero.
+	RetryInterval time.Duration
+}
+
+// QueueFor is the task queue of jobs needing capability (the CLIs a
+// machine has, "claude" or "pi+codex"), under queue: queue itself when
+// capability is empty, else queue + "." + capability. A worker polls the
+// queues of the capabilities it has.
+func QueueFor(queue, capability string) string {
+	if queue == "" {
+		queue = DefaultQueue
+	}
+	if capability == "" {
+		return queue
+	}
+	return queue + "." + capability
+}
+
+// RegisterWorkflow registers RunJobs with w as WorkflowName.
+func RegisterWorkflow(w worker.WorkflowRegistry) {
+	w.RegisterWorkflowWithOptions(RunJobs, workflow.RegisterOptions{Name: WorkflowName})
+}
+
+// CheckJobs reports what is wrong with the jobs of in before they are
+// submitted: a bad job, a name used twice, an unknown dependency, a cycle.
+func CheckJobs(jobs []Job) error {
+	var errs []string
+	index := make(map[string]int, len(jobs))
+	for i, j := range jobs {
+		if err := j.check(); err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		if k, dup := index[j.Name]; dup {
+			errs = append(errs, fmt.Sprintf("jobs %d and %d are both named %s: give each job a name of its own", k+1, i+1, j.Name))
+			continue
+		}
+		index[j.Name] = i
+	}
+	for _, j := range jobs {
+		for _, d := range j.Deps {
+			if _, ok := index[d]; !ok {
+				errs = append(errs, fmt.Sprintf("job %s depends on %s, which is not one of the jobs: add it or drop the dependency", j.Name, d))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		// Kahn: what never becomes ready is on a cycle.
+		indeg := make([]int, len(jobs))
+		next := make(map[string][]int)
+		for i, j := range jobs {
+			indeg[i] = len(j.Deps)
+			for _, d := range j.Deps {
+				next[d] = append(next[d], i)
+			}
+		}
+		var queue []int
+		for i := range jobs {
+			if indeg[i] == 0 {
+				queue = append(queue, i)
+			}
+		}
+		for len(queue) > 0 {
+			i := queue[0]
+			queue = queue[1:]
+			for _, k := range next[jobs[i].Name] {
+				if indeg[k]--; indeg[k] == 0 {
+					queue = append(queue, k)
+				}
+			}
+		}
+		var cyc []string
+		for i, n := range indeg {
+			if n > 0 {
+				cyc = append(cyc, jobs[i].Name)
+			}
+		}
+		if len(cyc) > 0 {
+			errs = append(errs, fmt.Sprintf("jobs %s depend on each other in a cycle: break it", strings.Join(cyc, ", ")))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New("temporal: " + strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Job states in RunJobs.
+const (
+	jobWaiting = iota
+	jobRunning
+	jobDone
+)
+
+// RunJobs is the workflow that runs in.Jobs as RunJob activities, at most
+// in.Limit at once, each once its dependencies succeeded, and returns one
+// Result per job in job order. A job whose dependency did not succeed is
+// not run: its verdict is synthesized, blocked. A job whose verdict is a
+// provider-rate-limit closes that provider's gate, in the workflow, for
+// every worker: no job of the provider starts until the retry-after
+// (capped at a minute) has passed, and the job runs again, at most
+// MaxAttempts times. Cancelling the workflow cancels the running
+// activities and waits for each to acknowledge (its worker's process
+// tree gone); jobs not started get synthesized cancelled verdicts.
+func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
+	if err := CheckJobs(in.Jobs); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadJob, nil)
+	}
+	if in.Limit <= 0 {
+		in.Limit = DefaultLimit
+	}
+	if in.HeartbeatTimeout <= 0 {
+		in.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if in.StartToClose <= 0 {
+		in.StartToClose = DefaultStartToClose
+	}
+	if in.MaxAttempts <= 0 {
+		in.MaxAttempts = DefaultMaxAttempts
+	}
+	if in.RetryInterval <= 0 {
+		in.RetryInterval = time.Second
+	}
+	n := len(in.Jobs)
+	index := make(map[string]int, n)
+	for i, j := range in.Jobs {
+		index[j.Name] = i
+	}
+	results := make([]Result, n)
+	state := make([]int, n)
+	ok := make([]bool, n)
+	rateLimited := make([]int32, n)
+	gates := map[string]time.Time{}
+	running, done := 0, 0
+	timerSet := false
+	sel := workflow.NewSelector(ctx)
+
+	finish := func(i int, res Result, success bool) {
+		res.Job = in.Jobs[i].Name
+		results[i], state[i], ok[i] = res, jobDone, success
+		done++
+	}
+	ready := func(i int) (bool, string) {
+		for _, d := range in.Jobs[i].Deps {
+			k := index[d]
+			if state[k] != jobDone {
+				return false, ""
+			}
+			if !ok[k] {
+				return false, d
+			}
+		}
+		return true, ""
+	}
+	start := func(i int) {
+		j := in.Jobs[i]
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:           QueueFor(in.Queue, j.Capability),
+			StartToCloseTimeout: in.StartToClose,
+			HeartbeatTimeout:    in.HeartbeatTimeout,
+			WaitForCancellation: true,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval:    in.RetryInterval,
+				BackoffCoefficient: 2,
+				MaximumInterval:    time.Minute,
+				MaximumAttempts:    in.MaxAttempts,
+				// A rate limit comes back to the workflow, which gates
+				// the provider for every worker.
+				NonRetryableErrorTypes: []string{string(pilot.FailProviderRateLimit), ErrTypeBadJob},
+			},
+		})
+		state[i] = jobRunning
+		running++
+		f := workflow.ExecuteActivity(actx, ActivityName, j)
+		sel.AddFuture(f, func(f workflow.Future) {
+			running--
+			var res Result
+			err := f.Get(ctx, &res)
+			if err == nil {
+				finish(i, res, res.Verdict.Verdict.Success())
+				return
+			}
+			res, has := ResultOf(err)
+			var app *temporal.ApplicationError
+			if errors.As(err, &app) && app.Type() == string(pilot.FailProviderRateLimit) && ctx.Err() == nil {
+				if rateLimited[i]++; rateLimited[i] < in.MaxAttempts {
+					wait := DefaultRateLimitWait
+					if has && res.Verdict.RetryAfterMS > 0 {
+						wait = time.Duration(res.Verdict.RetryAfterMS) * time.Millisecond
+					}
+					until := workflow.Now(ctx).Add(min(wait, maxRateLimitWait))
+					if until.After(gates[j.Provider]) {
+						gates[j.Provider] = until
+					}
+					state[i] = jobWaiting
+					return
+				}
+			}
+			if !has || res.Verdict.Type == "" {
+				res.Verdict = synthesized(j, err)
+			}
+			if res.Error == "" && !has {
+				res.Error = err.Error()
+			}
+			finish(i, res, false)
+		})
+	}
+
+	for done < n {
+		for changed := true; changed; {
+			changed = false
+			for i := range in.Jobs {
+				if state[i] != jobWaiting {
+					continue
+				}
+				if ctx.Err() != nil {
+					v := synthesized(in.Jobs[i], errors.New("the workflow was cancelled before the job started"))
+					v.FailureClass = pilot.FailCancelled
+					finish(i, Result{Verdict: v}, false)
+					changed = true
+					continue
+				}
+				if _, failed := ready(i); failed != "" {
+					v := synthesized(in.Jobs[i], nil)
+					v.Blocked = true
+					v.BlockedReason = fmt.Sprintf("dependency %s did not succeed", failed)
+					finish(i, Result{Verdict: v}, false)
+					changed = true
+				}
+			}
+		}
+		if done == n {
+			break
+		}
+		now := workflow.Now(ctx)
+		var nextGate time.Time
+		for i := 0; i < n && running < in.Limit && ctx.Err() == nil; i++ {
+			if state[i] != jobWaiting {
+				continue
+			}
+			if r, _ := ready(i); !r {
+				continue
+			}
+			if g := gates[in.Jobs[i].Provider]; now.Before(g) {
+				if nextGate.IsZero() || g.Before(nextGate) {
+					nextGate = g
+				}
+				continue
+			}
+			start(i)
+		}
+		if running == 0 && nextGate.IsZero() {
+			if ctx.Err() != nil {
+				continue // the loop above synthesizes the rest
+			}
+			return results, fmt.Errorf("temporal: %d jobs can neither run nor wait (a bug of RunJobs)", n-done)
+		}
+		if !nextGate.IsZero() && !timerSet {
+			timerSet = true
+			sel.AddFuture(workflow.NewTimer(ctx, nextGate.Sub(now)), func(workflow.Future) { timerSet = false })
+		}
+		sel.Select(ctx)
+	}
+	return results, nil
+}
+
+// synthesized is the verdict pilot makes up for job j, which has none of
+// its own; err says why.
+func synthesized(j Job, err error) pilot.Verdict {
+	v := pilot.Verdict{
+		Type: "worker_runner.verdict", Job: j.Name, Provider: j.Provider, Mode: j.Mode,
+		Label: j.Label, Verdict: pilot.Failed, Synthesized: true,
+	}
+	if err != nil {
+		v.FailureClass = pilot.FailGeneric
+		v.FailureSource = "temporal"
+		v.EvidenceNote = err.Error()
+		v.Interrupted = true
+		var can *temporal.CanceledError
+		if errors.As(err, &can) {
+			v.FailureClass = pilot.FailCancelled
+		}
+	}
+	return v
+}

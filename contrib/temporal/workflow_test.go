@@ -1,0 +1,180 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pilotworkers/pilot"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+)
+
+// fakeJobs is a RunJob stand-in that answers from a script: per job, the
+// verdicts of its attempts in order (the last repeats).
+type fakeJobs struct {
+	script  map[string][]pilot.Verdict
+	mu      sync.Mutex
+	calls   []string
+	queues  map[string]string
+	running atomic.Int32
+	most    atomic.Int32
+}
+
+func (f *fakeJobs) run(ctx context.Context, j Job) (Result, error) {
+	n := f.running.Add(1)
+	defer f.running.Add(-1)
+	for {
+		m := f.most.Load()
+		if n <= m || f.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	f.mu.Lock()
+	k := 0
+	for _, c := range f.calls {
+		if c == j.Name {
+			k++
+		}
+	}
+	f.calls = append(f.calls, j.Name)
+	f.queues[j.Name] = activity.GetInfo(ctx).TaskQueue
+	f.mu.Unlock()
+	vs := f.script[j.Name]
+	v := pilot.Verdict{Type: "worker_runner.verdict", Verdict: pilot.Completed}
+	if len(vs) > 0 {
+		v = vs[min(k, len(vs)-1)]
+	}
+	res := Result{Job: j.Name, Verdict: v, Generation: k + 1}
+	if v.Verdict.Success() {
+		return res, nil
+	}
+	return res, verdictError(res, (&Activities{}).Policy)
+}
+
+func workflowEnv(t *testing.T, f *fakeJobs) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	RegisterWorkflow(env)
+	f.queues = map[string]string{}
+	env.RegisterActivityWithOptions(f.run, activity.RegisterOptions{Name: ActivityName})
+	return env
+}
+
+func jobs(names ...string) []Job {
+	var js []Job
+	for _, n := range names {
+		js = append(js, Job{Name: n, Repo: "/repo", Provider: "p", Mode: pilot.ModeCode})
+	}
+	return js
+}
+
+func TestRunJobsResultsInJobOrderWithinTheLimit(t *testing.T) {
+	failed := pilot.Verdict{Type: "worker_runner.verdict", Verdict: pilot.Failed, Failure: pilot.Failure{FailureClass: pilot.FailProviderAuth}}
+	f := &fakeJobs{script: map[string][]pilot.Verdict{"b": {failed}}}
+	env := workflowEnv(t, f)
+	js := jobs("a", "b", "c", "d", "e", "f")
+	js[2].Deps = []string{"b"} // c waits for b, which fails
+	js[3].Deps = []string{"a"}
+	js[4].Capability = "claude"
+	env.ExecuteWorkflow(WorkflowName, Input{Jobs: js, Limit: 2})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var rs []Result
+	if err := env.GetWorkflowResult(&rs); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		s := r.Job + ":" + string(r.Verdict.Verdict)
+		if r.Verdict.Blocked {
+			s += " blocked (" + r.Verdict.BlockedReason + ")"
+		}
+		got = append(got, s)
+	}
+	want := []string{"a:completed", "b:error", "c:error blocked (dependency b did not succeed)", "d:completed", "e:completed", "f:completed"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	if m := f.most.Load(); m > 2 {
+		t.Errorf("%d jobs ran at once; the limit is 2", m)
+	}
+	for _, c := range f.calls {
+		if c == "c" {
+			t.Error("job c ran although its dependency failed")
+		}
+	}
+	if q := f.queues["e"]; q != "pilot.claude" {
+		t.Errorf("job e ran on queue %q; want pilot.claude", q)
+	}
+	if q := f.queues["a"]; q != "pilot" {
+		t.Errorf("job a ran on queue %q; want pilot", q)
+	}
+}
+
+func TestRunJobsGatesARateLimitedProvider(t *testing.T) {
+	limited := pilot.Verdict{Type: "worker_runner.verdict", Verdict: pilot.Failed, Failure: pilot.Failure{FailureClass: pilot.FailProviderRateLimit, RetryAfterMS: 20000}}
+	ok := pilot.Verdict{Type: "worker_runner.verdict", Verdict: pilot.Completed}
+	f := &fakeJobs{script: map[string][]pilot.Verdict{"r": {limited, ok}}}
+	env := workflowEnv(t, f)
+	js := jobs("r", "s")
+	js = append(js, Job{Name: "other", Repo: "/repo", Provider: "q", Mode: pilot.ModeCode})
+	start := env.Now()
+	env.ExecuteWorkflow(WorkflowName, Input{Jobs: js, Limit: 1})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var rs []Result
+	if err := env.GetWorkflowResult(&rs); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if !r.Verdict.Verdict.Success() {
+			t.Errorf("job %s: %+v; want completed", r.Job, r.Verdict)
+		}
+	}
+	// r is rate limited: p's gate closes for 20 s, so other (provider q)
+	// runs first, then r again, then s.
+	if diff := cmp.Diff([]string{"r", "other", "r", "s"}, f.calls); diff != "" {
+		t.Errorf("activity calls (-want +got):\n%s", diff)
+	}
+	if waited := env.Now().Sub(start); waited < 20*time.Second {
+		t.Errorf("the workflow took %v of workflow time; the gate holds 20 s", waited)
+	}
+}
+
+func TestCheckJobs(t *testing.T) {
+	js := jobs("a", "b", "c", "a")
+	js[0].Deps = []string{"c"}
+	js[2].Deps = []string{"a", "zz"}
+	err := CheckJobs(js)
+	if err == nil {
+		t.Fatal("CheckJobs passed bad jobs")
+	}
+	for _, want := range []string{"both named a", "depends on zz"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckJobs: %v; want it to say %q", err, want)
+		}
+	}
+	js = jobs("a", "b")
+	js[0].Deps, js[1].Deps = []string{"b"}, []string{"a"}
+	if err := CheckJobs(js); err == nil || !strings.Contains(err.Error(), "cycle") {
+		t.Errorf("CheckJobs of a cycle: %v", err)
+	}
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	RegisterWorkflow(env)
+	env.ExecuteWorkflow(WorkflowName, Input{Jobs: js})
+	var app *temporal.ApplicationError
+	if err := env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != ErrTypeBadJob {
+		t.Errorf("RunJobs of a cycle: %v; want a %s error", err, ErrTypeBadJob)
+	}
+}
