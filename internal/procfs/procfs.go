@@ -10,18 +10,38 @@ import (
 
 // Alive reports whether pid exists and is not a zombie.
 func Alive(pid int) bool {
+	f, ok := statFields(pid)
+	return ok && f[0][0] != 'Z' && f[0][0] != 'X'
+}
+
+// statFields returns the fields of /proc/PID/stat after the command name
+// (which is in parentheses and may itself hold spaces and ')'): f[0] is
+// field 3, the state. ok is false when there is no such process, or no
+// /proc.
+func statFields(pid int) (f [][]byte, ok bool) {
+	if pid <= 0 {
+		return nil, false
+	}
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return nil, false
 	}
-	// The state follows the command name, which is in parentheses and may
-	// itself hold ')'.
 	i := bytes.LastIndexByte(data, ')')
-	if i < 0 || i+2 >= len(data) {
-		return false
+	if i < 0 {
+		return nil, false
 	}
-	st := data[i+2]
-	return st != 'Z' && st != 'X'
+	f = bytes.Fields(data[i+1:])
+	return f, len(f) > 0
+}
+
+// Pgrp returns pid's process group (field 5 of /proc/PID/stat).
+func Pgrp(pid int) (int, bool) {
+	f, ok := statFields(pid)
+	if !ok || len(f) < 3 {
+		return 0, false
+	}
+	g, err := strconv.Atoi(string(f[2]))
+	return g, err == nil
 }
 
 // Children lists pid's children, from /proc/PID/task/*/children.
@@ -97,22 +117,11 @@ func WithEnv(entry string) []int {
 // is reused; ok is false when the process is gone, a zombie, or there is no
 // /proc.
 func StartTime(pid int) (ticks uint64, ok bool) {
-	if pid <= 0 {
+	// Field 22 is fields[19].
+	f, ok := statFields(pid)
+	if !ok || len(f) < 20 || f[0][0] == 'Z' || f[0][0] == 'X' {
 		return 0, false
 	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, false
-	}
-	// Fields after the command: state is field 3, start time field 22.
-	fields := bytes.Fields(data[i+1:])
-	if len(fields) < 20 || fields[0][0] == 'Z' || fields[0][0] == 'X' {
-		return 0, false
-	}
-	t, err := strconv.ParseUint(string(fields[19]), 10, 64)
+	t, err := strconv.ParseUint(string(f[19]), 10, 64)
 	return t, err == nil
 }

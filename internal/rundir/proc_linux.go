@@ -48,25 +48,6 @@ func bootTime() (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// pgrp returns pid's process group, from /proc/PID/stat.
-func pgrp(pid int) (int, bool) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, false
-	}
-	// After the command: state, ppid, pgrp.
-	f := bytes.Fields(data[i+1:])
-	if len(f) < 3 {
-		return 0, false
-	}
-	g, err := strconv.Atoi(string(f[2]))
-	return g, err == nil
-}
-
 // groupMembers lists the live processes of process group pgid.
 func groupMembers(pgid int) []int {
 	ents, err := os.ReadDir("/proc")
@@ -79,7 +60,7 @@ func groupMembers(pgid int) []int {
 		if err != nil {
 			continue
 		}
-		if g, ok := pgrp(pid); ok && g == pgid && procfs.Alive(pid) {
+		if g, ok := procfs.Pgrp(pid); ok && g == pgid && procfs.Alive(pid) {
 			out = append(out, pid)
 		}
 	}
@@ -103,7 +84,7 @@ const killWait = 5 * time.Second
 func killRun(runID string, pgid int) (killed, survivors []int, note string) {
 	entry := envRunID + "=" + runID
 	self := os.Getpid()
-	selfGroup, _ := pgrp(self)
+	selfGroup, _ := procfs.Pgrp(self)
 	seen := map[int]bool{}
 	groupProven := false
 	deadline := time.Now().Add(killWait)
@@ -114,7 +95,7 @@ func killRun(runID string, pgid int) (killed, survivors []int, note string) {
 				continue
 			}
 			pids = append(pids, p)
-			if g, ok := pgrp(p); ok && pgid > 0 && g == pgid {
+			if g, ok := procfs.Pgrp(p); ok && pgid > 0 && g == pgid {
 				groupProven = true
 			}
 		}
