@@ -25,6 +25,7 @@ package pilotslog
 
 import (
 	"context"
+	"github.com/pilotworkers/pilot/internal/passthrough"
 	"log/slog"
 	"sync"
 	"time"
@@ -329,18 +330,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict,
 
 // Check passes on to Dispatcher's Check, if it has one.
 func (d *Dispatcher) Check(ctx context.Context, t pilot.Task) error {
-	if c, ok := d.Dispatcher.(interface {
-		Check(context.Context, pilot.Task) error
-	}); ok {
-		return c.Check(ctx, t)
-	}
-	return nil
+	return passthrough.Check(ctx, d.Dispatcher, t)
 }
 
 // Runs passes on to Dispatcher's Runs, if it has one; true otherwise.
 func (d *Dispatcher) Runs(t pilot.Task) bool {
-	if r, ok := d.Dispatcher.(interface{ Runs(pilot.Task) bool }); ok {
-		return r.Runs(t)
-	}
-	return true
+	return passthrough.Runs(d.Dispatcher, t)
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pilotworkers/pilot/internal/passthrough"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -561,12 +562,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict,
 // Check passes on to the Dispatcher's Check, if it has one (a
 // *pilot.Dispatcher does), for Fanout's checks before anything runs.
 func (d *Dispatcher) Check(ctx context.Context, t pilot.Task) error {
-	if c, ok := d.Dispatcher.(interface {
-		Check(context.Context, pilot.Task) error
-	}); ok {
-		return c.Check(ctx, t)
-	}
-	return nil
+	return passthrough.Check(ctx, d.Dispatcher, t)
 }
 
 // Runs reports whether Dispatch would start anything for t: false when

@@ -2,6 +2,7 @@ package pilototel
 
 import (
 	"context"
+	"github.com/pilotworkers/pilot/internal/passthrough"
 	"sync"
 	"time"
 
@@ -60,20 +61,12 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict,
 
 // Check passes on to Dispatcher's Check, if it has one.
 func (d *Dispatcher) Check(ctx context.Context, t pilot.Task) error {
-	if c, ok := d.Dispatcher.(interface {
-		Check(context.Context, pilot.Task) error
-	}); ok {
-		return c.Check(ctx, t)
-	}
-	return nil
+	return passthrough.Check(ctx, d.Dispatcher, t)
 }
 
 // Runs passes on to Dispatcher's Runs, if it has one; true otherwise.
 func (d *Dispatcher) Runs(t pilot.Task) bool {
-	if r, ok := d.Dispatcher.(interface{ Runs(pilot.Task) bool }); ok {
-		return r.Runs(t)
-	}
-	return true
+	return passthrough.Runs(d.Dispatcher, t)
 }
 
 func taskAttrs(t pilot.Task) []attribute.KeyValue {
