@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -430,26 +431,12 @@ func (s *State) finish(status string) error {
 	return nil
 }
 
-// writeFileAtomic writes data to path through a temporary file renamed
-// over it, so that a reader sees the old file or the new one, never part.
+// writeFileAtomic writes data to path through a synced temporary file
+// renamed over it (atomicfile), so that a reader sees the old file or the
+// new one, never part, making path's directory.
 func writeFileAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	serr := tmp.Sync()
-	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
+	return atomicfile.WriteFileSync(path, data, 0o600)
 }
