@@ -137,6 +137,9 @@ var reRetryNotice = regexp.MustCompile(`(?i)reconnecting\.\.\.\s*(?:\d+\s*/\s*\d
 
 func retryNotice(line string) bool { return reRetryNotice.MatchString(line) }
 
+// maxLeadingType is the longest event type leadingType reads.
+const maxLeadingType = 64
+
 // leadingType returns the event type of a line that starts the way the
 // CLIs write their events, {"type":"…", without reading the rest.
 func leadingType(line string) (string, bool) {
@@ -145,7 +148,7 @@ func leadingType(line string) (string, bool) {
 		return "", false
 	}
 	i := strings.IndexByte(rest, '"')
-	if i < 0 || i > 64 || strings.IndexByte(rest[:i], '\\') >= 0 {
+	if i < 0 || i > maxLeadingType || strings.IndexByte(rest[:i], '\\') >= 0 {
 		return "", false
 	}
 	return rest[:i], true

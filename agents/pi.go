@@ -610,17 +610,10 @@ func (w *piWatcher) failure(e pilot.Exit, last *piFinal) pilot.Result {
 }
 
 // piLeadingType returns the event type of a line that starts the way pi
-// writes its events, {"type":"…", without decoding the rest.
+// writes its events, {"type":"…", without decoding the rest
+// (leadingType, given only the bytes that can hold it).
 func piLeadingType(data []byte) (string, bool) {
-	rest, ok := bytes.CutPrefix(data, []byte(`{"type":"`))
-	if !ok {
-		return "", false
-	}
-	i := bytes.IndexByte(rest, '"')
-	if i < 0 || i > 64 || bytes.IndexByte(rest[:i], '\\') >= 0 {
-		return "", false
-	}
-	return string(rest[:i]), true
+	return leadingType(string(data[:min(len(data), len(`{"type":"`)+maxLeadingType+1)]))
 }
 
 // piFields are a JSON object's members, their values raw and aliasing the
