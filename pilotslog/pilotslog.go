@@ -25,12 +25,12 @@ package pilotslog
 
 import (
 	"context"
-	"github.com/pilotworkers/pilot/internal/passthrough"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/passthrough"
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/schedule"
 )

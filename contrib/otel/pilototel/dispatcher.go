@@ -2,7 +2,6 @@ package pilototel
 
 import (
 	"context"
-	"github.com/pilotworkers/pilot/internal/passthrough"
 	"sync"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/passthrough"
 )
 
 // Event types this package tells apart (the events.log contract).

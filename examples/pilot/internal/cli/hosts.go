@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"io"
 	"io/fs"
 	"os"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/config"
+	"github.com/pilotworkers/pilot/internal/atomicfile"
 )
 
 // A host is an agent CLI a person works in, which can hand work to a
