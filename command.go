@@ -50,22 +50,31 @@ func (c commandRunner) Command(_ context.Context, a Attempt) (*Command, error) {
 	if len(a.Provider.Argv) == 0 {
 		return nil, fmt.Errorf("pilot: provider %q has no argv for the command runner", a.Provider.Name)
 	}
-	r := strings.NewReplacer(
-		"{task_file}", a.TaskFile,
-		"{prompt}", a.Prompt,
-		"{workdir}", a.Workdir,
-		"{model}", a.Provider.Model,
-		"{mode}", string(a.Task.Mode),
-		"{run_dir}", a.RunDir,
-		"{run_id}", a.RunID,
-		"{session_path}", a.SessionPath,
-		"{resume}", a.Task.Resume,
-	)
 	if a.Task.Resume != "" && !slices.ContainsFunc(a.Provider.Argv, func(s string) bool { return strings.Contains(s, "{resume}") }) {
 		return nil, fmt.Errorf("pilot: provider %q cannot resume a session: its argv has no {resume} placeholder", a.Provider.Name)
 	}
+	// The replacer is built only for an argv with a placeholder: building
+	// it costs more than the rest of the command.
+	var r *strings.Replacer
 	argv := make([]string, len(a.Provider.Argv))
 	for i, arg := range a.Provider.Argv {
+		argv[i] = arg
+		if strings.IndexByte(arg, '{') < 0 {
+			continue
+		}
+		if r == nil {
+			r = strings.NewReplacer(
+				"{task_file}", a.TaskFile,
+				"{prompt}", a.Prompt,
+				"{workdir}", a.Workdir,
+				"{model}", a.Provider.Model,
+				"{mode}", string(a.Task.Mode),
+				"{run_dir}", a.RunDir,
+				"{run_id}", a.RunID,
+				"{session_path}", a.SessionPath,
+				"{resume}", a.Task.Resume,
+			)
+		}
 		argv[i] = r.Replace(arg)
 	}
 	// A command that writes a session at {session_path} (a wrapper around

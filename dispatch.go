@@ -1039,7 +1039,9 @@ func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64
 		SpillDir: r.dir,
 		OnLine:   func(l lines.Line) { r.line(s, tag, l) },
 	}
-	buf := make([]byte, 64<<10)
+	bp := readBufs.Get().(*[readBuf]byte)
+	defer readBufs.Put(bp)
+	buf := bp[:]
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
@@ -1070,6 +1072,15 @@ func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64
 }
 
 var newline = []byte("\n")
+
+// readBuf is the size of one read from a worker's pipe.
+const readBuf = 64 << 10
+
+// readBufs holds the read buffers of finished runs: a dispatch of a short
+// worker would otherwise allocate two of them, most of its garbage. Nothing
+// keeps a reference into a buffer once its reader returns (lines are copied
+// into stream.log's batch, and watchers and OnLine keep no line).
+var readBufs = sync.Pool{New: func() any { return new([readBuf]byte) }}
 
 // line handles one complete output line: stream.log gets all of it, the
 // watcher and OnLine get at most MaxLineBytes. Called with lineMu held.

@@ -86,7 +86,9 @@ type Line struct {
 	Stream Stream
 	// Data is the line. When the line is longer than the Dispatcher's
 	// MaxLineBytes, Data holds only its first MaxLineBytes bytes and
-	// Truncated is set; stream.log still has the whole line.
+	// Truncated is set; stream.log still has the whole line. Data is
+	// valid only during the call that receives the Line: pilot reuses its
+	// read buffers, so a Watcher or OnLine copies what it keeps.
 	Data      []byte
 	Size      int64 // the whole line's length
 	Truncated bool

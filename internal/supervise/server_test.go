@@ -1,4 +1,4 @@
-//go:build unix
+//go:build unix && !linux
 
 package supervise
 
@@ -24,8 +24,9 @@ func TestReadEndsOnAResetControlSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{conn: c.(*net.UnixConn)}
-	defer s.conn.Close()
+	uc := c.(*net.UnixConn)
+	defer uc.Close()
+	s := &server{conn: uc}
 	// A reply the client never reads, then the client is gone.
 	s.send(&msg{Op: opExited, ID: 1})
 	syscall.Close(fds[1])
@@ -34,7 +35,7 @@ func TestReadEndsOnAResetControlSocket(t *testing.T) {
 	done := make(chan any)
 	go func() {
 		defer func() { done <- recover() }()
-		s.read(reqs)
+		s.read(uc, reqs)
 	}()
 	for range reqs {
 		t.Error("a request from a closed socket")

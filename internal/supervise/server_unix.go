@@ -5,7 +5,6 @@ package supervise
 import (
 	"bytes"
 	"encoding/binary"
-	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -28,6 +27,7 @@ func init() {
 type job struct {
 	id     uint64
 	pid    int
+	pidfd  int    // the leader's pidfd until it is reaped (Linux), or -1
 	cookie []byte // "NAME=value" as it appears in /proc/PID/environ
 	grace  time.Duration
 
@@ -40,13 +40,24 @@ type job struct {
 }
 
 type server struct {
-	conn   *net.UnixConn
+	conn   ctlConn
 	self   int
 	jobs   map[uint64]*job
 	byPid  map[int]*job
 	orphan map[int]map[uint64]bool // unattributed orphans → jobs live when found (Linux)
 	out    []byte                  // replies not yet written (flush)
 }
+
+// ctlConn is the supervisor's side of the control socket, as flush writes
+// to it.
+type ctlConn interface {
+	Write(p []byte) (int, error)
+	CloseRead() error
+}
+
+// cleanupTick is how often a job's cleanup is moved along while its
+// leftovers are being ended.
+const cleanupTick = 2 * time.Millisecond
 
 type request struct {
 	m   *msg
@@ -63,14 +74,7 @@ func serve(fd int) int {
 	if err := setup(); err != nil {
 		return 98
 	}
-	f := os.NewFile(uintptr(fd), "control")
-	c, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		return 99
-	}
 	s := &server{
-		conn:   c.(*net.UnixConn),
 		self:   os.Getpid(),
 		jobs:   map[uint64]*job{},
 		byPid:  map[int]*job{},
@@ -78,98 +82,67 @@ func serve(fd int) int {
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	reqs := make(chan request)
-	go s.read(reqs)
-
-	tick := time.NewTicker(time.Hour)
-	tick.Stop()
-	ticking := false
-	for {
-		select {
-		case r, ok := <-reqs:
-			if !ok {
-				s.flush()
-				s.shutdown()
-				return 0
-			}
-			s.handle(r)
-			s.flush() // a started reply does not wait for the cleanups below
-		case sig := <-sigs:
-			if sig != syscall.SIGCHLD {
-				s.flush()
-				s.shutdown()
-				return 0
-			}
-			s.reap()
-		case <-tick.C:
-		}
-		s.progress()
-		// The replies of this turn in one write: a worker that exits
-		// leaving nothing gets its exited and done together.
-		s.flush()
-		if want := s.anyCleaning(); want != ticking {
-			if want {
-				tick.Reset(2 * time.Millisecond)
-			} else {
-				tick.Stop()
-			}
-			ticking = want
-		}
-	}
+	return s.loop(fd, sigs)
 }
 
-// read turns the control socket into requests; it closes reqs at end of
-// file or on any error.
-func (s *server) read(reqs chan<- request) {
-	defer close(reqs)
-	var pending []byte
-	var fds []int
-	buf := make([]byte, 64<<10)
-	oob := make([]byte, syscall.CmsgSpace(16*4))
-	for {
-		n, oobn, _, _, err := s.conn.ReadMsgUnix(buf, oob)
+// frames assembles requests from the bytes read from the control socket
+// and the descriptors that came with them (a frame may take several reads,
+// and one read may bring several frames).
+type frames struct {
+	pending []byte
+	fds     []int
+}
+
+// add takes what one read brought and returns the requests it completes;
+// ok is false at a frame that cannot be read, after which the socket is
+// dropped.
+func (f *frames) add(data []byte, fds []int) (reqs []request, ok bool) {
+	f.pending = append(f.pending, data...)
+	f.fds = append(f.fds, fds...)
+	for len(f.pending) >= 4 {
+		size := int(binary.BigEndian.Uint32(f.pending))
+		if size > maxFrame {
+			return reqs, false
+		}
+		if len(f.pending) < 4+size {
+			break
+		}
+		m, err := readFrame(bytes.NewReader(f.pending[:4+size]))
+		f.pending = f.pending[4+size:]
 		if err != nil {
-			// On an error (ECONNRESET when the client was killed
-			// with replies unread) the counts may be -1: a slice
-			// with them would panic and leave every tree running.
-			n, oobn = max(n, 0), max(oobn, 0)
+			return reqs, false
 		}
-		if oobn > 0 {
-			if cmsgs, perr := syscall.ParseSocketControlMessage(oob[:oobn]); perr == nil {
-				for _, cm := range cmsgs {
-					if rights, rerr := syscall.ParseUnixRights(&cm); rerr == nil {
-						fds = append(fds, rights...)
-					}
-				}
+		r := request{m: m}
+		if m.Op == opStart {
+			if len(f.fds) < 3 {
+				return reqs, false
 			}
+			r.fds, f.fds = f.fds[:3:3], f.fds[3:]
 		}
-		pending = append(pending, buf[:n]...)
-		for len(pending) >= 4 {
-			size := int(binary.BigEndian.Uint32(pending))
-			if size > maxFrame {
-				return
-			}
-			if len(pending) < 4+size {
-				break
-			}
-			m, ferr := readFrame(bytes.NewReader(pending[:4+size]))
-			pending = pending[4+size:]
-			if ferr != nil {
-				return
-			}
-			r := request{m: m}
-			if m.Op == opStart {
-				if len(fds) < 3 {
-					return
-				}
-				r.fds, fds = fds[:3:3], fds[3:]
-			}
-			reqs <- r
-		}
-		if err != nil || n == 0 {
-			return
+		reqs = append(reqs, r)
+	}
+	if len(f.pending) == 0 {
+		f.pending = f.pending[:0:0] // let a big frame's buffer go
+	}
+	return reqs, true
+}
+
+// rights returns the descriptors passed in the control messages oob.
+func rights(oob []byte) []int {
+	if len(oob) == 0 {
+		return nil
+	}
+	cmsgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, cm := range cmsgs {
+		if r, err := syscall.ParseUnixRights(&cm); err == nil {
+			fds = append(fds, r...)
 		}
 	}
+	return fds
 }
 
 // send queues a reply; flush writes the queue.
@@ -227,7 +200,7 @@ func (s *server) start(m *msg, fds []int) {
 		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
 		Sys:   workerAttr(),
 	}
-	pid, err := syscall.ForkExec(m.Path, m.Argv, attr)
+	pid, pidfd, err := forkExec(m.Path, m.Argv, attr)
 	if err != nil {
 		s.send(&msg{Op: opStarted, ID: m.ID, Err: err.Error()})
 		return
@@ -235,6 +208,7 @@ func (s *server) start(m *msg, fds []int) {
 	j := &job{
 		id:     m.ID,
 		pid:    pid,
+		pidfd:  pidfd,
 		cookie: []byte(m.Cookie),
 		grace:  time.Duration(m.GraceMS) * time.Millisecond,
 		seen:   map[int]bool{},
@@ -262,6 +236,10 @@ func (s *server) reap() {
 			continue
 		}
 		delete(s.byPid, pid)
+		if j.pidfd >= 0 {
+			syscall.Close(j.pidfd)
+			j.pidfd = -1
+		}
 		j.exited = true
 		j.cleaning = true
 		s.send(&msg{Op: opExited, ID: j.id, Status: uint32(ws)})

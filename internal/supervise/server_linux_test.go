@@ -1,0 +1,66 @@
+package supervise
+
+import (
+	"syscall"
+	"testing"
+)
+
+// A client killed with replies unread resets the control socket: the
+// supervisor's receive must report it ended (so that it terminates every
+// job) rather than panic on the error's counts. The chaos suite found this:
+// a SIGKILLed pilot's grandchildren were left to init.
+func TestReceiveEndsOnAResetControlSocket(t *testing.T) {
+	fds, err := socketpair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fds[0])
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{conn: rawConn(fds[0])}
+	// A reply the client never reads, then the client is gone.
+	s.send(&msg{Op: opExited, ID: 1})
+	s.flush()
+	syscall.Close(fds[1])
+
+	var fr frames
+	reqs, open := receive(fds[0], &fr, make([]byte, 1024), make([]byte, 256))
+	if len(reqs) != 0 || open {
+		t.Fatalf("receive on a reset socket = %d requests, open %v; want none, ended", len(reqs), open)
+	}
+}
+
+// Requests come whole however the socket splits them: a frame across two
+// reads, and two frames in one, each start with its three descriptors.
+func TestFramesAssembleSplitReads(t *testing.T) {
+	a, err := encodeFrame(&msg{Op: opStart, ID: 1, Path: "/bin/true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := encodeFrame(&msg{Op: opSignal, ID: 1, Sig: 15})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fr frames
+	reqs, ok := fr.add(a[:5], nil)
+	if !ok || len(reqs) != 0 {
+		t.Fatalf("half a frame: %d requests, ok %v; want none, ok", len(reqs), ok)
+	}
+	reqs, ok = fr.add(append(a[5:], b...), []int{10, 11, 12})
+	if !ok || len(reqs) != 2 {
+		t.Fatalf("the rest and a second frame: %d requests, ok %v; want 2, ok", len(reqs), ok)
+	}
+	if reqs[0].m.Op != opStart || len(reqs[0].fds) != 3 || reqs[0].fds[2] != 12 {
+		t.Errorf("first request %+v with fds %v; want the start with 10, 11, 12", reqs[0].m, reqs[0].fds)
+	}
+	if reqs[1].m.Op != opSignal || reqs[1].fds != nil {
+		t.Errorf("second request %+v with fds %v; want the signal, no fds", reqs[1].m, reqs[1].fds)
+	}
+	if _, ok := fr.add(a[:4], nil); !ok {
+		t.Fatal("a frame header alone was refused")
+	}
+	if _, ok := (&frames{}).add(append(a, b...), []int{10}); ok {
+		t.Error("a start with one descriptor was accepted")
+	}
+}
