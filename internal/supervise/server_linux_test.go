@@ -1,8 +1,12 @@
 package supervise
 
 import (
+	"bufio"
+	"os"
+	"strconv"
 	"syscall"
 	"testing"
+	"unsafe"
 )
 
 // A client killed with replies unread resets the control socket: the
@@ -62,5 +66,81 @@ func TestFramesAssembleSplitReads(t *testing.T) {
 	}
 	if _, ok := (&frames{}).add(append(a, b...), []int{10}); ok {
 		t.Error("a start with one descriptor was accepted")
+	}
+}
+
+// A run of start requests is forked at once, on this thread and the
+// forker threads: every worker starts, each reply carries its own pid in
+// the requests' order, a start that cannot exec gets its error, and every
+// leader is reaped and reported with its own status.
+func TestStartAllStartsABatch(t *testing.T) {
+	fds, err := socketpair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	s := &server{conn: rawConn(fds[0]), jobs: map[uint64]*job{}, byPid: map[int]*job{}}
+	var reqs []request
+	for id := uint64(1); id <= 6; id++ {
+		path, argv := "/bin/sh", []string{"sh", "-c", "exit " + strconv.Itoa(int(id))}
+		if id == 4 {
+			path = "/nonexistent/worker"
+		}
+		var three []int
+		for range 3 {
+			fd, err := syscall.Open(os.DevNull, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			three = append(three, fd)
+		}
+		reqs = append(reqs, request{m: &msg{Op: opStart, ID: id, Path: path, Argv: argv, Dir: "/"}, fds: three})
+	}
+	s.handleAll(reqs)
+	if s.forks == nil {
+		t.Error("a batch of starts did not use the forker threads")
+	}
+
+	r := bufio.NewReader(os.NewFile(uintptr(fds[1]), "client-side"))
+	pids := map[int]uint64{}
+	for id := uint64(1); id <= 6; id++ {
+		m, err := readFrame(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Op != opStarted || m.ID != id {
+			t.Fatalf("reply %+v, want started for %d", m, id)
+		}
+		if id == 4 {
+			if m.Err == "" {
+				t.Errorf("the start of a missing program succeeded (pid %d)", m.Pid)
+			}
+			continue
+		}
+		if m.Err != "" || m.Pid <= 0 || pids[m.Pid] != 0 {
+			t.Fatalf("start %d: pid %d, error %q", id, m.Pid, m.Err)
+		}
+		pids[m.Pid] = id
+	}
+	for len(s.byPid) > 0 {
+		// Wait for any child to exit without reaping it: reap does.
+		var info [128]byte
+		const pAll, wNowait = 0, 0x1000000
+		syscall.Syscall6(syscall.SYS_WAITID, pAll, 0, uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|wNowait, 0, 0)
+		s.reap()
+		s.flush()
+	}
+	for range 5 {
+		m, err := readFrame(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Op != opExited {
+			t.Fatalf("reply %+v, want exited", m)
+		}
+		if got := syscall.WaitStatus(m.Status).ExitStatus(); uint64(got) != m.ID {
+			t.Errorf("job %d exited %d, want %d", m.ID, got, m.ID)
+		}
 	}
 }

@@ -77,10 +77,7 @@ func (s *server) loop(fd int, sigs chan os.Signal) int {
 		}
 		if set[0].revents != 0 {
 			reqs, open := receive(fd, &fr, buf, oob)
-			for _, r := range reqs {
-				s.handle(r)
-				s.flush() // a started reply does not wait for the cleanups below
-			}
+			s.handleAll(reqs)
 			if !open {
 				s.flush()
 				s.shutdown()

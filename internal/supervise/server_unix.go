@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -46,6 +47,7 @@ type server struct {
 	byPid  map[int]*job
 	orphan map[int]map[uint64]bool // unattributed orphans → jobs live when found (Linux)
 	out    []byte                  // replies not yet written (flush)
+	forks  chan forkTask           // to the forker threads (startForkers)
 }
 
 // ctlConn is the supervisor's side of the control socket, as flush writes
@@ -171,7 +173,7 @@ func (s *server) flush() {
 func (s *server) handle(r request) {
 	switch r.m.Op {
 	case opStart:
-		s.start(r.m, r.fds)
+		s.startAll([]request{r})
 	case opSignal:
 		j := s.jobs[r.m.ID]
 		if j == nil {
@@ -188,34 +190,111 @@ func (s *server) handle(r request) {
 	}
 }
 
-func (s *server) start(m *msg, fds []int) {
-	defer func() {
-		for _, fd := range fds {
-			syscall.Close(fd)
+// handleAll handles reqs in order, a run of starts at once (startAll).
+func (s *server) handleAll(reqs []request) {
+	for len(reqs) > 0 {
+		n := 0
+		for n < len(reqs) && reqs[n].m.Op == opStart {
+			n++
 		}
-	}()
+		if n == 0 {
+			s.handle(reqs[0])
+			n = 1
+		} else {
+			s.startAll(reqs[:n])
+		}
+		s.flush() // a started reply does not wait for the cleanups below
+		reqs = reqs[n:]
+	}
+}
+
+// A fork is one worker being started.
+type fork struct {
+	req        request
+	pid, pidfd int
+	err        error
+}
+
+// run forks and execs the worker and closes the descriptors it was given.
+func (f *fork) run() {
+	m, fds := f.req.m, f.req.fds
 	attr := &syscall.ProcAttr{
 		Dir:   m.Dir,
 		Env:   m.Env,
 		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
 		Sys:   workerAttr(),
 	}
-	pid, pidfd, err := forkExec(m.Path, m.Argv, attr)
-	if err != nil {
-		s.send(&msg{Op: opStarted, ID: m.ID, Err: err.Error()})
+	f.pid, f.pidfd, f.err = forkExec(m.Path, m.Argv, attr)
+	for _, fd := range fds {
+		syscall.Close(fd)
+	}
+}
+
+// startAll starts the workers of the start requests reqs and queues their
+// replies. Several are forked at once, one on this thread and the others
+// on forker threads: a fork holds its thread until the worker has exec'd,
+// so one thread would start a fanout's workers one at a time.
+func (s *server) startAll(reqs []request) {
+	fs := make([]fork, len(reqs))
+	for i, r := range reqs {
+		fs[i].req = r
+	}
+	if len(fs) > 1 {
+		s.startForkers()
+		var wg sync.WaitGroup
+		wg.Add(len(fs) - 1)
+		for i := range fs[1:] {
+			s.forks <- forkTask{&fs[i+1], &wg}
+		}
+		fs[0].run()
+		wg.Wait()
+	} else {
+		fs[0].run()
+	}
+	for _, f := range fs {
+		m := f.req.m
+		if f.err != nil {
+			s.send(&msg{Op: opStarted, ID: m.ID, Err: f.err.Error()})
+			continue
+		}
+		j := &job{
+			id:     m.ID,
+			pid:    f.pid,
+			pidfd:  f.pidfd,
+			cookie: []byte(m.Cookie),
+			grace:  time.Duration(m.GraceMS) * time.Millisecond,
+			seen:   map[int]bool{},
+		}
+		s.jobs[j.id] = j
+		s.byPid[f.pid] = j
+		s.send(&msg{Op: opStarted, ID: m.ID, Pid: f.pid})
+	}
+}
+
+type forkTask struct {
+	f  *fork
+	wg *sync.WaitGroup
+}
+
+// startForkers starts, once, the forker goroutines: as many as the
+// processors Go uses, each locked to its own thread for good. Workers get
+// Pdeathsig on Linux, which fires when the forking thread exits
+// (golang/go#27505): a forker thread never does, as its goroutine never
+// returns nor unlocks.
+func (s *server) startForkers() {
+	if s.forks != nil {
 		return
 	}
-	j := &job{
-		id:     m.ID,
-		pid:    pid,
-		pidfd:  pidfd,
-		cookie: []byte(m.Cookie),
-		grace:  time.Duration(m.GraceMS) * time.Millisecond,
-		seen:   map[int]bool{},
+	s.forks = make(chan forkTask)
+	for range runtime.GOMAXPROCS(0) {
+		go func() {
+			runtime.LockOSThread()
+			for t := range s.forks {
+				t.f.run()
+				t.wg.Done()
+			}
+		}()
 	}
-	s.jobs[j.id] = j
-	s.byPid[pid] = j
-	s.send(&msg{Op: opStarted, ID: m.ID, Pid: pid})
 }
 
 // reap collects every exited child: job leaders are reported, orphans are
