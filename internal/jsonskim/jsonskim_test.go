@@ -198,14 +198,40 @@ func FuzzMembers(f *testing.F) {
 	})
 }
 
+// benchLines are short events like codex's and gemini's.
+var benchLines = [][]byte{
+	[]byte(`{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc 'go test ./...'","aggregated_output":"","exit_code":null,"status":"in_progress"}}`),
+	[]byte(`{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"All tests pass and the linter reports nothing: the change is ready."}}`),
+	[]byte(`{"type":"message","timestamp":"2026-11-30T07:32:12.509Z","role":"assistant","content":"I'll run the tests first.","delta":true}`),
+}
+
+// BenchmarkValid checks short events, with Valid and with encoding/json.
+func BenchmarkValid(b *testing.B) {
+	for _, v := range []struct {
+		name  string
+		valid func([]byte) bool
+	}{{"jsonskim", Valid}, {"encoding-json", json.Valid}} {
+		b.Run(v.name, func(b *testing.B) {
+			n := 0
+			for _, l := range benchLines {
+				n += len(l)
+			}
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				for _, l := range benchLines {
+					if !v.valid(l) {
+						b.Fatal("not valid")
+					}
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkMembers reads the members of short events like codex's and of
 // their nested items, as the watchers do.
 func BenchmarkMembers(b *testing.B) {
-	lines := [][]byte{
-		[]byte(`{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc 'go test ./...'","aggregated_output":"","exit_code":null,"status":"in_progress"}}`),
-		[]byte(`{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"All tests pass and the linter reports nothing: the change is ready."}}`),
-		[]byte(`{"type":"message","timestamp":"2026-11-30T07:32:12.509Z","role":"assistant","content":"I'll run the tests first.","delta":true}`),
-	}
+	lines := benchLines
 	n := 0
 	for _, l := range lines {
 		n += len(l)
@@ -226,4 +252,128 @@ func BenchmarkMembers(b *testing.B) {
 			}
 		}
 	}
+}
+
+func TestValid(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, s := range []string{
+		`{"type":"item.started","n":-1.5e+3,"a":[true,false,null,{}],"s":"\u00e9\n\"\\\/"}`,
+		` [ 1 , "x" ] `, `0`, `-0`, `1.0`, `1e5`, `1E-5`, `"\uD83D\uDE00"`, "\"\x7f\xff\"",
+		``, ` `, `01`, `-`, `1.`, `.5`, `1e`, `+1`, `tru`, `truex`, `nul`, `[1,]`, `{"a":1,}`, `{"a"}`, `{1:2}`,
+		`[1 2]`, `"\x"`, `"\u12"`, `"\u12g4"`, "\"a\x01\"", "\"a\tb\"", `"abc`, `{"a":1} {}`, `[`, `]`, `{"a":[}]}`,
+		deep(10000), deep(10001), `{"a":` + deep(9999) + `}`, `{"a":` + deep(10000) + `}`,
+	} {
+		if got, want := Valid([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("Valid(%.40q) = %v, encoding/json %v", s, got, want)
+		}
+	}
+}
+
+// FuzzValid checks Valid against encoding/json's Valid, and ValidMembers
+// against Members and Valid.
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"step_finish","part":{"tokens":{"input":1500,"cache":{"read":0}},"cost":0.008}}`,
+		`[1,-2.5e+3,true,false,null,"a\u00e9\"\\\/\b\f\n\r\t"]`,
+		`{ "a" : { } , "b" : [ ] }`, `{"a":1} `, `{"a":"b"`, `01`, `"\u12g4"`, "\"\x01\"",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		valid := json.Valid(data)
+		if got := Valid(data); got != valid {
+			t.Fatalf("Valid(%q) = %v, encoding/json %v", data, got, valid)
+		}
+		ms, ok := ValidMembers(nil, data)
+		want, wantOK := Members(nil, data)
+		wantOK = wantOK && valid
+		if ok != wantOK {
+			t.Fatalf("ValidMembers(%q): %v, want %v", data, ok, wantOK)
+		}
+		if !ok {
+			return
+		}
+		if len(ms) != len(want) {
+			t.Fatalf("ValidMembers(%q): %d members, Members %d", data, len(ms), len(want))
+		}
+		for i := range ms {
+			if string(ms[i].Key) != string(want[i].Key) || string(ms[i].Value) != string(want[i].Value) {
+				t.Fatalf("ValidMembers(%q): member %d %q=%q, Members %q=%q", data, i, ms[i].Key, ms[i].Value, want[i].Key, want[i].Value)
+			}
+		}
+	})
+}
+
+func TestSeek(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, key string
+		want           string // the value's start, up to the end; "" when not found
+	}{
+		{"first", `{"type":"a","n":1}`, "type", `"a","n":1}`},
+		{"after a nested value", `{"a":{"b":[1,"}"]},"id":"x"`, "id", `"x"`},
+		{"cut short after it", `{"type":"item.started","item":{"id":"item_1","ty`, "item", `{"id":"item_1","ty`},
+		{"malformed after it", `{"id":"x",,,`, "id", `"x",,,`},
+		{"white space", " { \"a\" : 1 , \"b\" :\t2 }", "b", "2 }"},
+		{"first of duplicates", `{"k":1,"k":2}`, "k", `1,"k":2}`},
+		{"absent", `{"a":1,"b":2}`, "c", ""},
+		{"cut short before it", `{"a":"xyz`, "b", ""},
+		{"nothing after the colon", `{"a":`, "a", ""},
+		{"escaped key", `{"\u0061":1}`, "a", ""},
+		{"not an object", `["a"]`, "a", ""},
+		{"missing colon", `{"a" 1,"b":2}`, "b", ""},
+		{"missing comma", `{"a":1 "b":2}`, "b", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			i, ok := Seek([]byte(tc.src), tc.key)
+			if ok != (tc.want != "") || ok && tc.src[i:] != tc.want {
+				t.Errorf("Seek(%q, %q) = %d %v, want the value at %q", tc.src, tc.key, i, ok, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzSeek checks Seek against Members: on a well-formed object it finds
+// the first member with each key, at the offset of its value; it finds it
+// as well in any prefix of the object that ends after the value's first
+// byte; and it finds no key the object does not have.
+func FuzzSeek(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"item.started","item":{"id":"item_1","type":"command_execution"}}`,
+		`{"type":"tool_use","timestamp":1787138300274,"sessionID":"ses_1","part":{"id":"prt"}}`,
+		`{ "a" : [ 1 , "]" ] , "a" : { } }`,
+	} {
+		f.Add([]byte(s), "type", 10)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, key string, cut int) {
+		ms, ok := Members(nil, data)
+		if !ok {
+			Seek(data, key) // must not panic
+			return
+		}
+		first := -1
+		for j, m := range ms {
+			if string(m.Key) == key {
+				first = j
+				break
+			}
+		}
+		i, found := Seek(data, key)
+		if first < 0 {
+			if found {
+				t.Fatalf("Seek(%q, %q) found %d, Members has no such key", data, key, i)
+			}
+			return
+		}
+		want := cap(data) - cap(ms[first].Value) // the value's offset in data
+		if !found || i != want {
+			t.Fatalf("Seek(%q, %q) = %d %v, want %d", data, key, i, found, want)
+		}
+		if cut < 0 {
+			cut = -cut
+		}
+		n := want + 1 + cut%(len(data)-want)
+		if j, ok := Seek(data[:n], key); !ok || j != want {
+			t.Fatalf("Seek(%q, %q) = %d %v, want %d", data[:n], key, j, ok, want)
+		}
+	})
 }
