@@ -286,7 +286,8 @@ func (w *piWatcher) Line(l pilot.Line) {
 	if len(data) == 0 || data[0] != '{' {
 		return
 	}
-	typ, ok := piLeadingType(data)
+	lead, ok := leadingType(data)
+	typ := string(lead)
 	if l.Truncated {
 		if ok {
 			w.truncatedEvent(typ, data)
@@ -609,13 +610,6 @@ func (w *piWatcher) failure(e pilot.Exit, last *piFinal) pilot.Result {
 	return reportedFailure(streamDiagnostic(e, RunnerPi, text), RunnerPi, text)
 }
 
-// piLeadingType returns the event type of a line that starts the way pi
-// writes its events, {"type":"…", without decoding the rest
-// (leadingType, given only the bytes that can hold it).
-func piLeadingType(data []byte) (string, bool) {
-	return leadingType(string(data[:min(len(data), len(`{"type":"`)+maxLeadingType+1)]))
-}
-
 // piFields are a JSON object's members, their values raw and aliasing the
 // line they were read from (internal/jsonskim: nothing decoded).
 type piFields []jsonskim.Member
@@ -753,9 +747,20 @@ func piErrorText(msg string) string {
 
 func piDiagnostic(line string) (string, bool) {
 	// Skip the (often huge) streaming events without decoding them.
-	// pi writes its JSON with JSON.stringify, so without spaces.
-	if !strings.Contains(line, `"stopReason":"error"`) && !strings.Contains(line, `"auto_retry_end"`) {
-		return "", false
+	// pi writes its JSON with JSON.stringify, so without spaces. A
+	// message is one only with stopReason error, a retry's end only
+	// unsuccessful (ExtractDiagnostic has already skipped the other types
+	// when the line starts with its type).
+	switch typ, _ := leadingType(line); typ {
+	case "auto_retry_end":
+	case "message_end", "turn_end", "message", "agent_end":
+		if !strings.Contains(line, `"stopReason":"error"`) {
+			return "", false
+		}
+	default:
+		if !strings.Contains(line, `"stopReason":"error"`) && !strings.Contains(line, `"auto_retry_end"`) {
+			return "", false
+		}
 	}
 	var ev struct {
 		Type       string          `json:"type"`
