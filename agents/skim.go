@@ -39,3 +39,70 @@ func skimString(raw []byte) ([]byte, bool) {
 	}
 	return jsonskim.Text(raw)
 }
+
+// leadingString returns the content of string member key among the
+// leading members of the JSON object line data starts with
+// (jsonskim.Seek), reading nothing past it, when it is plain: printable
+// ASCII without escapes, which is what decoding it gives. ok is false for
+// anything else (no such member before the line ends or breaks off,
+// another kind of value, escapes or other bytes): the caller then reads
+// the line whole.
+func leadingString(data []byte, key string) ([]byte, bool) {
+	i, ok := jsonskim.Seek(data, key)
+	if !ok || data[i] != '"' {
+		return nil, false
+	}
+	n, ok := plainText(data[i+1:])
+	if !ok {
+		return nil, false
+	}
+	return data[i+1 : i+1+n], true
+}
+
+// plainText returns the length of the plain text that b starts with, up
+// to a quote: ok is false when some byte before the quote is not
+// printable ASCII or is a backslash, or there is no quote.
+func plainText(b []byte) (n int, ok bool) {
+	for i, c := range b {
+		if plainByte[c] {
+			continue
+		}
+		if c != '"' {
+			return 0, false
+		}
+		return i, true
+	}
+	return 0, false
+}
+
+// plainByte holds the bytes of plain text: printable ASCII but the quote
+// and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c <= 0x7e; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// cutPlain reads the plain text (plainText) that b starts with, then the
+// closing quote and next, which must follow it. It returns the text and
+// what follows next.
+func cutPlain(b []byte, next string) (text, rest []byte, ok bool) {
+	n, ok := plainText(b)
+	if !ok || len(b)-n-1 < len(next) || string(b[n+1:n+1+len(next)]) != next {
+		return nil, nil, false
+	}
+	return b[:n], b[n+1+len(next):], true
+}
+
+// leadingObject returns the rest of data from the value of member key,
+// among the leading members of the JSON object data starts with, when
+// that value is an object (its own leading members can be read the same
+// way), without reading past its opening brace.
+func leadingObject(data []byte, key string) ([]byte, bool) {
+	i, ok := jsonskim.Seek(data, key)
+	if !ok || data[i] != '{' {
+		return nil, false
+	}
+	return data[i:], true
+}
