@@ -63,13 +63,15 @@ func leadingString(data []byte, key string) ([]byte, bool) {
 // to a quote: ok is false when some byte before the quote is not
 // printable ASCII or is a backslash, or there is no quote.
 func plainText(b []byte) (n int, ok bool) {
-	for i, c := range b {
-		if plainByte[c] {
-			continue
-		}
-		if c != '"' {
-			return 0, false
-		}
+	i := 0
+	// Four bytes a step: ids and timestamps are a few dozen bytes.
+	for i+4 <= len(b) && plainByte[b[i]] && plainByte[b[i+1]] && plainByte[b[i+2]] && plainByte[b[i+3]] {
+		i += 4
+	}
+	for i < len(b) && plainByte[b[i]] {
+		i++
+	}
+	if i < len(b) && b[i] == '"' {
 		return i, true
 	}
 	return 0, false
@@ -105,4 +107,26 @@ func leadingObject(data []byte, key string) ([]byte, bool) {
 		return nil, false
 	}
 	return data[i:], true
+}
+
+// plainMembers reads from rest, what follows one member of an object line
+// (its leading type, say), the members keys in that order, each a plain
+// string (plainText), written `,"key":"value"` without white space, the
+// way the CLIs write them. It returns the last one's value, and ok false
+// when the line does not go on that way.
+func plainMembers(rest []byte, keys ...string) ([]byte, bool) {
+	var v []byte
+	for _, k := range keys {
+		if len(rest) < len(k)+5 || rest[0] != ',' || rest[1] != '"' ||
+			string(rest[2:2+len(k)]) != k || string(rest[2+len(k):5+len(k)]) != `":"` {
+			return nil, false
+		}
+		rest = rest[5+len(k):]
+		n, ok := plainText(rest)
+		if !ok {
+			return nil, false
+		}
+		v, rest = rest[:n], rest[n+1:]
+	}
+	return v, true
 }
