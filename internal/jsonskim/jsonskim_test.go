@@ -377,3 +377,32 @@ func FuzzSeek(f *testing.F) {
 		}
 	})
 }
+
+// TestClosingQuote checks closingQuote against a byte-by-byte reading,
+// with the quote and escapes on either side of where it stops reading
+// four bytes a step and where it turns to IndexByte.
+func TestClosingQuote(t *testing.T) {
+	want := func(s []byte) int {
+		for i := 0; i < len(s); i++ {
+			switch s[i] {
+			case '"':
+				return i
+			case '\\':
+				i++
+			}
+		}
+		return -1
+	}
+	for n := 0; n < 70; n++ {
+		for _, tail := range []string{``, `"`, `\"`, `\\"`, `\\\"x"`, `\`, `\\`, `é"`} {
+			s := []byte(strings.Repeat("a", n) + tail + `"rest`)
+			if got := closingQuote(s); got != want(s) {
+				t.Errorf("closingQuote(%q) = %d, want %d", s, got, want(s))
+			}
+			s = s[:n+len(tail)]
+			if got := closingQuote(s); got != want(s) {
+				t.Errorf("closingQuote(%q) = %d, want %d", s, got, want(s))
+			}
+		}
+	}
+}
