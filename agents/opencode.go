@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/jsonskim"
 )
 
 // OpencodeRunner runs the opencode CLI non-interactively:
@@ -245,7 +246,8 @@ type opencodeWatcher struct {
 	cost                           float64
 	costSeen, tokensSeen           bool
 
-	skim, part skim // the current event's fields, its part's
+	skim, part skim                 // the current event's fields, its part's
+	whole      [4][]jsonskim.Member // decodeWhole's buffers
 }
 
 // opencodeEvent is the part of an opencode run event pilot reads.
@@ -267,6 +269,15 @@ type opencodeEvent struct {
 // give them; the others (a step's end with its usage, errors, done) are
 // decoded whole.
 func (w *opencodeWatcher) decode(line []byte, ev *opencodeEvent) bool {
+	if t, ok := leadingType(line); ok && !opencodePart(string(t)) {
+		// Decoded whole at once, without skim's pass over the line
+		// first; read below, as before, when it is a part after all
+		// (a second type member) or does not decode.
+		if w.decodeWhole(line, ev) && !opencodePart(ev.Type) {
+			return true
+		}
+		*ev = opencodeEvent{}
+	}
 	if !w.skim.object(line) {
 		return false
 	}
@@ -277,7 +288,7 @@ func (w *opencodeWatcher) decode(line []byte, ev *opencodeEvent) bool {
 	switch string(typ) {
 	case "text", "reasoning", "tool_use", "step_start":
 	default:
-		return json.Unmarshal(line, ev) == nil
+		return w.decodeWhole(line, ev)
 	}
 	sid, ok := w.skim.str("sessionID")
 	if !ok {
@@ -310,12 +321,138 @@ func (w *opencodeWatcher) decode(line []byte, ev *opencodeEvent) bool {
 }
 
 // opencodeType returns an event type as a string, without allocating for
-// the ones skim reads.
+// the ones the watcher reads.
 func opencodeType(b []byte) string {
-	for _, t := range []string{"text", "reasoning", "tool_use", "step_start"} {
-		if string(b) == t {
-			return t
+	switch string(b) {
+	case "text":
+		return "text"
+	case "reasoning":
+		return "reasoning"
+	case "tool_use":
+		return "tool_use"
+	case "step_start":
+		return "step_start"
+	case "step_finish":
+		return "step_finish"
+	case "error":
+		return "error"
+	case "done":
+		return "done"
+	}
+	return string(b)
+}
+
+// opencodePart reports whether an event of type typ is a part of the
+// answer, read through skim (decode).
+func opencodePart(typ string) bool {
+	switch typ {
+	case "text", "reasoning", "tool_use", "step_start":
+		return true
+	}
+	return false
+}
+
+// decodeWhole decodes the event on line into ev (zero) exactly as
+// json.Unmarshal does, and reports whether json.Unmarshal would succeed:
+// the line must be valid JSON (jsonskim.ValidMembers) and every field
+// opencodeEvent reads must hold its type. It reads the line's members
+// through jsonskim; a line whose keys encoding/json could match otherwise
+// than exactly (exactKeys) is decoded by json.Unmarshal itself.
+func (w *opencodeWatcher) decodeWhole(line []byte, ev *opencodeEvent) bool {
+	var ok bool
+	if w.whole[0], ok = jsonskim.ValidMembers(w.whole[0][:0], line); !ok {
+		return false
+	}
+	ok, sure := w.decodeSkimmed(ev)
+	if !sure {
+		*ev = opencodeEvent{}
+		return json.Unmarshal(line, ev) == nil
+	}
+	return ok
+}
+
+// decodeSkimmed is decodeWhole's reading of the members in w.whole[0],
+// valid JSON. sure is false when json.Unmarshal must decide.
+func (w *opencodeWatcher) decodeSkimmed(ev *opencodeEvent) (ok, sure bool) {
+	// The objects the event's fields are read from: the event, its part,
+	// the part's tokens and their cache. A missing or null one is left
+	// as it is; another value that is no object fails.
+	ms := w.whole[0]
+	if !exactKeys(ms, "type", "sessionID", "part") {
+		return false, false
+	}
+	t, ok1 := skimString(jsonskim.Get(ms, "type"))
+	sid, ok2 := skimString(jsonskim.Get(ms, "sessionID"))
+	if !ok1 || !ok2 {
+		return false, true
+	}
+	ev.Type, ev.SessionID = opencodeType(t), w.sessionString(sid)
+	raw := jsonskim.Get(ms, "part")
+	if raw == nil || string(raw) == "null" {
+		return true, true
+	}
+	if raw[0] != '{' {
+		return false, true
+	}
+	p := &ev.Part
+	ms, _ = jsonskim.Members(w.whole[1][:0], raw) // valid JSON: well-formed
+	w.whole[1] = ms
+	if !exactKeys(ms, "sessionID", "text", "reason", "cost", "tokens") {
+		return false, false
+	}
+	psid, ok1 := skimString(jsonskim.Get(ms, "sessionID"))
+	text, ok2 := skimString(jsonskim.Get(ms, "text"))
+	reason, ok3 := skimString(jsonskim.Get(ms, "reason"))
+	if !ok1 || !ok2 || !ok3 {
+		return false, true
+	}
+	p.SessionID, p.Text, p.Reason = w.sessionString(psid), string(text), string(reason)
+	if raw := jsonskim.Get(ms, "cost"); raw != nil && string(raw) != "null" {
+		p.Cost = new(float64)
+		if !decodeNumber(raw, p.Cost) {
+			return false, true
 		}
+	}
+	raw = jsonskim.Get(ms, "tokens")
+	if raw == nil || string(raw) == "null" {
+		return true, true
+	}
+	if raw[0] != '{' {
+		return false, true
+	}
+	p.Tokens = new(opencodeTokens)
+	ms, _ = jsonskim.Members(w.whole[2][:0], raw)
+	w.whole[2] = ms
+	if !exactKeys(ms, "input", "output", "cache") {
+		return false, false
+	}
+	if !decodeNumber(jsonskim.Get(ms, "input"), &p.Tokens.Input) || !decodeNumber(jsonskim.Get(ms, "output"), &p.Tokens.Output) {
+		return false, true
+	}
+	raw = jsonskim.Get(ms, "cache")
+	if raw == nil || string(raw) == "null" {
+		return true, true
+	}
+	if raw[0] != '{' {
+		return false, true
+	}
+	ms, _ = jsonskim.Members(w.whole[3][:0], raw)
+	w.whole[3] = ms
+	if !exactKeys(ms, "read", "write") {
+		return false, false
+	}
+	c := &p.Tokens.Cache
+	if !decodeNumber(jsonskim.Get(ms, "read"), &c.Read) || !decodeNumber(jsonskim.Get(ms, "write"), &c.Write) {
+		return false, true
+	}
+	return true, true
+}
+
+// sessionString returns the session id b as a string: the watcher's own,
+// not allocated again, when it is the same.
+func (w *opencodeWatcher) sessionString(b []byte) string {
+	if string(b) == w.sessionID {
+		return w.sessionID
 	}
 	return string(b)
 }
@@ -368,6 +505,9 @@ func (w *opencodeWatcher) Line(l pilot.Line) {
 	if l.Stream != pilot.Stdout {
 		return
 	}
+	if w.leadingPart(l.Data) {
+		return
+	}
 	var ev opencodeEvent
 	if !isJSONObjectLine(l.Data) || !w.decode(l.Data, &ev) {
 		return
@@ -378,37 +518,15 @@ func (w *opencodeWatcher) Line(l pilot.Line) {
 		w.sessionID = ev.Part.SessionID
 	}
 	switch ev.Type {
-	case "text", "reasoning", "tool_use", "step_finish", "error", "done":
-		// The model answered (a step_start alone does not say so: a
-		// stream that breaks off after it is retried), or opencode gave
-		// up retrying and said why.
+	case "text", "reasoning", "tool_use", "step_start":
+		w.answerPart(ev.Type, strings.TrimSpace(ev.Part.Text) != "")
+		return
+	case "step_finish", "error", "done":
+		// The model answered, or opencode gave up retrying and said
+		// why.
 		w.retryOver()
 	}
 	switch ev.Type {
-	case "step_start":
-		// The model's answer is arriving.
-		w.quiet(0)
-		if w.logs {
-			w.setPhase(pilot.PhaseAwaitingModel, "stream:step_start", nil)
-		} else {
-			w.setPhase(pilot.PhaseUnknown, reasonOpencodeStep, nil)
-		}
-	case "tool_use":
-		// A tool finished; the step goes on: another tool, or the
-		// model's answer.
-		if w.logs {
-			w.setPhase(pilot.PhaseUnknown, "stream:tool_use", nil)
-		} else {
-			w.setPhase(pilot.PhaseUnknown, reasonOpencodeStep, nil)
-		}
-	case "reasoning":
-		if !w.logs {
-			w.setPhase(pilot.PhaseUnknown, reasonOpencodeStep, nil)
-		}
-	case "text":
-		if strings.TrimSpace(ev.Part.Text) != "" {
-			w.answered = true
-		}
 	case "step_finish":
 		w.steps++
 		w.retries = 0
@@ -442,6 +560,89 @@ func (w *opencodeWatcher) Line(l pilot.Line) {
 		w.quiet(0)
 		w.setPhase(pilot.PhaseFinished, "stream:done", nil)
 	}
+}
+
+// answerPart follows a part of the model's answer: a step's start, its text
+// (text: not blank), reasoning or a tool's run.
+func (w *opencodeWatcher) answerPart(typ string, text bool) {
+	if typ != "step_start" {
+		// The model answered (a step_start alone does not say so: a
+		// stream that breaks off after it is retried).
+		w.retryOver()
+	}
+	switch typ {
+	case "step_start":
+		// The model's answer is arriving.
+		w.quiet(0)
+		if w.logs {
+			w.setPhase(pilot.PhaseAwaitingModel, "stream:step_start", nil)
+		} else {
+			w.setPhase(pilot.PhaseUnknown, reasonOpencodeStep, nil)
+		}
+	case "tool_use":
+		// A tool finished; the step goes on: another tool, or the
+		// model's answer.
+		if w.logs {
+			w.setPhase(pilot.PhaseUnknown, "stream:tool_use", nil)
+		} else {
+			w.setPhase(pilot.PhaseUnknown, reasonOpencodeStep, nil)
+		}
+	case "reasoning":
+		if !w.logs {
+			w.setPhase(pilot.PhaseUnknown, reasonOpencodeStep, nil)
+		}
+	case "text":
+		if text {
+			w.answered = true
+		}
+	}
+}
+
+// leadingPart follows a part event from its leading members
+// (opencodeHead), without reading the rest of the line (the part): such
+// an event only moves the phase, when it names the session the watcher
+// follows already. It returns false, leaving the line to be read whole,
+// when the line is not in that shape, when it names another session or
+// none was seen yet (the session id is the resume token), and for a text
+// part until one had text (its text decides completed or empty).
+func (w *opencodeWatcher) leadingPart(data []byte) bool {
+	typ, sid, ok := opencodeHead(data)
+	if !ok || w.sessionID == "" || string(sid) != w.sessionID || typ == "text" && !w.answered {
+		return false
+	}
+	w.answerPart(typ, false) // text or not: the answer is known
+	return true
+}
+
+// opencodeHead reads the type of a part event (text, reasoning, tool_use,
+// step_start) and its sessionID from the leading members of the line, the
+// way opencode writes them ({"type":"tool_use","timestamp":1787138300274,
+// "sessionID":"ses_…",…), in place, or wherever it is among the leading
+// members. ok is false for another event, and when the sessionID is not
+// plain text (plainText).
+func opencodeHead(data []byte) (typ string, sid []byte, ok bool) {
+	t, ok := leadingType(data)
+	if !ok {
+		return "", nil, false
+	}
+	switch string(t) {
+	case "text", "reasoning", "tool_use", "step_start":
+		typ = opencodeType(t)
+	default:
+		return "", nil, false
+	}
+	rest := data[len(`{"type":"`)+len(t)+1:]
+	if rest, ok := bytes.CutPrefix(rest, []byte(`,"timestamp":`)); ok {
+		n := 0
+		for n < len(rest) && '0' <= rest[n] && rest[n] <= '9' {
+			n++
+		}
+		if sid, ok := plainMembers(rest[n:], "sessionID"); ok && n > 0 {
+			return typ, sid, true
+		}
+	}
+	sid, ok = leadingString(data, "sessionID")
+	return typ, sid, ok
 }
 
 // logLine reads one of opencode's log lines (--print-logs, on stderr).

@@ -1,6 +1,10 @@
 package agents
 
-import "github.com/pilotworkers/pilot/internal/jsonskim"
+import (
+	"strconv"
+
+	"github.com/pilotworkers/pilot/internal/jsonskim"
+)
 
 // skim reads the fields of one JSON event line without decoding it
 // (internal/jsonskim): the watchers' hot path, where encoding/json would
@@ -129,4 +133,86 @@ func plainMembers(rest []byte, keys ...string) ([]byte, bool) {
 		v, rest = rest[:n], rest[n+1:]
 	}
 	return v, true
+}
+
+// exactKeys reports whether, in ms, the members an encoding/json decoding
+// into a struct with the fields named fields would match are exactly the
+// ones jsonskim.Get finds: no key is escaped or holds other than ASCII
+// (encoding/json decodes the key first), none differs from a field's name
+// only in letter case (encoding/json matches those too), and no field's
+// name is a key twice (encoding/json decodes each, and fails on either).
+func exactKeys(ms []jsonskim.Member, fields ...string) bool {
+	var seen uint64 // bit i: fields[i] is a key
+	for _, m := range ms {
+		for _, c := range m.Key {
+			if c == '\\' || c >= 0x80 {
+				return false
+			}
+		}
+		for i, f := range fields {
+			if len(m.Key) != len(f) || !asciiEqualFold(m.Key, f) {
+				continue
+			}
+			if string(m.Key) != f || seen&(1<<i) != 0 {
+				return false
+			}
+			seen |= 1 << i
+		}
+	}
+	return true
+}
+
+// asciiEqualFold reports whether the ASCII strings a and f are equal when
+// their letter case is ignored (bytes.EqualFold, for ASCII).
+func asciiEqualFold(a []byte, f string) bool {
+	for i := range len(a) {
+		x, y := a[i], f[i]
+		if x == y {
+			continue
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeNumber decodes the raw value of a float64 field into *dst as
+// encoding/json does, and reports whether it holds a number in range: a
+// missing member (nil) or null leaves *dst as it is. raw must be valid
+// JSON.
+func decodeNumber(raw []byte, dst *float64) bool {
+	if raw == nil || string(raw) == "null" {
+		return true
+	}
+	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
+		return false
+	}
+	if len(raw) <= 15 {
+		// Most are integers: exact in a float64 up to 15 digits.
+		var n uint64
+		for _, c := range raw {
+			if c < '0' || c > '9' {
+				n = 1 << 63 // not one: parse it
+				break
+			}
+			n = n*10 + uint64(c-'0')
+		}
+		if n < 1<<63 {
+			*dst = float64(n)
+			return true
+		}
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil {
+		return false
+	}
+	*dst = f
+	return true
 }
