@@ -210,6 +210,42 @@ func Members(dst []Member, data []byte) ([]Member, bool) {
 	}
 }
 
+// Elements appends the elements of the JSON array that is all of data
+// (white space around it allowed) to dst, in order, raw and delimited as
+// Members delimits values, and reports whether data is one lexically
+// well-formed array, as Members does for an object. Every text that
+// encoding/json accepts as an array is well-formed here, with the same
+// elements.
+func Elements(dst [][]byte, data []byte) ([][]byte, bool) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return dst, false
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return dst, skipSpace(data, i+1) == len(data)
+	}
+	for {
+		n := valueLen(data[i:])
+		if n <= 0 {
+			return dst, false
+		}
+		dst = append(dst, data[i:i+n])
+		i = skipSpace(data, i+n)
+		if i >= len(data) {
+			return dst, false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case ']':
+			return dst, skipSpace(data, i+1) == len(data)
+		default:
+			return dst, false
+		}
+	}
+}
+
 // ValidMembers is Members for data that must also be valid JSON: it
 // reports whether data is an object that encoding/json's Valid accepts
 // (Valid), and appends its members to dst as Members does, in one pass

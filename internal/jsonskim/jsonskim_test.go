@@ -406,3 +406,55 @@ func TestClosingQuote(t *testing.T) {
 		}
 	}
 }
+
+func TestElements(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		want      []string // nil when not well-formed
+	}{
+		{"values", ` [1, "a,]", {"b":[2]}, null , [ ] ] `, []string{"1", `"a,]"`, `{"b":[2]}`, "null", "[ ]"}},
+		{"empty", `[ ]`, []string{}},
+		{"not an array", `{"a":1}`, nil},
+		{"cut short", `[1,2`, nil},
+		{"trailing comma", `[1,]`, nil},
+		{"missing comma", `[1 2]`, nil},
+		{"trailing text", `[1] x`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			es, ok := Elements(nil, []byte(tc.src))
+			if ok != (tc.want != nil) {
+				t.Fatalf("Elements(%q): well-formed %v, want %v", tc.src, ok, tc.want != nil)
+			}
+			got := []string{}
+			for _, e := range es {
+				got = append(got, string(e))
+			}
+			if ok && strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("Elements(%q)\n got %q\nwant %q", tc.src, got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzElements checks Elements against encoding/json: every text it
+// accepts as an array is well-formed here, with the same raw elements.
+func FuzzElements(f *testing.F) {
+	for _, s := range []string{`[{"type":"text","text":"x"},{"type":"toolCall","id":"a"}]`, ` [1, "a,]", null, [[]] ] `, `[1,`, `{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		es, ok := Elements(nil, data)
+		var want []json.RawMessage
+		if json.Unmarshal(data, &want) != nil || want == nil {
+			return
+		}
+		if !ok || len(es) != len(want) {
+			t.Fatalf("Elements(%q) = %d %v, encoding/json %d elements", data, len(es), ok, len(want))
+		}
+		for i := range es {
+			if string(es[i]) != string(want[i]) {
+				t.Fatalf("Elements(%q): element %d %q, encoding/json %q", data, i, es[i], want[i])
+			}
+		}
+	})
+}
