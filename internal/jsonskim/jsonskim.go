@@ -422,13 +422,20 @@ func valueLen(b []byte) int {
 		return 0
 	}
 	for i, c := range b {
-		switch c {
-		case ',', '}', ']', ' ', '\t', '\r', '\n', '"', '{', '[', ':':
+		if delimiter[c] {
 			return i
 		}
 	}
 	return len(b)
 }
+
+// delimiter holds the bytes that end a number or literal for valueLen.
+var delimiter = func() (t [256]bool) {
+	for _, c := range ",}] \t\r\n\"{[:" {
+		t[c] = true
+	}
+	return t
+}()
 
 // maxDepth is how deeply encoding/json lets arrays and objects nest.
 const maxDepth = 10000
