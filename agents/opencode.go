@@ -409,7 +409,7 @@ func (w *opencodeWatcher) decodeSkimmed(ev *opencodeEvent) (ok, sure bool) {
 	p.SessionID, p.Text, p.Reason = w.sessionString(psid), string(text), string(reason)
 	if raw := jsonskim.Get(ms, "cost"); raw != nil && string(raw) != "null" {
 		p.Cost = new(float64)
-		if !decodeNumber(raw, p.Cost) {
+		if !decodeFloat(raw, p.Cost) {
 			return false, true
 		}
 	}
@@ -426,7 +426,7 @@ func (w *opencodeWatcher) decodeSkimmed(ev *opencodeEvent) (ok, sure bool) {
 	if !exactKeys(ms, "input", "output", "cache") {
 		return false, false
 	}
-	if !decodeNumber(jsonskim.Get(ms, "input"), &p.Tokens.Input) || !decodeNumber(jsonskim.Get(ms, "output"), &p.Tokens.Output) {
+	if !decodeFloat(jsonskim.Get(ms, "input"), &p.Tokens.Input) || !decodeFloat(jsonskim.Get(ms, "output"), &p.Tokens.Output) {
 		return false, true
 	}
 	raw = jsonskim.Get(ms, "cache")
@@ -442,7 +442,7 @@ func (w *opencodeWatcher) decodeSkimmed(ev *opencodeEvent) (ok, sure bool) {
 		return false, false
 	}
 	c := &p.Tokens.Cache
-	if !decodeNumber(jsonskim.Get(ms, "read"), &c.Read) || !decodeNumber(jsonskim.Get(ms, "write"), &c.Write) {
+	if !decodeFloat(jsonskim.Get(ms, "read"), &c.Read) || !decodeFloat(jsonskim.Get(ms, "write"), &c.Write) {
 		return false, true
 	}
 	return true, true

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"encoding/json"
 	"strconv"
 
 	"github.com/pilotworkers/pilot/internal/jsonskim"
@@ -183,23 +184,23 @@ func asciiEqualFold(a []byte, f string) bool {
 	return true
 }
 
-// decodeNumber decodes the raw value of a float64 field into *dst as
-// encoding/json does, and reports whether it holds a number in range: a
-// missing member (nil) or null leaves *dst as it is. raw must be valid
-// JSON.
-func decodeNumber(raw []byte, dst *float64) bool {
-	if raw == nil || string(raw) == "null" {
+// decodeFloat decodes the raw JSON value of a float64 field into *dst
+// exactly as encoding/json does, and reports whether it decodes: a
+// missing member (nil) or null leaves *dst as it is; a number in range is
+// parsed; anything else fails.
+func decodeFloat(raw []byte, dst *float64) bool {
+	if raw == nil {
 		return true
 	}
-	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
+	if len(raw) == 0 {
 		return false
 	}
-	if len(raw) <= 15 {
-		// Most are integers: exact in a float64 up to 15 digits.
+	if len(raw) <= 15 && (raw[0] != '0' || len(raw) == 1) {
+		// Most are integers, exact in a float64 up to 15 digits.
 		var n uint64
 		for _, c := range raw {
 			if c < '0' || c > '9' {
-				n = 1 << 63 // not one: parse it
+				n = 1 << 63 // not one
 				break
 			}
 			n = n*10 + uint64(c-'0')
@@ -209,10 +210,11 @@ func decodeNumber(raw []byte, dst *float64) bool {
 			return true
 		}
 	}
-	f, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil {
-		return false
+	if c := raw[0]; (c == '-' || '0' <= c && c <= '9') && jsonskim.Valid(raw) {
+		if f, err := strconv.ParseFloat(string(raw), 64); err == nil {
+			*dst = f
+			return true
+		}
 	}
-	*dst = f
-	return true
+	return json.Unmarshal(raw, dst) == nil // out of range, white space, no number
 }
