@@ -293,6 +293,109 @@ func ValidMembers(dst []Member, data []byte) ([]Member, bool) {
 	}
 }
 
+// A Reader reads one JSON text from its start to its end, checking it as
+// Valid does, while its caller takes what it needs on the way: objects
+// member by member (Enter, Key), other values raw (Raw). Reading and the
+// validity check are then one pass over the text. Once the reader finds
+// the text invalid, every method reports false.
+type Reader struct {
+	data  []byte
+	i     int  // the next token's index (after white space)
+	depth int  // the objects entered and not left
+	first bool // at an object's first member
+	done  bool // the text's one value was read
+	bad   bool
+}
+
+// NewReader returns a Reader of data.
+func NewReader(data []byte) Reader { return Reader{data: data, i: skipSpace(data, 0)} }
+
+// Enter reads the opening brace of an object, the next value, and
+// reports whether there was one; Key then reads its members. Another value
+// is left to be read.
+func (r *Reader) Enter() bool {
+	if r.bad || r.i >= len(r.data) || r.data[r.i] != '{' {
+		return false
+	}
+	if r.depth >= maxDepth || r.done {
+		r.bad = true
+		return false
+	}
+	r.depth++
+	r.i = skipSpace(r.data, r.i+1)
+	r.first = true
+	return true
+}
+
+// Key reads the next member of the object entered last: its key's raw
+// content (escapes as written) and the colon after it, its value to be
+// read next. At the object's end it reads the closing brace and reports
+// false, as it does when the text is invalid (Valid tells which).
+func (r *Reader) Key() ([]byte, bool) {
+	d, i := r.data, r.i
+	if r.bad || i >= len(d) {
+		r.bad = true
+		return nil, false
+	}
+	if d[i] == '}' {
+		r.i = skipSpace(d, i+1)
+		r.depth--
+		r.first = false
+		r.done = r.depth == 0
+		return nil, false
+	}
+	if !r.first {
+		if d[i] != ',' {
+			r.bad = true
+			return nil, false
+		}
+		i = skipSpace(d, i+1)
+	}
+	r.first = false
+	if i >= len(d) || d[i] != '"' {
+		r.bad = true
+		return nil, false
+	}
+	end, ok := validString(d, i+1)
+	if !ok {
+		r.bad = true
+		return nil, false
+	}
+	key := d[i+1 : end-1]
+	if i = skipSpace(d, end); i >= len(d) || d[i] != ':' {
+		r.bad = true
+		return nil, false
+	}
+	r.i = skipSpace(d, i+1)
+	return key, true
+}
+
+// Raw reads the next value, checking it whole, and returns it raw (a
+// string with its quotes, an object with its braces, ...), or nil when it
+// is not valid.
+func (r *Reader) Raw() []byte {
+	if r.bad || r.done {
+		r.bad = true
+		return nil
+	}
+	start := r.i
+	end, ok := validValue(r.data, start, r.depth)
+	if !ok {
+		r.bad = true
+		return nil
+	}
+	r.i = skipSpace(r.data, end)
+	r.done = r.depth == 0
+	return r.data[start:end]
+}
+
+// Valid reports whether the text read so far is valid JSON.
+func (r *Reader) Valid() bool { return !r.bad }
+
+// Done reports whether the whole text was read, every object entered was
+// left, and it is valid JSON (Valid of the text).
+func (r *Reader) Done() bool { return !r.bad && r.done && r.i == len(r.data) }
+
 // Seek returns the offset in data of the value of member key: the first
 // member with that key among the leading members of the JSON object that
 // data starts with. It delimits the members before it as Members does and

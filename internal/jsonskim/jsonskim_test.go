@@ -1,6 +1,7 @@
 package jsonskim
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -455,6 +456,86 @@ func FuzzElements(f *testing.F) {
 			if string(es[i]) != string(want[i]) {
 				t.Fatalf("Elements(%q): element %d %q, encoding/json %q", data, i, es[i], want[i])
 			}
+		}
+	})
+}
+
+// readAll reads the JSON text data with r: objects through Enter and Key,
+// down to any depth, other values through Raw. It returns the top
+// object's keys and raw values (Members' pairs), or nil when data is not
+// an object.
+func readAll(r *Reader) []string {
+	var top []string
+	var walk func(depth int)
+	walk = func(depth int) {
+		if !r.Enter() {
+			r.Raw()
+			return
+		}
+		for {
+			k, ok := r.Key()
+			if !ok {
+				return
+			}
+			if depth == 0 {
+				start := r.i
+				walk(depth + 1)
+				top = append(top, string(k)+"="+string(bytes.TrimRight(r.data[start:r.i], " \t\r\n")))
+				continue
+			}
+			walk(depth + 1)
+		}
+	}
+	walk(0)
+	return top
+}
+
+func TestReader(t *testing.T) {
+	for _, s := range []string{
+		`{"type":"step_finish","part":{"tokens":{"input":1,"cache":{"read":0}},"cost":0.5},"n":[1,{"a":2}]}`,
+		` { "a" : { } , "b" : [ ] } `, `{}`, `[1]`, `"x"`, `1`, ``, ` `, `{"a":1}{}`, `{"a":1} 2`, `{"a":1,}`,
+		`{,"a":1}`, `{"a" 1}`, `{"a":}`, `{"a":1`, `{"a":{"b":1}`, `{"a":{"b":1}}}`, `{"\x":1}`, "{\"a\":\"\x01\"}",
+		strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000),
+		strings.Repeat(`{"a":`, 10001) + "1" + strings.Repeat("}", 10001),
+	} {
+		r := NewReader([]byte(s))
+		readAll(&r)
+		if got, want := r.Done(), json.Valid([]byte(s)); got != want {
+			t.Errorf("reading %.60q: Done %v, encoding/json's Valid %v", s, got, want)
+		}
+	}
+}
+
+// FuzzReader checks that reading any text whole with a Reader finds it
+// valid exactly when encoding/json does, with the top object's members
+// Members finds.
+func FuzzReader(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"step_finish","part":{"tokens":{"input":1,"cache":{"read":0}},"cost":0.5},"n":[1,{"a":2}]}`,
+		` { "a" : { } , "b" : [ ] } `, `{"a":1,}`, `[{"a":1}]`, `{"a":"\u00e9"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := NewReader(data)
+		top := readAll(&r)
+		valid := json.Valid(data)
+		if r.Done() != valid {
+			t.Fatalf("reading %q: Done %v, encoding/json's Valid %v", data, r.Done(), valid)
+		}
+		if !valid {
+			return
+		}
+		ms, ok := Members(nil, data)
+		if !ok {
+			return // not an object
+		}
+		var want []string
+		for _, m := range ms {
+			want = append(want, string(m.Key)+"="+string(m.Value))
+		}
+		if strings.Join(top, "|") != strings.Join(want, "|") {
+			t.Fatalf("reading %q: members %q, Members %q", data, top, want)
 		}
 	})
 }
