@@ -246,21 +246,29 @@ type opencodeWatcher struct {
 	cost                           float64
 	costSeen, tokensSeen           bool
 
-	skim, part skim                 // the current event's fields, its part's
-	whole      [4][]jsonskim.Member // decodeWhole's buffers
+	skim, part skim // the current event's fields, its part's
+	// scratch holds what a decoded event's pointers point to (Line
+	// reads the event before the next).
+	scratch struct {
+		cost   float64
+		tokens opencodeTokens
+	}
 }
 
 // opencodeEvent is the part of an opencode run event pilot reads.
 type opencodeEvent struct {
-	Type      string `json:"type"`
-	SessionID string `json:"sessionID"`
-	Part      struct {
-		SessionID string          `json:"sessionID"`
-		Text      string          `json:"text"`
-		Reason    string          `json:"reason"`
-		Cost      *float64        `json:"cost"`
-		Tokens    *opencodeTokens `json:"tokens"`
-	} `json:"part"`
+	Type      string            `json:"type"`
+	SessionID string            `json:"sessionID"`
+	Part      opencodeEventPart `json:"part"`
+}
+
+// opencodeEventPart is the part of an event's part pilot reads.
+type opencodeEventPart struct {
+	SessionID string          `json:"sessionID"`
+	Text      string          `json:"text"`
+	Reason    string          `json:"reason"`
+	Cost      *float64        `json:"cost"`
+	Tokens    *opencodeTokens `json:"tokens"`
 }
 
 // decode reads the event on line into ev. The parts of the answer (text,
@@ -354,98 +362,203 @@ func opencodePart(typ string) bool {
 
 // decodeWhole decodes the event on line into ev (zero) exactly as
 // json.Unmarshal does, and reports whether json.Unmarshal would succeed:
-// the line must be valid JSON (jsonskim.ValidMembers) and every field
-// opencodeEvent reads must hold its type. It reads the line's members
-// through jsonskim; a line whose keys encoding/json could match otherwise
-// than exactly (exactKeys) is decoded by json.Unmarshal itself.
+// the line must be valid JSON and every field opencodeEvent reads must
+// hold its type. It reads the line once, through a jsonskim.Reader
+// (readWhole); a line whose keys encoding/json could match otherwise than
+// exactly (fieldKeys) is decoded by json.Unmarshal itself.
 func (w *opencodeWatcher) decodeWhole(line []byte, ev *opencodeEvent) bool {
-	var ok bool
-	if w.whole[0], ok = jsonskim.ValidMembers(w.whole[0][:0], line); !ok {
-		return false
-	}
-	ok, sure := w.decodeSkimmed(ev)
+	ok, sure := w.readWhole(line, ev)
 	if !sure {
-		*ev = opencodeEvent{}
-		return json.Unmarshal(line, ev) == nil
+		var d opencodeEvent // not ev, which then need not live on the heap
+		err := json.Unmarshal(line, &d)
+		*ev = d
+		return err == nil
 	}
 	return ok
 }
 
-// decodeSkimmed is decodeWhole's reading of the members in w.whole[0],
-// valid JSON. sure is false when json.Unmarshal must decide.
-func (w *opencodeWatcher) decodeSkimmed(ev *opencodeEvent) (ok, sure bool) {
-	// The objects the event's fields are read from: the event, its part,
-	// the part's tokens and their cache. A missing or null one is left
-	// as it is; another value that is no object fails.
-	ms := w.whole[0]
-	if !exactKeys(ms, "type", "sessionID", "part") {
-		return false, false
+// readWhole is decodeWhole's reading: sure is false when json.Unmarshal
+// must decide.
+func (w *opencodeWatcher) readWhole(line []byte, ev *opencodeEvent) (ok, sure bool) {
+	d := opencodeDecoder{r: jsonskim.NewReader(line), w: w}
+	if !d.r.Enter() {
+		return false, false // no object: Line never asks
 	}
-	t, ok1 := skimString(jsonskim.Get(ms, "type"))
-	sid, ok2 := skimString(jsonskim.Get(ms, "sessionID"))
-	if !ok1 || !ok2 {
-		return false, true
+	d.event(ev)
+	if !d.r.Done() {
+		return false, true // not valid JSON
 	}
-	ev.Type, ev.SessionID = opencodeType(t), w.sessionString(sid)
-	raw := jsonskim.Get(ms, "part")
-	if raw == nil || string(raw) == "null" {
-		return true, true
-	}
-	if raw[0] != '{' {
-		return false, true
-	}
-	p := &ev.Part
-	ms, _ = jsonskim.Members(w.whole[1][:0], raw) // valid JSON: well-formed
-	w.whole[1] = ms
-	if !exactKeys(ms, "sessionID", "text", "reason", "cost", "tokens") {
-		return false, false
-	}
-	psid, ok1 := skimString(jsonskim.Get(ms, "sessionID"))
-	text, ok2 := skimString(jsonskim.Get(ms, "text"))
-	reason, ok3 := skimString(jsonskim.Get(ms, "reason"))
-	if !ok1 || !ok2 || !ok3 {
-		return false, true
-	}
-	p.SessionID, p.Text, p.Reason = w.sessionString(psid), string(text), string(reason)
-	if raw := jsonskim.Get(ms, "cost"); raw != nil && string(raw) != "null" {
-		p.Cost = new(float64)
-		if !decodeFloat(raw, p.Cost) {
-			return false, true
+	return !d.failed, !d.unsure
+}
+
+// opencodeDecoder decodes an event as json.Unmarshal decodes it into an
+// opencodeEvent, member by member. failed records a value of the wrong
+// type (json.Unmarshal reads on and fails at the end), unsure a key it
+// could match otherwise.
+type opencodeDecoder struct {
+	r              jsonskim.Reader
+	w              *opencodeWatcher
+	failed, unsure bool
+}
+
+// next reads the members of the object entered last up to the next one
+// whose key names one of fields, whose value is then to be read, and
+// returns its index in fields; ok is false at the object's end.
+func (d *opencodeDecoder) next(keys *fieldKeys, fields []string) (i int, ok bool) {
+	for {
+		key, ok := d.r.Key()
+		if !ok {
+			return 0, false
+		}
+		switch i := keys.match(key, fields); i {
+		case -2:
+			d.unsure = true
+			d.r.Raw()
+		case -1:
+			d.r.Raw()
+		default:
+			return i, true
 		}
 	}
-	raw = jsonskim.Get(ms, "tokens")
-	if raw == nil || string(raw) == "null" {
-		return true, true
+}
+
+// null reads the next value, not an object, and reports whether it is
+// null; another value is a failure.
+func (d *opencodeDecoder) null() bool {
+	raw := d.r.Raw()
+	if string(raw) == "null" {
+		return true
 	}
-	if raw[0] != '{' {
-		return false, true
+	d.failed = d.failed || raw != nil
+	return false
+}
+
+// text reads a string field's value (skimString); number a float64's
+// (decodeFloat).
+func (d *opencodeDecoder) text() []byte {
+	t, ok := skimString(d.r.Raw())
+	d.failed = d.failed || !ok
+	return t
+}
+
+func (d *opencodeDecoder) number(dst *float64) {
+	raw := d.r.Raw()
+	d.failed = d.failed || raw != nil && !decodeFloat(raw, dst)
+}
+
+func (d *opencodeDecoder) event(ev *opencodeEvent) {
+	var keys fieldKeys
+	for {
+		i, ok := d.next(&keys, opencodeEventFields)
+		if !ok {
+			return
+		}
+		switch i {
+		case 0:
+			ev.Type = opencodeType(d.text())
+		case 1:
+			ev.SessionID = d.w.sessionString(d.text())
+		case 2:
+			if d.r.Enter() {
+				d.part(&ev.Part)
+			} else {
+				d.null()
+			}
+		}
 	}
-	p.Tokens = new(opencodeTokens)
-	ms, _ = jsonskim.Members(w.whole[2][:0], raw)
-	w.whole[2] = ms
-	if !exactKeys(ms, "input", "output", "cache") {
-		return false, false
+}
+
+func (d *opencodeDecoder) part(p *opencodeEventPart) {
+	var keys fieldKeys
+	for {
+		i, ok := d.next(&keys, opencodePartFields)
+		if !ok {
+			return
+		}
+		switch i {
+		case 0:
+			p.SessionID = d.w.sessionString(d.text())
+		case 1:
+			p.Text = string(d.text())
+		case 2:
+			p.Reason = opencodeReason(d.text())
+		case 3:
+			raw := d.r.Raw()
+			switch {
+			case string(raw) == "null":
+				p.Cost = nil
+			case raw != nil:
+				d.w.scratch.cost = 0
+				p.Cost = &d.w.scratch.cost
+				d.failed = d.failed || !decodeFloat(raw, p.Cost)
+			}
+		case 4:
+			switch {
+			case d.r.Enter():
+				d.w.scratch.tokens = opencodeTokens{}
+				p.Tokens = &d.w.scratch.tokens
+				d.tokens(p.Tokens)
+			case d.null():
+				p.Tokens = nil
+			}
+		}
 	}
-	if !decodeFloat(jsonskim.Get(ms, "input"), &p.Tokens.Input) || !decodeFloat(jsonskim.Get(ms, "output"), &p.Tokens.Output) {
-		return false, true
+}
+
+func (d *opencodeDecoder) tokens(t *opencodeTokens) {
+	var keys fieldKeys
+	for {
+		i, ok := d.next(&keys, opencodeTokensFields)
+		if !ok {
+			return
+		}
+		switch i {
+		case 0:
+			d.number(&t.Input)
+		case 1:
+			d.number(&t.Output)
+		case 2:
+			if !d.r.Enter() {
+				d.null()
+				continue
+			}
+			var keys fieldKeys
+			for {
+				i, ok := d.next(&keys, opencodeCacheFields)
+				if !ok {
+					break
+				}
+				if i == 0 {
+					d.number(&t.Cache.Read)
+				} else {
+					d.number(&t.Cache.Write)
+				}
+			}
+		}
 	}
-	raw = jsonskim.Get(ms, "cache")
-	if raw == nil || string(raw) == "null" {
-		return true, true
+}
+
+// The names of the fields of opencodeEvent, opencodeEventPart,
+// opencodeTokens and its Cache, in the order opencodeDecoder numbers them.
+var (
+	opencodeEventFields  = []string{"type", "sessionID", "part"}
+	opencodePartFields   = []string{"sessionID", "text", "reason", "cost", "tokens"}
+	opencodeTokensFields = []string{"input", "output", "cache"}
+	opencodeCacheFields  = []string{"read", "write"}
+)
+
+// opencodeReason returns a step's finish reason as a string, without
+// allocating for the usual ones.
+func opencodeReason(b []byte) string {
+	switch string(b) {
+	case "tool-calls":
+		return "tool-calls"
+	case "stop":
+		return "stop"
+	case "length":
+		return "length"
 	}
-	if raw[0] != '{' {
-		return false, true
-	}
-	ms, _ = jsonskim.Members(w.whole[3][:0], raw)
-	w.whole[3] = ms
-	if !exactKeys(ms, "read", "write") {
-		return false, false
-	}
-	c := &p.Tokens.Cache
-	if !decodeFloat(jsonskim.Get(ms, "read"), &c.Read) || !decodeFloat(jsonskim.Get(ms, "write"), &c.Write) {
-		return false, true
-	}
-	return true, true
+	return string(b)
 }
 
 // sessionString returns the session id b as a string: the watcher's own,
@@ -543,7 +656,6 @@ func (w *opencodeWatcher) Line(l pilot.Line) {
 			w.costSeen = true
 			w.cost += *ev.Part.Cost
 		}
-		w.noteUsage()
 		if ev.Part.Reason == "tool-calls" {
 			w.setPhase(pilot.PhaseAwaitingModel, "stream:step_finish", nil)
 		} else {
@@ -712,6 +824,7 @@ func (w *opencodeWatcher) noteUsage() {
 
 // Finish implements Watcher.
 func (w *opencodeWatcher) Finish(e pilot.Exit) pilot.Result {
+	w.noteUsage() // the steps' sum, which only the result reads
 	if w.store != "" && w.sessionID != "" {
 		w.resume = filepath.Join(w.store, w.sessionID)
 	}

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/pilotworkers/pilot/internal/jsonskim"
 )
 
 // opencodeWholeCases are lines on which decodeWhole must decode as
@@ -58,8 +56,7 @@ func checkDecodeWhole(t *testing.T, line []byte) (skimmed bool) {
 		}
 	}
 	var ev opencodeEvent
-	w.whole[0], _ = jsonskim.ValidMembers(w.whole[0][:0], line)
-	_, sure := w.decodeSkimmed(&ev)
+	_, sure := w.readWhole(line, &ev)
 	return sure
 }
 

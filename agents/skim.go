@@ -138,26 +138,53 @@ func plainMembers(rest []byte, keys ...string) ([]byte, bool) {
 
 // exactKeys reports whether, in ms, the members an encoding/json decoding
 // into a struct with the fields named fields would match are exactly the
-// ones jsonskim.Get finds: no key is escaped or holds other than ASCII
-// (encoding/json decodes the key first), none differs from a field's name
-// only in letter case (encoding/json matches those too), and no field's
-// name is a key twice (encoding/json decodes each, and fails on either).
+// ones jsonskim.Get finds (fieldKeys, for each key).
 func exactKeys(ms []jsonskim.Member, fields ...string) bool {
-	var seen uint64 // bit i: fields[i] is a key
+	var keys fieldKeys
 	for _, m := range ms {
-		for _, c := range m.Key {
-			if c == '\\' || c >= 0x80 {
-				return false
-			}
+		if keys.match(m.Key, fields) == -2 {
+			return false
 		}
-		for i, f := range fields {
-			if len(m.Key) != len(f) || !asciiEqualFold(m.Key, f) {
-				continue
-			}
-			if string(m.Key) != f || seen&(1<<i) != 0 {
-				return false
-			}
-			seen |= 1 << i
+	}
+	return true
+}
+
+// fieldKeys matches the keys of one object, one by one, to the fields of
+// a struct encoding/json would decode it into.
+type fieldKeys struct {
+	seen uint64 // bit i: fields[i] was a key
+}
+
+// match returns the index in fields of the field that key, the raw key of
+// the object's next member, names exactly; -1 when it names none, even in
+// another letter case; and -2 when encoding/json could match it otherwise
+// than exactly: a key that differs from a field's name only in letter
+// case (encoding/json matches those too), a field's name twice
+// (encoding/json decodes each), a key escaped or holding other than
+// printable ASCII (encoding/json decodes it first, and folds some other
+// letters to ASCII ones). At most 64 fields.
+func (k *fieldKeys) match(key []byte, fields []string) int {
+	for i, f := range fields {
+		if len(key) != len(f) || !asciiEqualFold(key, f) {
+			continue
+		}
+		if string(key) != f || k.seen&(1<<i) != 0 {
+			return -2
+		}
+		k.seen |= 1 << i
+		return i
+	}
+	if !allPlain(key) {
+		return -2
+	}
+	return -1
+}
+
+// allPlain reports whether every byte of b is plain text (plainByte).
+func allPlain(b []byte) bool {
+	for _, c := range b {
+		if !plainByte[c] {
+			return false
 		}
 	}
 	return true
