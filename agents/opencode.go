@@ -404,7 +404,7 @@ type opencodeDecoder struct {
 // next reads the members of the object entered last up to the next one
 // whose key names one of fields, whose value is then to be read, and
 // returns its index in fields; ok is false at the object's end.
-func (d *opencodeDecoder) next(keys *fieldKeys, fields []string) (i int, ok bool) {
+func (d *opencodeDecoder) next(keys *fieldKeys, fields *fieldSet) (i int, ok bool) {
 	for {
 		key, ok := d.r.Key()
 		if !ok {
@@ -541,10 +541,10 @@ func (d *opencodeDecoder) tokens(t *opencodeTokens) {
 // The names of the fields of opencodeEvent, opencodeEventPart,
 // opencodeTokens and its Cache, in the order opencodeDecoder numbers them.
 var (
-	opencodeEventFields  = []string{"type", "sessionID", "part"}
-	opencodePartFields   = []string{"sessionID", "text", "reason", "cost", "tokens"}
-	opencodeTokensFields = []string{"input", "output", "cache"}
-	opencodeCacheFields  = []string{"read", "write"}
+	opencodeEventFields  = newFieldSet("type", "sessionID", "part")
+	opencodePartFields   = newFieldSet("sessionID", "text", "reason", "cost", "tokens")
+	opencodeTokensFields = newFieldSet("input", "output", "cache")
+	opencodeCacheFields  = newFieldSet("read", "write")
 )
 
 // opencodeReason returns a step's finish reason as a string, without

@@ -819,7 +819,7 @@ func (w *piWatcher) content(raw []byte, valid, ids bool) (text bool, calls []str
 			return false, nil // no block decodes
 		}
 		b, _ := w.object(2, e)
-		if !exactKeys(b, "type", "text", "id") {
+		if !exactKeys(b, piBlockFields) {
 			return piContentText(raw), piToolCallIDsIf(ids, raw)
 		}
 		typ, ok := skimString(b.get("type"))
@@ -843,6 +843,10 @@ func (w *piWatcher) content(raw []byte, valid, ids bool) (text bool, calls []str
 	}
 	return text && blocksOK, calls
 }
+
+// piBlockFields are the keys of a content block content reads: the fields
+// of piContentText's blocks, and the id piToolCallIDs reads.
+var piBlockFields = newFieldSet("type", "text", "id")
 
 // piContentText is content's text by decoding the content: a string, or
 // blocks {Type string; Text any}.

@@ -137,42 +137,62 @@ func plainMembers(rest []byte, keys ...string) ([]byte, bool) {
 }
 
 // exactKeys reports whether, in ms, the members an encoding/json decoding
-// into a struct with the fields named fields would match are exactly the
-// ones jsonskim.Get finds (fieldKeys, for each key).
-func exactKeys(ms []jsonskim.Member, fields ...string) bool {
+// into a struct with the fields fs would match are exactly the ones
+// jsonskim.Get finds (fieldKeys, for each key).
+func exactKeys(ms []jsonskim.Member, fs *fieldSet) bool {
 	var keys fieldKeys
 	for _, m := range ms {
-		if keys.match(m.Key, fields) == -2 {
+		if keys.match(m.Key, fs) == -2 {
 			return false
 		}
 	}
 	return true
 }
 
+// A fieldSet names the fields of a struct encoding/json decodes an
+// object into (at most 64, each shorter than 64 bytes).
+type fieldSet struct {
+	names []string
+	lens  uint64 // bit n: a name has n bytes
+}
+
+func newFieldSet(names ...string) *fieldSet {
+	fs := &fieldSet{names: names}
+	for _, n := range names {
+		fs.lens |= 1 << len(n)
+	}
+	return fs
+}
+
 // fieldKeys matches the keys of one object, one by one, to the fields of
 // a struct encoding/json would decode it into.
 type fieldKeys struct {
-	seen uint64 // bit i: fields[i] was a key
+	seen uint64 // bit i: field i was a key
 }
 
-// match returns the index in fields of the field that key, the raw key of
-// the object's next member, names exactly; -1 when it names none, even in
+// match returns the index in fs of the field that key, the raw key of the
+// object's next member, names exactly; -1 when it names none, even in
 // another letter case; and -2 when encoding/json could match it otherwise
 // than exactly: a key that differs from a field's name only in letter
 // case (encoding/json matches those too), a field's name twice
 // (encoding/json decodes each), a key escaped or holding other than
 // printable ASCII (encoding/json decodes it first, and folds some other
-// letters to ASCII ones). At most 64 fields.
-func (k *fieldKeys) match(key []byte, fields []string) int {
-	for i, f := range fields {
-		if len(key) != len(f) || !asciiEqualFold(key, f) {
-			continue
+// letters to ASCII ones).
+func (k *fieldKeys) match(key []byte, fs *fieldSet) int {
+	if len(key) < 64 && fs.lens&(1<<len(key)) != 0 {
+		for i, f := range fs.names {
+			switch {
+			case len(key) != len(f):
+			case string(key) == f:
+				if k.seen&(1<<i) != 0 {
+					return -2
+				}
+				k.seen |= 1 << i
+				return i
+			case asciiEqualFold(key, f):
+				return -2
+			}
 		}
-		if string(key) != f || k.seen&(1<<i) != 0 {
-			return -2
-		}
-		k.seen |= 1 << i
-		return i
 	}
 	if !allPlain(key) {
 		return -2
@@ -182,12 +202,14 @@ func (k *fieldKeys) match(key []byte, fields []string) int {
 
 // allPlain reports whether every byte of b is plain text (plainByte).
 func allPlain(b []byte) bool {
-	for _, c := range b {
-		if !plainByte[c] {
-			return false
-		}
+	i := 0
+	for i+4 <= len(b) && plainByte[b[i]] && plainByte[b[i+1]] && plainByte[b[i+2]] && plainByte[b[i+3]] {
+		i += 4
 	}
-	return true
+	for i < len(b) && plainByte[b[i]] {
+		i++
+	}
+	return i == len(b)
 }
 
 // asciiEqualFold reports whether the ASCII strings a and f are equal when
