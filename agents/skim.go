@@ -241,25 +241,11 @@ func decodeFloat(raw []byte, dst *float64) bool {
 	if raw == nil {
 		return true
 	}
-	if len(raw) == 0 {
-		return false
+	if f, ok := shortDecimal(raw); ok {
+		*dst = f
+		return true
 	}
-	if len(raw) <= 15 && (raw[0] != '0' || len(raw) == 1) {
-		// Most are integers, exact in a float64 up to 15 digits.
-		var n uint64
-		for _, c := range raw {
-			if c < '0' || c > '9' {
-				n = 1 << 63 // not one
-				break
-			}
-			n = n*10 + uint64(c-'0')
-		}
-		if n < 1<<63 {
-			*dst = float64(n)
-			return true
-		}
-	}
-	if c := raw[0]; (c == '-' || '0' <= c && c <= '9') && jsonskim.Valid(raw) {
+	if len(raw) > 0 && (raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9') && jsonskim.Valid(raw) {
 		if f, err := strconv.ParseFloat(string(raw), 64); err == nil {
 			*dst = f
 			return true
@@ -267,3 +253,48 @@ func decodeFloat(raw []byte, dst *float64) bool {
 	}
 	return json.Unmarshal(raw, dst) == nil // out of range, white space, no number
 }
+
+// shortDecimal parses raw when it is a JSON number without an exponent
+// and with at most 15 digits, the usual token counts and costs: then the
+// digits are exact in a float64, and so is a power of ten up to 1e22, so
+// one division rounds as strconv.ParseFloat does (its own exact case).
+func shortDecimal(raw []byte) (float64, bool) {
+	i, neg := 0, false
+	if len(raw) > 0 && raw[0] == '-' {
+		i, neg = 1, true
+	}
+	start := i
+	var m uint64
+	for i < len(raw) && '0' <= raw[i] && raw[i] <= '9' {
+		m = m*10 + uint64(raw[i]-'0')
+		i++
+	}
+	whole := i - start
+	if whole == 0 || whole > 1 && raw[start] == '0' {
+		return 0, false // no digits, or a leading zero
+	}
+	frac := 0
+	if i < len(raw) && raw[i] == '.' {
+		i++
+		for i < len(raw) && '0' <= raw[i] && raw[i] <= '9' {
+			m = m*10 + uint64(raw[i]-'0')
+			i++
+			frac++
+		}
+		if frac == 0 {
+			return 0, false
+		}
+	}
+	if i != len(raw) || whole+frac > 15 {
+		return 0, false
+	}
+	f := float64(m) / pow10[frac]
+	if neg {
+		f = -f
+	}
+	return f, true
+}
+
+// pow10 holds the powers of ten exact in a float64 that shortDecimal
+// divides by.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
