@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -167,6 +168,77 @@ func FuzzOpencodeHead(f *testing.F) {
 		}
 		if typ != ftyp || string(sid) != fsid {
 			t.Fatalf("%s\nfast path: %s %q, full path: %s %q", data, typ, sid, ftyp, fsid)
+		}
+	})
+}
+
+// opencodeDecodeBefore is decode as it was before decodeWhole: the
+// reference decode must agree with.
+func opencodeDecodeBefore(line []byte, ev *opencodeEvent) bool {
+	var s, part skim
+	if !s.object(line) {
+		return false
+	}
+	typ, ok := s.str("type")
+	if !ok {
+		return false
+	}
+	switch string(typ) {
+	case "text", "reasoning", "tool_use", "step_start":
+	default:
+		return json.Unmarshal(line, ev) == nil
+	}
+	sid, ok := s.str("sessionID")
+	if !ok {
+		return false
+	}
+	if p := s.raw("part"); p != nil && string(p) != "null" {
+		if !part.object(p) {
+			return false
+		}
+		psid, ok1 := part.str("sessionID")
+		text, ok2 := part.str("text")
+		if !ok1 || !ok2 {
+			return false
+		}
+		if len(sid) == 0 {
+			ev.Part.SessionID = string(psid)
+		}
+		if len(bytes.TrimSpace(text)) > 0 {
+			ev.Part.Text = string(text)
+		}
+	}
+	ev.Type, ev.SessionID = string(typ), string(sid)
+	return true
+}
+
+// FuzzOpencodeDecode: decode reads any line that starts as an object as
+// it did before decodeWhole (opencodeDecodeBefore), its routing by the
+// leading type included.
+func FuzzOpencodeDecode(f *testing.F) {
+	for _, l := range recordedLines(f, RunnerOpencode) {
+		f.Add(l)
+	}
+	for _, l := range opencodeWholeCases {
+		f.Add([]byte(l))
+	}
+	f.Add([]byte(`{"type":"step_finish","sessionID":"s","type":"text","part":{"text":"x","cost":"y"}}`))
+	f.Add([]byte(`{"type":"text","sessionID":"s","type":"step_finish","part":{"reason":"stop"}}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if !isJSONObjectLine(line) {
+			return
+		}
+		var w opencodeWatcher
+		var got, want opencodeEvent
+		ok := w.decode(line, &got)
+		wantOK := opencodeDecodeBefore(line, &want)
+		if ok != wantOK {
+			t.Fatalf("%s\ndecode: %v, before: %v", line, ok, wantOK)
+		}
+		if ok {
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("%s\ndecode (-before +now):\n%s", line, diff)
+			}
 		}
 	})
 }
