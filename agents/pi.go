@@ -371,11 +371,17 @@ func piHead(data []byte) (typ string, role, id []byte, ok bool) {
 	rest := data[len(`{"type":"`)+len(t)+1:]
 	switch typ {
 	case "message_start", "message_end":
-		msg, ok := bytes.CutPrefix(rest, []byte(`,"message":{"role":"`))
-		if ok {
-			role, msg, ok = cutPlain(msg, "")
+		// The message, from its brace, and in place what follows its
+		// role.
+		msg, inPlace := bytes.CutPrefix(rest, []byte(`,"message":`))
+		var after []byte
+		if inPlace {
+			var r []byte
+			if r, inPlace = bytes.CutPrefix(msg, []byte(`{"role":"`)); inPlace {
+				role, after, inPlace = cutPlain(r, "")
+			}
 		}
-		if !ok {
+		if !inPlace {
 			if msg, ok = leadingObject(data, "message"); !ok {
 				return "", nil, nil, false
 			}
@@ -386,7 +392,7 @@ func piHead(data []byte) (typ string, role, id []byte, ok bool) {
 		if typ == "message_start" || string(role) != "toolResult" {
 			return typ, role, nil, true
 		}
-		if id, ok = plainMembers(msg, "toolCallId"); !ok {
+		if id, ok = plainMembers(after, "toolCallId"); !ok {
 			id, ok = leadingString(msg, "toolCallId")
 		}
 		return typ, role, id, ok

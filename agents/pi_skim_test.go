@@ -61,6 +61,16 @@ func TestPiHead(t *testing.T) {
 	if n < 100 {
 		t.Errorf("%d message and tool events in the recorded streams, want at least 100", n)
 	}
+	// Not as pi writes them today, but still leading members.
+	for _, l := range []string{
+		`{"type":"message_end","message":{"role":"toolResult","toolName":"ls","toolCallId":"b"}}`,
+		`{"type":"message_end","timestamp":1,"message":{"toolCallId":"b","role":"toolResult"}}`,
+		`{"type":"tool_execution_end","toolName":"ls","toolCallId":"b","result":{}}`,
+	} {
+		if _, _, id, ok := piHead([]byte(l)); !ok || string(id) != "b" {
+			t.Errorf("%s\nfast path: %q %v, want toolCallId b", l, id, ok)
+		}
+	}
 }
 
 // FuzzPiHead: for any line, the fast path either declines or reads the
@@ -72,6 +82,7 @@ func FuzzPiHead(f *testing.F) {
 		f.Add(l)
 	}
 	f.Add([]byte(`{"type":"message_end","message":{"toolCallId":"b","role":"toolResult"}}`))
+	f.Add([]byte(`{"type":"message_end","message":{"role":"toolResult","toolName":"ls","toolCallId":"b"}}`))
 	f.Add([]byte(`{"type":"tool_execution_start","toolCallId":"a","toolCallId":"b"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		typ, role, id, ok := piHead(data)

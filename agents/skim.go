@@ -255,9 +255,10 @@ func decodeFloat(raw []byte, dst *float64) bool {
 }
 
 // shortDecimal parses raw when it is a JSON number without an exponent
-// and with at most 15 digits, the usual token counts and costs: then the
-// digits are exact in a float64, and so is a power of ten up to 1e22, so
-// one division rounds as strconv.ParseFloat does (its own exact case).
+// and with at most 15 digits, as token counts and costs usually are: then
+// the digits are exact in a float64, and so is the power of ten they are
+// divided by, so the one division rounds as strconv.ParseFloat does (its
+// own exact case).
 func shortDecimal(raw []byte) (float64, bool) {
 	i, neg := 0, false
 	if len(raw) > 0 && raw[0] == '-' {
