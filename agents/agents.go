@@ -104,7 +104,9 @@ func (s *streamWatch) retrying(src, notice, text string) {
 // retryOver records that the model answered (or the worker settled its
 // retries itself): a retry loop, if any, is over.
 func (s *streamWatch) retryOver() {
-	s.loop, s.looping = pilot.RetryLoop{}, false
+	if s.looping { // else the loop is already the zero value
+		s.loop, s.looping = pilot.RetryLoop{}, false
+	}
 }
 
 // RetryLoop implements RetryWatcher.
@@ -120,7 +122,9 @@ func (s *streamWatch) setPhase(p pilot.SessionPhase, reason string, pending []st
 	if len(s.ids) > 0 {
 		ids = s.ids
 	}
-	s.state = pilot.SessionState{Phase: p, Reason: reason, PendingToolCallIDs: ids}
+	// The state's other fields stay zero: the three are assigned alone,
+	// which costs a watcher's every line less than a whole new struct.
+	s.state.Phase, s.state.Reason, s.state.PendingToolCallIDs = p, reason, ids
 	s.seen = true
 }
 

@@ -280,11 +280,6 @@ func tomlString(s string) string {
 	return b.String()
 }
 
-// codexToolItems are the item types that run something between their
-// item.started and item.completed: while one is open, the worker's silence
-// is a tool's.
-var codexToolItems = []string{"command_execution", "mcp_tool_call", "collab_tool_call", "web_search", "file_change"}
-
 // codexItemPrefix reads the start of an item event cut short by the line
 // limit (a command's whole output in aggregated_output, a very long
 // agent_message): codex writes the event type, then the item's id and type.
@@ -350,6 +345,9 @@ func (w *codexWatcher) Line(l pilot.Line) {
 	}
 	if l.Truncated {
 		w.truncatedItem(data)
+		return
+	}
+	if w.leadingItem(data) {
 		return
 	}
 	// The event's fields as decoding it into {type string; thread_id,
@@ -438,6 +436,71 @@ func (w *codexWatcher) Line(l pilot.Line) {
 	}
 }
 
+// leadingItem follows an item event from its leading members, the way
+// codex writes them, {"type":"item.started","item":{"id":"item_1",
+// "type":"command_execution",…, without reading the rest of the line: such
+// an event only moves the phase. It returns false, leaving the line to be
+// read whole, when the line is not in that shape (an id or type that is
+// not plain text included) and when the rest of the item matters: an
+// agent_message until one had text (its text decides completed or empty)
+// and a collab_tool_call (a sub-agent wait's tool).
+func (w *codexWatcher) leadingItem(data []byte) bool {
+	typ, ok := leadingType(data)
+	if !ok {
+		return false
+	}
+	var event string
+	switch string(typ) {
+	case "item.started":
+		event = "item.started"
+	case "item.updated":
+		event = "item.updated"
+	case "item.completed":
+		event = "item.completed"
+	default:
+		return false
+	}
+	id, itemType, ok := codexItemHead(data, data[len(`{"type":"`)+len(typ)+1:])
+	if !ok {
+		return false
+	}
+	switch string(itemType) {
+	case "collab_tool_call":
+		return false
+	case "agent_message":
+		if !w.answer {
+			return false
+		}
+	}
+	w.retryOver() // the model answered
+	w.item(event, id, itemType, false)
+	return true
+}
+
+// codexItemHead reads the id and type of an item event's item from the
+// leading members of the line, data, and of its item, when both are plain
+// text. rest is what follows the event's leading type in data.
+func codexItemHead(data, rest []byte) (id, typ []byte, ok bool) {
+	// In place, when the line goes on as codex writes it; else wherever
+	// they are among the leading members.
+	if rest, ok := bytes.CutPrefix(rest, []byte(`,"item":{"id":"`)); ok {
+		if id, rest, ok := cutPlain(rest, `,"type":"`); ok {
+			if typ, _, ok := cutPlain(rest, ""); ok {
+				return id, typ, true
+			}
+		}
+	}
+	item, ok := leadingObject(data, "item")
+	if !ok {
+		return nil, nil, false
+	}
+	if id, ok = leadingString(item, "id"); !ok {
+		return nil, nil, false
+	}
+	typ, ok = leadingString(item, "type")
+	return id, typ, ok
+}
+
 // truncatedItem reads what it can of an item event cut short.
 func (w *codexWatcher) truncatedItem(data []byte) {
 	m := codexItemPrefix.FindSubmatch(data)
@@ -458,14 +521,22 @@ func (w *codexWatcher) item(event string, id, typ []byte, hasText bool) {
 	if len(id) == 0 {
 		id = typ
 	}
-	tool := slices.ContainsFunc(codexToolItems, func(t string) bool { return string(typ) == t })
+	// The item types that run something between their item.started and
+	// item.completed: while one is open, the worker's silence is a tool's.
+	var tool bool
+	switch string(typ) {
+	case "command_execution", "mcp_tool_call", "collab_tool_call", "web_search", "file_change":
+		tool = true
+	}
 	switch {
 	case event == "item.started" && tool:
 		if !slices.ContainsFunc(w.open, func(o string) bool { return o == string(id) }) {
 			w.open = append(w.open, string(id))
 		}
 	case event == "item.completed":
-		w.open = slices.DeleteFunc(w.open, func(o string) bool { return o == string(id) })
+		if i := slices.IndexFunc(w.open, func(o string) bool { return o == string(id) }); i >= 0 {
+			w.open = slices.Delete(w.open, i, i+1) // an id is open once
+		}
 		if string(typ) == "agent_message" && hasText {
 			w.answer = true
 		}

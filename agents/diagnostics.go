@@ -141,17 +141,23 @@ func retryNotice(line string) bool { return reRetryNotice.MatchString(line) }
 const maxLeadingType = 64
 
 // leadingType returns the event type of a line that starts the way the
-// CLIs write their events, {"type":"…", without reading the rest.
-func leadingType(line string) (string, bool) {
-	rest, ok := strings.CutPrefix(line, `{"type":"`)
-	if !ok {
-		return "", false
+// CLIs write their events, {"type":"…", without reading the rest. The type
+// aliases the line.
+func leadingType[T ~string | ~[]byte](line T) (T, bool) {
+	const prefix = `{"type":"`
+	if len(line) < len(prefix) || string(line[:len(prefix)]) != prefix {
+		return line[:0], false
 	}
-	i := strings.IndexByte(rest, '"')
-	if i < 0 || i > maxLeadingType || strings.IndexByte(rest[:i], '\\') >= 0 {
-		return "", false
+	rest := line[len(prefix):]
+	for i := 0; i < len(rest) && i <= maxLeadingType; i++ {
+		switch rest[i] {
+		case '"':
+			return rest[:i], true
+		case '\\':
+			return line[:0], false
+		}
 	}
-	return rest[:i], true
+	return line[:0], false
 }
 
 // diagnosticType reports whether an event of type typ may carry one of
@@ -167,6 +173,12 @@ func diagnosticType(runner, typ string) bool {
 		return typ == "error"
 	case RunnerClaude:
 		return typ == "result" || typ == "assistant"
+	case RunnerPi:
+		switch typ {
+		case "message_end", "turn_end", "message", "agent_end", "auto_retry_end":
+			return true
+		}
+		return false
 	}
 	return true
 }

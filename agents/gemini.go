@@ -195,17 +195,19 @@ func (w *geminiWatcher) message(assistant, text bool) {
 	}
 }
 
-// tool follows a tool_use (use) or tool_result event.
-func (w *geminiWatcher) tool(use bool, id string) {
+// tool follows a tool_use (use) or tool_result event. id may alias the
+// line: it is copied only when kept.
+func (w *geminiWatcher) tool(use bool, id []byte) {
+	open := func(p string) bool { return p == string(id) }
 	if use {
 		w.retryOver() // the model answered
-		if id != "" && !slices.Contains(w.pending, id) {
-			w.pending = append(w.pending, id)
+		if len(id) > 0 && !slices.ContainsFunc(w.pending, open) {
+			w.pending = append(w.pending, string(id))
 		}
 		w.setPhase(pilot.PhaseToolRunning, "stream:tool_use", w.pending)
 		return
 	}
-	if i := slices.Index(w.pending, id); i >= 0 {
+	if i := slices.IndexFunc(w.pending, open); i >= 0 {
 		w.pending = slices.Delete(w.pending, i, i+1)
 	}
 	if len(w.pending) > 0 {
@@ -263,6 +265,9 @@ func (w *geminiWatcher) Line(l pilot.Line) {
 	if l.Stream != pilot.Stdout {
 		return
 	}
+	if w.leading(l.Data) {
+		return
+	}
 	if !isJSONObjectLine(l.Data) || !w.skim.object(l.Data) {
 		return
 	}
@@ -282,7 +287,7 @@ func (w *geminiWatcher) Line(l pilot.Line) {
 		return
 	case "tool_use", "tool_result":
 		if id, ok := w.skim.str("tool_id"); ok {
-			w.tool(string(typ) == "tool_use", string(id))
+			w.tool(string(typ) == "tool_use", id)
 		}
 		return
 	}
@@ -335,6 +340,61 @@ func (w *geminiWatcher) Line(l pilot.Line) {
 			w.usage = u
 		}
 	}
+}
+
+// leading follows a message or tool event from its leading members
+// (geminiHead), without reading the rest of the line: such an event only
+// moves the phase. It returns false, leaving the line to be read whole,
+// when the line is not in that shape and for an assistant message until
+// one had text (its text decides completed or empty).
+func (w *geminiWatcher) leading(data []byte) bool {
+	typ, v, ok := geminiHead(data)
+	if !ok {
+		return false
+	}
+	switch typ {
+	case "message":
+		assistant := string(v) == "assistant"
+		if assistant && !w.answered {
+			return false
+		}
+		w.message(assistant, false) // text or not: the answer is known
+	case "tool_use", "tool_result":
+		w.tool(typ == "tool_use", v)
+	}
+	return true
+}
+
+// geminiHead reads the type of a message or tool event and its role or
+// tool_id from the leading members of the line, the way gemini writes
+// them ({"type":"tool_use","timestamp":"…","tool_name":"…","tool_id":"…",…;
+// {"type":"message","timestamp":"…","role":"user",…), in place, or
+// wherever they are among the leading members. ok is false for another
+// event, and when the role or tool_id is not plain text (plainText).
+func geminiHead(data []byte) (typ string, v []byte, ok bool) {
+	t, ok := leadingType(data)
+	if !ok {
+		return "", nil, false
+	}
+	rest := data[len(`{"type":"`)+len(t)+1:]
+	switch string(t) {
+	case "message":
+		if v, ok = plainMembers(rest, "timestamp", "role"); !ok {
+			v, ok = leadingString(data, "role")
+		}
+		return "message", v, ok
+	case "tool_use":
+		if v, ok = plainMembers(rest, "timestamp", "tool_name", "tool_id"); !ok {
+			v, ok = leadingString(data, "tool_id")
+		}
+		return "tool_use", v, ok
+	case "tool_result":
+		if v, ok = plainMembers(rest, "timestamp", "tool_id"); !ok {
+			v, ok = leadingString(data, "tool_id")
+		}
+		return "tool_result", v, ok
+	}
+	return "", nil, false
 }
 
 // Finish implements Watcher.

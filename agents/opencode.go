@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/jsonskim"
 )
 
 // OpencodeRunner runs the opencode CLI non-interactively:
@@ -246,19 +247,28 @@ type opencodeWatcher struct {
 	costSeen, tokensSeen           bool
 
 	skim, part skim // the current event's fields, its part's
+	// scratch holds what a decoded event's pointers point to (Line
+	// reads the event before the next).
+	scratch struct {
+		cost   float64
+		tokens opencodeTokens
+	}
 }
 
 // opencodeEvent is the part of an opencode run event pilot reads.
 type opencodeEvent struct {
-	Type      string `json:"type"`
-	SessionID string `json:"sessionID"`
-	Part      struct {
-		SessionID string          `json:"sessionID"`
-		Text      string          `json:"text"`
-		Reason    string          `json:"reason"`
-		Cost      *float64        `json:"cost"`
-		Tokens    *opencodeTokens `json:"tokens"`
-	} `json:"part"`
+	Type      string            `json:"type"`
+	SessionID string            `json:"sessionID"`
+	Part      opencodeEventPart `json:"part"`
+}
+
+// opencodeEventPart is the part of an event's part pilot reads.
+type opencodeEventPart struct {
+	SessionID string          `json:"sessionID"`
+	Text      string          `json:"text"`
+	Reason    string          `json:"reason"`
+	Cost      *float64        `json:"cost"`
+	Tokens    *opencodeTokens `json:"tokens"`
 }
 
 // decode reads the event on line into ev. The parts of the answer (text,
@@ -267,6 +277,15 @@ type opencodeEvent struct {
 // give them; the others (a step's end with its usage, errors, done) are
 // decoded whole.
 func (w *opencodeWatcher) decode(line []byte, ev *opencodeEvent) bool {
+	if t, ok := leadingType(line); ok && !opencodePart(string(t)) {
+		// Decoded whole at once, without skim's pass over the line
+		// first; read below, as before, when it is a part after all
+		// (a second type member) or does not decode.
+		if w.decodeWhole(line, ev) && !opencodePart(ev.Type) {
+			return true
+		}
+		*ev = opencodeEvent{}
+	}
 	if !w.skim.object(line) {
 		return false
 	}
@@ -277,7 +296,7 @@ func (w *opencodeWatcher) decode(line []byte, ev *opencodeEvent) bool {
 	switch string(typ) {
 	case "text", "reasoning", "tool_use", "step_start":
 	default:
-		return json.Unmarshal(line, ev) == nil
+		return w.decodeWhole(line, ev)
 	}
 	sid, ok := w.skim.str("sessionID")
 	if !ok {
@@ -310,12 +329,243 @@ func (w *opencodeWatcher) decode(line []byte, ev *opencodeEvent) bool {
 }
 
 // opencodeType returns an event type as a string, without allocating for
-// the ones skim reads.
+// the ones the watcher reads.
 func opencodeType(b []byte) string {
-	for _, t := range []string{"text", "reasoning", "tool_use", "step_start"} {
-		if string(b) == t {
-			return t
+	switch string(b) {
+	case "text":
+		return "text"
+	case "reasoning":
+		return "reasoning"
+	case "tool_use":
+		return "tool_use"
+	case "step_start":
+		return "step_start"
+	case "step_finish":
+		return "step_finish"
+	case "error":
+		return "error"
+	case "done":
+		return "done"
+	}
+	return string(b)
+}
+
+// opencodePart reports whether an event of type typ is a part of the
+// answer, read through skim (decode).
+func opencodePart(typ string) bool {
+	switch typ {
+	case "text", "reasoning", "tool_use", "step_start":
+		return true
+	}
+	return false
+}
+
+// decodeWhole decodes the event on line into ev (zero) exactly as
+// json.Unmarshal does, and reports whether json.Unmarshal would succeed:
+// the line must be valid JSON and every field opencodeEvent reads must
+// hold its type. It reads the line once, through a jsonskim.Reader
+// (readWhole); a line whose keys encoding/json could match otherwise than
+// exactly (fieldKeys) is decoded by json.Unmarshal itself.
+func (w *opencodeWatcher) decodeWhole(line []byte, ev *opencodeEvent) bool {
+	ok, sure := w.readWhole(line, ev)
+	if !sure {
+		var d opencodeEvent // not ev, which then need not live on the heap
+		err := json.Unmarshal(line, &d)
+		*ev = d
+		return err == nil
+	}
+	return ok
+}
+
+// readWhole is decodeWhole's reading: sure is false when json.Unmarshal
+// must decide.
+func (w *opencodeWatcher) readWhole(line []byte, ev *opencodeEvent) (ok, sure bool) {
+	d := opencodeDecoder{r: jsonskim.NewReader(line), w: w}
+	if !d.r.Enter() {
+		return false, false // no object: Line never asks
+	}
+	d.event(ev)
+	if !d.r.Done() {
+		return false, true // not valid JSON
+	}
+	return !d.failed, !d.unsure
+}
+
+// opencodeDecoder decodes an event as json.Unmarshal decodes it into an
+// opencodeEvent, member by member. failed records a value of the wrong
+// type (json.Unmarshal reads on and fails at the end), unsure a key it
+// could match otherwise.
+type opencodeDecoder struct {
+	r              jsonskim.Reader
+	w              *opencodeWatcher
+	failed, unsure bool
+}
+
+// next reads the members of the object entered last up to the next one
+// whose key names one of fields, whose value is then to be read, and
+// returns its index in fields; ok is false at the object's end.
+func (d *opencodeDecoder) next(keys *fieldKeys, fields *fieldSet) (i int, ok bool) {
+	for {
+		key, ok := d.r.Key()
+		if !ok {
+			return 0, false
 		}
+		switch i := keys.match(key, fields); i {
+		case -2:
+			d.unsure = true
+			d.r.Raw()
+		case -1:
+			d.r.Raw()
+		default:
+			return i, true
+		}
+	}
+}
+
+// null reads the next value, not an object, and reports whether it is
+// null; another value is a failure.
+func (d *opencodeDecoder) null() bool {
+	raw := d.r.Raw()
+	if string(raw) == "null" {
+		return true
+	}
+	d.failed = d.failed || raw != nil
+	return false
+}
+
+// text reads a string field's value (skimString); number a float64's
+// (decodeFloat).
+func (d *opencodeDecoder) text() []byte {
+	t, ok := skimString(d.r.Raw())
+	d.failed = d.failed || !ok
+	return t
+}
+
+func (d *opencodeDecoder) number(dst *float64) {
+	raw := d.r.Raw()
+	d.failed = d.failed || raw != nil && !decodeFloat(raw, dst)
+}
+
+func (d *opencodeDecoder) event(ev *opencodeEvent) {
+	var keys fieldKeys
+	for {
+		i, ok := d.next(&keys, opencodeEventFields)
+		if !ok {
+			return
+		}
+		switch i {
+		case 0:
+			ev.Type = opencodeType(d.text())
+		case 1:
+			ev.SessionID = d.w.sessionString(d.text())
+		case 2:
+			if d.r.Enter() {
+				d.part(&ev.Part)
+			} else {
+				d.null()
+			}
+		}
+	}
+}
+
+func (d *opencodeDecoder) part(p *opencodeEventPart) {
+	var keys fieldKeys
+	for {
+		i, ok := d.next(&keys, opencodePartFields)
+		if !ok {
+			return
+		}
+		switch i {
+		case 0:
+			p.SessionID = d.w.sessionString(d.text())
+		case 1:
+			p.Text = string(d.text())
+		case 2:
+			p.Reason = opencodeReason(d.text())
+		case 3:
+			raw := d.r.Raw()
+			switch {
+			case string(raw) == "null":
+				p.Cost = nil
+			case raw != nil:
+				d.w.scratch.cost = 0
+				p.Cost = &d.w.scratch.cost
+				d.failed = d.failed || !decodeFloat(raw, p.Cost)
+			}
+		case 4:
+			switch {
+			case d.r.Enter():
+				d.w.scratch.tokens = opencodeTokens{}
+				p.Tokens = &d.w.scratch.tokens
+				d.tokens(p.Tokens)
+			case d.null():
+				p.Tokens = nil
+			}
+		}
+	}
+}
+
+func (d *opencodeDecoder) tokens(t *opencodeTokens) {
+	var keys fieldKeys
+	for {
+		i, ok := d.next(&keys, opencodeTokensFields)
+		if !ok {
+			return
+		}
+		switch i {
+		case 0:
+			d.number(&t.Input)
+		case 1:
+			d.number(&t.Output)
+		case 2:
+			if !d.r.Enter() {
+				d.null()
+				continue
+			}
+			var keys fieldKeys
+			for {
+				i, ok := d.next(&keys, opencodeCacheFields)
+				if !ok {
+					break
+				}
+				if i == 0 {
+					d.number(&t.Cache.Read)
+				} else {
+					d.number(&t.Cache.Write)
+				}
+			}
+		}
+	}
+}
+
+// The names of the fields of opencodeEvent, opencodeEventPart,
+// opencodeTokens and its Cache, in the order opencodeDecoder numbers them.
+var (
+	opencodeEventFields  = newFieldSet("type", "sessionID", "part")
+	opencodePartFields   = newFieldSet("sessionID", "text", "reason", "cost", "tokens")
+	opencodeTokensFields = newFieldSet("input", "output", "cache")
+	opencodeCacheFields  = newFieldSet("read", "write")
+)
+
+// opencodeReason returns a step's finish reason as a string, without
+// allocating for the usual ones.
+func opencodeReason(b []byte) string {
+	switch string(b) {
+	case "tool-calls":
+		return "tool-calls"
+	case "stop":
+		return "stop"
+	case "length":
+		return "length"
+	}
+	return string(b)
+}
+
+// sessionString returns the session id b as a string: the watcher's own,
+// not allocated again, when it is the same.
+func (w *opencodeWatcher) sessionString(b []byte) string {
+	if string(b) == w.sessionID {
+		return w.sessionID
 	}
 	return string(b)
 }
@@ -368,6 +618,9 @@ func (w *opencodeWatcher) Line(l pilot.Line) {
 	if l.Stream != pilot.Stdout {
 		return
 	}
+	if w.leadingPart(l.Data) {
+		return
+	}
 	var ev opencodeEvent
 	if !isJSONObjectLine(l.Data) || !w.decode(l.Data, &ev) {
 		return
@@ -378,13 +631,58 @@ func (w *opencodeWatcher) Line(l pilot.Line) {
 		w.sessionID = ev.Part.SessionID
 	}
 	switch ev.Type {
-	case "text", "reasoning", "tool_use", "step_finish", "error", "done":
-		// The model answered (a step_start alone does not say so: a
-		// stream that breaks off after it is retried), or opencode gave
-		// up retrying and said why.
+	case "text", "reasoning", "tool_use", "step_start":
+		w.answerPart(ev.Type, strings.TrimSpace(ev.Part.Text) != "")
+		return
+	case "step_finish", "error", "done":
+		// The model answered, or opencode gave up retrying and said
+		// why.
 		w.retryOver()
 	}
 	switch ev.Type {
+	case "step_finish":
+		w.steps++
+		w.retries = 0
+		w.quiet(0)
+		w.lastReason = ev.Part.Reason
+		if t := ev.Part.Tokens; t != nil {
+			w.tokensSeen = true
+			w.in += int64(t.Input)
+			w.out += int64(t.Output)
+			w.cacheRead += int64(t.Cache.Read)
+			w.cacheWrite += int64(t.Cache.Write)
+		}
+		if ev.Part.Cost != nil {
+			w.costSeen = true
+			w.cost += *ev.Part.Cost
+		}
+		if ev.Part.Reason == "tool-calls" {
+			w.setPhase(pilot.PhaseAwaitingModel, "stream:step_finish", nil)
+		} else {
+			w.setPhase(pilot.PhaseFinished, "stream:step_finish", nil)
+		}
+	case "error":
+		if w.errLine == "" {
+			w.errLine = clip(string(l.Data), 2000)
+		}
+		w.quiet(0)
+		w.setPhase(pilot.PhaseErrored, "stream:error", nil)
+	case "done":
+		w.done = true
+		w.quiet(0)
+		w.setPhase(pilot.PhaseFinished, "stream:done", nil)
+	}
+}
+
+// answerPart follows a part of the model's answer: a step's start, its text
+// (text: not blank), reasoning or a tool's run.
+func (w *opencodeWatcher) answerPart(typ string, text bool) {
+	if typ != "step_start" {
+		// The model answered (a step_start alone does not say so: a
+		// stream that breaks off after it is retried).
+		w.retryOver()
+	}
+	switch typ {
 	case "step_start":
 		// The model's answer is arriving.
 		w.quiet(0)
@@ -406,42 +704,57 @@ func (w *opencodeWatcher) Line(l pilot.Line) {
 			w.setPhase(pilot.PhaseUnknown, reasonOpencodeStep, nil)
 		}
 	case "text":
-		if strings.TrimSpace(ev.Part.Text) != "" {
+		if text {
 			w.answered = true
 		}
-	case "step_finish":
-		w.steps++
-		w.retries = 0
-		w.quiet(0)
-		w.lastReason = ev.Part.Reason
-		if t := ev.Part.Tokens; t != nil {
-			w.tokensSeen = true
-			w.in += int64(t.Input)
-			w.out += int64(t.Output)
-			w.cacheRead += int64(t.Cache.Read)
-			w.cacheWrite += int64(t.Cache.Write)
-		}
-		if ev.Part.Cost != nil {
-			w.costSeen = true
-			w.cost += *ev.Part.Cost
-		}
-		w.noteUsage()
-		if ev.Part.Reason == "tool-calls" {
-			w.setPhase(pilot.PhaseAwaitingModel, "stream:step_finish", nil)
-		} else {
-			w.setPhase(pilot.PhaseFinished, "stream:step_finish", nil)
-		}
-	case "error":
-		if w.errLine == "" {
-			w.errLine = clip(string(l.Data), 2000)
-		}
-		w.quiet(0)
-		w.setPhase(pilot.PhaseErrored, "stream:error", nil)
-	case "done":
-		w.done = true
-		w.quiet(0)
-		w.setPhase(pilot.PhaseFinished, "stream:done", nil)
 	}
+}
+
+// leadingPart follows a part event from its leading members
+// (opencodeHead), without reading the rest of the line (the part): such
+// an event only moves the phase, when it names the session the watcher
+// follows already. It returns false, leaving the line to be read whole,
+// when the line is not in that shape, when it names another session or
+// none was seen yet (the session id is the resume token), and for a text
+// part until one had text (its text decides completed or empty).
+func (w *opencodeWatcher) leadingPart(data []byte) bool {
+	typ, sid, ok := opencodeHead(data)
+	if !ok || w.sessionID == "" || string(sid) != w.sessionID || typ == "text" && !w.answered {
+		return false
+	}
+	w.answerPart(typ, false) // text or not: the answer is known
+	return true
+}
+
+// opencodeHead reads the type of a part event (text, reasoning, tool_use,
+// step_start) and its sessionID from the leading members of the line, the
+// way opencode writes them ({"type":"tool_use","timestamp":1787138300274,
+// "sessionID":"ses_…",…), in place, or wherever it is among the leading
+// members. ok is false for another event, and when the sessionID is not
+// plain text (plainText).
+func opencodeHead(data []byte) (typ string, sid []byte, ok bool) {
+	t, ok := leadingType(data)
+	if !ok {
+		return "", nil, false
+	}
+	switch string(t) {
+	case "text", "reasoning", "tool_use", "step_start":
+		typ = opencodeType(t)
+	default:
+		return "", nil, false
+	}
+	rest := data[len(`{"type":"`)+len(t)+1:]
+	if rest, ok := bytes.CutPrefix(rest, []byte(`,"timestamp":`)); ok {
+		n := 0
+		for n < len(rest) && '0' <= rest[n] && rest[n] <= '9' {
+			n++
+		}
+		if sid, ok := plainMembers(rest[n:], "sessionID"); ok && n > 0 {
+			return typ, sid, true
+		}
+	}
+	sid, ok = leadingString(data, "sessionID")
+	return typ, sid, ok
 }
 
 // logLine reads one of opencode's log lines (--print-logs, on stderr).
@@ -511,6 +824,7 @@ func (w *opencodeWatcher) noteUsage() {
 
 // Finish implements Watcher.
 func (w *opencodeWatcher) Finish(e pilot.Exit) pilot.Result {
+	w.noteUsage() // the steps' sum, which only the result reads
 	if w.store != "" && w.sessionID != "" {
 		w.resume = filepath.Join(w.store, w.sessionID)
 	}

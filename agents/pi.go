@@ -262,6 +262,9 @@ type piWatcher struct {
 	done        bool
 	retryFailed bool
 	finalError  string // auto_retry_end's finalError
+
+	objs  [4][]jsonskim.Member // object's buffers, by depth
+	elems [2][][]byte          // agent_end's messages, a message's content blocks
 }
 
 // piFinal is what the watcher keeps of an assistant message.
@@ -286,7 +289,8 @@ func (w *piWatcher) Line(l pilot.Line) {
 	if len(data) == 0 || data[0] != '{' {
 		return
 	}
-	typ, ok := piLeadingType(data)
+	lead, ok := leadingType(data)
+	typ := piEventType(lead)
 	if l.Truncated {
 		if ok {
 			w.truncatedEvent(typ, data)
@@ -300,19 +304,142 @@ func (w *piWatcher) Line(l pilot.Line) {
 		w.event(typ, nil)
 		return
 	}
-	f, ok := piObject(data)
+	if ok && w.leading(data) {
+		return
+	}
+	// An event the verdict rests on counts only as valid JSON (Members
+	// checks the structure, not every literal): when its leading type
+	// says so, its members and its validity are read in one pass.
+	var f piFields
+	if piDecisive(typ) {
+		f, ok = w.validObject(data)
+	} else {
+		f, ok = w.object(0, data)
+	}
 	if !ok {
 		return
 	}
 	if typ == "" {
 		typ = piString(f.get("type"))
-	}
-	if piDecisive(typ) && !json.Valid(data) {
-		// An event the verdict rests on counts only as valid JSON
-		// (piObject checks the structure, not every literal).
-		return
+		if piDecisive(typ) && !jsonskim.Valid(data) {
+			return
+		}
 	}
 	w.event(typ, f)
+}
+
+// leading follows an event that only moves the phase from its leading
+// members (piHead), without reading the rest of the line: a message's
+// start, the end of a user's message or of a tool result, a tool's start
+// or end. It returns false, leaving the line to be read whole, for the
+// end of an assistant message (how it ended decides the verdict), for any
+// other event, and for a line not in that shape.
+func (w *piWatcher) leading(data []byte) bool {
+	typ, role, id, ok := piHead(data)
+	if !ok {
+		return false
+	}
+	switch typ {
+	case "message_start", "message_end":
+		if typ == "message_end" && string(role) == "assistant" {
+			return false
+		}
+		w.messageEdge(typ, role, id)
+	case "tool_execution_start":
+		w.toolStarted(id)
+	case "tool_execution_end":
+		w.toolEnded(id, "stream:tool_execution_end")
+	}
+	return true
+}
+
+// piHead reads, from the leading members of an event line as pi writes
+// them, what the watcher needs of the events that only move the phase: a
+// message_start's or message_end's role, and a tool result's toolCallId
+// at its end ({"type":"message_end","message":{"role":"toolResult",
+// "toolCallId":"…",…); a tool_execution_start's or _end's toolCallId
+// ({"type":"tool_execution_start","toolCallId":"…",…). It reads them in
+// place, or wherever they are among the leading members of the event and
+// of its message. ok is false for another event and when a value is not
+// plain text (plainText).
+func piHead(data []byte) (typ string, role, id []byte, ok bool) {
+	t, ok := leadingType(data)
+	if !ok {
+		return "", nil, nil, false
+	}
+	typ = piEventType(t)
+	rest := data[len(`{"type":"`)+len(t)+1:]
+	switch typ {
+	case "message_start", "message_end":
+		// The message, from its brace, and in place what follows its
+		// role.
+		msg, inPlace := bytes.CutPrefix(rest, []byte(`,"message":`))
+		var after []byte
+		if inPlace {
+			var r []byte
+			if r, inPlace = bytes.CutPrefix(msg, []byte(`{"role":"`)); inPlace {
+				role, after, inPlace = cutPlain(r, "")
+			}
+		}
+		if !inPlace {
+			if msg, ok = leadingObject(data, "message"); !ok {
+				return "", nil, nil, false
+			}
+			if role, ok = leadingString(msg, "role"); !ok {
+				return "", nil, nil, false
+			}
+		}
+		if typ == "message_start" || string(role) != "toolResult" {
+			return typ, role, nil, true
+		}
+		if id, ok = plainMembers(after, "toolCallId"); !ok {
+			id, ok = leadingString(msg, "toolCallId")
+		}
+		return typ, role, id, ok
+	case "tool_execution_start", "tool_execution_end":
+		if id, ok = plainMembers(rest, "toolCallId"); !ok {
+			id, ok = leadingString(data, "toolCallId")
+		}
+		return typ, nil, id, ok
+	}
+	return "", nil, nil, false
+}
+
+// piEvents are the event types pi writes, the most frequent first, and
+// piReasons their phase reasons ("stream:" and the type).
+var (
+	piEvents = [...]string{"message_update", "tool_execution_update", "message_start", "message_end",
+		"tool_execution_start", "tool_execution_end", "turn_start", "turn_end", "agent_start", "agent_end",
+		"agent_settled", "session", "auto_retry_start", "auto_retry_end", "auto_compaction_start",
+		"auto_compaction_end", "compaction_start", "compaction_end", "bash_execution_update", "queue_update"}
+	piReasons = func() (r [len(piEvents)]string) {
+		for i, t := range piEvents {
+			r[i] = "stream:" + t
+		}
+		return r
+	}()
+)
+
+// piEventType returns an event type as a string, without allocating for
+// the ones pi writes.
+func piEventType(b []byte) string {
+	for _, t := range piEvents {
+		if string(b) == t {
+			return t
+		}
+	}
+	return string(b)
+}
+
+// piReason returns the phase reason of an event of type typ, without
+// allocating for the ones pi writes.
+func piReason(typ string) string {
+	for i, t := range piEvents {
+		if typ == t {
+			return piReasons[i]
+		}
+	}
+	return "stream:" + typ
 }
 
 // piDecisive reports whether the verdict may rest on an event of type
@@ -328,11 +455,11 @@ func piDecisive(typ string) bool {
 // event handles one stream event; f is nil for events whose body is not
 // read.
 func (w *piWatcher) event(typ string, f piFields) {
-	reason := "stream:" + typ
+	reason := piReason(typ)
 	switch typ {
-	case "tool_execution_start", "auto_retry_end":
-		// The model answered (pi ends its retries with auto_retry_end
-		// right after the first message without an error), or pi gave up.
+	case "auto_retry_end":
+		// pi ends its retries with auto_retry_end right after the first
+		// message without an error, or gives up.
 		w.retryOver()
 	}
 	switch typ {
@@ -352,52 +479,47 @@ func (w *piWatcher) event(typ string, f piFields) {
 		w.pending = nil
 		w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 	case "message_start", "message_end":
-		m, ok := piObject(f.get("message"))
+		m, ok := w.object(1, f.get("message"))
 		if !ok {
 			return
 		}
-		switch piString(m.get("role")) {
-		case "assistant":
-			if typ == "message_start" {
-				w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
-				return
+		role := piText(m.get("role"))
+		if typ == "message_start" || string(role) != "assistant" {
+			var id []byte
+			if typ == "message_end" && string(role) == "toolResult" {
+				id = piText(m.get("toolCallId"))
 			}
-			fin := readPiFinal(m)
-			w.last = &fin
-			w.addUsage(m.get("usage"))
-			w.pending = nil
-			if fin.stopReason != "error" && fin.stopReason != "aborted" {
-				w.pending = piToolCallIDs(m.get("content"))
-			}
-			w.afterAssistant(reason)
-		case "toolResult":
-			if typ == "message_end" {
-				w.toolEnded(piString(m.get("toolCallId")), reason)
-			}
-		case "user":
-			w.pending = nil
-			w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
+			w.messageEdge(typ, role, id)
+			return
 		}
+		fin, ids := w.final(m, true, true)
+		w.last = &fin
+		w.addUsage(m.get("usage"))
+		w.pending = nil
+		if fin.stopReason != "error" && fin.stopReason != "aborted" {
+			w.pending = ids
+		}
+		w.afterAssistant(reason)
 	case "turn_end":
-		if m, ok := piObject(f.get("message")); ok && piString(m.get("role")) == "assistant" {
-			fin := readPiFinal(m)
+		if m, ok := w.object(1, f.get("message")); ok && string(piText(m.get("role"))) == "assistant" {
+			fin, _ := w.final(m, false, false)
 			w.last = &fin
 		}
 	case "tool_execution_start":
-		if id := piString(f.get("toolCallId")); id != "" && !slices.Contains(w.pending, id) {
-			w.pending = append(w.pending, id)
-		}
-		w.setPhase(pilot.PhaseToolRunning, reason, w.pending)
+		w.toolStarted(piText(f.get("toolCallId")))
 	case "tool_execution_update":
 		w.setPhase(pilot.PhaseToolRunning, reason, w.pending)
 	case "tool_execution_end":
-		w.toolEnded(piString(f.get("toolCallId")), reason)
+		w.toolEnded(piText(f.get("toolCallId")), reason)
 	case "agent_end":
-		var msgs []json.RawMessage
-		if json.Unmarshal(f.get("messages"), &msgs) == nil {
+		// The line is valid JSON (piDecisive): its messages, when an
+		// array, are one that decodes.
+		if raw := f.get("messages"); len(raw) > 0 && raw[0] == '[' {
+			w.elems[0], _ = jsonskim.Elements(w.elems[0][:0], raw)
+			msgs := w.elems[0]
 			for i := len(msgs) - 1; i >= 0; i-- {
-				if m, ok := piObject(msgs[i]); ok && piString(m.get("role")) == "assistant" {
-					fin := readPiFinal(m)
+				if m, ok := w.object(1, msgs[i]); ok && string(piText(m.get("role"))) == "assistant" {
+					fin, _ := w.final(m, true, false)
 					w.last = &fin
 					break
 				}
@@ -441,6 +563,34 @@ func (w *piWatcher) event(typ string, f piFields) {
 	}
 }
 
+// messageEdge follows the start of a message, or the end of one that is
+// not the assistant's: role is the message's, id a tool result's
+// toolCallId at its end.
+func (w *piWatcher) messageEdge(typ string, role, id []byte) {
+	reason := piReason(typ)
+	switch string(role) {
+	case "assistant": // its start
+		w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
+	case "toolResult":
+		if typ == "message_end" {
+			w.toolEnded(id, reason)
+		}
+	case "user":
+		w.pending = nil
+		w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
+	}
+}
+
+// toolStarted records the start of tool call id (a tool_execution_start):
+// the model answered.
+func (w *piWatcher) toolStarted(id []byte) {
+	w.retryOver()
+	if len(id) > 0 && !slices.ContainsFunc(w.pending, func(p string) bool { return p == string(id) }) {
+		w.pending = append(w.pending, string(id))
+	}
+	w.setPhase(pilot.PhaseToolRunning, "stream:tool_execution_start", w.pending)
+}
+
 // truncatedEvent handles an event whose line pilot holds only the start of.
 func (w *piWatcher) truncatedEvent(typ string, prefix []byte) {
 	switch typ {
@@ -453,7 +603,7 @@ func (w *piWatcher) truncatedEvent(typ string, prefix []byte) {
 			w.setPhase(pilot.PhaseUnknown, "stream:message_end-too-long", nil)
 		case bytes.HasPrefix(prefix, []byte(`{"type":"message_end","message":{"role":"toolResult"`)):
 			if id, ok := piPrefixString(prefix, "toolCallId"); ok {
-				w.toolEnded(id, "stream:message_end")
+				w.toolEnded([]byte(id), "stream:message_end")
 			}
 		}
 	case "agent_end":
@@ -468,7 +618,7 @@ func (w *piWatcher) truncatedEvent(typ string, prefix []byte) {
 		// {"type":"tool_execution_end","toolCallId":"…",…: the id comes
 		// before the (large) result.
 		if id, ok := piPrefixString(prefix, "toolCallId"); ok {
-			w.toolEnded(id, "stream:tool_execution_end")
+			w.toolEnded([]byte(id), "stream:tool_execution_end")
 		}
 	}
 }
@@ -500,8 +650,8 @@ func (w *piWatcher) afterAssistant(reason string) {
 }
 
 // toolEnded records the end of tool call id.
-func (w *piWatcher) toolEnded(id, reason string) {
-	if i := slices.Index(w.pending, id); i >= 0 {
+func (w *piWatcher) toolEnded(id []byte, reason string) {
+	if i := slices.IndexFunc(w.pending, func(p string) bool { return p == string(id) }); i >= 0 {
 		w.pending = slices.Delete(w.pending, i, i+1)
 	}
 	if len(w.pending) > 0 {
@@ -525,7 +675,7 @@ func (w *piWatcher) endPhase() pilot.SessionPhase {
 // addUsage adds one assistant message's usage (one model call) to the
 // run's.
 func (w *piWatcher) addUsage(raw json.RawMessage) {
-	u, ok := piObject(raw)
+	u, ok := w.object(2, raw)
 	if !ok {
 		return
 	}
@@ -541,7 +691,7 @@ func (w *piWatcher) addUsage(raw json.RawMessage) {
 	add(&w.usage.OutputTokens, "output")
 	add(&w.usage.CacheReadTokens, "cacheRead")
 	add(&w.usage.CacheWriteTokens, "cacheWrite")
-	if c, ok := piObject(u.get("cost")); ok {
+	if c, ok := w.object(3, u.get("cost")); ok {
 		if total, ok := piFloat(c.get("total")); ok {
 			if w.usage.CostUSD == nil {
 				w.usage.CostUSD = new(float64)
@@ -609,13 +759,6 @@ func (w *piWatcher) failure(e pilot.Exit, last *piFinal) pilot.Result {
 	return reportedFailure(streamDiagnostic(e, RunnerPi, text), RunnerPi, text)
 }
 
-// piLeadingType returns the event type of a line that starts the way pi
-// writes its events, {"type":"…", without decoding the rest
-// (leadingType, given only the bytes that can hold it).
-func piLeadingType(data []byte) (string, bool) {
-	return leadingType(string(data[:min(len(data), len(`{"type":"`)+maxLeadingType+1)]))
-}
-
 // piFields are a JSON object's members, their values raw and aliasing the
 // line they were read from (internal/jsonskim: nothing decoded).
 type piFields []jsonskim.Member
@@ -624,35 +767,120 @@ type piFields []jsonskim.Member
 // encoding/json decodes them), or nil.
 func (f piFields) get(key string) json.RawMessage { return jsonskim.Get(f, key) }
 
-// piObject reads a JSON object's members, leaving their values raw.
-func piObject(raw []byte) (piFields, bool) {
-	ms, ok := jsonskim.Members(nil, raw)
-	if !ok {
-		return nil, false
-	}
-	return ms, true
+// object reads a JSON object's members, leaving their values raw, into
+// the buffer for objects at depth (0 the line, 1 its message, 2 and 3
+// within): the fields alias the buffer until the next object at that
+// depth.
+func (w *piWatcher) object(depth int, raw []byte) (piFields, bool) {
+	ms, ok := jsonskim.Members(w.objs[depth][:0], raw)
+	w.objs[depth] = ms
+	return ms, ok
 }
 
-// piAssistant reads how an assistant message ended.
-func readPiFinal(m piFields) piFinal {
+// validObject is object for a line that must be valid JSON
+// (jsonskim.ValidMembers).
+func (w *piWatcher) validObject(data []byte) (piFields, bool) {
+	ms, ok := jsonskim.ValidMembers(w.objs[0][:0], data)
+	w.objs[0] = ms
+	return ms, ok
+}
+
+// final reads how an assistant message ended, and with ids the ids of
+// its toolCall blocks (content). valid says the message is known to be
+// valid JSON.
+func (w *piWatcher) final(m piFields, valid, ids bool) (piFinal, []string) {
 	f := piFinal{stopReason: piString(m.get("stopReason")), errorMessage: piString(m.get("errorMessage"))}
+	var calls []string
+	f.text, calls = w.content(m.get("content"), valid, ids)
+	return f, calls
+}
+
+// content reads an assistant message's content as decoding it does
+// (piContentText, piToolCallIDs), without decoding it: whether it holds
+// non-blank text, a string or a text block (a block whose type is "text"
+// with a string text), and, with ids, the ids of its toolCall blocks.
+// valid says the content is known to be valid JSON. A block whose keys
+// encoding/json could match otherwise than jsonskim.Get (exactKeys)
+// leaves the content to those decodings.
+func (w *piWatcher) content(raw []byte, valid, ids bool) (text bool, calls []string) {
+	if raw == nil || !valid && !jsonskim.Valid(raw) {
+		return false, nil // neither decodes
+	}
+	raw = bytes.Trim(raw, " \t\r\n") // JSON's white space (none, as Members delimits a value)
+	switch raw[0] {
+	case '"':
+		t, _ := jsonskim.Text(raw)
+		return len(bytes.TrimSpace(t)) > 0, nil
+	case '[':
+	default:
+		return false, nil // null (an empty string, no blocks), or neither decodes
+	}
+	w.elems[1], _ = jsonskim.Elements(w.elems[1][:0], raw)
+	blocksOK := true // every block decodes into {Type string; Text any}
+	for _, e := range w.elems[1] {
+		if string(e) == "null" {
+			continue
+		}
+		if e[0] != '{' {
+			return false, nil // no block decodes
+		}
+		b, _ := w.object(2, e)
+		if !exactKeys(b, piBlockFields) {
+			return piContentText(raw), piToolCallIDsIf(ids, raw)
+		}
+		typ, ok := skimString(b.get("type"))
+		if !ok {
+			blocksOK = false
+			if !ids {
+				break
+			}
+		}
+		switch string(typ) {
+		case "text":
+			if t := b.get("text"); len(t) > 0 && t[0] == '"' {
+				t, _ = jsonskim.Text(t)
+				text = text || len(bytes.TrimSpace(t)) > 0
+			}
+		case "toolCall":
+			if id := piString(b.get("id")); ids && id != "" && !slices.Contains(calls, id) {
+				calls = append(calls, id)
+			}
+		}
+	}
+	return text && blocksOK, calls
+}
+
+// piBlockFields are the keys of a content block content reads: the fields
+// of piContentText's blocks, and the id piToolCallIDs reads.
+var piBlockFields = newFieldSet("type", "text", "id")
+
+// piContentText is content's text by decoding the content: a string, or
+// blocks {Type string; Text any}.
+func piContentText(content json.RawMessage) bool {
 	var s string
-	if json.Unmarshal(m.get("content"), &s) == nil {
-		f.text = strings.TrimSpace(s) != ""
-		return f
+	if json.Unmarshal(content, &s) == nil {
+		return strings.TrimSpace(s) != ""
 	}
 	var blocks []struct {
 		Type string `json:"type"`
 		Text any    `json:"text"`
 	}
-	if json.Unmarshal(m.get("content"), &blocks) == nil {
+	if json.Unmarshal(content, &blocks) == nil {
 		for _, b := range blocks {
 			if t, ok := b.Text.(string); ok && b.Type == "text" && strings.TrimSpace(t) != "" {
-				f.text = true
+				return true
 			}
 		}
 	}
-	return f
+	return false
+}
+
+// piToolCallIDsIf is piToolCallIDs(content) when ids, else nil.
+func piToolCallIDsIf(ids bool, content json.RawMessage) []string {
+	if !ids {
+		return nil
+	}
+	return piToolCallIDs(content)
 }
 
 // piToolCallIDs returns the ids of an assistant message's toolCall blocks.
@@ -672,15 +900,34 @@ func piToolCallIDs(content json.RawMessage) []string {
 	return ids
 }
 
-func piString(raw json.RawMessage) string {
+// piText returns what decoding the raw value of a string field gives: its
+// text, nil when it is no string. Plain text (plainText) is returned in
+// place.
+func piText(raw json.RawMessage) []byte {
+	if raw == nil {
+		return nil // a missing member: no string
+	}
+	if len(raw) >= 2 && raw[0] == '"' {
+		if n, ok := plainText(raw[1:]); ok && n == len(raw)-2 {
+			return raw[1 : len(raw)-1]
+		}
+	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
-		return ""
+		return nil
 	}
-	return s
+	return []byte(s)
 }
 
+func piString(raw json.RawMessage) string { return string(piText(raw)) }
+
 func piBool(raw json.RawMessage) (bool, bool) {
+	switch string(raw) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
 	var b bool
 	if json.Unmarshal(raw, &b) != nil {
 		return false, false
@@ -689,11 +936,11 @@ func piBool(raw json.RawMessage) (bool, bool) {
 }
 
 func piFloat(raw json.RawMessage) (float64, bool) {
-	var n float64
-	if json.Unmarshal(raw, &n) != nil {
-		return 0, false
+	if raw == nil {
+		return 0, false // json.Unmarshal fails on no input
 	}
-	return n, true
+	var n float64
+	return n, decodeFloat(raw, &n)
 }
 
 // Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
@@ -706,6 +953,22 @@ func (w *piWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
 // rePiStatusLead matches an error message that begins with an HTTP error
 // status ("500 upstream boom", "error: 429 ...").
 var rePiStatusLead = regexp.MustCompile(`^\s*(?:error:\s*)?([45]\d\d)\b(.*)$`)
+
+// piStopError reports whether line holds "stopReason":"error". It looks
+// for the needle's rarer tail first: a quote, which the whole needle
+// starts with, is in every few bytes of an event.
+func piStopError(line string) bool {
+	for {
+		i := strings.Index(line, `Reason":"error"`)
+		if i < 0 {
+			return false
+		}
+		if strings.HasSuffix(line[:i], `"stop`) {
+			return true
+		}
+		line = line[i+1:]
+	}
+}
 
 // piMessage is the part of a pi AgentMessage that tells an error.
 type piMessage struct {
@@ -753,9 +1016,20 @@ func piErrorText(msg string) string {
 
 func piDiagnostic(line string) (string, bool) {
 	// Skip the (often huge) streaming events without decoding them.
-	// pi writes its JSON with JSON.stringify, so without spaces.
-	if !strings.Contains(line, `"stopReason":"error"`) && !strings.Contains(line, `"auto_retry_end"`) {
-		return "", false
+	// pi writes its JSON with JSON.stringify, so without spaces. A
+	// message is one only with stopReason error, a retry's end only
+	// unsuccessful (ExtractDiagnostic has already skipped the other types
+	// when the line starts with its type).
+	switch typ, _ := leadingType(line); typ {
+	case "auto_retry_end":
+	case "message_end", "turn_end", "message", "agent_end":
+		if !piStopError(line) {
+			return "", false
+		}
+	default:
+		if !piStopError(line) && !strings.Contains(line, `"auto_retry_end"`) {
+			return "", false
+		}
 	}
 	var ev struct {
 		Type       string          `json:"type"`

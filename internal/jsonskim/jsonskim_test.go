@@ -1,6 +1,7 @@
 package jsonskim
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -198,14 +199,40 @@ func FuzzMembers(f *testing.F) {
 	})
 }
 
+// benchLines are short events like codex's and gemini's.
+var benchLines = [][]byte{
+	[]byte(`{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc 'go test ./...'","aggregated_output":"","exit_code":null,"status":"in_progress"}}`),
+	[]byte(`{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"All tests pass and the linter reports nothing: the change is ready."}}`),
+	[]byte(`{"type":"message","timestamp":"2026-11-30T07:32:12.509Z","role":"assistant","content":"I'll run the tests first.","delta":true}`),
+}
+
+// BenchmarkValid checks short events, with Valid and with encoding/json.
+func BenchmarkValid(b *testing.B) {
+	for _, v := range []struct {
+		name  string
+		valid func([]byte) bool
+	}{{"jsonskim", Valid}, {"encoding-json", json.Valid}} {
+		b.Run(v.name, func(b *testing.B) {
+			n := 0
+			for _, l := range benchLines {
+				n += len(l)
+			}
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				for _, l := range benchLines {
+					if !v.valid(l) {
+						b.Fatal("not valid")
+					}
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkMembers reads the members of short events like codex's and of
 // their nested items, as the watchers do.
 func BenchmarkMembers(b *testing.B) {
-	lines := [][]byte{
-		[]byte(`{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc 'go test ./...'","aggregated_output":"","exit_code":null,"status":"in_progress"}}`),
-		[]byte(`{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"All tests pass and the linter reports nothing: the change is ready."}}`),
-		[]byte(`{"type":"message","timestamp":"2026-11-30T07:32:12.509Z","role":"assistant","content":"I'll run the tests first.","delta":true}`),
-	}
+	lines := benchLines
 	n := 0
 	for _, l := range lines {
 		n += len(l)
@@ -226,4 +253,289 @@ func BenchmarkMembers(b *testing.B) {
 			}
 		}
 	}
+}
+
+func TestValid(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, s := range []string{
+		`{"type":"item.started","n":-1.5e+3,"a":[true,false,null,{}],"s":"\u00e9\n\"\\\/"}`,
+		` [ 1 , "x" ] `, `0`, `-0`, `1.0`, `1e5`, `1E-5`, `"\uD83D\uDE00"`, "\"\x7f\xff\"",
+		``, ` `, `01`, `-`, `1.`, `.5`, `1e`, `+1`, `tru`, `truex`, `nul`, `[1,]`, `{"a":1,}`, `{"a"}`, `{1:2}`,
+		`[1 2]`, `"\x"`, `"\u12"`, `"\u12g4"`, "\"a\x01\"", "\"a\tb\"", `"abc`, `{"a":1} {}`, `[`, `]`, `{"a":[}]}`,
+		deep(10000), deep(10001), `{"a":` + deep(9999) + `}`, `{"a":` + deep(10000) + `}`,
+	} {
+		if got, want := Valid([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("Valid(%.40q) = %v, encoding/json %v", s, got, want)
+		}
+	}
+}
+
+// FuzzValid checks Valid against encoding/json's Valid, and ValidMembers
+// against Members and Valid.
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"step_finish","part":{"tokens":{"input":1500,"cache":{"read":0}},"cost":0.008}}`,
+		`[1,-2.5e+3,true,false,null,"a\u00e9\"\\\/\b\f\n\r\t"]`,
+		`{ "a" : { } , "b" : [ ] }`, `{"a":1} `, `{"a":"b"`, `01`, `"\u12g4"`, "\"\x01\"",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		valid := json.Valid(data)
+		if got := Valid(data); got != valid {
+			t.Fatalf("Valid(%q) = %v, encoding/json %v", data, got, valid)
+		}
+		ms, ok := ValidMembers(nil, data)
+		want, wantOK := Members(nil, data)
+		wantOK = wantOK && valid
+		if ok != wantOK {
+			t.Fatalf("ValidMembers(%q): %v, want %v", data, ok, wantOK)
+		}
+		if !ok {
+			return
+		}
+		if len(ms) != len(want) {
+			t.Fatalf("ValidMembers(%q): %d members, Members %d", data, len(ms), len(want))
+		}
+		for i := range ms {
+			if string(ms[i].Key) != string(want[i].Key) || string(ms[i].Value) != string(want[i].Value) {
+				t.Fatalf("ValidMembers(%q): member %d %q=%q, Members %q=%q", data, i, ms[i].Key, ms[i].Value, want[i].Key, want[i].Value)
+			}
+		}
+	})
+}
+
+func TestSeek(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, key string
+		want           string // the value's start, up to the end; "" when not found
+	}{
+		{"first", `{"type":"a","n":1}`, "type", `"a","n":1}`},
+		{"after a nested value", `{"a":{"b":[1,"}"]},"id":"x"`, "id", `"x"`},
+		{"cut short after it", `{"type":"item.started","item":{"id":"item_1","ty`, "item", `{"id":"item_1","ty`},
+		{"malformed after it", `{"id":"x",,,`, "id", `"x",,,`},
+		{"white space", " { \"a\" : 1 , \"b\" :\t2 }", "b", "2 }"},
+		{"first of duplicates", `{"k":1,"k":2}`, "k", `1,"k":2}`},
+		{"absent", `{"a":1,"b":2}`, "c", ""},
+		{"cut short before it", `{"a":"xyz`, "b", ""},
+		{"nothing after the colon", `{"a":`, "a", ""},
+		{"escaped key", `{"\u0061":1}`, "a", ""},
+		{"not an object", `["a"]`, "a", ""},
+		{"missing colon", `{"a" 1,"b":2}`, "b", ""},
+		{"missing comma", `{"a":1 "b":2}`, "b", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			i, ok := Seek([]byte(tc.src), tc.key)
+			if ok != (tc.want != "") || ok && tc.src[i:] != tc.want {
+				t.Errorf("Seek(%q, %q) = %d %v, want the value at %q", tc.src, tc.key, i, ok, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzSeek checks Seek against Members: on a well-formed object it finds
+// the first member with each key, at the offset of its value; it finds it
+// as well in any prefix of the object that ends after the value's first
+// byte; and it finds no key the object does not have.
+func FuzzSeek(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"item.started","item":{"id":"item_1","type":"command_execution"}}`,
+		`{"type":"tool_use","timestamp":1787138300274,"sessionID":"ses_1","part":{"id":"prt"}}`,
+		`{ "a" : [ 1 , "]" ] , "a" : { } }`,
+	} {
+		f.Add([]byte(s), "type", 10)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, key string, cut int) {
+		ms, ok := Members(nil, data)
+		if !ok {
+			Seek(data, key) // must not panic
+			return
+		}
+		first := -1
+		for j, m := range ms {
+			if string(m.Key) == key {
+				first = j
+				break
+			}
+		}
+		i, found := Seek(data, key)
+		if first < 0 {
+			if found {
+				t.Fatalf("Seek(%q, %q) found %d, Members has no such key", data, key, i)
+			}
+			return
+		}
+		want := cap(data) - cap(ms[first].Value) // the value's offset in data
+		if !found || i != want {
+			t.Fatalf("Seek(%q, %q) = %d %v, want %d", data, key, i, found, want)
+		}
+		if cut < 0 {
+			cut = -cut
+		}
+		n := want + 1 + cut%(len(data)-want)
+		if j, ok := Seek(data[:n], key); !ok || j != want {
+			t.Fatalf("Seek(%q, %q) = %d %v, want %d", data[:n], key, j, ok, want)
+		}
+	})
+}
+
+// TestClosingQuote checks closingQuote against a byte-by-byte reading,
+// with the quote and escapes on either side of where it stops reading
+// four bytes a step and where it turns to IndexByte.
+func TestClosingQuote(t *testing.T) {
+	want := func(s []byte) int {
+		for i := 0; i < len(s); i++ {
+			switch s[i] {
+			case '"':
+				return i
+			case '\\':
+				i++
+			}
+		}
+		return -1
+	}
+	for n := 0; n < 70; n++ {
+		for _, tail := range []string{``, `"`, `\"`, `\\"`, `\\\"x"`, `\`, `\\`, `é"`} {
+			s := []byte(strings.Repeat("a", n) + tail + `"rest`)
+			if got := closingQuote(s); got != want(s) {
+				t.Errorf("closingQuote(%q) = %d, want %d", s, got, want(s))
+			}
+			s = s[:n+len(tail)]
+			if got := closingQuote(s); got != want(s) {
+				t.Errorf("closingQuote(%q) = %d, want %d", s, got, want(s))
+			}
+		}
+	}
+}
+
+func TestElements(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		want      []string // nil when not well-formed
+	}{
+		{"values", ` [1, "a,]", {"b":[2]}, null , [ ] ] `, []string{"1", `"a,]"`, `{"b":[2]}`, "null", "[ ]"}},
+		{"empty", `[ ]`, []string{}},
+		{"not an array", `{"a":1}`, nil},
+		{"cut short", `[1,2`, nil},
+		{"trailing comma", `[1,]`, nil},
+		{"missing comma", `[1 2]`, nil},
+		{"trailing text", `[1] x`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			es, ok := Elements(nil, []byte(tc.src))
+			if ok != (tc.want != nil) {
+				t.Fatalf("Elements(%q): well-formed %v, want %v", tc.src, ok, tc.want != nil)
+			}
+			got := []string{}
+			for _, e := range es {
+				got = append(got, string(e))
+			}
+			if ok && strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("Elements(%q)\n got %q\nwant %q", tc.src, got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzElements checks Elements against encoding/json: every text it
+// accepts as an array is well-formed here, with the same raw elements.
+func FuzzElements(f *testing.F) {
+	for _, s := range []string{`[{"type":"text","text":"x"},{"type":"toolCall","id":"a"}]`, ` [1, "a,]", null, [[]] ] `, `[1,`, `{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		es, ok := Elements(nil, data)
+		var want []json.RawMessage
+		if json.Unmarshal(data, &want) != nil || want == nil {
+			return
+		}
+		if !ok || len(es) != len(want) {
+			t.Fatalf("Elements(%q) = %d %v, encoding/json %d elements", data, len(es), ok, len(want))
+		}
+		for i := range es {
+			if string(es[i]) != string(want[i]) {
+				t.Fatalf("Elements(%q): element %d %q, encoding/json %q", data, i, es[i], want[i])
+			}
+		}
+	})
+}
+
+// readAll reads the JSON text data with r: objects through Enter and Key,
+// down to any depth, other values through Raw. It returns the top
+// object's keys and raw values (Members' pairs), or nil when data is not
+// an object.
+func readAll(r *Reader) []string {
+	var top []string
+	var walk func(depth int)
+	walk = func(depth int) {
+		if !r.Enter() {
+			r.Raw()
+			return
+		}
+		for {
+			k, ok := r.Key()
+			if !ok {
+				return
+			}
+			if depth == 0 {
+				start := r.i
+				walk(depth + 1)
+				top = append(top, string(k)+"="+string(bytes.TrimRight(r.data[start:r.i], " \t\r\n")))
+				continue
+			}
+			walk(depth + 1)
+		}
+	}
+	walk(0)
+	return top
+}
+
+func TestReader(t *testing.T) {
+	for _, s := range []string{
+		`{"type":"step_finish","part":{"tokens":{"input":1,"cache":{"read":0}},"cost":0.5},"n":[1,{"a":2}]}`,
+		` { "a" : { } , "b" : [ ] } `, `{}`, `[1]`, `"x"`, `1`, ``, ` `, `{"a":1}{}`, `{"a":1} 2`, `{"a":1,}`,
+		`{,"a":1}`, `{"a" 1}`, `{"a":}`, `{"a":1`, `{"a":{"b":1}`, `{"a":{"b":1}}}`, `{"\x":1}`, "{\"a\":\"\x01\"}",
+		strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000),
+		strings.Repeat(`{"a":`, 10001) + "1" + strings.Repeat("}", 10001),
+	} {
+		r := NewReader([]byte(s))
+		readAll(&r)
+		if got, want := r.Done(), json.Valid([]byte(s)); got != want {
+			t.Errorf("reading %.60q: Done %v, encoding/json's Valid %v", s, got, want)
+		}
+	}
+}
+
+// FuzzReader checks that reading any text whole with a Reader finds it
+// valid exactly when encoding/json does, with the top object's members
+// Members finds.
+func FuzzReader(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"step_finish","part":{"tokens":{"input":1,"cache":{"read":0}},"cost":0.5},"n":[1,{"a":2}]}`,
+		` { "a" : { } , "b" : [ ] } `, `{"a":1,}`, `[{"a":1}]`, `{"a":"\u00e9"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := NewReader(data)
+		top := readAll(&r)
+		valid := json.Valid(data)
+		if r.Done() != valid {
+			t.Fatalf("reading %q: Done %v, encoding/json's Valid %v", data, r.Done(), valid)
+		}
+		if !valid {
+			return
+		}
+		ms, ok := Members(nil, data)
+		if !ok {
+			return // not an object
+		}
+		var want []string
+		for _, m := range ms {
+			want = append(want, string(m.Key)+"="+string(m.Value))
+		}
+		if strings.Join(top, "|") != strings.Join(want, "|") {
+			t.Fatalf("reading %q: members %q, Members %q", data, top, want)
+		}
+	})
 }
