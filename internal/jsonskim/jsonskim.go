@@ -168,6 +168,13 @@ type Member struct {
 // bytes.IndexByte and nested values by counting brackets, nothing is
 // decoded or allocated (dst grows only when it is too small).
 func Members(dst []Member, data []byte) ([]Member, bool) {
+	return topMembers(dst, data, false)
+}
+
+// topMembers is Members, and ValidMembers when check is set: keys and
+// values delimited as Members delimits them, or checked as Valid checks
+// them.
+func topMembers(dst []Member, data []byte, check bool) ([]Member, bool) {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return dst, false
@@ -180,22 +187,36 @@ func Members(dst []Member, data []byte) ([]Member, bool) {
 		if i >= len(data) || data[i] != '"' {
 			return dst, false
 		}
-		end := closingQuote(data[i+1:])
-		if end < 0 {
+		// The key and the value, each in line (a call apiece costs
+		// a tenth of reading an event).
+		k := i + 1
+		var ok bool
+		if check {
+			i, ok = validString(data, k)
+		} else {
+			end := closingQuote(data[k:])
+			i, ok = k+end+1, end >= 0
+		}
+		if !ok {
 			return dst, false
 		}
-		key := data[i+1 : i+1+end]
-		i = skipSpace(data, i+end+2)
+		key := data[k : i-1]
+		i = skipSpace(data, i)
 		if i >= len(data) || data[i] != ':' {
 			return dst, false
 		}
-		i = skipSpace(data, i+1)
-		n := valueLen(data[i:])
-		if n <= 0 {
+		v := skipSpace(data, i+1)
+		if check {
+			i, ok = validValue(data, v, 1)
+		} else {
+			n := valueLen(data[v:])
+			i, ok = v+n, n > 0
+		}
+		if !ok {
 			return dst, false
 		}
-		dst = append(dst, Member{Key: key, Value: data[i : i+n]})
-		i = skipSpace(data, i+n)
+		dst = append(dst, Member{Key: key, Value: data[v:i]})
+		i = skipSpace(data, i)
 		if i >= len(data) {
 			return dst, false
 		}
@@ -251,46 +272,7 @@ func Elements(dst [][]byte, data []byte) ([][]byte, bool) {
 // (Valid), and appends its members to dst as Members does, in one pass
 // over data instead of two.
 func ValidMembers(dst []Member, data []byte) ([]Member, bool) {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return dst, false
-	}
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		return dst, skipSpace(data, i+1) == len(data)
-	}
-	for {
-		if i >= len(data) || data[i] != '"' {
-			return dst, false
-		}
-		k := i + 1
-		var ok bool
-		if i, ok = validString(data, k); !ok {
-			return dst, false
-		}
-		key := data[k : i-1]
-		i = skipSpace(data, i)
-		if i >= len(data) || data[i] != ':' {
-			return dst, false
-		}
-		v := skipSpace(data, i+1)
-		if i, ok = validValue(data, v, 1); !ok {
-			return dst, false
-		}
-		dst = append(dst, Member{Key: key, Value: data[v:i]})
-		i = skipSpace(data, i)
-		if i >= len(data) {
-			return dst, false
-		}
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-		case '}':
-			return dst, skipSpace(data, i+1) == len(data)
-		default:
-			return dst, false
-		}
-	}
+	return topMembers(dst, data, true)
 }
 
 // A Reader reads one JSON text from its start to its end, checking it as
