@@ -449,14 +449,9 @@ func (w *codexWatcher) leadingItem(data []byte) bool {
 	if !ok {
 		return false
 	}
-	var event string
-	switch string(typ) {
-	case "item.started":
-		event = "item.started"
-	case "item.updated":
-		event = "item.updated"
-	case "item.completed":
-		event = "item.completed"
+	event := codexEventType(typ)
+	switch event {
+	case "item.started", "item.updated", "item.completed":
 	default:
 		return false
 	}
