@@ -70,8 +70,9 @@ type request struct {
 // status.
 func serve(fd int) int {
 	// Workers get Pdeathsig on Linux, which fires when the forking thread
-	// exits (golang/go#27505): fork only from this goroutine, locked to a
-	// thread that lives as long as the process.
+	// exits (golang/go#27505): fork only from goroutines locked to threads
+	// that live as long as the process, this one and the forkers
+	// (startForkers).
 	runtime.LockOSThread()
 	if err := setup(); err != nil {
 		return 98
