@@ -77,6 +77,9 @@ func serve(fd int) int {
 	if err := setup(); err != nil {
 		return 98
 	}
+	if err := closeOnExecAll(); err != nil {
+		return 98
+	}
 	s := &server{
 		self:   os.Getpid(),
 		jobs:   map[uint64]*job{},
