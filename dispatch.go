@@ -19,9 +19,11 @@ import (
 	"unsafe"
 
 	"github.com/pilotworkers/pilot/internal/atomicfile"
+	"github.com/pilotworkers/pilot/internal/landlock"
 	"github.com/pilotworkers/pilot/internal/lines"
 	"github.com/pilotworkers/pilot/internal/supervise"
 	"github.com/pilotworkers/pilot/internal/text"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // Defaults for the Dispatcher's zero-valued fields.
@@ -113,6 +115,11 @@ type Task struct {
 	IdleTimeout time.Duration
 	// Label is a free-form name carried into events and the verdict.
 	Label string
+	// Sandbox is how far the worker is confined; empty means the
+	// provider's mode, else the Dispatcher's, else sandbox.Secrets. A
+	// mode set here that the machine cannot enforce fails the dispatch
+	// (*sandbox.UnavailableError), spawning nothing.
+	Sandbox sandbox.Mode
 	// Resume continues an earlier session instead of starting a new one:
 	// the Resume field of that run's Verdict, from a provider of the same
 	// runner. That is the CLI's session id, or a path: pi's session file,
@@ -178,6 +185,12 @@ type Dispatcher struct {
 	// RunDir is where run directories are made; empty means
 	// DefaultRunDir().
 	RunDir string
+
+	// Sandbox is the mode of a task whose task and provider name none;
+	// empty means sandbox.Secrets, run unconfined (and recorded so) where
+	// the machine cannot enforce it. A mode set here is enforced or the
+	// dispatch fails, as a task's is.
+	Sandbox sandbox.Mode
 
 	// Timeout and IdleTimeout are the defaults for tasks that set none:
 	// 3600 s and 900 s when zero.
@@ -557,6 +570,14 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		r.watcher = exitCodeWatcher{}
 	}
 	env := r.environ(cmd.Env, cmd.SecretEnv)
+	confinement, report, err := r.confine(cmd)
+	r.rec.Sandbox = &report
+	if err != nil {
+		return Verdict{}, err
+	}
+	if err := mkdir(r.tmpDir()); err != nil {
+		return Verdict{}, fmt.Errorf("pilot: creating the worker's temp dir: %w", err)
+	}
 	r.rec.Argv = make([]string, len(cmd.Argv))
 	for i, s := range cmd.Argv {
 		r.rec.Argv[i] = r.redact(s)
@@ -584,7 +605,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	}
 	defer r.prepared()
 
-	exit, job, err := r.supervise(ctx, cmd, env, start)
+	exit, job, err := r.supervise(ctx, cmd, env, confinement, start)
 	exit.Runner = r.runner.Name()
 	if err != nil {
 		return Verdict{}, err
@@ -616,6 +637,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		Resume:           res.Resume,
 		Usage:            res.Usage,
 		SessionGone:      res.SessionGone,
+		Sandbox:          r.rec.Sandbox,
 	}
 	if s := r.rec.SessionRecord; s != nil {
 		v.ToolCalls = max(len(s.ExpectedToolCallIDs), len(s.CompletedToolCallIDs)+len(s.PendingToolCallIDs))
@@ -819,6 +841,9 @@ func (r *run) environ(runnerEnv map[string]string, secretEnv []string) []string 
 			set(k, v)
 		}
 	}
+	// A private temp dir in every mode: the CLIs write conversations and
+	// shared libraries to the temp dir and leave them there.
+	set("TMPDIR", r.tmpDir())
 	for _, m := range []map[string]string{r.prov.Env, runnerEnv} {
 		keys := make([]string, 0, len(m))
 		for k := range m {
@@ -859,7 +884,7 @@ type jobInfo struct {
 // supervise starts the worker and follows it until its tree is gone and
 // its output is read. A worker that cannot be started is an Exit with
 // Started false; the error is for pilot's own failures.
-func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start time.Time) (Exit, jobInfo, error) {
+func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confinement *landlock.Ruleset, start time.Time) (Exit, jobInfo, error) {
 	var info jobInfo
 	exit := Exit{}
 	path, err := lookPath(cmd.Argv[0], env)
@@ -889,12 +914,13 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	}
 
 	job, err := supervise.Start(supervise.Spec{
-		Path:   path,
-		Argv:   cmd.Argv,
-		Env:    env,
-		Dir:    r.task.Workdir,
-		Cookie: EnvRunID + "=" + r.id,
-		Grace:  r.d.Grace,
+		Path:    path,
+		Argv:    cmd.Argv,
+		Env:     env,
+		Dir:     r.task.Workdir,
+		Cookie:  EnvRunID + "=" + r.id,
+		Grace:   r.d.Grace,
+		Sandbox: confinement,
 	}, stdin, outW, errW)
 	outW.Close()
 	errW.Close()

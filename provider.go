@@ -2,9 +2,15 @@ package pilot
 
 import (
 	"fmt"
+	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // Mode says what kind of work a task is. The mode does not change how pilot
@@ -87,6 +93,22 @@ type Provider struct {
 	// worker does not see the user's login state: its credential must
 	// come from CredentialEnv.
 	Isolated bool `json:"isolated,omitempty"`
+
+	// Sandbox is how far this provider's workers are confined when the
+	// task names no mode (sandbox.Secrets when empty; see package
+	// sandbox). A mode named here, or by the task, that the machine
+	// cannot enforce fails the dispatch; the default runs unconfined and
+	// says so in the record.
+	Sandbox sandbox.Mode `json:"sandbox,omitempty"`
+	// SandboxAllow lifts the sandbox's guard from these paths (an agent
+	// that pushes over ssh needs "~/.ssh"); SandboxWrite adds paths a
+	// workspace or strict worker may write; SandboxConnect adds the
+	// endpoints ("host:port") a strict worker may connect to: a command
+	// provider names its endpoint here. Paths are absolute or start
+	// with "~/".
+	SandboxAllow   []string `json:"sandbox_allow,omitempty"`
+	SandboxWrite   []string `json:"sandbox_write,omitempty"`
+	SandboxConnect []string `json:"sandbox_connect,omitempty"`
 }
 
 // A Registry holds providers by name. Build one with [NewRegistry] (or the
@@ -164,6 +186,22 @@ func (p Provider) validate() error {
 			return fmt.Errorf("pilot: provider %q: base_url %q is not an http(s) URL: write it like \"http://127.0.0.1:8080/v1\"", p.Name, p.BaseURL)
 		}
 	}
+	if _, err := sandbox.ParseMode(string(p.Sandbox)); err != nil {
+		return fmt.Errorf("pilot: provider %q: %v", p.Name, err)
+	}
+	for _, list := range [][]string{p.SandboxAllow, p.SandboxWrite} {
+		for _, path := range list {
+			if !strings.HasPrefix(path, "~/") && !filepath.IsAbs(path) {
+				return fmt.Errorf("pilot: provider %q: sandbox path %q is relative: write it absolute or from the home directory (\"~/.ssh\")", p.Name, path)
+			}
+		}
+	}
+	for _, hp := range p.SandboxConnect {
+		host, port, err := net.SplitHostPort(hp)
+		if n, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || host == "" || n == 0 {
+			return fmt.Errorf("pilot: provider %q: sandbox_connect %q is not host:port: write it like \"127.0.0.1:8080\"", p.Name, hp)
+		}
+	}
 	if p.CredentialEnv != "" && !envName.MatchString(p.CredentialEnv) {
 		return fmt.Errorf("pilot: provider %q: credential_env %q is not an environment variable name", p.Name, p.CredentialEnv)
 	}
@@ -183,6 +221,9 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func (p Provider) clone() Provider {
 	p.Argv = append([]string(nil), p.Argv...)
 	p.Args = append([]string(nil), p.Args...)
+	p.SandboxAllow = append([]string(nil), p.SandboxAllow...)
+	p.SandboxWrite = append([]string(nil), p.SandboxWrite...)
+	p.SandboxConnect = append([]string(nil), p.SandboxConnect...)
 	if p.Env != nil {
 		env := make(map[string]string, len(p.Env))
 		for k, v := range p.Env {

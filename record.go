@@ -11,6 +11,7 @@ import (
 	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"github.com/pilotworkers/pilot/internal/jsonskim"
 	"github.com/pilotworkers/pilot/internal/text"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // Record is the content of a run's record.json. It is written when the
@@ -62,6 +63,9 @@ type Record struct {
 	OutputIncomplete bool `json:"output_incomplete,omitempty"`
 	// PilotError is set when pilot itself failed during the dispatch.
 	PilotError string `json:"pilot_error,omitempty"`
+
+	// Sandbox is what confined the worker (see package sandbox).
+	Sandbox *sandbox.Report `json:"sandbox,omitempty"`
 
 	// SessionID, Resume and Usage are the verdict's.
 	SessionID string `json:"session_id,omitempty"`

@@ -3,6 +3,8 @@ package pilot
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // Outcome says whether a worker's run did its job. It is the "verdict" field
@@ -122,6 +124,9 @@ type Verdict struct {
 	// Result.SessionGone. Neither is part of the JSON contract.
 	ToolCalls   int    `json:"-"`
 	SessionGone string `json:"-"`
+
+	// Sandbox is what confined the worker, as its record says.
+	Sandbox *sandbox.Report `json:"sandbox,omitempty"`
 
 	// Worktree is the job's git worktree, for fanout jobs that had one.
 	Worktree *WorktreeInfo `json:"worktree,omitempty"`

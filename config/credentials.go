@@ -381,6 +381,27 @@ func (c ChainCredentials) find(ctx context.Context, p pilot.Provider) (Source, I
 	return nil, Info{Source: strings.Join(looked, ", ")}, nil
 }
 
+// CredentialPaths implements pilot.CredentialStore: the store's directory,
+// which no worker may read or write.
+func (f FileCredentials) CredentialPaths() []string {
+	if d := f.dir(); d != "" {
+		return []string{d}
+	}
+	return nil
+}
+
+// CredentialPaths implements pilot.CredentialStore: every path its sources
+// keep secrets in.
+func (c ChainCredentials) CredentialPaths() []string {
+	var out []string
+	for _, src := range c {
+		if cs, ok := src.(pilot.CredentialStore); ok {
+			out = append(out, cs.CredentialPaths()...)
+		}
+	}
+	return out
+}
+
 // DefaultCredentials is the credential source pilot's command uses: the
 // provider's environment variable first (an explicit override), then its
 // file under [DefaultCredentialsDir].

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/pilotworkers/pilot/internal/landlock"
 )
 
 // Spec describes one worker process.
@@ -20,6 +22,9 @@ type Spec struct {
 	Dir    string
 	Cookie string        // an Env entry ("NAME=value") unique to this job
 	Grace  time.Duration // how long leftovers get between SIGTERM and SIGKILL
+	// Sandbox, when set, confines the worker and every process it
+	// starts; the supervisor itself stays unconfined. Linux only.
+	Sandbox *landlock.Ruleset
 }
 
 // Status is how a worker's leader process ended.

@@ -86,6 +86,7 @@ func (c *client) start(spec Spec, stdin, stdout, stderr *os.File) (*Job, error) 
 		Dir:     spec.Dir,
 		Cookie:  spec.Cookie,
 		GraceMS: spec.Grace.Milliseconds(),
+		Sandbox: spec.Sandbox,
 	}
 	rights := syscall.UnixRights(int(stdin.Fd()), int(stdout.Fd()), int(stderr.Fd()))
 	if err := c.send(m, rights); err != nil {

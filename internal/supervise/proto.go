@@ -21,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/pilotworkers/pilot/internal/landlock"
 )
 
 // EnvSupervisor is set (to the control socket's descriptor number) in the
@@ -39,6 +41,8 @@ type msg struct {
 	Dir     string   `json:"dir,omitempty"`
 	Cookie  string   `json:"cookie,omitempty"`
 	GraceMS int64    `json:"grace_ms,omitempty"`
+	// Sandbox, when set, confines the worker (Linux: Landlock).
+	Sandbox *landlock.Ruleset `json:"sandbox,omitempty"`
 
 	// signal
 	Sig int `json:"sig,omitempty"`

@@ -38,6 +38,9 @@ type job struct {
 	killed   bool
 	seen     map[int]bool // processes signalled during cleanup (Linux)
 	left     bool         // the group outlived its leader (process groups)
+	// release ends the thread that forked a confined worker (runConfined),
+	// once the worker is reaped; nil for a worker forked unconfined.
+	release chan struct{}
 }
 
 type server struct {
@@ -217,10 +220,23 @@ type fork struct {
 	req        request
 	pid, pidfd int
 	err        error
+	release    chan struct{} // see job.release
 }
 
 // run forks and execs the worker and closes the descriptors it was given.
 func (f *fork) run() {
+	if f.req.m.Sandbox != nil {
+		f.runConfined()
+	} else {
+		f.exec()
+	}
+	for _, fd := range f.req.fds {
+		syscall.Close(fd)
+	}
+}
+
+// exec forks and execs the worker from the calling thread.
+func (f *fork) exec() {
 	m, fds := f.req.m, f.req.fds
 	attr := &syscall.ProcAttr{
 		Dir:   m.Dir,
@@ -229,9 +245,6 @@ func (f *fork) run() {
 		Sys:   workerAttr(),
 	}
 	f.pid, f.pidfd, f.err = forkExec(m.Path, m.Argv, attr)
-	for _, fd := range fds {
-		syscall.Close(fd)
-	}
 }
 
 // startAll starts the workers of the start requests reqs and queues their
@@ -240,10 +253,27 @@ func (f *fork) run() {
 // so one thread would start a fanout's workers one at a time.
 func (s *server) startAll(reqs []request) {
 	fs := make([]fork, len(reqs))
+	confined := 0
 	for i, r := range reqs {
 		fs[i].req = r
+		if r.m.Sandbox != nil {
+			confined++
+		}
 	}
-	if len(fs) > 1 {
+	switch {
+	case confined == len(fs) && len(fs) > 1:
+		// Each confined worker is forked from a thread of its own
+		// (runConfined): start them all at once.
+		var wg sync.WaitGroup
+		wg.Add(len(fs))
+		for i := range fs {
+			go func() {
+				defer wg.Done()
+				fs[i].run()
+			}()
+		}
+		wg.Wait()
+	case len(fs) > 1:
 		s.startForkers()
 		var wg sync.WaitGroup
 		wg.Add(len(fs) - 1)
@@ -252,7 +282,7 @@ func (s *server) startAll(reqs []request) {
 		}
 		fs[0].run()
 		wg.Wait()
-	} else {
+	default:
 		fs[0].run()
 	}
 	for _, f := range fs {
@@ -262,12 +292,13 @@ func (s *server) startAll(reqs []request) {
 			continue
 		}
 		j := &job{
-			id:     m.ID,
-			pid:    f.pid,
-			pidfd:  f.pidfd,
-			cookie: []byte(m.Cookie),
-			grace:  time.Duration(m.GraceMS) * time.Millisecond,
-			seen:   map[int]bool{},
+			id:      m.ID,
+			pid:     f.pid,
+			pidfd:   f.pidfd,
+			cookie:  []byte(m.Cookie),
+			grace:   time.Duration(m.GraceMS) * time.Millisecond,
+			seen:    map[int]bool{},
+			release: f.release,
 		}
 		s.jobs[j.id] = j
 		s.byPid[f.pid] = j
@@ -319,6 +350,10 @@ func (s *server) reap() {
 			continue
 		}
 		delete(s.byPid, pid)
+		if j.release != nil {
+			close(j.release)
+			j.release = nil
+		}
 		if j.pidfd >= 0 {
 			syscall.Close(j.pidfd)
 			j.pidfd = -1

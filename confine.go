@@ -1,0 +1,254 @@
+package pilot
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/pilotworkers/pilot/internal/landlock"
+	"github.com/pilotworkers/pilot/sandbox"
+)
+
+// A SandboxRunner is a Runner whose CLI keeps files of its own or connects
+// to a default endpoint: it tells the sandbox what to guard from other
+// workers and what its own worker needs (package sandbox). Pilot's agents
+// package implements it for each of its CLIs; a runner without it gets the
+// workdir, its run directory and its temp dir only.
+type SandboxRunner interface {
+	Runner
+	// SandboxNeeds returns what the CLI needs for a worker of p, whose
+	// home directory is home. Pilot also calls it with a zero Provider to
+	// learn the CLI's own paths, which it guards from every other worker.
+	SandboxNeeds(p Provider, home string) sandbox.Needs
+}
+
+// A CredentialStore is a CredentialSource that keeps secrets in files: no
+// worker may read or write CredentialPaths (the config package's
+// FileCredentials and ChainCredentials implement it).
+type CredentialStore interface {
+	CredentialSource
+	CredentialPaths() []string
+}
+
+// minABI is the Landlock ABI each mode needs: workspace needs truncate(2)
+// handled (ABI 3), strict TCP connect rules (ABI 4).
+var minABI = map[sandbox.Mode]int{sandbox.Secrets: 1, sandbox.Workspace: 3, sandbox.Strict: 4}
+
+// scopeABI is the first Landlock ABI with signal and abstract-socket scopes.
+const scopeABI = 6
+
+// sandboxMode returns the worker's mode and whether it was asked for (the
+// task, its provider or the Dispatcher named it) rather than the default.
+func (r *run) sandboxMode() (sandbox.Mode, bool) {
+	for _, m := range []sandbox.Mode{r.task.Sandbox, r.prov.Sandbox, r.d.Sandbox} {
+		if m != "" {
+			return m, true
+		}
+	}
+	return sandbox.Default, false
+}
+
+// confine decides the worker's sandbox: the Landlock ruleset the supervisor
+// applies to it (nil for none) and the report its record and verdict carry.
+// A mode that was asked for and cannot be enforced is an error, and nothing
+// is started.
+func (r *run) confine(cmd *Command) (*landlock.Ruleset, sandbox.Report, error) {
+	mode, asked := r.sandboxMode()
+	rep := sandbox.Report{Mode: mode}
+	if runtime.GOOS != "linux" {
+		rep.Reason = "pilot enforces sandboxes with Landlock, which " + runtime.GOOS + " does not have"
+		if asked && mode != sandbox.Off {
+			return nil, rep, &sandbox.UnavailableError{Mode: mode, Missing: "Linux Landlock (this is " + runtime.GOOS + ")"}
+		}
+		return nil, rep, nil
+	}
+	abi, abiErr := landlock.ABI()
+	rs := &landlock.Ruleset{}
+	if abi >= scopeABI {
+		rs.Scope = landlock.ScopeSignal | landlock.ScopeAbstractUnixSocket
+		rep.Scoped = true
+	}
+	if mode == sandbox.Off {
+		rep.Reason = "sandbox off"
+		return scopedOnly(rs), rep, nil
+	}
+	if need := minABI[mode]; abi < need {
+		missing := fmt.Sprintf("Landlock ABI %d or later (this kernel offers ABI %d)", need, abi)
+		if abiErr != nil {
+			missing = fmt.Sprintf("Landlock, which this kernel does not offer (%v)", abiErr)
+		}
+		if asked {
+			return nil, rep, &sandbox.UnavailableError{Mode: mode, Missing: missing}
+		}
+		rep.Reason = "needs " + missing + ": ran unconfined"
+		return scopedOnly(rs), rep, nil
+	}
+
+	home := r.home()
+	var needs sandbox.Needs
+	if sr, ok := r.runner.(SandboxRunner); ok {
+		needs = sr.SandboxNeeds(r.prov, home)
+	}
+	own := needs.Own
+	guard := append(sandbox.SecretStores(home), sandbox.AgentDirs(home)...)
+	if cs, ok := r.d.Credentials.(CredentialStore); ok {
+		guard = append(guard, cs.CredentialPaths()...)
+	}
+	for _, other := range r.d.allRunners() {
+		if other.Name() == r.runner.Name() {
+			continue
+		}
+		if sr, ok := other.(SandboxRunner); ok {
+			for _, p := range sr.SandboxNeeds(Provider{}, home).Own {
+				if !containsPath(own, p) {
+					guard = append(guard, p)
+				}
+			}
+		}
+	}
+	allow := expandHome(r.prov.SandboxAllow, home)
+	rep.Allowed = allow
+	pol := landlock.Policy{ReadAll: true, Guard: guard, Allow: append(append([]string(nil), own...), allow...)}
+	if mode == sandbox.Secrets {
+		pol.WriteAll = true
+	} else {
+		write := []string{r.task.Workdir, r.dir, r.tmpDir()}
+		write = append(write, own...)
+		write = append(write, needs.Write...)
+		write = append(write, expandHome(r.prov.SandboxWrite, home)...)
+		write = append(write, sandboxDevices...)
+		if gitdir := worktreeGitdir(r.task.Workdir); gitdir != "" {
+			write = append(write, gitdir)
+		}
+		for _, w := range needs.Write {
+			if _, err := os.Stat(w); errors.Is(err, os.ErrNotExist) {
+				_ = os.MkdirAll(w, 0o700) // the CLI would make it; it cannot once confined
+			}
+		}
+		pol.Write = write
+	}
+	rs.FS = landlock.FSRights(abi)
+	rs.Paths = landlock.Plan(pol, rs.FS, nil)
+	if mode == sandbox.Strict {
+		rs.Net = landlock.NetConnectTCP
+		rep.Network = "tcp-port"
+		rep.Connect = r.endpoints(needs)
+		for _, hp := range rep.Connect {
+			_, port, _ := net.SplitHostPort(hp)
+			if n, err := strconv.ParseUint(port, 10, 16); err == nil {
+				rs.Ports = append(rs.Ports, uint16(n))
+			}
+		}
+	}
+	rep.Enforced = true
+	rep.Mechanism = "landlock-abi-" + strconv.Itoa(abi)
+	return rs, rep, nil
+}
+
+// scopedOnly is rs when it scopes anything, else nil: nothing to apply.
+func scopedOnly(rs *landlock.Ruleset) *landlock.Ruleset {
+	if rs.Scope == 0 {
+		return nil
+	}
+	return rs
+}
+
+// sandboxDevices are the devices a workspace worker may write: the sinks,
+// sources and terminals programs open for writing as a matter of course.
+var sandboxDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm"}
+
+// endpoints returns the host:port endpoints a strict worker may connect to:
+// the provider's base_url, else its CLI's defaults, and its sandbox_connect.
+func (r *run) endpoints(needs sandbox.Needs) []string {
+	var out []string
+	if u, err := url.Parse(r.prov.BaseURL); err == nil && r.prov.BaseURL != "" {
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		out = append(out, net.JoinHostPort(u.Hostname(), port))
+	} else {
+		out = append(out, needs.Connect...)
+	}
+	for _, hp := range r.prov.SandboxConnect {
+		if !containsPath(out, hp) {
+			out = append(out, hp)
+		}
+	}
+	return out
+}
+
+// home is the worker's home directory: its HOME, else the user's.
+func (r *run) home() string {
+	if h, ok := r.d.LookupEnv("HOME"); ok && h != "" {
+		return h
+	}
+	h, _ := os.UserHomeDir()
+	return h
+}
+
+// tmpDir is the worker's private temp dir, in its run directory.
+func (r *run) tmpDir() string { return filepath.Join(r.dir, "tmp") }
+
+// allRunners returns every runner the Dispatcher has, the command runner
+// included, once each by name.
+func (d *Dispatcher) allRunners() []Runner {
+	seen := map[string]bool{}
+	var out []Runner
+	for i := len(d.Runners) - 1; i >= 0; i-- {
+		if n := d.Runners[i].Name(); !seen[n] {
+			seen[n] = true
+			out = append(out, d.Runners[i])
+		}
+	}
+	return out
+}
+
+// worktreeGitdir returns the private git directory of the linked worktree
+// dir (its .git file's "gitdir:"), which a worker in it writes (its index,
+// HEAD), or "" when dir is not a linked worktree.
+func worktreeGitdir(dir string) string {
+	data, err := os.ReadFile(filepath.Join(dir, ".git"))
+	if err != nil {
+		return ""
+	}
+	rest, ok := bytes.CutPrefix(data, []byte("gitdir: "))
+	if !ok {
+		return ""
+	}
+	gitdir := strings.TrimSpace(string(rest))
+	if !filepath.IsAbs(gitdir) {
+		gitdir = filepath.Join(dir, gitdir)
+	}
+	return filepath.Clean(gitdir)
+}
+
+func expandHome(paths []string, home string) []string {
+	var out []string
+	for _, p := range paths {
+		if rest, ok := strings.CutPrefix(p, "~/"); ok {
+			if home == "" {
+				continue
+			}
+			p = filepath.Join(home, rest)
+		}
+		out = append(out, filepath.Clean(p))
+	}
+	return out
+}
+
+func containsPath(list []string, p string) bool {
+	for _, q := range list {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,39 @@
+package supervise
+
+import (
+	"runtime"
+
+	"github.com/pilotworkers/pilot/internal/landlock"
+)
+
+// runConfined forks the worker from a thread of its own that it first
+// confines with the request's Landlock ruleset: the worker inherits the
+// thread's domain, the supervisor's other threads keep none. Landlock cannot
+// be lifted from a thread, so this one is never used again: its goroutine
+// stays locked to it until the worker is reaped (job.release), then returns,
+// and the thread ends with it. It lives that long because a worker's
+// parent-death signal fires when the thread that forked it exits
+// (golang/go#27505). The runtime never starts a thread from a locked one
+// (it asks its template thread), so the domain spreads to no other thread.
+func (f *fork) runConfined() {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: see above
+		if err := landlock.Restrict(f.req.m.Sandbox); err != nil {
+			f.err = err
+			close(started)
+			return
+		}
+		f.exec()
+		ok := f.err == nil
+		close(started)
+		if ok {
+			<-release
+		}
+	}()
+	<-started
+	if f.err == nil {
+		f.release = release
+	}
+}
