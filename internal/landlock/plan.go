@@ -41,6 +41,9 @@ func Plan(p Policy, handled uint64, list Lister) []PathRule {
 	guard := resolveAll(p.Guard)
 	allow := resolveAll(p.Allow)
 	var rules []PathRule
+	if p.ReadAll && p.WriteAll {
+		return plan(rules, marksOf(guard, allow, nil), true, (FSRead|FSWrite)&handled, list)
+	}
 	if p.ReadAll {
 		rules = plan(rules, marksOf(guard, allow, nil), true, FSRead&handled, list)
 	}
@@ -52,7 +55,22 @@ func Plan(p Policy, handled uint64, list Lister) []PathRule {
 		// Allow lifts a guard, but grants writing only where Write does.
 		rules = plan(rules, marksOf(minus(guard, allow), nil, write), false, FSWrite&handled, list)
 	}
-	return rules
+	return merge(rules)
+}
+
+// merge folds the rules on one path into one, in the order of their first.
+func merge(rules []PathRule) []PathRule {
+	at := map[string]int{}
+	out := rules[:0]
+	for _, r := range rules {
+		if i, ok := at[string(r.Path)]; ok {
+			out[i].Access |= r.Access
+			continue
+		}
+		at[string(r.Path)] = len(out)
+		out = append(out, r)
+	}
+	return out
 }
 
 // marksOf maps each path to whether it is granted: guards denied, allowed
