@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/pilotworkers/pilot/internal/landlock"
+	"github.com/pilotworkers/pilot/internal/text"
 	"github.com/pilotworkers/pilot/sandbox"
 )
 
@@ -41,18 +42,60 @@ type CredentialStore interface {
 // handled (ABI 3), strict TCP connect rules (ABI 4).
 var minABI = map[sandbox.Mode]int{sandbox.Secrets: 1, sandbox.Workspace: 3, sandbox.Strict: 4}
 
+// landlockABI probes the kernel; tests replace it.
+var landlockABI = landlock.ABI
+
 // scopeABI is the first Landlock ABI with signal and abstract-socket scopes.
 const scopeABI = 6
 
 // sandboxMode returns the worker's mode and whether it was asked for (the
 // task, its provider or the Dispatcher named it) rather than the default.
 func (r *run) sandboxMode() (sandbox.Mode, bool) {
-	for _, m := range []sandbox.Mode{r.task.Sandbox, r.prov.Sandbox, r.d.Sandbox} {
+	return modeOf(r.task, r.prov, r.d)
+}
+
+func modeOf(t Task, p Provider, d *Dispatcher) (sandbox.Mode, bool) {
+	for _, m := range []sandbox.Mode{t.Sandbox, p.Sandbox, d.Sandbox} {
 		if m != "" {
 			return m, true
 		}
 	}
 	return sandbox.Default, false
+}
+
+// checkSandbox refuses, before anything is made, a mode that is not one, or
+// one asked for that this machine cannot enforce.
+func (d *Dispatcher) checkSandbox(t Task, p Provider) error {
+	for _, m := range []sandbox.Mode{t.Sandbox, d.Sandbox} {
+		if _, err := sandbox.ParseMode(string(m)); err != nil {
+			return fmt.Errorf("pilot: %w", err)
+		}
+	}
+	mode, asked := modeOf(t, p, d)
+	if !asked || mode == sandbox.Off {
+		return nil
+	}
+	_, _, err := enforceable(mode)
+	return err
+}
+
+// enforceable returns the Landlock ABI this kernel offers and why mode
+// cannot be enforced with it (nil when it can), as an *UnavailableError.
+func enforceable(mode sandbox.Mode) (int, string, error) {
+	if runtime.GOOS != "linux" {
+		return 0, "pilot enforces sandboxes with Landlock, which " + runtime.GOOS + " does not have",
+			&sandbox.UnavailableError{Mode: mode, Missing: "Linux Landlock (this is " + runtime.GOOS + ")"}
+	}
+	abi, abiErr := landlockABI()
+	need := minABI[mode]
+	if abi >= need {
+		return abi, "", nil
+	}
+	missing := fmt.Sprintf("Landlock ABI %d or later (this kernel offers ABI %d)", need, abi)
+	if abiErr != nil {
+		missing = fmt.Sprintf("Landlock, which this kernel does not offer (%v)", abiErr)
+	}
+	return abi, "needs " + missing + ": ran unconfined", &sandbox.UnavailableError{Mode: mode, Missing: missing}
 }
 
 // confine decides the worker's sandbox: the Landlock ruleset the supervisor
@@ -63,13 +106,16 @@ func (r *run) confine(cmd *Command) (*landlock.Ruleset, sandbox.Report, error) {
 	mode, asked := r.sandboxMode()
 	rep := sandbox.Report{Mode: mode}
 	if runtime.GOOS != "linux" {
-		rep.Reason = "pilot enforces sandboxes with Landlock, which " + runtime.GOOS + " does not have"
-		if asked && mode != sandbox.Off {
-			return nil, rep, &sandbox.UnavailableError{Mode: mode, Missing: "Linux Landlock (this is " + runtime.GOOS + ")"}
+		_, reason, err := enforceable(mode)
+		rep.Reason = reason
+		if mode == sandbox.Off {
+			rep.Reason = "sandbox off"
+		} else if asked {
+			return nil, rep, err
 		}
 		return nil, rep, nil
 	}
-	abi, abiErr := landlock.ABI()
+	abi, _ := landlockABI()
 	rs := &landlock.Ruleset{}
 	if abi >= scopeABI {
 		rs.Scope = landlock.ScopeSignal | landlock.ScopeAbstractUnixSocket
@@ -79,15 +125,11 @@ func (r *run) confine(cmd *Command) (*landlock.Ruleset, sandbox.Report, error) {
 		rep.Reason = "sandbox off"
 		return scopedOnly(rs), rep, nil
 	}
-	if need := minABI[mode]; abi < need {
-		missing := fmt.Sprintf("Landlock ABI %d or later (this kernel offers ABI %d)", need, abi)
-		if abiErr != nil {
-			missing = fmt.Sprintf("Landlock, which this kernel does not offer (%v)", abiErr)
-		}
+	if _, reason, err := enforceable(mode); err != nil {
 		if asked {
-			return nil, rep, &sandbox.UnavailableError{Mode: mode, Missing: missing}
+			return nil, rep, err
 		}
-		rep.Reason = "needs " + missing + ": ran unconfined"
+		rep.Reason = reason
 		return scopedOnly(rs), rep, nil
 	}
 
@@ -251,4 +293,24 @@ func containsPath(list []string, p string) bool {
 		}
 	}
 	return false
+}
+
+// The words of a denied access, as the C library, Node.js, Python and Go
+// print one.
+var denialWords = [][]byte{[]byte("ermission denied"), []byte("not permitted"), []byte("EACCES"), []byte("EPERM")}
+
+// noteDenial keeps the latest output line of a confined worker that shows
+// an access it was denied: evidence beside the verdict of a worker that
+// failed, whose class stays what its own failure says. Called with lineMu
+// held.
+func (r *run) noteDenial(l Line) {
+	if !r.confined || l.Truncated {
+		return
+	}
+	for _, w := range denialWords {
+		if bytes.Contains(l.Data, w) {
+			r.denial = text.FirstRunes(strings.ToValidUTF8(string(l.Data), "\uFFFD"), stderrTailRunes)
+			return
+		}
+	}
 }

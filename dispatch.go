@@ -321,6 +321,9 @@ func (d *Dispatcher) prepare(ctx context.Context, t Task) (prepared, error) {
 	if err := validateTask(&t); err != nil {
 		return prepared{}, err
 	}
+	if err := d.checkSandbox(t, prov); err != nil {
+		return prepared{}, err
+	}
 	secret, err := d.Credentials.Secret(ctx, prov)
 	var missing *CredentialError
 	switch {
@@ -496,6 +499,8 @@ type run struct {
 	stderrTail  lines.Tail
 	streamTail  lines.Tail                      // both streams, for stall inspections
 	diags       map[FailureClass]Classification // guarded by lineMu
+	confined    bool                            // the sandbox was enforced
+	denial      string                          // the latest line showing a denied access; guarded by lineMu
 }
 
 func (r *run) execute(ctx context.Context) (v Verdict, err error) {
@@ -572,6 +577,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	env := r.environ(cmd.Env, cmd.SecretEnv)
 	confinement, report, err := r.confine(cmd)
 	r.rec.Sandbox = &report
+	r.confined = report.Enforced
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -665,6 +671,11 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	r.rec.SessionID, r.rec.Resume, r.rec.Usage = v.SessionID, v.Resume, v.Usage
 	r.rec.StdoutBytes = exit.StdoutBytes
 	r.rec.StderrBytes = exit.StderrBytes
+	if r.denial != "" && !v.Verdict.Success() {
+		sb := *r.rec.Sandbox
+		sb.Denied = r.redact(r.denial)
+		r.rec.Sandbox, v.Sandbox = &sb, &sb
+	}
 	r.rec.Provenance = currentProvenance() // the executable on disk now
 	if err := writeRecord(r.recPath, r.final, &r.rec); err != nil {
 		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
@@ -1132,6 +1143,7 @@ func (r *run) line(s Stream, tag []byte, l lines.Line) {
 	}
 	line := Line{Stream: s, Data: data, Size: l.Size, Truncated: l.Truncated}
 	r.noteDiagnostic(line)
+	r.noteDenial(line)
 	r.watcher.Line(line)
 	if r.d.OnLine != nil {
 		line.Data = redactBytes(data, sec)

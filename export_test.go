@@ -77,3 +77,11 @@ func Label(j Job) string { return j.label() }
 
 // ModeValid is m.valid.
 func ModeValid(m Mode) bool { return m.valid() }
+
+// SetLandlockABI makes the sandbox see a kernel offering abi (with err
+// when it offers none) until the test ends.
+func SetLandlockABI(t interface{ Cleanup(func()) }, abi int, err error) {
+	old := landlockABI
+	landlockABI = func() (int, error) { return abi, err }
+	t.Cleanup(func() { landlockABI = old })
+}

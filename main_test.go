@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envDispatcherChild) != "" {
 		os.Exit(dispatcherChild(os.Args[1:]))
 	}
+	if os.Getenv(envProbe) != "" {
+		os.Exit(probeChild(os.Args[1:]))
+	}
 	if os.Getenv(envProvenanceChild) != "" {
 		os.Exit(provenanceChild())
 	}

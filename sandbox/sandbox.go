@@ -92,6 +92,10 @@ type Report struct {
 	// endpoints' ports, on any host). Connect lists the endpoints.
 	Network string   `json:"network,omitempty"`
 	Connect []string `json:"connect,omitempty"`
+	// Denied is the latest line of a failed worker's output that shows
+	// an access it was denied ("Permission denied", EACCES, EPERM):
+	// evidence beside its failure class, which stays what its CLI said.
+	Denied string `json:"denied,omitempty"`
 }
 
 // ErrUnavailable is matched (errors.Is) by an *UnavailableError.

@@ -55,6 +55,7 @@ import (
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/internal/bench/measure"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // A row is one line of the report.
@@ -85,6 +86,7 @@ type rowSpec struct {
 
 var rows = []rowSpec{
 	{"P1", runP1},
+	{"P1s", runP1s},
 	{"P1b", runP1b},
 	{"P2", runP2},
 	{"P3", runP3}, // P3 (Claude's) and P3m come from the same runs
@@ -107,7 +109,7 @@ func main() {
 }
 
 func run() int {
-	only := flag.String("only", "", "comma-separated rows to run (P1,P1b,P2,P3,P3-pi,P3-codex,P3-opencode,P3-gemini,P3-floor,P4,P5,P6,P7); empty runs all")
+	only := flag.String("only", "", "comma-separated rows to run (P1,P1s,P1b,P2,P3,P3-pi,P3-codex,P3-opencode,P3-gemini,P3-floor,P4,P5,P6,P7); empty runs all")
 	quick := flag.Bool("quick", false, "a short run: fewer rounds and smaller inputs")
 	asJSON := flag.Bool("json", false, "print one JSON array instead of a table")
 	rounds := flag.Int("rounds", 0, "rounds per row; 0 means 5, or 3 with -quick")
@@ -124,7 +126,7 @@ func run() int {
 			id = "P3"
 		}
 		if !slices.ContainsFunc(rows, func(r rowSpec) bool { return strings.ToUpper(r.id) == id }) {
-			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1, P1b, P2, P3 (Claude's, with P3m), P3-pi, P3-codex, P3-opencode, P3-gemini, P3-floor, P4, P5, P6, P7\n", id)
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1, P1s, P1b, P2, P3 (Claude's, with P3m), P3-pi, P3-codex, P3-opencode, P3-gemini, P3-floor, P4, P5, P6, P7\n", id)
 			return 2
 		}
 		want[strings.ToUpper(id)] = true
@@ -331,6 +333,35 @@ func runP1(cfg *config) (row, error) {
 	p, e := median(ps), median(es)
 	return row{ID: "P1", Pilot: p, Baseline: ptr(e), Unit: "ms/job", Ratio: ptr(p / e), Goal: "<= 1.10", Pass: p/e <= 1.10,
 		Note: fmt.Sprintf("%s ×%d sequential; run directories on %s", strings.Join(measure.TrivialArgv, " "), n, fsType(cfg.dir))}, nil
+}
+
+// runP1s is the sandbox's cost per dispatch: P1's worker under the default
+// mode (secrets) against the same worker with the sandbox off (which still
+// scopes signals), workspace and strict alongside, interleaved.
+func runP1s(cfg *config) (row, error) {
+	n := 200
+	if cfg.quick {
+		n = 50
+	}
+	d, t, err := trivial(cfg)
+	if err != nil {
+		return row{}, err
+	}
+	ctx := context.Background()
+	modes := []sandbox.Mode{sandbox.Off, sandbox.Secrets, sandbox.Workspace, sandbox.Strict}
+	times := make([][]float64, len(modes))
+	var sides []func() error
+	for i, m := range modes {
+		tm := t
+		tm.Sandbox = m
+		sides = append(sides, sequential(n, &times[i], func() error { return measure.DispatchOK(ctx, d, tm) }))
+	}
+	if err := interleave(cfg.rounds, sides...); err != nil {
+		return row{}, err
+	}
+	off, sec := median(times[0]), median(times[1])
+	return row{ID: "P1s", Pilot: sec, Baseline: ptr(off), Unit: "ms/job", Ratio: ptr(sec / off), Goal: "<= 1.10", Pass: sec/off <= 1.10,
+		Note: fmt.Sprintf("secrets against off, ×%d sequential; workspace %.2f, strict %.2f ms/job", n, median(times[2]), median(times[3]))}, nil
 }
 
 func runP1b(cfg *config) (row, error) {

@@ -78,4 +78,6 @@ type Ruleset struct {
 type PathRule struct {
 	Path   []byte `json:"p"`
 	Access uint64 `json:"a"`
+	// File marks a rule on a file, which carries only FSFile rights.
+	File bool `json:"f,omitempty"`
 }

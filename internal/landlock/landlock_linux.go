@@ -86,7 +86,10 @@ func Restrict(r *Ruleset) error {
 }
 
 func addPath(ruleset int, p PathRule, handled uint64) error {
-	fd, err := syscall.Open(string(p.Path), oPath|syscall.O_CLOEXEC, 0)
+	// O_NOFOLLOW: a planned path is never a link (Plan resolves them); one
+	// swapped in since gets a rule on the link itself, which grants
+	// nothing beyond it.
+	fd, err := syscall.Open(string(p.Path), oPath|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
 		return nil
 	}
@@ -95,18 +98,17 @@ func addPath(ruleset int, p PathRule, handled uint64) error {
 	}
 	defer syscall.Close(fd)
 	access := p.Access & handled
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("landlock: %s: %w", p.Path, err)
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+	if p.File {
 		access &= FSFile
 	}
-	if access == 0 {
-		return nil
-	}
 	a := pathBeneathAttr{access: access, parentFd: int32(fd)}
-	if _, _, errno := syscall.Syscall6(sysAddRule, uintptr(ruleset), rulePathBeneath, uintptr(unsafe.Pointer(&a)), 0, 0, 0); errno != 0 {
+	_, _, errno := syscall.Syscall6(sysAddRule, uintptr(ruleset), rulePathBeneath, uintptr(unsafe.Pointer(&a)), 0, 0, 0)
+	if errno == syscall.EINVAL && access&^FSFile != 0 {
+		// The directory planned became a file: a file's rights only.
+		a.access &= FSFile
+		_, _, errno = syscall.Syscall6(sysAddRule, uintptr(ruleset), rulePathBeneath, uintptr(unsafe.Pointer(&a)), 0, 0, 0)
+	}
+	if errno != 0 && a.access != 0 {
 		return fmt.Errorf("landlock: granting %s: %w", p.Path, errno)
 	}
 	return nil

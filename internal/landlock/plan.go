@@ -132,7 +132,9 @@ func plan(rules []PathRule, marks map[string]bool, rootGranted bool, rights uint
 	var visit func(path string, granted, isDir bool)
 	visit = func(path string, granted, isDir bool) {
 		if !isDir || !below(path) {
-			if granted {
+			if granted && !isDir {
+				rules = append(rules, PathRule{Path: []byte(path), Access: rights & FSFile, File: true})
+			} else if granted {
 				rules = append(rules, PathRule{Path: []byte(path), Access: rights})
 			}
 			return
@@ -154,6 +156,7 @@ func plan(rules []PathRule, marks map[string]bool, rootGranted bool, rights uint
 		}
 	}
 	visit(string(filepath.Separator), rootGranted, true)
+
 	return rules
 }
 
@@ -175,6 +178,9 @@ func resolveAll(paths []string) []string {
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			continue
+		}
+		if _, err := os.Lstat(abs); err != nil {
+			continue // most guarded paths do not exist: one call to learn it
 		}
 		real, err := filepath.EvalSymlinks(abs)
 		if err != nil {

@@ -30,3 +30,15 @@ func LastRunes(s string, n int) string {
 	}
 	return s
 }
+
+// FirstRunes keeps the first n characters of s.
+func FirstRunes(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}

@@ -24,3 +24,15 @@ func TestLastRunes(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstRunes(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		n    int
+		want string
+	}{{"hello", 3, "hel"}, {"hé€x", 3, "hé€"}, {"ab", 5, "ab"}, {"", 2, ""}, {"abc", 0, ""}} {
+		if got := FirstRunes(tt.s, tt.n); got != tt.want {
+			t.Errorf("FirstRunes(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package pilot_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+const envProbe = "PILOT_TEST_PROBE"
+
+// probeChild runs every probe named in its arguments ("read:PATH",
+// "list:PATH", "write:PATH", "write-tmpdir", "connect:HOST:PORT",
+// "signal-parent") and
+// prints one line per probe: "probe NAME ok" or "probe NAME denied ERR".
+// It prints what it read, as a hostile worker would.
+func probeChild(args []string) int {
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	for _, a := range args {
+		kind, arg, _ := strings.Cut(a, ":")
+		var err error
+		switch kind {
+		case "read":
+			var data []byte
+			if data, err = os.ReadFile(arg); err == nil {
+				fmt.Fprintf(w, "read %s\n", strings.TrimSpace(string(data)))
+			}
+		case "list":
+			_, err = os.ReadDir(arg)
+		case "write":
+			err = os.WriteFile(arg, []byte("probe\n"), 0o600)
+		case "connect":
+			var c net.Conn
+			if c, err = net.Dial("tcp", arg); err == nil {
+				c.Close()
+			}
+		case "write-tmpdir":
+			err = os.WriteFile(filepath.Join(os.Getenv("TMPDIR"), "probe"), []byte("probe\n"), 0o600)
+		case "signal-parent":
+			var p *os.Process
+			if p, err = os.FindProcess(os.Getppid()); err == nil {
+				err = p.Signal(syscall.Signal(0))
+			}
+		case "exit":
+			w.Flush()
+			fmt.Fprintln(os.Stderr, "probe: giving up")
+			os.Exit(3)
+		default:
+			err = fmt.Errorf("unknown probe %q", a)
+		}
+		if err != nil {
+			fmt.Fprintf(w, "probe %s denied %v\n", a, err)
+		} else {
+			fmt.Fprintf(w, "probe %s ok\n", a)
+		}
+	}
+	return 0
+}
