@@ -123,14 +123,14 @@ func (r *run) confine(cmd *Command) (*landlock.Ruleset, sandbox.Report, error) {
 	}
 	if mode == sandbox.Off {
 		rep.Reason = "sandbox off"
-		return scopedOnly(rs), rep, nil
+		return scopedOnly(rs, abi), rep, nil
 	}
 	if _, reason, err := enforceable(mode); err != nil {
 		if asked {
 			return nil, rep, err
 		}
 		rep.Reason = reason
-		return scopedOnly(rs), rep, nil
+		return scopedOnly(rs, abi), rep, nil
 	}
 
 	home := r.home()
@@ -194,11 +194,17 @@ func (r *run) confine(cmd *Command) (*landlock.Ruleset, sandbox.Report, error) {
 	return rs, rep, nil
 }
 
-// scopedOnly is rs when it scopes anything, else nil: nothing to apply.
-func scopedOnly(rs *landlock.Ruleset) *landlock.Ruleset {
+// scopedOnly is rs with everything beneath / granted, when it scopes
+// anything, else nil: nothing to apply. A domain that handles no filesystem
+// right does not keep its processes from tracing others (Linux 6.18: they
+// could read /proc/PID/mem of any process of the user); one that handles
+// them all, and grants them all, does, and leaves the filesystem as it is.
+func scopedOnly(rs *landlock.Ruleset, abi int) *landlock.Ruleset {
 	if rs.Scope == 0 {
 		return nil
 	}
+	rs.FS = landlock.FSRights(abi)
+	rs.Paths = []landlock.PathRule{{Path: []byte("/"), Access: rs.FS}}
 	return rs
 }
 

@@ -153,6 +153,7 @@ func TestSandboxProbesGetWhatTheirModeAllows(t *testing.T) {
 		"connect-endpoint": "connect:" + w.endpoint.Addr().String(),
 		"connect-other":    "connect:" + w.other.Addr().String(),
 		"signal-parent":    "signal-parent",
+		"trace-parent":     "trace-parent",
 	}
 	const ok, no = "ok", "denied"
 	secretsDenied := map[string]string{"other-credential": no, "ssh-key": no, "aws-credentials": no, "other-cli-login": no, "list-store": no}
@@ -167,6 +168,7 @@ func TestSandboxProbesGetWhatTheirModeAllows(t *testing.T) {
 			m[n] = ok
 		}
 		m["signal-parent"] = no // scoped in every mode
+		m["trace-parent"] = no
 		for n := range secretsDenied {
 			m[n] = no
 			if mode == sandbox.Off {
