@@ -115,13 +115,13 @@ func (e *UnavailableError) Error() string {
 // Is reports whether target is ErrUnavailable.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
 
-// SecretStores returns the well-known secret stores beneath home: keys,
-// tokens and logins of ssh, cloud CLIs, package registries, git hosts and
-// password managers. Every worker is denied them unless its provider's
+// SecretStores returns the well-known secret stores beneath home: pilot's
+// own credential store at its default place, and keys, tokens and logins of
+// ssh, cloud CLIs, package registries, git hosts and password managers. Every worker is denied them unless its provider's
 // sandbox_allow names one.
 func SecretStores(home string) []string {
 	return under(home,
-		".ssh", ".gnupg", ".aws", ".azure", ".oci", ".kube", ".docker/config.json",
+		".config/pilot/credentials", ".ssh", ".gnupg", ".aws", ".azure", ".oci", ".kube", ".docker/config.json",
 		".netrc", ".git-credentials", ".config/git/credentials", ".config/gh", ".config/hub",
 		".config/glab-cli", ".config/gcloud", ".config/doctl", ".config/rclone", ".config/op",
 		".npmrc", ".yarnrc", ".pypirc", ".gem/credentials", ".cargo/credentials",
