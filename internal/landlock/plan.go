@@ -139,6 +139,17 @@ func plan(rules []PathRule, marks map[string]bool, rootGranted bool, rights uint
 			}
 			return
 		}
+		if !granted {
+			// Nothing here is granted but beneath the marks: go straight
+			// to the outermost ones, without listing (/tmp may hold
+			// thousands of entries).
+			for _, m := range outermost(keys, path) {
+				if st, err := os.Lstat(m); err == nil && st.Mode()&fs.ModeSymlink == 0 {
+					visit(m, marks[m], st.IsDir())
+				}
+			}
+			return
+		}
 		entries, err := list(path)
 		if err != nil {
 			return // nothing beneath a directory it cannot list is granted
@@ -158,6 +169,26 @@ func plan(rules []PathRule, marks map[string]bool, rootGranted bool, rights uint
 	visit(string(filepath.Separator), rootGranted, true)
 
 	return rules
+}
+
+// outermost returns the paths of sorted beneath dir that no other path of
+// sorted beneath dir contains.
+func outermost(sorted []string, dir string) []string {
+	prefix := dir + string(filepath.Separator)
+	if dir == string(filepath.Separator) {
+		prefix = dir
+	}
+	var out []string
+	for i := sort.SearchStrings(sorted, prefix); i < len(sorted) && strings.HasPrefix(sorted[i], prefix); i++ {
+		inner := false
+		for _, o := range out { // not only the last: "a b" sorts between "a" and "a/c"
+			inner = inner || strings.HasPrefix(sorted[i], o+string(filepath.Separator))
+		}
+		if !inner {
+			out = append(out, sorted[i])
+		}
+	}
+	return out
 }
 
 // resolveAll returns paths absolute, clean, with symbolic links resolved,

@@ -139,3 +139,13 @@ func TestFSRightsByABI(t *testing.T) {
 		}
 	}
 }
+
+func TestOutermost(t *testing.T) {
+	sorted := []string{"/x/a", "/x/a b", "/x/a/c", "/x/b", "/y"}
+	if diff := cmp.Diff([]string{"/x/a", "/x/a b", "/x/b"}, outermost(sorted, "/x")); diff != "" {
+		t.Errorf("outermost beneath /x (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"/x/a", "/x/a b", "/x/b", "/y"}, outermost(sorted, "/")); diff != "" {
+		t.Errorf("outermost beneath / (-want +got):\n%s", diff)
+	}
+}
