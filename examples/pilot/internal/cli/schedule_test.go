@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot/pilottest"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 func (f fixture) writeGraph(t *testing.T, jobs ...map[string]any) string {
@@ -124,6 +125,8 @@ func TestScheduleDryRunWritesNothing(t *testing.T) {
 // panic; a graph that is read has every job's required fields.
 func FuzzLoadGraph(f *testing.F) {
 	f.Add([]byte(`{"jobs":[{"id":"a","provider":"p","mode":"code","task_file":"t.md","deps":["b"],"write_set":["x"],"worktree":true}]}`))
+	f.Add([]byte(`{"jobs":[{"id":"a","provider":"p","mode":"code","task_file":"t.md","sandbox":"strict"}]}`))
+	f.Add([]byte(`{"jobs":[{"id":"a","provider":"p","mode":"code","task_file":"t.md","sandbox":"jail"}]}`))
 	f.Add([]byte(`{"jobs":[{"id":"a","bogus":1}]}`))
 	f.Add([]byte(`{"jobs":[]}`))
 	f.Add([]byte(`[`))
@@ -142,6 +145,9 @@ func FuzzLoadGraph(f *testing.F) {
 		for _, j := range jobs {
 			if j.ID == "" || j.Provider == "" || j.Mode == "" || j.TaskFile == "" {
 				t.Errorf("a job lacks a required field: %+v", j)
+			}
+			if _, err := sandbox.ParseMode(j.Sandbox); err != nil {
+				t.Errorf("a job's sandbox is no mode: %+v", j)
 			}
 		}
 	})
