@@ -219,7 +219,10 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		v := r.Verdict
 		if v.Type == "" { // it never ran here
 			t := g.Jobs[i].Task
-			v = pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Failed, Synthesized: true}
+			// StderrTail is the scheduler's "pilot: ..." when its
+			// Dispatch failed (a sandbox refusal, say).
+			v = pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Failed, Synthesized: true,
+				StderrTail: r.Verdict.StderrTail}
 			if r.Status == schedule.StatusComplete {
 				v.Verdict = pilot.Completed
 			}

@@ -170,3 +170,20 @@ func TestScheduleWorktreeJob(t *testing.T) {
 		t.Errorf("worktree %v; want one named schedule-grp-01-first", vs[0]["worktree"])
 	}
 }
+
+// A job whose dispatch failed before a worker ran (here: a worktree job in
+// a workdir that is no git repository) gets a synthesized verdict that
+// says why.
+func TestScheduleSynthesizedVerdictSaysWhy(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
+	j := gjob("a", "ok", f)
+	j["worktree"] = true
+	code, out, errOut := runCLI(f.scheduleArgs(f.writeGraph(t, j))...)
+	var vs []map[string]any
+	if err := json.Unmarshal([]byte(out), &vs); err != nil || code != 1 || len(vs) != 1 {
+		t.Fatalf("exit %d, %v\nstdout %s\nstderr %s", code, err, out, errOut)
+	}
+	if tail, _ := vs[0]["stderr_tail"].(string); vs[0]["synthesized"] != true || !strings.HasPrefix(tail, "pilot: ") || !strings.Contains(tail, f.workdir) {
+		t.Errorf("verdict %v; want a synthesized one whose stderr_tail says why the job did not run", vs[0])
+	}
+}
