@@ -43,7 +43,8 @@ commands:
   runs         List the runs (--reconcile closes out dead pilots' runs); 'runs show|logs|prune'.
   demo         Run scripted jobs on the built-in fake agent (no API key, no network).
   providers    List the providers: runner, model and credential status (never a value).
-  doctor       Check that each provider can run: its CLI found, its version, its credential.
+  doctor       Check that each provider can run: its CLI, version, credential and sandbox;
+               and which sandbox modes this machine enforces.
   template     Print the task template for a mode (code|explore|test|review).
   credentials  Store a provider's secret read from stdin (0600 file); --status shows its status.
   classify     Classify a worker's diagnostics: failure class and the line that proves it.

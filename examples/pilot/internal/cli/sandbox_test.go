@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -250,6 +251,23 @@ func pilotWithoutLandlock(t *testing.T, args ...string) (code int, stdout, stder
 	return code, out.String(), errb.String()
 }
 
+// doctor's own probe says why a machine has no Landlock.
+func TestDoctorOnAMachineWithoutLandlock(t *testing.T) {
+	f := doctorFixture(t)
+	code, out, errOut := pilotWithoutLandlock(t, "doctor", "--json", "--providers-file", f.providers, "--run-dir", f.runDir)
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s%s", err, out, errOut)
+	}
+	want := "function not implemented: this kernel is built without Landlock"
+	if runtime.GOOS != "linux" {
+		want = "pilot enforces sandboxes with Landlock, which " + runtime.GOOS + " does not have"
+	}
+	if code != exitFailed || rep.Sandbox.ABI != 0 || rep.Sandbox.Error != want {
+		t.Errorf("exit %d, sandbox %+v; want 1 and the error %q", code, rep.Sandbox, want)
+	}
+}
+
 // A mode asked for that the machine cannot enforce runs nothing: each
 // command says why on stderr, in one line, and exits 2, as for any task
 // pilot cannot run (dispatch --worktree too, without fanout's "job 1"). The
@@ -299,4 +317,133 @@ func TestSandboxRefusals(t *testing.T) {
 			t.Errorf("verdict sandbox %v; want secrets, not enforced, and why", sb)
 		}
 	})
+}
+
+// fakeLandlock makes doctor see a kernel whose Landlock probe says abi, err.
+func fakeLandlock(t *testing.T, abi int, err error) {
+	t.Helper()
+	orig := landlockABI
+	landlockABI = func() (int, error) { return abi, err }
+	t.Cleanup(func() { landlockABI = orig })
+}
+
+// doctorFixture is a providers file with a provider of each sandbox, all
+// of them able to run but for their sandbox, and no built-in provider
+// configured.
+func doctorFixture(t *testing.T) fixture {
+	t.Helper()
+	t.Setenv("PATH", t.TempDir())
+	for _, k := range []string{"ZHIPU_API_KEY", "ANTHROPIC_API_KEY", "CODEX_API_KEY", "GEMINI_API_KEY", "MOONSHOT_API_KEY"} {
+		t.Setenv(k, "")
+	}
+	f := newFixture(t, nil)
+	provs := map[string]map[string]any{"plain": fakeProvider(t)}
+	for _, m := range []string{"off", "workspace", "strict"} {
+		p := fakeProvider(t)
+		p["sandbox"] = m
+		provs["asks-"+m] = p
+	}
+	writeProviders(t, f.providers, provs)
+	return f
+}
+
+// doctor says what this machine's Landlock enforces, mode by mode, and
+// which providers ask for more: those are problems (exit 1) like a missing
+// CLI.
+func TestDoctorSaysWhatTheSandboxEnforces(t *testing.T) {
+	type mode struct {
+		Mode        sandbox.Mode
+		Enforceable bool
+	}
+	type provider struct {
+		Name, Status, Sandbox, From string
+		Enforceable                 bool
+	}
+	for _, tt := range []struct {
+		name     string
+		abi      int
+		err      error
+		code     int
+		scoped   bool
+		modes    []mode
+		provs    []provider
+		text     []string
+		problems []string
+	}{
+		{
+			name: "ABI 7", abi: 7, code: exitOK, scoped: true,
+			modes: []mode{{"off", true}, {"secrets", true}, {"workspace", true}, {"strict", true}},
+			provs: []provider{{"asks-off", "ok", "off", "provider", true}, {"asks-strict", "ok", "strict", "provider", true},
+				{"asks-workspace", "ok", "workspace", "provider", true}, {"plain", "ok", "secrets", "default", true}},
+			text: []string{"sandbox: Landlock ABI 7; workers cannot signal, trace or reach processes outside their own tree\n",
+				"  secrets    enforceable  the default\n", "  strict     enforceable\n"},
+		},
+		{
+			name: "ABI 3", abi: 3, code: exitFailed,
+			modes: []mode{{"off", true}, {"secrets", true}, {"workspace", true}, {"strict", false}},
+			provs: []provider{{"asks-off", "ok", "off", "provider", true}, {"asks-strict", "cannot run", "strict", "provider", false},
+				{"asks-workspace", "ok", "workspace", "provider", true}, {"plain", "ok", "secrets", "default", true}},
+			text: []string{"sandbox: Landlock ABI 3; workers can signal processes outside their own tree (scoping needs ABI 6)\n",
+				"  strict     not enforceable: needs Landlock ABI 4  asked for, nothing runs\n",
+				"strict (cannot be enforced)"},
+			problems: []string{"asks-strict: its sandbox strict cannot be enforced here (it needs Landlock ABI 4, this kernel offers ABI 3)"},
+		},
+		{
+			name: "no Landlock", err: errors.New("function not implemented: this kernel is built without Landlock"), code: exitFailed,
+			modes: []mode{{"off", true}, {"secrets", false}, {"workspace", false}, {"strict", false}},
+			provs: []provider{{"asks-off", "ok", "off", "provider", true}, {"asks-strict", "cannot run", "strict", "provider", false},
+				{"asks-workspace", "cannot run", "workspace", "provider", false}, {"plain", "ok", "secrets", "default", false}},
+			text: []string{"sandbox: no Landlock: function not implemented: this kernel is built without Landlock\n",
+				"  off        enforceable                            nothing is confined\n",
+				`  secrets    not enforceable: needs Landlock ABI 1  the default runs unconfined (its verdicts say "enforced": false); asked for, nothing runs` + "\n",
+				"secrets (unconfined)"},
+			problems: []string{"asks-strict: its sandbox strict cannot be enforced here (no Landlock: ",
+				"asks-workspace: its sandbox workspace cannot be enforced here (no Landlock: function not implemented: this kernel is built without Landlock): " +
+					`its dispatches fail unless they name another mode with --sandbox; set another "sandbox" for it in the providers file` + "\n"},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := doctorFixture(t)
+			fakeLandlock(t, tt.abi, tt.err)
+			code, out, errOut := runCLI("doctor", "--json", "--providers-file", f.providers, "--run-dir", f.runDir)
+			var rep doctorReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if code != tt.code || rep.Problems != len(tt.problems) {
+				t.Errorf("exit %d, %d problems (stderr %q); want %d and %d", code, rep.Problems, errOut, tt.code, len(tt.problems))
+			}
+			if rep.Sandbox.Mechanism != "landlock" || rep.Sandbox.ABI != tt.abi || rep.Sandbox.Scoped != tt.scoped || (rep.Sandbox.Error != "") != (tt.err != nil) {
+				t.Errorf("sandbox %+v; want landlock ABI %d, scoped %v, error %v", rep.Sandbox, tt.abi, tt.scoped, tt.err)
+			}
+			var modes []mode
+			for _, m := range rep.Sandbox.Modes {
+				modes = append(modes, mode{m.Mode, m.Enforceable})
+				if m.Default != (m.Mode == sandbox.Secrets) {
+					t.Errorf("mode %s: default %v", m.Mode, m.Default)
+				}
+			}
+			if diff := cmp.Diff(tt.modes, modes); diff != "" {
+				t.Errorf("modes (-want +got):\n%s", diff)
+			}
+			var provs []provider
+			for _, c := range rep.Providers {
+				if strings.HasPrefix(c.Provider, "asks-") || c.Provider == "plain" {
+					provs = append(provs, provider{c.Provider, c.Status, string(c.Sandbox), c.SandboxFrom, c.SandboxEnforceable})
+				}
+			}
+			if diff := cmp.Diff(tt.provs, provs); diff != "" {
+				t.Errorf("providers (-want +got):\n%s", diff)
+			}
+			code, out, _ = runCLI("doctor", "--providers-file", f.providers, "--run-dir", f.runDir)
+			if code != tt.code {
+				t.Errorf("the table: exit %d, want %d", code, tt.code)
+			}
+			for _, want := range append(tt.text, tt.problems...) {
+				if !strings.Contains(out, want) {
+					t.Errorf("the table lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
 }
