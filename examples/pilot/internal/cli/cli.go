@@ -21,6 +21,7 @@ import (
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/retry"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // Exit statuses.
@@ -42,7 +43,8 @@ commands:
   runs         List the runs (--reconcile closes out dead pilots' runs); 'runs show|logs|prune'.
   demo         Run scripted jobs on the built-in fake agent (no API key, no network).
   providers    List the providers: runner, model and credential status (never a value).
-  doctor       Check that each provider can run: its CLI found, its version, its credential.
+  doctor       Check that each provider can run: its CLI, version, credential and sandbox;
+               and which sandbox modes this machine enforces.
   template     Print the task template for a mode (code|explore|test|review).
   credentials  Store a provider's secret read from stdin (0600 file); --status shows its status.
   classify     Classify a worker's diagnostics: failure class and the line that proves it.
@@ -132,6 +134,7 @@ func hinted(err error) string {
 	msg := err.Error()
 	var missing *pilot.CredentialError
 	var file *config.CredentialFileError
+	var unavailable *sandbox.UnavailableError
 	switch {
 	case errors.Is(err, pilot.ErrSharedWorkdir):
 		return strings.Replace(msg, pilot.ErrSharedWorkdir.Error(), `multiple code jobs share one workdir; give each its own worktree (--job P:M:F:worktree, or "worktree": true in the jobs file)`, 1)
@@ -139,6 +142,8 @@ func hinted(err error) string {
 		return msg + " (run: pilot credentials " + missing.Provider + ")"
 	case errors.As(err, &file) && file.Restore:
 		return msg + " (run: pilot credentials " + file.Provider + ")"
+	case errors.As(err, &unavailable):
+		return strings.Replace(msg, unavailable.Error(), sandboxHint(unavailable), 1)
 	}
 	return msg
 }
@@ -322,6 +327,7 @@ func cmdDispatch(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	worktreeDirFlag(fs, &worktreeDir)
 	fs.Var(seconds{&t.Timeout}, "timeout", "wall-clock limit in `seconds` (default 3600)")
 	fs.Var(seconds{&t.IdleTimeout}, "idle-timeout", "limit in `seconds` without any output (default 900)")
+	sandboxFlag(fs, &t.Sandbox)
 	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
 	var rf retryFlags
@@ -422,6 +428,9 @@ func cmdDispatch(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 			v = vs[0]
 			v.Job, v.TaskFile = "", "" // a dispatch's verdict, as without --worktree
 		}
+		if unavailable := (*sandbox.UnavailableError)(nil); errors.As(err, &unavailable) {
+			err = unavailable // as without --worktree: a dispatch has no "job 1"
+		}
 	} else {
 		v, err = td.Dispatch(ctx, t)
 		if err != nil && v.RunID != "" {
@@ -500,6 +509,12 @@ func summaryLine(v pilot.Verdict) string {
 		fmt.Fprintf(&b, ", exit %d", *v.ExitCode)
 	}
 	fmt.Fprintf(&b, ", %.1fs", float64(v.DurationMS)/1000)
+	if sb := v.Sandbox; sb != nil {
+		fmt.Fprintf(&b, ", sandbox %s", sb.Mode)
+		if !sb.Enforced && sb.Mode != sandbox.Off {
+			b.WriteString(" not enforced")
+		}
+	}
 	if v.Leftovers > 0 {
 		fmt.Fprintf(&b, ", %d leftover process(es) killed", v.Leftovers)
 	}

@@ -24,6 +24,12 @@ func TestMain(m *testing.M) {
 		os.Exit(fakeagent.Main(os.Args[1:]))
 	}
 	if os.Getenv(envRunMain) != "" {
+		if os.Getenv(envNoLandlock) != "" {
+			if err := denyLandlock(); err != nil {
+				fmt.Fprintln(os.Stderr, "denying Landlock:", err)
+				os.Exit(97)
+			}
+		}
 		os.Exit(Main(Hooks{})) // this test binary as the pilot command
 	}
 	supervise.SetLinger(0)
@@ -52,6 +58,10 @@ func TestMain(m *testing.M) {
 // envRunMain makes the test binary run the pilot command's main, for tests
 // that signal a real pilot process.
 const envRunMain = "PILOT_TEST_RUN_MAIN"
+
+// envNoLandlock makes that pilot command one on a kernel without Landlock
+// (denyLandlock; Linux only).
+const envNoLandlock = "PILOT_TEST_NO_LANDLOCK"
 
 // fixture is a workdir, a task file and a providers file whose providers
 // run this test binary as the fake agent.

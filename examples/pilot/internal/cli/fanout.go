@@ -20,13 +20,15 @@ import (
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/retry"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // jobSpec is one job as the command line or the jobs file gives it.
 type jobSpec struct {
 	Provider, Mode, TaskFile string
 	Worktree                 bool
-	Name                     string // "" when none was given
+	Name                     string       // "" when none was given
+	Sandbox                  sandbox.Mode // the jobs file's; "" when none was given
 }
 
 // jobFlags are the flags that make the job list, in pilot-workers' grammar.
@@ -156,7 +158,7 @@ func jobLabels(specs []jobSpec) ([]string, error) {
 }
 
 // loadJobsFile reads a JSON array of {"provider","mode","task_file",
-// "worktree","name"} objects ("worktree" and "name" optional). Unknown and
+// "worktree","name","sandbox"} objects (the last three optional). Unknown and
 // missing fields are errors that name them; so are fields of the wrong
 // type (pilot-workers converted them with str() and bool(), turning null
 // into the provider "None").
@@ -173,7 +175,7 @@ func loadJobsFile(path string) ([]jobSpec, error) {
 	if !ok {
 		return nil, errors.New("jobs file must be a JSON array of job objects")
 	}
-	known := []string{"provider", "mode", "task_file", "worktree", "name"}
+	known := []string{"provider", "mode", "task_file", "worktree", "name", "sandbox"}
 	var specs []jobSpec
 	for n, e := range entries {
 		obj, ok := e.(map[string]any)
@@ -219,6 +221,16 @@ func loadJobsFile(path string) ([]jobSpec, error) {
 				return nil, fmt.Errorf("jobs file field name: %v (entry %d)", err, n+1)
 			}
 		}
+		if v, ok := obj["sandbox"]; ok {
+			s, ok := v.(string)
+			if !ok {
+				return nil, fmt.Errorf("jobs file field sandbox must be a string (entry %d)", n+1)
+			}
+			var err error
+			if spec.Sandbox, err = parseSandbox(s); err != nil {
+				return nil, fmt.Errorf("jobs file field sandbox: %v (entry %d)", err, n+1)
+			}
+		}
 		specs = append(specs, spec)
 	}
 	return specs, nil
@@ -243,13 +255,14 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 		maxParallel          int
 		timeout, idleTimeout time.Duration
 		failFast             bool
+		sandboxMode          sandbox.Mode
 	)
 	fs.StringVar(&workdir, "workdir", "", "existing project `directory` every job runs in (required)")
 	fs.Func("job", "one job, `[NAME=]PROVIDER:MODE:TASK_FILE[:worktree]`; repeatable (the task file's path may hold colons; :worktree runs it in a git worktree of its own)", func(s string) error {
 		jf.jobs = append(jf.jobs, s)
 		return nil
 	})
-	fs.StringVar(&jf.jobsFile, "jobs-file", "", "`JSON` array of jobs: {\"provider\",\"mode\",\"task_file\",\"worktree\",\"name\"}")
+	fs.StringVar(&jf.jobsFile, "jobs-file", "", "`JSON` array of jobs: {\"provider\",\"mode\",\"task_file\",\"worktree\",\"name\",\"sandbox\"} (a job's \"sandbox\" wins over --sandbox)")
 	fs.StringVar(&jf.providers, "providers", "", "comma-separated provider `names`, one job each (with --mode and --task-file)")
 	fs.StringVar(&jf.mode, "mode", "", "worker `mode` for --providers")
 	fs.StringVar(&jf.taskFile, "task-file", "", "task `file` for --providers")
@@ -263,6 +276,7 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 	})
 	fs.Var(seconds{&timeout}, "timeout", "wall-clock limit of each job in `seconds` (default 3600)")
 	fs.Var(seconds{&idleTimeout}, "idle-timeout", "limit of each job in `seconds` without any output (default 900)")
+	sandboxFlag(fs, &sandboxMode)
 	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
 	worktreeDirFlag(fs, &worktreeDir)
@@ -293,6 +307,10 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 	jobs := make([]pilot.Job, len(specs))
 	rows := make([]progressJob, len(specs))
 	for i, s := range specs {
+		mode := sandboxMode
+		if s.Sandbox != "" {
+			mode = s.Sandbox
+		}
 		jobs[i] = pilot.Job{
 			Task: pilot.Task{
 				Provider:    s.Provider,
@@ -301,6 +319,7 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 				Workdir:     workdir,
 				Timeout:     timeout,
 				IdleTimeout: idleTimeout,
+				Sandbox:     mode,
 			},
 			Worktree: s.Worktree,
 			Name:     s.Name,

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // FuzzParseJobSpec: any --job value parses or is refused with the message
@@ -49,7 +51,8 @@ func FuzzParseJobSpec(f *testing.F) {
 
 // FuzzLoadJobsFile: any jobs file loads or is refused with an error naming
 // the file's problem; a loaded file is a JSON array with one spec per entry,
-// each with the entry's three strings, its worktree flag and its name.
+// each with the entry's three strings, its worktree flag, its name and its
+// sandbox mode.
 func FuzzLoadJobsFile(f *testing.F) {
 	for _, s := range []string{
 		`[{"provider":"glm","mode":"review","task_file":"t.md"}]`,
@@ -59,6 +62,7 @@ func FuzzLoadJobsFile(f *testing.F) {
 		`[{"provider":"glm","mode":"code","task_file":"t.md","extra":1}]`,
 		`{"provider":"glm"}`, `[]`, `[1]`, `not json`, "", `[{"worktree":"yes","provider":"a","mode":"b","task_file":"c"}]`,
 		`[{"provider":"glm","mode":"code","task_file":"t.md","name":"fix"}]`, `[{"provider":"glm","mode":"code","task_file":"t.md","name":""}]`,
+		`[{"provider":"glm","mode":"code","task_file":"t.md","sandbox":"strict"}]`, `[{"provider":"glm","mode":"code","task_file":"t.md","sandbox":"jail"}]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -89,6 +93,9 @@ func FuzzLoadJobsFile(f *testing.F) {
 			}
 			if n, ok := e["name"]; ok {
 				want.Name = n.(string)
+			}
+			if m, ok := e["sandbox"]; ok {
+				want.Sandbox = sandbox.Mode(m.(string))
 			}
 			if specs[i] != want {
 				t.Errorf("entry %d: %+v, want %+v", i, specs[i], want)

@@ -17,6 +17,7 @@ import (
 	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/pilotslog"
 	"github.com/pilotworkers/pilot/retry"
+	"github.com/pilotworkers/pilot/sandbox"
 	"github.com/pilotworkers/pilot/schedule"
 )
 
@@ -33,13 +34,16 @@ type graphJob struct {
 	Deps     []string `json:"deps"`
 	WriteSet []string `json:"write_set"`
 	Worktree bool     `json:"worktree"`
+	// Sandbox is the job's own sandbox mode, which wins over --sandbox.
+	Sandbox string `json:"sandbox"`
 }
 
-const graphFields = "id, provider, mode, task_file, deps, write_set, worktree"
+const graphFields = "id, provider, mode, task_file, deps, write_set, worktree, sandbox"
 
 // loadGraph reads a graph file: {"jobs": [{"id", "provider", "mode",
-// "task_file", "deps", "write_set", "worktree"}]}. Unknown fields are an
-// error that names them and the known ones.
+// "task_file", "deps", "write_set", "worktree", "sandbox"}]}. Unknown
+// fields are an error that names them and the known ones; so is a sandbox
+// mode that is not one.
 func loadGraph(path string) ([]graphJob, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -69,6 +73,9 @@ func loadGraph(path string) ([]graphJob, error) {
 		if missing != nil {
 			return nil, fmt.Errorf("graph file %s: job %d lacks %s", path, i+1, strings.Join(missing, ", "))
 		}
+		if _, err := parseSandbox(j.Sandbox); err != nil {
+			return nil, fmt.Errorf("graph file %s: job %s: sandbox: %v", path, j.ID, err)
+		}
 	}
 	return doc.Jobs, nil
 }
@@ -89,7 +96,8 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	var graphFile, workdir, runDir, stateDir string
 	var maxParallel int
 	var dryRun bool
-	fs.StringVar(&graphFile, "graph", "", "the graph `file`: {\"jobs\": [{"+graphFields+"}]} (required)")
+	var sandboxMode sandbox.Mode
+	fs.StringVar(&graphFile, "graph", "", "the graph `file`: {\"jobs\": [{"+graphFields+"}]} (required; a job's \"sandbox\" wins over --sandbox)")
 	fs.StringVar(&workdir, "workdir", "", "existing project `directory` the jobs run and write in (required)")
 	fs.Func("max-parallel", "run at most `N` jobs at once (0, the default: every ready job)", func(s string) error {
 		n, err := strconv.Atoi(s)
@@ -101,6 +109,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	})
 	fs.StringVar(&stateDir, "state", "", "`directory` of the state file ("+schedule.StoreFileName+") shared with other pilots running the graph (default: .git/pilot of the workdir's repository)")
 	fs.BoolVar(&dryRun, "dry-run", false, "check the graph, providers and credentials and print the plan; run and write nothing")
+	sandboxFlag(fs, &sandboxMode)
 	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
 	logger := logFlag(fs, stderr)
@@ -129,8 +138,13 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		if !filepath.IsAbs(taskFile) {
 			taskFile = filepath.Join(filepath.Dir(graphFile), taskFile)
 		}
+		mode := sandboxMode
+		if s.Sandbox != "" {
+			mode = sandbox.Mode(s.Sandbox) // loadGraph checked it
+		}
 		j := schedule.Job{ID: s.ID, Deps: s.Deps, WriteSet: s.WriteSet, Task: pilot.Task{
 			Provider: s.Provider, Mode: pilot.Mode(s.Mode), TaskFile: taskFile, Workdir: workdir, Label: s.ID, Key: s.ID,
+			Sandbox: mode,
 		}}
 		if s.Worktree {
 			// Its own tree: its writes overlap nobody's.
@@ -205,7 +219,10 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		v := r.Verdict
 		if v.Type == "" { // it never ran here
 			t := g.Jobs[i].Task
-			v = pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Failed, Synthesized: true}
+			// StderrTail is the scheduler's "pilot: ..." when its
+			// Dispatch failed (a sandbox refusal, say).
+			v = pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Failed, Synthesized: true,
+				StderrTail: r.Verdict.StderrTail}
 			if r.Status == schedule.StatusComplete {
 				v.Verdict = pilot.Completed
 			}
@@ -228,14 +245,15 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 // nothing.
 func schedulePlan(stdout io.Writer, g schedule.Graph, worktree map[string]bool) int {
 	type planned struct {
-		ID            string   `json:"id"`
-		Provider      string   `json:"provider"`
-		Mode          string   `json:"mode"`
-		Deps          []string `json:"deps"`
-		WriteSet      []string `json:"write_set"`
-		WriteSetKnown bool     `json:"write_set_known"`
-		Why           string   `json:"write_set_unknown_because,omitempty"`
-		Worktree      bool     `json:"worktree,omitempty"`
+		ID            string       `json:"id"`
+		Provider      string       `json:"provider"`
+		Mode          string       `json:"mode"`
+		Deps          []string     `json:"deps"`
+		WriteSet      []string     `json:"write_set"`
+		WriteSetKnown bool         `json:"write_set_known"`
+		Why           string       `json:"write_set_unknown_because,omitempty"`
+		Worktree      bool         `json:"worktree,omitempty"`
+		Sandbox       sandbox.Mode `json:"sandbox,omitempty"`
 	}
 	plan := make([]planned, len(g.Jobs))
 	for i, j := range g.Jobs {
@@ -247,7 +265,7 @@ func schedulePlan(stdout io.Writer, g schedule.Graph, worktree map[string]bool) 
 		if deps == nil {
 			deps = []string{}
 		}
-		plan[i] = planned{j.ID, j.Task.Provider, string(j.Task.Mode), deps, set, known, why, worktree[j.ID]}
+		plan[i] = planned{j.ID, j.Task.Provider, string(j.Task.Mode), deps, set, known, why, worktree[j.ID], j.Task.Sandbox}
 	}
 	writeJSON(stdout, plan)
 	return exitOK

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot/pilottest"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 func (f fixture) writeGraph(t *testing.T, jobs ...map[string]any) string {
@@ -124,6 +125,8 @@ func TestScheduleDryRunWritesNothing(t *testing.T) {
 // panic; a graph that is read has every job's required fields.
 func FuzzLoadGraph(f *testing.F) {
 	f.Add([]byte(`{"jobs":[{"id":"a","provider":"p","mode":"code","task_file":"t.md","deps":["b"],"write_set":["x"],"worktree":true}]}`))
+	f.Add([]byte(`{"jobs":[{"id":"a","provider":"p","mode":"code","task_file":"t.md","sandbox":"strict"}]}`))
+	f.Add([]byte(`{"jobs":[{"id":"a","provider":"p","mode":"code","task_file":"t.md","sandbox":"jail"}]}`))
 	f.Add([]byte(`{"jobs":[{"id":"a","bogus":1}]}`))
 	f.Add([]byte(`{"jobs":[]}`))
 	f.Add([]byte(`[`))
@@ -142,6 +145,9 @@ func FuzzLoadGraph(f *testing.F) {
 		for _, j := range jobs {
 			if j.ID == "" || j.Provider == "" || j.Mode == "" || j.TaskFile == "" {
 				t.Errorf("a job lacks a required field: %+v", j)
+			}
+			if _, err := sandbox.ParseMode(j.Sandbox); err != nil {
+				t.Errorf("a job's sandbox is no mode: %+v", j)
 			}
 		}
 	})
@@ -162,5 +168,22 @@ func TestScheduleWorktreeJob(t *testing.T) {
 	wt, _ := vs[0]["worktree"].(map[string]any)
 	if wt == nil || wt["name"] != "schedule-grp-01-first" {
 		t.Errorf("worktree %v; want one named schedule-grp-01-first", vs[0]["worktree"])
+	}
+}
+
+// A job whose dispatch failed before a worker ran (here: a worktree job in
+// a workdir that is no git repository) gets a synthesized verdict that
+// says why.
+func TestScheduleSynthesizedVerdictSaysWhy(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
+	j := gjob("a", "ok", f)
+	j["worktree"] = true
+	code, out, errOut := runCLI(f.scheduleArgs(f.writeGraph(t, j))...)
+	var vs []map[string]any
+	if err := json.Unmarshal([]byte(out), &vs); err != nil || code != 1 || len(vs) != 1 {
+		t.Fatalf("exit %d, %v\nstdout %s\nstderr %s", code, err, out, errOut)
+	}
+	if tail, _ := vs[0]["stderr_tail"].(string); vs[0]["synthesized"] != true || !strings.HasPrefix(tail, "pilot: ") || !strings.Contains(tail, f.workdir) {
+		t.Errorf("verdict %v; want a synthesized one whose stderr_tail says why the job did not run", vs[0])
 	}
 }
