@@ -38,15 +38,8 @@ type CredentialStore interface {
 	CredentialPaths() []string
 }
 
-// minABI is the Landlock ABI each mode needs: workspace needs truncate(2)
-// handled (ABI 3), strict TCP connect rules (ABI 4).
-var minABI = map[sandbox.Mode]int{sandbox.Secrets: 1, sandbox.Workspace: 3, sandbox.Strict: 4}
-
 // landlockABI probes the kernel; tests replace it.
-var landlockABI = landlock.ABI
-
-// scopeABI is the first Landlock ABI with signal and abstract-socket scopes.
-const scopeABI = 6
+var landlockABI = sandbox.LandlockABI
 
 // sandboxMode returns the worker's mode and whether it was asked for (the
 // task, its provider or the Dispatcher named it) rather than the default.
@@ -87,7 +80,7 @@ func enforceable(mode sandbox.Mode) (int, string, error) {
 			&sandbox.UnavailableError{Mode: mode, Missing: "Linux Landlock (this is " + runtime.GOOS + ")"}
 	}
 	abi, abiErr := landlockABI()
-	need := minABI[mode]
+	need := mode.NeedsABI()
 	if abi >= need {
 		return abi, "", nil
 	}
@@ -117,7 +110,7 @@ func (r *run) confine(cmd *Command) (*landlock.Ruleset, sandbox.Report, error) {
 	}
 	abi, _ := landlockABI()
 	rs := &landlock.Ruleset{}
-	if abi >= scopeABI {
+	if abi >= sandbox.ScopeABI {
 		rs.Scope = landlock.ScopeSignal | landlock.ScopeAbstractUnixSocket
 		rep.Scoped = true
 	}

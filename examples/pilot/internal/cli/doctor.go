@@ -82,13 +82,13 @@ type doctorMode struct {
 // sandboxReport is what a machine whose Landlock probe says abi, err can
 // enforce.
 func sandboxReport(abi int, err error) doctorSandbox {
-	rep := doctorSandbox{Mechanism: "landlock", ABI: abi, Scoped: err == nil && abi >= landlockScopeABI}
+	rep := doctorSandbox{Mechanism: "landlock", ABI: abi, Scoped: err == nil && abi >= sandbox.ScopeABI}
 	if err != nil {
 		rep.ABI, rep.Error = 0, err.Error()
 	}
 	for _, m := range sandboxModes {
 		dm := doctorMode{Mode: m, Default: m == sandbox.Default}
-		need := landlockMinABI[m]
+		need := m.NeedsABI()
 		dm.Enforceable = need == 0 || rep.ABI >= need
 		if !dm.Enforceable {
 			dm.Needs = fmt.Sprintf("Landlock ABI %d", need)
@@ -239,7 +239,7 @@ func (rep doctorSandbox) missing(m sandbox.Mode) string {
 	if rep.Error != "" {
 		return "no Landlock: " + rep.Error
 	}
-	return fmt.Sprintf("it needs Landlock ABI %d, this kernel offers ABI %d", landlockMinABI[m], rep.ABI)
+	return fmt.Sprintf("it needs Landlock ABI %d, this kernel offers ABI %d", m.NeedsABI(), rep.ABI)
 }
 
 // printSandbox writes doctor's sandbox section: the Landlock ABI (or why
@@ -252,7 +252,7 @@ func printSandbox(w io.Writer, rep doctorSandbox) {
 	case rep.Scoped:
 		fmt.Fprintf(w, "sandbox: Landlock ABI %d; workers cannot signal, trace or reach processes outside their own tree\n", rep.ABI)
 	default:
-		fmt.Fprintf(w, "sandbox: Landlock ABI %d; workers can signal processes outside their own tree (scoping needs ABI %d)\n", rep.ABI, landlockScopeABI)
+		fmt.Fprintf(w, "sandbox: Landlock ABI %d; workers can signal processes outside their own tree (scoping needs ABI %d)\n", rep.ABI, sandbox.ScopeABI)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, m := range rep.Modes {

@@ -46,13 +46,6 @@ func sandboxHint(e *sandbox.UnavailableError) string {
 	return fmt.Sprintf("sandbox %s cannot be enforced here: %s; ask for a mode this machine enforces with --sandbox (pilot doctor lists them), or run unconfined with --sandbox off", e.Mode, e.Missing)
 }
 
-// landlockMinABI is the Landlock ABI each mode needs, as the pilot package
-// enforces them (its minABI, in confine.go); landlockScopeABI is the first
-// ABI that scopes signals and abstract sockets.
-var landlockMinABI = map[sandbox.Mode]int{sandbox.Off: 0, sandbox.Secrets: 1, sandbox.Workspace: 3, sandbox.Strict: 4}
-
-const landlockScopeABI = 6
-
 // landlockABI probes the Landlock ABI this machine offers, and why none (a
 // variable: tests give doctor kernels of their own).
-var landlockABI = probeLandlock
+var landlockABI = sandbox.LandlockABI

@@ -64,7 +64,7 @@ func TestSandboxFlagOnEveryCommand(t *testing.T) {
 // enforces reports whether this machine enforces mode (as doctor says).
 func enforces(mode sandbox.Mode) bool {
 	abi, err := landlockABI()
-	return err == nil && abi >= landlockMinABI[mode]
+	return err == nil && abi >= mode.NeedsABI()
 }
 
 // sandboxOf is a verdict's (or record's) "sandbox" object.
@@ -233,7 +233,7 @@ func pilotWithoutLandlock(t *testing.T, args ...string) (code int, stdout, stder
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), envRunMain+"=1")
-	if _, err := probeLandlock(); err == nil {
+	if _, err := sandbox.LandlockABI(); err == nil {
 		cmd.Env = append(cmd.Env, envNoLandlock+"=1")
 	}
 	var out, errb bytes.Buffer
