@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -273,15 +274,13 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 	reconcileRunDir(cfg.RunDir)
 	secret := p.secret
 	r := &run{d: cfg, task: p.task, prov: p.prov, runner: p.runner, secret: secret}
-	if len(secret) >= minSecretLen {
-		r.secretB = []byte(secret)
-	}
+	r.secrets = newSecretSet(append(cfg.otherSecrets(ctx, p.prov), secret)...)
 	r.prepared = func() error { return nil }
 	r.runningWritten = func() error { return nil }
 	// Enough bytes for 500 characters of any width, plus room to redact a
 	// secret cut by the window's start.
-	r.stderrTail.N = 4*stderrTailRunes + 2*len(secret) + 64
-	r.streamTail.N = stallTailBytes + 2*len(secret) + 64
+	r.stderrTail.N = 4*stderrTailRunes + 2*r.secrets.longest() + 64
+	r.streamTail.N = stallTailBytes + 2*r.secrets.longest() + 64
 	if cfg.Observer != nil || r.task.Observer != nil {
 		// No observer may delay supervision; Dispatch returns once they
 		// have seen every event.
@@ -335,6 +334,25 @@ func (d *Dispatcher) prepare(ctx context.Context, t Task) (prepared, error) {
 		return prepared{}, &CredentialError{Provider: prov.Name, Env: prov.CredentialEnv}
 	}
 	return prepared{task: t, prov: prov, runner: runner, secret: secret}, nil
+}
+
+// otherSecrets returns the secret of every provider but own that the
+// CredentialSource has, for redaction: a worker that finds another
+// provider's key and prints it must not get it into a file pilot writes. A
+// provider whose secret is missing or refused is skipped, silently: it is
+// not this dispatch's.
+func (d *Dispatcher) otherSecrets(ctx context.Context, own Provider) []string {
+	var out []string
+	for _, name := range d.Providers.Names() {
+		p, _ := d.Providers.Lookup(name)
+		if name == own.Name || p.CredentialEnv == "" {
+			continue
+		}
+		if s, err := d.Credentials.Secret(ctx, p); err == nil && s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // checkEnvAllow refuses a secret-looking variable in the allowlist that no
@@ -467,7 +485,7 @@ type run struct {
 	prov    Provider
 	runner  Runner
 	secret  string
-	secretB []byte // secret, for redaction; nil when too short to redact
+	secrets secretSet // every secret pilot can resolve, redacted everywhere
 
 	id      string
 	dir     string
@@ -1232,38 +1250,67 @@ func (r *run) observe(e Event) {
 // values would mangle ordinary text and protect nothing.
 const minSecretLen = 6
 
-func (r *run) secretBytes() []byte { return r.secretB }
+// secretSet is every secret a run redacts, longest first (so that a secret
+// inside another is not replaced first, leaving the longer one's rest).
+type secretSet [][]byte
+
+// newSecretSet returns the secrets of vals long enough to redact, once
+// each, longest first.
+func newSecretSet(vals ...string) secretSet {
+	var ss secretSet
+	for _, v := range vals {
+		if len(v) >= minSecretLen && !slices.ContainsFunc(ss, func(b []byte) bool { return string(b) == v }) {
+			ss = append(ss, []byte(v))
+		}
+	}
+	sort.SliceStable(ss, func(i, j int) bool { return len(ss[i]) > len(ss[j]) })
+	return ss
+}
+
+// longest is the length of the longest secret, or 0.
+func (ss secretSet) longest() int {
+	if len(ss) == 0 {
+		return 0
+	}
+	return len(ss[0])
+}
+
+func (r *run) secretBytes() secretSet { return r.secrets }
 
 func (r *run) redact(s string) string {
-	if sec := r.secretBytes(); sec != nil {
-		return strings.ReplaceAll(s, string(sec), redacted)
+	for _, sec := range r.secrets {
+		s = strings.ReplaceAll(s, string(sec), redacted)
 	}
 	return s
 }
 
 const redacted = "[REDACTED]"
 
-func redactBytes(b, secret []byte) []byte {
-	if secret == nil || !bytes.Contains(b, secret) {
-		return b
+// redactBytes returns b with every secret replaced; b itself, unallocated,
+// when it holds none.
+func redactBytes(b []byte, secrets secretSet) []byte {
+	for _, sec := range secrets {
+		if bytes.Contains(b, sec) {
+			b = bytes.ReplaceAll(b, sec, []byte(redacted))
+		}
 	}
-	return bytes.ReplaceAll(b, secret, []byte(redacted))
+	return b
 }
 
-// redactCopy copies src to dst with every occurrence of secret replaced,
-// including occurrences that span read boundaries. Without a secret it is a
+// redactCopy copies src to dst with every occurrence of a secret replaced,
+// including occurrences that span read boundaries. Without secrets it is a
 // plain copy (copy_file_range between files).
-func redactCopy(dst io.Writer, src io.Reader, secret []byte) {
-	if secret == nil {
+func redactCopy(dst io.Writer, src io.Reader, secrets secretSet) {
+	if len(secrets) == 0 {
 		io.Copy(dst, src)
 		return
 	}
-	keep := len(secret) - 1
+	keep := secrets.longest() - 1
 	buf := make([]byte, 256<<10)
 	pend := 0 // bytes carried over at the start of buf
 	for {
 		n, err := src.Read(buf[pend:])
-		chunk := redactBytes(buf[:pend+n], secret)
+		chunk := redactBytes(buf[:pend+n], secrets)
 		if err != nil {
 			dst.Write(chunk)
 			return

@@ -45,6 +45,13 @@ func probeChild(args []string) int {
 			if p, err = os.FindProcess(os.Getppid()); err == nil {
 				err = p.Signal(syscall.Signal(0))
 			}
+		case "print":
+			fmt.Fprintf(w, "leak %s\n", arg)
+			fmt.Fprintf(os.Stderr, "leak %s\n", arg)
+		case "print-long":
+			// A line longer than the test's MaxLineBytes: it reaches
+			// stream.log through a spill file.
+			fmt.Fprintf(w, "%s %s %s\n", strings.Repeat("x", 70000), arg, strings.Repeat("y", 70000))
 		case "trace-parent":
 			_, err = os.Readlink(fmt.Sprintf("/proc/%d/exe", os.Getppid()))
 		case "exit":
