@@ -468,7 +468,11 @@ func (r *runState) finish(f finish) {
 	switch {
 	case f.err != nil:
 		jb.res.Verdict.Verdict = pilot.Failed
-		jb.res.Verdict.StderrTail = "pilot: " + f.err.Error()
+		msg := f.err.Error()
+		if !strings.HasPrefix(msg, "pilot: ") {
+			msg = "pilot: " + msg // pilot's own errors say so already
+		}
+		jb.res.Verdict.StderrTail = msg
 		r.end(f.i, StatusFailed)
 	case v.Verdict.Success():
 		r.end(f.i, StatusComplete)
