@@ -1,10 +1,15 @@
 package pilot
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/pilotworkers/pilot/internal/seatbelt"
 	"github.com/pilotworkers/pilot/sandbox"
@@ -80,13 +85,38 @@ func seatbeltEnforceable(mode sandbox.Mode, exe string) (string, error) {
 	case sandbox.Strict:
 		missing = "connect filtering by endpoint, which macOS's sandbox-exec cannot do reliably (workspace is offered)"
 	default:
-		_, err := os.Stat(exe)
-		if err == nil {
+		if _, err := os.Stat(exe); err != nil {
+			missing = fmt.Sprintf("%s, which this Mac lacks (%v)", exe, err)
+		} else if err := seatbeltApplies(exe); err != nil {
+			missing = fmt.Sprintf("a sandbox-exec that can apply a profile: here it cannot, as inside another sandbox (%v)", err)
+		} else {
 			return "", nil
 		}
-		missing = fmt.Sprintf("%s, which this Mac lacks (%v)", exe, err)
 	}
 	return "needs " + missing + ": ran unconfined", &sandbox.UnavailableError{Mode: mode, Missing: missing}
+}
+
+// seatbeltProbe is the least profile that macOS refuses inside another
+// sandbox: one with a deny (allow default alone is accepted).
+const seatbeltProbe = `(version 1)(allow default)(deny file-write* (literal "/pilot-sandbox-probe"))`
+
+var seatbeltProbes sync.Map // exe → func() error, its probe's result
+
+// seatbeltApplies returns why exe cannot apply a profile here, nil when it
+// can. It fails when pilot itself runs in a sandbox (an agent CLI's), and
+// then every worker beneath it would fail before it began (exit 71). Each
+// exe is probed once per process.
+func seatbeltApplies(exe string) error {
+	probe, _ := seatbeltProbes.LoadOrStore(exe, sync.OnceValue(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, exe, "-p", seatbeltProbe, "--", "/usr/bin/true").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %.200s", err, bytes.TrimSpace(out))
+		}
+		return nil
+	}))
+	return probe.(func() error)()
 }
 
 // seatbeltPolicy returns the paths of mode's policy for a worker whose CLI

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -46,10 +47,18 @@ func seatbeltRun(t *testing.T, needs sandbox.Needs, prov Provider) (*run, string
 }
 
 func TestConfineSeatbeltModes(t *testing.T) {
-	exe := filepath.Join(t.TempDir(), "sandbox-exec")
-	if err := os.WriteFile(exe, nil, 0o755); err != nil {
-		t.Fatal(err)
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-ins for sandbox-exec are shell scripts")
 	}
+	script := func(body string) string {
+		exe := filepath.Join(t.TempDir(), "sandbox-exec")
+		if err := os.WriteFile(exe, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return exe
+	}
+	exe := script("exit 0")
+	refusing := script("echo 'sandbox-exec: sandbox_apply: Operation not permitted' >&2; exit 71")
 	missing := filepath.Join(t.TempDir(), "none")
 	tests := []struct {
 		name     string
@@ -67,6 +76,8 @@ func TestConfineSeatbeltModes(t *testing.T) {
 		{name: "strict", mode: sandbox.Strict, asked: true, exe: exe, unavail: true, reason: "connect filtering"},
 		{name: "default without sandbox-exec", mode: sandbox.Secrets, exe: missing, reason: missing},
 		{name: "asked without sandbox-exec", mode: sandbox.Secrets, asked: true, exe: missing, unavail: true, reason: missing},
+		{name: "default inside another sandbox", mode: sandbox.Secrets, exe: refusing, reason: "sandbox_apply: Operation not permitted"},
+		{name: "asked inside another sandbox", mode: sandbox.Workspace, asked: true, exe: refusing, unavail: true, reason: "as inside another sandbox"},
 		{name: "default, a CLI with its own sandbox", mode: sandbox.Secrets, exe: exe, needs: sandbox.Needs{Seatbelt: true}, reason: "own sandbox-exec"},
 		{name: "asked, a CLI with its own sandbox", mode: sandbox.Workspace, asked: true, exe: exe, needs: sandbox.Needs{Seatbelt: true}, unavail: true, reason: "own sandbox-exec"},
 	}
