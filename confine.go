@@ -74,7 +74,12 @@ func (d *Dispatcher) checkSandbox(t Task, p Provider) error {
 
 // enforceable returns the Landlock ABI this kernel offers and why mode
 // cannot be enforced with it (nil when it can), as an *UnavailableError.
+// On macOS the ABI is 0 and sandbox-exec decides.
 func enforceable(mode sandbox.Mode) (int, string, error) {
+	if runtime.GOOS == "darwin" {
+		reason, err := seatbeltEnforceable(mode, sandboxExec)
+		return 0, reason, err
+	}
 	if runtime.GOOS != "linux" {
 		return 0, "pilot enforces sandboxes with Landlock, which " + runtime.GOOS + " does not have",
 			&sandbox.UnavailableError{Mode: mode, Missing: "Linux Landlock (this is " + runtime.GOOS + ")"}
@@ -99,6 +104,10 @@ func (r *run) confine(cmd *Command) (*landlock.Ruleset, sandbox.Report, error) {
 	mode, asked := r.sandboxMode()
 	rep := sandbox.Report{Mode: mode}
 	if runtime.GOOS != "linux" {
+		if runtime.GOOS == "darwin" {
+			rep, err := r.confineSeatbelt(mode, asked, sandboxExec)
+			return nil, rep, err
+		}
 		_, reason, err := enforceable(mode)
 		rep.Reason = reason
 		if mode == sandbox.Off {

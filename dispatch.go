@@ -495,6 +495,7 @@ type run struct {
 	stream  *os.File
 	log     *lines.Batch // stream.log's writes, batched per read and written beside the reading
 	watcher Watcher
+	wrapper []string // what the worker runs beneath (macOS's sandbox-exec), or nil
 
 	pendingTask []byte              // task.md content not yet written
 	final       *atomicfile.Pending // the final record's temporary file
@@ -922,6 +923,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 		exit.Duration = time.Since(start)
 		return exit, info, nil
 	}
+	path, argv := wrapped(r.wrapper, path, cmd.Argv)
 
 	outR, outW, err := pipe()
 	if err != nil {
@@ -944,7 +946,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 
 	job, err := supervise.Start(supervise.Spec{
 		Path:    path,
-		Argv:    cmd.Argv,
+		Argv:    argv,
 		Env:     env,
 		Dir:     r.task.Workdir,
 		Cookie:  EnvRunID + "=" + r.id,

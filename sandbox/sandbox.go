@@ -22,6 +22,12 @@
 //
 // On Linux pilot's supervisor enforces the modes with Landlock, applied to
 // each worker alone (see the README's "Sandbox" section for its limits).
+// On macOS pilot runs the worker beneath /usr/bin/sandbox-exec with a
+// profile of the mode's rules, for Secrets and Workspace; Strict is not
+// offered there (sandbox-exec cannot hold connections to one host), nor is
+// the worker scoped. macOS refuses a sandbox inside another, so a CLI that
+// sandboxes its own commands (Needs.Seatbelt) runs unconfined there, and
+// so must any tool the worker runs that calls sandbox-exec itself.
 // This package holds no mechanism: the pilot package applies it.
 package sandbox
 
@@ -70,6 +76,10 @@ type Needs struct {
 	// Connect lists the endpoints ("host:port") the CLI connects to when
 	// its provider names none (its default API host).
 	Connect []string
+	// Seatbelt is whether the CLI runs its commands beneath its own
+	// sandbox-exec (codex does). macOS refuses that inside another
+	// sandbox, so on macOS pilot does not confine such a worker.
+	Seatbelt bool
 }
 
 // Report is what a run's record and verdict say of its sandbox.
@@ -80,8 +90,13 @@ type Report struct {
 	// the Reason; a mode the task or provider asked for is never run
 	// unenforced (Dispatch fails instead).
 	Enforced  bool   `json:"enforced"`
-	Mechanism string `json:"mechanism,omitempty"` // "landlock-abi-7"
+	Mechanism string `json:"mechanism,omitempty"` // "landlock-abi-7", "sandbox-exec"
 	Reason    string `json:"reason,omitempty"`
+	// Profile is the file in the run directory that holds the profile a
+	// "sandbox-exec" worker ran under: the record's argv is the CLI's,
+	// and the worker ran as /usr/bin/sandbox-exec -p PROFILE -- followed
+	// by that argv, its program's path resolved.
+	Profile string `json:"profile,omitempty"`
 	// Scoped is whether the worker was kept from signalling or tracing
 	// processes outside its own tree, and from their abstract sockets.
 	Scoped bool `json:"scoped"`
@@ -105,7 +120,7 @@ var ErrUnavailable = errors.New("sandbox: mode cannot be enforced on this machin
 // cannot enforce. Nothing was started.
 type UnavailableError struct {
 	Mode    Mode
-	Missing string // the kernel feature that is missing, and why
+	Missing string // the kernel feature or tool that is missing, and why
 }
 
 func (e *UnavailableError) Error() string {

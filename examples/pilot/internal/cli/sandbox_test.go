@@ -224,7 +224,8 @@ func TestJobSandboxFieldsAreChecked(t *testing.T) {
 
 // pilotWithoutLandlock runs the pilot command in a process of its own on a
 // machine without Landlock: this one when it has none, else one that
-// denyLandlock makes.
+// denyLandlock makes. On macOS the process runs beneath a sandbox of its
+// own, inside which sandbox-exec cannot confine its workers either.
 func pilotWithoutLandlock(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	exe, err := os.Executable()
@@ -232,6 +233,10 @@ func pilotWithoutLandlock(t *testing.T, args ...string) (code int, stdout, stder
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, args...)
+	if _, err := os.Stat("/usr/bin/sandbox-exec"); err == nil && runtime.GOOS == "darwin" {
+		cmd = exec.Command("/usr/bin/sandbox-exec", append([]string{"-p",
+			`(version 1)(allow default)(deny file-write* (literal "/pilot-test-no-sandbox"))`, "--", exe}, args...)...)
+	}
 	cmd.Env = append(os.Environ(), envRunMain+"=1")
 	if _, err := sandbox.LandlockABI(); err == nil {
 		cmd.Env = append(cmd.Env, envNoLandlock+"=1")
