@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -172,7 +171,9 @@ type Dispatcher struct {
 	// command runner is built in.
 	Runners []Runner
 	// Credentials supplies provider secrets; nil means each provider's
-	// CredentialEnv variable in pilot's environment.
+	// CredentialEnv variable in pilot's environment. Dispatch also asks it
+	// for every other provider's secret that has a CredentialEnv, to
+	// redact those too; their errors are ignored.
 	Credentials CredentialSource
 
 	// RunDir is where run directories are made; empty means
@@ -228,9 +229,9 @@ type Dispatcher struct {
 	// events.log has every one.
 	Observer func(Event)
 	// OnLine, when set, receives every output line of every worker
-	// (secrets redacted), for streaming display. It is called from the
-	// goroutines reading the worker's output, never concurrently within
-	// one dispatch.
+	// (every provider's secret redacted), for streaming display. It is
+	// called from the goroutines reading the worker's output, never
+	// concurrently within one dispatch.
 	OnLine func(runID string, l Line)
 }
 
@@ -258,17 +259,19 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 		return Verdict{}, err
 	}
 	reconcileRunDir(cfg.RunDir)
-	secret := p.secret
-	r := &run{d: cfg, task: p.task, prov: p.prov, runner: p.runner, secret: secret}
-	if len(secret) >= minSecretLen {
-		r.secretB = []byte(secret)
-	}
+	r := &run{d: cfg, task: p.task, prov: p.prov, runner: p.runner, secret: p.secret}
+	// Every provider's secret pilot can find is redacted, for a worker may
+	// print any key it can read. The others' are resolved while the run
+	// directory and the command are made (see awaitSecrets).
+	others := make(chan resolved, 1)
+	go func() {
+		secrets, err := cfg.otherSecrets(ctx, p.prov.Name)
+		others <- resolved{secrets, err}
+	}()
+	r.others = others
+	defer r.awaitSecrets()
 	r.prepared = func() error { return nil }
 	r.runningWritten = func() error { return nil }
-	// Enough bytes for 500 characters of any width, plus room to redact a
-	// secret cut by the window's start.
-	r.stderrTail.N = 4*stderrTailRunes + 2*len(secret) + 64
-	r.streamTail.N = stallTailBytes + 2*len(secret) + 64
 	if cfg.Observer != nil || r.task.Observer != nil {
 		// No observer may delay supervision; Dispatch returns once they
 		// have seen every event.
@@ -446,12 +449,14 @@ func validateTask(t *Task) error {
 
 // run is the state of one dispatch.
 type run struct {
-	d       *Dispatcher
-	task    Task
-	prov    Provider
-	runner  Runner
-	secret  string
-	secretB []byte // secret, for redaction; nil when too short to redact
+	d         *Dispatcher
+	task      Task
+	prov      Provider
+	runner    Runner
+	secret    string          // the provider's own credential, for its worker
+	red       redactor        // every secret pilot found, taken out of what it writes
+	others    <-chan resolved // the other providers' secrets, until awaitSecrets
+	othersErr error
 
 	id      string
 	dir     string
@@ -523,7 +528,8 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 			now := time.Now().UTC()
 			r.rec.Status = string(Failed)
 			r.rec.EndedAt = &now
-			r.rec.PilotError = r.redact(err.Error())
+			r.awaitSecrets() // those it found, for an error before the worker starts
+			r.rec.PilotError = r.red.string(err.Error())
 			r.prepared()
 			r.runningWritten()
 			if werr := writeRecord(r.recPath, r.final, &r.rec); werr != nil {
@@ -557,9 +563,14 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		r.watcher = exitCodeWatcher{}
 	}
 	env := r.environ(cmd.Env, cmd.SecretEnv)
+	// Nothing of the worker's is written, nor the worker started, before
+	// every secret is known.
+	if err := r.awaitSecrets(); err != nil {
+		return Verdict{}, err
+	}
 	r.rec.Argv = make([]string, len(cmd.Argv))
 	for i, s := range cmd.Argv {
-		r.rec.Argv[i] = r.redact(s)
+		r.rec.Argv[i] = r.red.string(s)
 	}
 	for _, kv := range env {
 		r.rec.EnvKeys = append(r.rec.EnvKeys, kv[:strings.IndexByte(kv, '=')])
@@ -650,6 +661,30 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	r.final = nil
 	r.emit(Event{Type: verdictType, Verdict: &v})
 	return v, nil
+}
+
+// resolved is what otherSecrets found.
+type resolved struct {
+	secrets []string
+	err     error
+}
+
+// awaitSecrets takes the other providers' secrets, resolved while the run
+// started, into the redactor, and sizes the output tails for the longest
+// secret. It fails when ctx ended before they were all resolved; later
+// calls do nothing more.
+func (r *run) awaitSecrets() error {
+	if r.others == nil {
+		return r.othersErr
+	}
+	o := <-r.others
+	r.others, r.othersErr = nil, o.err
+	r.red = newRedactor(append(o.secrets, r.secret)...)
+	// Enough bytes for 500 characters of any width, plus room to redact a
+	// secret cut by the window's start.
+	r.stderrTail.N = 4*stderrTailRunes + 2*r.red.longest + 64
+	r.streamTail.N = stallTailBytes + 2*r.red.longest + 64
+	return r.othersErr
 }
 
 // commandMentions reports whether the worker's argv, environment or stdin
@@ -1013,17 +1048,17 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, start t
 	return exit, info, nil
 }
 
-// judge asks the watcher, then pilot's policy (verdictOf), and redacts the
-// evidence excerpt.
+// judge asks the watcher, then pilot's policy (verdictOf), and redacts
+// what of it the worker printed: the evidence and its session id.
 func (r *run) judge(e Exit, finishedFirst bool) (Result, Failure) {
 	r.lineMu.Lock()
 	said := r.watcher.Finish(seenExit(e, finishedFirst))
 	r.lineMu.Unlock()
 	loop, retrying := r.retryLoop()
 	res, f := verdictOf(e, said, loop, retrying, finishedFirst)
-	if f.EvidenceExcerpt != "" {
-		f.EvidenceExcerpt = r.redact(f.EvidenceExcerpt)
-	}
+	f.EvidenceExcerpt = r.red.string(f.EvidenceExcerpt)
+	f.EvidenceNote = r.red.string(f.EvidenceNote) // split from the line at its last " [pilot: "
+	res.SessionID, res.Resume = r.red.string(res.SessionID), r.red.string(res.Resume)
 	return res, f
 }
 
@@ -1086,14 +1121,13 @@ var readBufs = sync.Pool{New: func() any { return new([readBuf]byte) }}
 // watcher and OnLine get at most MaxLineBytes. Called with lineMu held.
 func (r *run) line(s Stream, tag []byte, l lines.Line) {
 	data := bytes.TrimSuffix(l.Data, []byte("\r"))
-	sec := r.secretBytes()
-	switch out := redactBytes(l.Data, sec); {
+	switch out := r.red.bytes(l.Data); {
 	case l.Spill != nil:
 		// A line too long to hold, copied from its spill file after
 		// what came before it.
 		r.log.Sync()
 		r.stream.Write(tag)
-		redactCopy(r.stream, l.Spill, sec)
+		r.red.copy(r.stream, l.Spill)
 		r.stream.Write([]byte("\n"))
 	case len(out) > streamBatch:
 		// A long line: written where it is, not copied into a batch.
@@ -1108,7 +1142,7 @@ func (r *run) line(s Stream, tag []byte, l lines.Line) {
 	r.noteDiagnostic(line)
 	r.watcher.Line(line)
 	if r.d.OnLine != nil {
-		line.Data = redactBytes(data, sec)
+		line.Data = r.red.bytes(data)
 		r.d.OnLine(r.id, line)
 	}
 }
@@ -1190,55 +1224,6 @@ func (r *run) observe(e Event) {
 	}
 }
 
-// minSecretLen is the shortest secret pilot redacts from logs; shorter
-// values would mangle ordinary text and protect nothing.
-const minSecretLen = 6
-
-func (r *run) secretBytes() []byte { return r.secretB }
-
-func (r *run) redact(s string) string {
-	if sec := r.secretBytes(); sec != nil {
-		return strings.ReplaceAll(s, string(sec), redacted)
-	}
-	return s
-}
-
-const redacted = "[REDACTED]"
-
-func redactBytes(b, secret []byte) []byte {
-	if secret == nil || !bytes.Contains(b, secret) {
-		return b
-	}
-	return bytes.ReplaceAll(b, secret, []byte(redacted))
-}
-
-// redactCopy copies src to dst with every occurrence of secret replaced,
-// including occurrences that span read boundaries. Without a secret it is a
-// plain copy (copy_file_range between files).
-func redactCopy(dst io.Writer, src io.Reader, secret []byte) {
-	if secret == nil {
-		io.Copy(dst, src)
-		return
-	}
-	keep := len(secret) - 1
-	buf := make([]byte, 256<<10)
-	pend := 0 // bytes carried over at the start of buf
-	for {
-		n, err := src.Read(buf[pend:])
-		chunk := redactBytes(buf[:pend+n], secret)
-		if err != nil {
-			dst.Write(chunk)
-			return
-		}
-		if len(chunk) <= keep {
-			pend = copy(buf, chunk)
-			continue
-		}
-		dst.Write(chunk[:len(chunk)-keep])
-		pend = copy(buf, chunk[len(chunk)-keep:])
-	}
-}
-
 // stderrTailRunes is the most characters a verdict's stderr_tail holds.
 const stderrTailRunes = 500
 
@@ -1246,7 +1231,7 @@ func (r *run) tail() string {
 	r.lineMu.Lock()
 	raw := append([]byte(nil), r.stderrTail.Bytes()...)
 	r.lineMu.Unlock()
-	return text.LastRunes(strings.ToValidUTF8(string(redactBytes(raw, r.secretBytes())), "\uFFFD"), stderrTailRunes)
+	return text.LastRunes(strings.ToValidUTF8(string(r.red.bytes(raw)), "\uFFFD"), stderrTailRunes)
 }
 
 // pipe returns a pipe whose read end pilot reads through the runtime
