@@ -123,10 +123,12 @@ func TestRedactorState(t *testing.T) {
 	}
 }
 
-// BenchmarkRedactLine is the stream's hot path: every line of the recorded
-// streams under testdata checked for no secret, the worker's own (an
-// Anthropic-shaped key), or eight providers' (as BenchmarkStreamSecrets).
-func BenchmarkRedactLine(b *testing.B) {
+// BenchmarkRedact is the stream's hot path over the recorded streams under
+// testdata, with no secret, the worker's own (an Anthropic-shaped key) or
+// eight providers' (as BenchmarkStreamSecrets): "lines" checks every line,
+// "reads" checks each 64 KiB read and then only the lines of those that
+// may hold a secret, as Dispatch does.
+func BenchmarkRedact(b *testing.B) {
 	files, err := filepath.Glob("testdata/*/stream/*.stdout")
 	if err != nil || len(files) == 0 {
 		b.Fatalf("no recorded streams: %v", err)
@@ -139,7 +141,10 @@ func BenchmarkRedactLine(b *testing.B) {
 		}
 		all = append(all, data...)
 	}
-	lines := bytes.Split(all, []byte("\n"))
+	var reads [][][]byte // the lines of each read
+	for off := 0; off < len(all); off += readBuf {
+		reads = append(reads, bytes.Split(all[off:min(len(all), off+readBuf)], []byte("\n")))
+	}
 	keys := []string{
 		"sk-ant-api03-9G14R5yGiSX9VaA1HJWPRlvIVr5KkFyBFIivUQmNVjLM58ak1bl2NI2pxhGMBxSiXxiiWm7kAlJ6sGUyhQ1d4XKslJPemRW",
 		"sk-proj-L9mbH1cki4fiOU2HYjswciz6s5t3JwivwQjR7tukTZz9ViBGeAg7XO9NagbjvSy4P5jxsc98rR3Eksb1FCX6QCQW4DVBn8gogAf748KuwcqzeVcwCIfXX0KGvRtQ4eOW4rvf8vTwEvP2rTbvENhVLKffwI0s",
@@ -154,16 +159,27 @@ func BenchmarkRedactLine(b *testing.B) {
 		name string
 		n    int
 	}{{"none", 0}, {"one", 1}, {"eight", 8}} {
-		b.Run(c.name, func(b *testing.B) {
-			x := newRedactor(keys[:c.n]...)
-			b.SetBytes(int64(len(all)))
-			b.ReportAllocs()
-			for b.Loop() {
-				for _, l := range lines {
-					x.bytes(l)
-				}
+		x := newRedactor(keys[:c.n]...)
+		for _, perRead := range []bool{false, true} {
+			name := c.name + "/lines"
+			if perRead {
+				name = c.name + "/reads"
 			}
-		})
+			b.Run(name, func(b *testing.B) {
+				b.SetBytes(int64(len(all)))
+				b.ReportAllocs()
+				for b.Loop() {
+					for i, lines := range reads {
+						if perRead && x.clean(all[i*readBuf:min(len(all), (i+1)*readBuf)]) {
+							continue
+						}
+						for _, l := range lines {
+							x.bytes(l)
+						}
+					}
+				}
+			})
+		}
 	}
 }
 

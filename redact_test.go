@@ -118,6 +118,7 @@ func TestDispatchRedactsOtherProvidersSecrets(t *testing.T) {
 	d := othersDispatcher(t, fakeProvider(t, "prova",
 		"out=found B: "+fileKey,
 		"err=found C: "+envKey,
+		"raw=in two writes: "+fileKey[:9], "out="+fileKey[9:], // in two reads, often
 		"out="+long,
 		"err=Error: 401 Unauthorized: invalid x-api-key "+fileKey,
 		"exit=1"))
@@ -147,6 +148,7 @@ func TestDispatchRedactsOtherProvidersSecrets(t *testing.T) {
 		"err Error: 401 Unauthorized: invalid x-api-key [REDACTED]",
 		"err found C: [REDACTED]",
 		"out found B: [REDACTED]",
+		"out in two writes: [REDACTED]",
 		"out " + strings.Repeat("x", max-8) + "[REDACTED]" + strings.Repeat("y", 3000) + "[REDACTED]z",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
