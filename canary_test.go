@@ -40,14 +40,17 @@ func (b *lockedBuffer) String() string {
 }
 
 // The secret canary: for every runner, a worker whose CLI prints its own
-// key (as an API error quoting it would) leaves that key in no file of its
-// run directory (records, logs, the config files the runner wrote for an
-// isolated or custom-endpoint worker), in no verdict field, and it never
-// receives another provider's key, even when that key's variable is in the
-// environment allowlist.
+// key (as an API error quoting it would), and another provider's key that
+// pilot keeps in a credential file (as a worker that found it would),
+// leaves neither in any file of its run directory (records, logs, the
+// config files the runner wrote for an isolated or custom-endpoint
+// worker), nor in any verdict field, and it never receives another
+// provider's key, even when that key's variable is in the environment
+// allowlist.
 func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 	const victimKey = "canary-victim-6f1e9b2d-secret"
 	const otherKey = "canary-other-a3c47e10-secret"
+	const storedKey = "canary-stored-7d02c5b8-secret"
 	for _, rn := range agents.Runners() {
 		for _, setup := range []string{"plain", "isolated", "base_url"} {
 			if rn.Name() == "command" && setup != "plain" {
@@ -58,6 +61,7 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 				victim := replayProvider(t, rn.Name(), filepath.Join(t.TempDir(), "nothing"))
 				victim.Name, victim.Model, victim.CredentialEnv = "victim", "prov/m1", "VICTIM_KEY"
 				victim.Env[fakeagent.EnvReplayEcho] = "VICTIM_KEY"
+				victim.Env[fakeagent.EnvReplayFile] = "found-key"
 				victim.Env[fakeagent.EnvReplayExit] = "1"
 				if rn.Name() == "command" {
 					victim.Argv = []string{victim.Binary, "--key-in-argv=" + victimKey}
@@ -75,26 +79,30 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 					}
 				}
 				other := pilot.Provider{Name: "other", Runner: "command", Argv: []string{"true"}, CredentialEnv: "OTHER_KEY"}
-				d := testDispatcher(t, victim, other)
+				stored := pilot.Provider{Name: "stored", Runner: "command", Argv: []string{"true"}, CredentialEnv: "STORED_KEY"}
+				d := testDispatcher(t, victim, other, stored)
 				d.EnvAllow = append([]string{"OTHER_KEY"}, pilot.DefaultEnvAllow...)
 				keys := map[string]string{"VICTIM_KEY": victimKey, "OTHER_KEY": otherKey, "PATH": os.Getenv("PATH")}
 				d.LookupEnv = func(k string) (string, bool) { v, ok := keys[k]; return v, ok }
-				d.Credentials = config.EnvCredentials{LookupEnv: d.LookupEnv}
-				v, err := d.Dispatch(context.Background(), pilot.Task{Provider: "victim", Mode: pilot.ModeCode, Prompt: "the task"})
+				d.Credentials = config.ChainCredentials{config.EnvCredentials{LookupEnv: d.LookupEnv}, storedCredential(t, "stored", storedKey)}
+				// The worker prints the stored key from a file in its
+				// workdir: however it got it, a sandbox or not.
+				tk := pilot.Task{Provider: "victim", Mode: pilot.ModeCode, Prompt: "the task", Workdir: foundKeyDir(t, storedKey)}
+				v, err := d.Dispatch(context.Background(), tk)
 				if err != nil {
 					t.Fatal(err) // every runner takes a custom endpoint
 				}
 				vj, _ := json.Marshal(v)
-				if strings.Contains(string(vj), victimKey) || strings.Contains(string(vj), otherKey) {
+				if strings.Contains(string(vj), victimKey) || strings.Contains(string(vj), otherKey) || strings.Contains(string(vj), storedKey) {
 					t.Errorf("the verdict holds a secret: %s", vj)
 				}
-				n, _ := noSecretIn(t, d.RunDir, victimKey, otherKey)
+				n, _ := noSecretIn(t, d.RunDir, victimKey, otherKey, storedKey)
 				if n < 3 {
 					t.Errorf("walked %d files in the run directory; want at least record, stream and events", n)
 				}
 				stream, _ := os.ReadFile(readRecord(t, v).StreamLog)
-				if !strings.Contains(string(stream), "invalid api key: [REDACTED]") {
-					t.Errorf("stream.log does not show the redacted echo:\n%s", stream)
+				if !strings.Contains(string(stream), "invalid api key: [REDACTED]") || !strings.Contains(string(stream), "read a key: [REDACTED]") {
+					t.Errorf("stream.log does not show the redacted echoes:\n%s", stream)
 				}
 				call, _ := readCall(t, victim)
 				got := false
@@ -117,6 +125,29 @@ func TestSecretCanaryAcrossArtefacts(t *testing.T) {
 	}
 }
 
+// storedCredential is a credential file store in a temporary directory
+// holding key as provider's credential.
+func storedCredential(t *testing.T, provider, key string) config.FileCredentials {
+	t.Helper()
+	files := config.FileCredentials{Dir: filepath.Join(t.TempDir(), "credentials")}
+	if _, err := files.Store(provider, key); err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// foundKeyDir is a workdir whose file found-key holds key, as a worker
+// that found another provider's key would keep it, for the fake agent's
+// EnvReplayFile to print.
+func foundKeyDir(t *testing.T, key string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "found-key"), []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // canaryFixture is a recorded successful stream of each agent CLI runner
 // (testdata/RUNNER/stream/NAME); the command runner replays pi's.
 var canaryFixture = map[string]string{
@@ -132,11 +163,13 @@ var canaryFixture = map[string]string{
 // command-runner one), each with a secret of its own, runs dispatches that
 // succeed, fail, time out, stall and are cancelled, and then a fanout of
 // all of them; the failing workers print their own key on stdout and
-// stderr. Each secret may then appear in one place only: its own
-// provider's worker environment, under its own variable. It must be in no
-// file under the run directories, no event, no output line handed to
-// OnLine, no verdict, no error, no other worker's environment, argv or
-// stdin.
+// stderr, and every worker prints the key of provider "stored", which
+// pilot keeps in a credential file and which the worker found (the test
+// leaves it in its workdir, as no sandbox matters here). Each secret may
+// then appear in one place only: its own provider's worker environment,
+// under its own variable. It must be in no file under the run directories,
+// no event, no output line handed to OnLine, no verdict, no error, no
+// other worker's environment, argv or stdin.
 func TestSecretCanaryEverywhere(t *testing.T) {
 	// Its subtests run in parallel: one check for them all, once they
 	// have all ended (a check per subtest would see its siblings'
@@ -165,6 +198,11 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		canary[p.Name] = fmt.Sprintf("canary-%s-%08x-secret", p.Name, 0x5eed0000+i)
 		secretOf[p.CredentialEnv] = canary[p.Name]
 	}
+	// Provider stored is never dispatched: its key is in a credential
+	// file, and in no environment.
+	stored := pilot.Provider{Name: "stored", Runner: "command", Argv: []string{"true"}, CredentialEnv: "STORED_CANARY_KEY"}
+	canary[stored.Name] = "canary-stored-5eedf11e-secret"
+	storedFile := storedCredential(t, stored.Name, canary[stored.Name])
 	lookup := func(k string) (string, bool) {
 		if v, ok := secretOf[k]; ok {
 			return v, true
@@ -228,6 +266,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		if outcome != "success" {
 			p.Env[fakeagent.EnvReplayEcho] = p.CredentialEnv
 		}
+		p.Env[fakeagent.EnvReplayFile] = "found-key" // stored's key, in the workdir
 		switch outcome {
 		case "failure":
 			p.Env[fakeagent.EnvReplayExit] = "1"
@@ -246,7 +285,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		// The registry holds every provider, as a real one does: pilot
 		// knows their variables hold secrets.
 		all := append([]pilot.Provider(nil), ps...)
-		for _, p := range provs {
+		for _, p := range append(provs, stored) {
 			if !slices.ContainsFunc(ps, func(q pilot.Provider) bool { return q.Name == p.Name }) {
 				all = append(all, p)
 			}
@@ -260,7 +299,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		}
 		d.EnvAllow = append(d.EnvAllow, pilot.DefaultEnvAllow...)
 		d.LookupEnv = lookup
-		d.Credentials = config.EnvCredentials{LookupEnv: lookup}
+		d.Credentials = config.ChainCredentials{config.EnvCredentials{LookupEnv: lookup}, storedFile}
 		d.Heartbeat = 10 * time.Millisecond
 		d.Stall = pilot.StallPolicy{Start: 20 * time.Millisecond, ModelResponse: 20 * time.Millisecond, Tool: 150 * time.Millisecond}
 		observe := func(e pilot.Event) {
@@ -282,7 +321,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		return d
 	}
 	taskFor := func(t *testing.T, name, outcome string) pilot.Task {
-		tk := pilot.Task{Provider: name, Mode: pilot.ModeCode, Prompt: "the task", Workdir: t.TempDir()}
+		tk := pilot.Task{Provider: name, Mode: pilot.ModeCode, Prompt: "the task", Workdir: foundKeyDir(t, canary[stored.Name])}
 		switch outcome {
 		case "timeout":
 			tk.Timeout = 300 * time.Millisecond
@@ -374,6 +413,14 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		if n := strings.Count(slogOut.String(), `"evidence":"`); n == 0 || !strings.Contains(slogOut.String(), "x-api-key [REDACTED]") {
 			t.Errorf("no slog record carries the auth runs' redacted evidence (%d evidence attributes)", n)
 		}
+		// Stored's canary is live: the workers printed it, and OnLine
+		// had it redacted.
+		printed := 0
+		for _, s := range texts {
+			if strings.HasPrefix(s, "line: ") && strings.Contains(s, "read a key: [REDACTED]") {
+				printed++
+			}
+		}
 		texts = append(texts, "slog: "+slogOut.String())
 		leaks := 0
 		for _, s := range texts {
@@ -431,16 +478,16 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 				t.Errorf("%s's worker did not get its own secret", owner)
 			}
 		}
-		t.Logf("secret canary: %d providers, %d workers, %d run-dir files, %d events/lines/verdicts/errors and %d slog records searched (%d stall inspections); outcomes %v; leaks: %d",
-			len(provs), workers, files, len(texts), records, inspections, outcomes, leaks)
+		t.Logf("secret canary: %d providers, %d workers, %d run-dir files, %d events/lines/verdicts/errors and %d slog records searched (%d stall inspections, %d lines with stored's key); outcomes %v; leaks: %d",
+			len(provs), workers, files, len(texts), records, inspections, printed, outcomes, leaks)
 		if records < len(provs)*len(all)*2 {
 			t.Errorf("the slog adapter wrote %d records; want at least a started and a verdict record per dispatch", records)
 		}
 		// A worker that pilot ended (timeout, stall) before it had
 		// recorded its call has no environment to search; those that
 		// run until they print (success, failure, cancel) always have.
-		if workers < len(provs)*3 || files < workers*3 || inspections == 0 {
-			t.Errorf("searched too little: %d workers, %d files, %d stall inspections", workers, files, inspections)
+		if workers < len(provs)*3 || files < workers*3 || inspections == 0 || printed < workers {
+			t.Errorf("searched too little: %d workers, %d files, %d stall inspections, %d lines with stored's key", workers, files, inspections, printed)
 		}
 	})
 }

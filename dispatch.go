@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -180,7 +178,9 @@ type Dispatcher struct {
 	// command runner is built in.
 	Runners []Runner
 	// Credentials supplies provider secrets; nil means each provider's
-	// CredentialEnv variable in pilot's environment.
+	// CredentialEnv variable in pilot's environment. Dispatch also asks it
+	// for every other provider's secret that has a CredentialEnv, to
+	// redact those too; their errors are ignored.
 	Credentials CredentialSource
 
 	// RunDir is where run directories are made; empty means
@@ -242,9 +242,9 @@ type Dispatcher struct {
 	// events.log has every one.
 	Observer func(Event)
 	// OnLine, when set, receives every output line of every worker
-	// (secrets redacted), for streaming display. It is called from the
-	// goroutines reading the worker's output, never concurrently within
-	// one dispatch.
+	// (every provider's secret redacted), for streaming display. It is
+	// called from the goroutines reading the worker's output, never
+	// concurrently within one dispatch.
 	OnLine func(runID string, l Line)
 }
 
@@ -272,15 +272,19 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 		return Verdict{}, err
 	}
 	reconcileRunDir(cfg.RunDir)
-	secret := p.secret
-	r := &run{d: cfg, task: p.task, prov: p.prov, runner: p.runner, secret: secret}
-	r.secrets = newSecretSet(append(cfg.otherSecrets(ctx, p.prov), secret)...)
+	r := &run{d: cfg, task: p.task, prov: p.prov, runner: p.runner, secret: p.secret}
+	// Every provider's secret pilot can find is redacted, for a worker may
+	// print any key it can read. The others' are resolved while the run
+	// directory and the command are made (see awaitSecrets).
+	others := make(chan resolved, 1)
+	go func() {
+		secrets, err := cfg.otherSecrets(ctx, p.prov.Name)
+		others <- resolved{secrets, err}
+	}()
+	r.others = others
+	defer r.awaitSecrets()
 	r.prepared = func() error { return nil }
 	r.runningWritten = func() error { return nil }
-	// Enough bytes for 500 characters of any width, plus room to redact a
-	// secret cut by the window's start.
-	r.stderrTail.N = 4*stderrTailRunes + 2*r.secrets.longest() + 64
-	r.streamTail.N = stallTailBytes + 2*r.secrets.longest() + 64
 	if cfg.Observer != nil || r.task.Observer != nil {
 		// No observer may delay supervision; Dispatch returns once they
 		// have seen every event.
@@ -334,25 +338,6 @@ func (d *Dispatcher) prepare(ctx context.Context, t Task) (prepared, error) {
 		return prepared{}, &CredentialError{Provider: prov.Name, Env: prov.CredentialEnv}
 	}
 	return prepared{task: t, prov: prov, runner: runner, secret: secret}, nil
-}
-
-// otherSecrets returns the secret of every provider but own that the
-// CredentialSource has, for redaction: a worker that finds another
-// provider's key and prints it must not get it into a file pilot writes. A
-// provider whose secret is missing or refused is skipped, silently: it is
-// not this dispatch's.
-func (d *Dispatcher) otherSecrets(ctx context.Context, own Provider) []string {
-	var out []string
-	for _, name := range d.Providers.Names() {
-		p, _ := d.Providers.Lookup(name)
-		if name == own.Name || p.CredentialEnv == "" {
-			continue
-		}
-		if s, err := d.Credentials.Secret(ctx, p); err == nil && s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // checkEnvAllow refuses a secret-looking variable in the allowlist that no
@@ -480,12 +465,14 @@ func validateTask(t *Task) error {
 
 // run is the state of one dispatch.
 type run struct {
-	d       *Dispatcher
-	task    Task
-	prov    Provider
-	runner  Runner
-	secret  string
-	secrets secretSet // every secret pilot can resolve, redacted everywhere
+	d         *Dispatcher
+	task      Task
+	prov      Provider
+	runner    Runner
+	secret    string          // the provider's own credential, for its worker
+	red       redactor        // every secret pilot found, taken out of what it writes
+	others    <-chan resolved // the other providers' secrets, until awaitSecrets
+	othersErr error
 
 	id      string
 	dir     string
@@ -560,7 +547,8 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 			now := time.Now().UTC()
 			r.rec.Status = string(Failed)
 			r.rec.EndedAt = &now
-			r.rec.PilotError = r.redact(err.Error())
+			r.awaitSecrets() // those it found, for an error before the worker starts
+			r.rec.PilotError = r.red.string(err.Error())
 			r.prepared()
 			r.runningWritten()
 			if werr := writeRecord(r.recPath, r.final, &r.rec); werr != nil {
@@ -594,6 +582,11 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		r.watcher = exitCodeWatcher{}
 	}
 	env := r.environ(cmd.Env, cmd.SecretEnv)
+	// Nothing of the worker's is written, nor the worker started, before
+	// every secret is known.
+	if err := r.awaitSecrets(); err != nil {
+		return Verdict{}, err
+	}
 	confinement, report, err := r.confine(cmd)
 	r.rec.Sandbox = &report
 	r.confined = report.Enforced
@@ -605,7 +598,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	}
 	r.rec.Argv = make([]string, len(cmd.Argv))
 	for i, s := range cmd.Argv {
-		r.rec.Argv[i] = r.redact(s)
+		r.rec.Argv[i] = r.red.string(s)
 	}
 	for _, kv := range env {
 		r.rec.EnvKeys = append(r.rec.EnvKeys, kv[:strings.IndexByte(kv, '=')])
@@ -692,7 +685,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	r.rec.StderrBytes = exit.StderrBytes
 	if r.denial != "" && !v.Verdict.Success() {
 		sb := *r.rec.Sandbox
-		sb.Denied = r.redact(r.denial)
+		sb.Denied = r.red.string(r.denial)
 		r.rec.Sandbox, v.Sandbox = &sb, &sb
 	}
 	r.rec.Provenance = currentProvenance() // the executable on disk now
@@ -702,6 +695,30 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	r.final = nil
 	r.emit(Event{Type: verdictType, Verdict: &v})
 	return v, nil
+}
+
+// resolved is what otherSecrets found.
+type resolved struct {
+	secrets []string
+	err     error
+}
+
+// awaitSecrets takes the other providers' secrets, resolved while the run
+// started, into the redactor, and sizes the output tails for the longest
+// secret. It fails when ctx ended before they were all resolved; later
+// calls do nothing more.
+func (r *run) awaitSecrets() error {
+	if r.others == nil {
+		return r.othersErr
+	}
+	o := <-r.others
+	r.others, r.othersErr = nil, o.err
+	r.red = newRedactor(append(o.secrets, r.secret)...)
+	// Enough bytes for 500 characters of any width, plus room to redact a
+	// secret cut by the window's start.
+	r.stderrTail.N = 4*stderrTailRunes + 2*r.red.longest + 64
+	r.streamTail.N = stallTailBytes + 2*r.red.longest + 64
+	return r.othersErr
 }
 
 // commandMentions reports whether the worker's argv, environment or stdin
@@ -1070,17 +1087,17 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	return exit, info, nil
 }
 
-// judge asks the watcher, then pilot's policy (verdictOf), and redacts the
-// evidence excerpt.
+// judge asks the watcher, then pilot's policy (verdictOf), and redacts
+// what of it the worker printed: the evidence and its session id.
 func (r *run) judge(e Exit, finishedFirst bool) (Result, Failure) {
 	r.lineMu.Lock()
 	said := r.watcher.Finish(seenExit(e, finishedFirst))
 	r.lineMu.Unlock()
 	loop, retrying := r.retryLoop()
 	res, f := verdictOf(e, said, loop, retrying, finishedFirst)
-	if f.EvidenceExcerpt != "" {
-		f.EvidenceExcerpt = r.redact(f.EvidenceExcerpt)
-	}
+	f.EvidenceExcerpt = r.red.string(f.EvidenceExcerpt)
+	f.EvidenceNote = r.red.string(f.EvidenceNote) // split from the line at its last " [pilot: "
+	res.SessionID, res.Resume = r.red.string(res.SessionID), r.red.string(res.Resume)
 	return res, f
 }
 
@@ -1091,10 +1108,11 @@ func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64
 	if s == Stderr {
 		tag = []byte("err ")
 	}
+	clean := false // no secret can be in this read
 	sp := &lines.Splitter{
 		Max:      r.d.MaxLineBytes,
 		SpillDir: r.dir,
-		OnLine:   func(l lines.Line) { r.line(s, tag, l) },
+		OnLine:   func(l lines.Line) { r.line(s, tag, l, clean && l.InPlace) },
 	}
 	bp := readBufs.Get().(*[readBuf]byte)
 	defer readBufs.Put(bp)
@@ -1110,6 +1128,9 @@ func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64
 				r.stderrTail.Write(buf[:n])
 			}
 			r.streamTail.Write(buf[:n])
+			// One look for the secrets in the whole read costs less
+			// than one in each of its lines.
+			clean = r.red.clean(buf[:n])
 			sp.Write(buf[:n])
 			// The lines of this read go to stream.log in one write, made
 			// while the next read is taken and split.
@@ -1140,17 +1161,21 @@ const readBuf = 64 << 10
 var readBufs = sync.Pool{New: func() any { return new([readBuf]byte) }}
 
 // line handles one complete output line: stream.log gets all of it, the
-// watcher and OnLine get at most MaxLineBytes. Called with lineMu held.
-func (r *run) line(s Stream, tag []byte, l lines.Line) {
+// watcher and OnLine get at most MaxLineBytes. A clean line is one in
+// which no secret can be. Called with lineMu held.
+func (r *run) line(s Stream, tag []byte, l lines.Line, clean bool) {
 	data := bytes.TrimSuffix(l.Data, []byte("\r"))
-	sec := r.secretBytes()
-	switch out := redactBytes(l.Data, sec); {
+	out := l.Data
+	if !clean {
+		out = r.red.bytes(l.Data)
+	}
+	switch {
 	case l.Spill != nil:
 		// A line too long to hold, copied from its spill file after
 		// what came before it.
 		r.log.Sync()
 		r.stream.Write(tag)
-		redactCopy(r.stream, l.Spill, sec)
+		r.red.copy(r.stream, l.Spill)
 		r.stream.Write([]byte("\n"))
 	case len(out) > streamBatch:
 		// A long line: written where it is, not copied into a batch.
@@ -1166,7 +1191,9 @@ func (r *run) line(s Stream, tag []byte, l lines.Line) {
 	r.noteDenial(line)
 	r.watcher.Line(line)
 	if r.d.OnLine != nil {
-		line.Data = redactBytes(data, sec)
+		if !clean {
+			line.Data = r.red.bytes(data)
+		}
 		r.d.OnLine(r.id, line)
 	}
 }
@@ -1248,84 +1275,6 @@ func (r *run) observe(e Event) {
 	}
 }
 
-// minSecretLen is the shortest secret pilot redacts from logs; shorter
-// values would mangle ordinary text and protect nothing.
-const minSecretLen = 6
-
-// secretSet is every secret a run redacts, longest first (so that a secret
-// inside another is not replaced first, leaving the longer one's rest).
-type secretSet [][]byte
-
-// newSecretSet returns the secrets of vals long enough to redact, once
-// each, longest first.
-func newSecretSet(vals ...string) secretSet {
-	var ss secretSet
-	for _, v := range vals {
-		if len(v) >= minSecretLen && !slices.ContainsFunc(ss, func(b []byte) bool { return string(b) == v }) {
-			ss = append(ss, []byte(v))
-		}
-	}
-	sort.SliceStable(ss, func(i, j int) bool { return len(ss[i]) > len(ss[j]) })
-	return ss
-}
-
-// longest is the length of the longest secret, or 0.
-func (ss secretSet) longest() int {
-	if len(ss) == 0 {
-		return 0
-	}
-	return len(ss[0])
-}
-
-func (r *run) secretBytes() secretSet { return r.secrets }
-
-func (r *run) redact(s string) string {
-	for _, sec := range r.secrets {
-		s = strings.ReplaceAll(s, string(sec), redacted)
-	}
-	return s
-}
-
-const redacted = "[REDACTED]"
-
-// redactBytes returns b with every secret replaced; b itself, unallocated,
-// when it holds none.
-func redactBytes(b []byte, secrets secretSet) []byte {
-	for _, sec := range secrets {
-		if bytes.Contains(b, sec) {
-			b = bytes.ReplaceAll(b, sec, []byte(redacted))
-		}
-	}
-	return b
-}
-
-// redactCopy copies src to dst with every occurrence of a secret replaced,
-// including occurrences that span read boundaries. Without secrets it is a
-// plain copy (copy_file_range between files).
-func redactCopy(dst io.Writer, src io.Reader, secrets secretSet) {
-	if len(secrets) == 0 {
-		io.Copy(dst, src)
-		return
-	}
-	keep := secrets.longest() - 1
-	buf := make([]byte, 256<<10)
-	pend := 0 // bytes carried over at the start of buf
-	for {
-		n, err := src.Read(buf[pend:])
-		chunk := redactBytes(buf[:pend+n], secrets)
-		if err != nil {
-			dst.Write(chunk)
-			return
-		}
-		if len(chunk) <= keep {
-			pend = copy(buf, chunk)
-			continue
-		}
-		dst.Write(chunk[:len(chunk)-keep])
-		pend = copy(buf, chunk[len(chunk)-keep:])
-	}
-}
-
 // stderrTailRunes is the most characters a verdict's stderr_tail holds.
 const stderrTailRunes = 500
 
@@ -1333,7 +1282,7 @@ func (r *run) tail() string {
 	r.lineMu.Lock()
 	raw := append([]byte(nil), r.stderrTail.Bytes()...)
 	r.lineMu.Unlock()
-	return text.LastRunes(strings.ToValidUTF8(string(redactBytes(raw, r.secretBytes())), "\uFFFD"), stderrTailRunes)
+	return text.LastRunes(strings.ToValidUTF8(string(r.red.bytes(raw)), "\uFFFD"), stderrTailRunes)
 }
 
 // pipe returns a pipe whose read end pilot reads through the runtime

@@ -273,3 +273,18 @@ func (r *Registry) credentialEnvs(except string) map[string]bool {
 	}
 	return out
 }
+
+// withCredential returns every provider but except that has a
+// CredentialEnv, in no particular order.
+func (r *Registry) withCredential(except string) []Provider {
+	if r == nil {
+		return nil
+	}
+	var out []Provider
+	for name, p := range r.byName {
+		if p.CredentialEnv != "" && name != except {
+			out = append(out, p.clone())
+		}
+	}
+	return out
+}

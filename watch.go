@@ -87,13 +87,14 @@ func (w *sessionWatch) beat(now time.Time) stallAction {
 	}
 	if !samePhase(next, w.state) {
 		w.state = next
-		w.r.emit(Event{Type: eventPhase, Session: &next})
+		shown := w.r.red.state(next)
+		w.r.emit(Event{Type: eventPhase, Session: &shown})
 	} else {
 		w.state = next
 	}
 	a := w.clock.Check(w.r.d.Stall, w.state.Phase, now)
 	if a != stallNone {
-		insp := newStallInspection(a, w.state, w.clock.Silence(now), w.r.streamTailBytes())
+		insp := newStallInspection(a, w.r.red.state(w.state), w.clock.Silence(now), w.r.streamTailBytes())
 		w.inspection = &insp
 	}
 	return a
@@ -151,12 +152,13 @@ func samePhase(a, b SessionState) bool {
 
 // record is the session part of the run's record.
 func (w *sessionWatch) record(p StallPolicy) *SessionRecord {
+	st := w.r.red.state(w.state)
 	sr := &SessionRecord{
-		SessionPhase:         w.state.Phase,
-		SessionPhaseReason:   w.state.Reason,
-		ExpectedToolCallIDs:  nonNil(w.state.ExpectedToolCallIDs),
-		CompletedToolCallIDs: nonNil(w.state.CompletedToolCallIDs),
-		PendingToolCallIDs:   nonNil(w.state.PendingToolCallIDs),
+		SessionPhase:         st.Phase,
+		SessionPhaseReason:   st.Reason,
+		ExpectedToolCallIDs:  nonNil(st.ExpectedToolCallIDs),
+		CompletedToolCallIDs: nonNil(st.CompletedToolCallIDs),
+		PendingToolCallIDs:   nonNil(st.PendingToolCallIDs),
 		ActivityState:        w.activity,
 		SilenceInspection:    w.inspection,
 	}
@@ -179,7 +181,7 @@ func (r *run) streamTailBytes() []byte {
 	r.lineMu.Lock()
 	raw := append([]byte(nil), r.streamTail.Bytes()...)
 	r.lineMu.Unlock()
-	return redactBytes(raw, r.secretBytes())
+	return r.red.bytes(raw)
 }
 
 // SessionRecord is what a record says about the worker's native session

@@ -19,7 +19,7 @@
 //
 // The attributes are those of the event (see [Attrs]): never a worker's
 // output, its stderr tail or a stall inspection's stream tail. Evidence
-// excerpts and messages are pilot's, with the provider's secret already
+// excerpts and messages are pilot's, with every provider's secret already
 // redacted, as in events.log.
 package pilotslog
 

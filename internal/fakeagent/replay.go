@@ -23,6 +23,9 @@ import (
 //	                           as a CLI that quotes its key in an error would
 //	PILOT_FAKE_REPLAY_ECHO_LINE=L  that line L ({key} the value) in place of
 //	                           "invalid api key: {key}"
+//	PILOT_FAKE_REPLAY_ECHO_FILE=PATH  then print "read a key: " and PATH's
+//	                           content on stdout and stderr, as a worker that
+//	                           found another provider's key would
 //	PILOT_FAKE_REPLAY_BLOCK=1  then wait forever instead of exiting, as a
 //	                           CLI that hangs would
 //
@@ -37,6 +40,7 @@ const (
 	EnvReplayEcho   = "PILOT_FAKE_REPLAY_ECHO"
 	EnvReplayLine   = "PILOT_FAKE_REPLAY_ECHO_LINE"
 	EnvReplayBlock  = "PILOT_FAKE_REPLAY_BLOCK"
+	EnvReplayFile   = "PILOT_FAKE_REPLAY_ECHO_FILE"
 )
 
 // Call is what PILOT_FAKE_CALL_OUT receives: how the fake agent was run.
@@ -82,6 +86,16 @@ func replay(prefix string, args []string) int {
 			line = "invalid api key: {key}"
 		}
 		line = strings.ReplaceAll(line, "{key}", os.Getenv(v)) + "\n"
+		os.Stdout.WriteString(line)
+		os.Stderr.WriteString(line)
+	}
+	if path := os.Getenv(EnvReplayFile); path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "fakeagent: %v\n", err)
+			return 2
+		}
+		line := "read a key: " + strings.TrimSpace(string(data)) + "\n"
 		os.Stdout.WriteString(line)
 		os.Stderr.WriteString(line)
 	}

@@ -22,6 +22,10 @@ type Line struct {
 	Spill *os.File
 	// NoEOL marks a last line that ended without "\n".
 	NoEOL bool
+	// InPlace marks a line that lies whole in the slice passed to the
+	// Write that delivers it, Data a part of that slice: what the caller
+	// found of the slice holds for the line.
+	InPlace bool
 }
 
 // A Splitter receives a stream through Write and calls OnLine once per
@@ -61,7 +65,7 @@ func (s *Splitter) Write(p []byte) (int, error) {
 			// A whole line within p: handed over where it is, not
 			// copied.
 			if s.OnLine != nil {
-				s.OnLine(Line{Data: p[:i:i], Size: int64(i)})
+				s.OnLine(Line{Data: p[:i:i], Size: int64(i), InPlace: true})
 			}
 			p = p[i+1:]
 			continue

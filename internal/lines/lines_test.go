@@ -373,3 +373,39 @@ func FuzzSplitter(f *testing.F) {
 		assertEmptyDir(t, dir)
 	})
 }
+
+// A line is InPlace when it lies whole in the slice of the Write that
+// delivers it, and its Data is then part of that slice.
+func TestSplitterInPlace(t *testing.T) {
+	type got struct {
+		Data    string
+		InPlace bool
+	}
+	var seen []got
+	var chunk []byte
+	s := &lines.Splitter{Max: 4, SpillDir: t.TempDir(), OnLine: func(l lines.Line) {
+		if l.InPlace && (len(l.Data) == 0 || !inside(l.Data, chunk)) {
+			t.Errorf("line %q is InPlace but not in the written slice %q", l.Data, chunk)
+		}
+		seen = append(seen, got{string(l.Data), l.InPlace})
+	}}
+	for _, c := range []string{"ab\ncd", "e\nfg\n", "abcdefgh\nij\n", "tail"} {
+		chunk = []byte(c)
+		s.Write(chunk)
+	}
+	s.Close()
+	want := []got{{"ab", true}, {"cde", false}, {"fg", true}, {"abcd", false}, {"ij", true}, {"tail", false}}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
+	}
+}
+
+// inside reports whether part is a slice of whole's array within it.
+func inside(part, whole []byte) bool {
+	for i := range len(whole) - len(part) + 1 {
+		if &whole[i] == &part[0] {
+			return true
+		}
+	}
+	return false
+}

@@ -23,6 +23,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/examples/pilot/internal/cli"
 	"github.com/pilotworkers/pilot/pilottest"
 )
@@ -283,6 +284,9 @@ func TestDemoExportsOverOTLP(t *testing.T) {
 // is the failure's evidence, is in none of the requests.
 func TestFailedDispatchExportsAndKeepsSecrets(t *testing.T) {
 	const secret = "sk-otlp-canary-7f3a9c"
+	// Another provider's key, in pilot's credential store, which the
+	// worker found and prints: redacted from everything.
+	const storedKey = "sk-otlp-stored-2c8e41"
 	r := newReceiver(t)
 	dir := t.TempDir()
 	for _, kv := range otelEnv(t, r) {
@@ -294,10 +298,17 @@ func TestFailedDispatchExportsAndKeepsSecrets(t *testing.T) {
 	workdir, taskFile, provs := filepath.Join(dir, "work"), filepath.Join(dir, "task.md"), filepath.Join(dir, "providers.json")
 	os.Mkdir(workdir, 0o755)
 	os.WriteFile(taskFile, []byte("# task\nsay hello\n"), 0o644)
-	data, _ := json.Marshal(map[string]any{"providers": map[string]any{"denied": map[string]any{
-		"runner": "command",
-		"argv":   []string{"sh", "-c", "echo 'Error: 401 Unauthorized: invalid x-api-key " + secret + "' >&2; exit 1"},
-	}}})
+	os.WriteFile(filepath.Join(workdir, "found-key"), []byte(storedKey), 0o600)
+	if _, err := (config.FileCredentials{}).Store("stored", storedKey); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(map[string]any{"providers": map[string]any{
+		"denied": map[string]any{
+			"runner": "command",
+			"argv":   []string{"sh", "-c", "echo \"found a key: $(cat found-key)\" >&2; echo 'Error: 401 Unauthorized: invalid x-api-key " + secret + "' >&2; exit 1"},
+		},
+		"stored": map[string]any{"runner": "command", "argv": []string{"true"}, "credential_env": "STORED_API_KEY"},
+	}})
 	os.WriteFile(provs, data, 0o644)
 
 	var stdout, stderr bytes.Buffer
@@ -326,7 +337,7 @@ func TestFailedDispatchExportsAndKeepsSecrets(t *testing.T) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, b := range r.bodies {
-		if bytes.Contains(b, []byte(secret)) {
+		if bytes.Contains(b, []byte(secret)) || bytes.Contains(b, []byte(storedKey)) {
 			t.Errorf("an OTLP request carries the worker's secret")
 		}
 	}
@@ -335,6 +346,15 @@ func TestFailedDispatchExportsAndKeepsSecrets(t *testing.T) {
 	if !strings.Contains(stdout.String(), "401") {
 		t.Errorf("the verdict has no evidence of the 401: %s", stdout.String())
 	}
+	// The stored key reached the verdict's stderr tail, redacted, and
+	// nothing else.
+	if !strings.Contains(stdout.String(), "found a key: [REDACTED]") {
+		t.Errorf("the verdict's stderr tail does not show the stored key redacted: %s", stdout.String())
+	}
+	if strings.Contains(stdout.String()+stderr.String(), storedKey) {
+		t.Errorf("the command's output holds the stored key:\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+	pilottest.NoSecretIn(t, filepath.Join(dir, "runs"), storedKey)
 }
 
 // TestNoEndpointNoTelemetry: without OTEL_EXPORTER_OTLP_ENDPOINT (or with
