@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +29,7 @@ import (
 	"github.com/pilotworkers/pilot/internal/procfs"
 	"github.com/pilotworkers/pilot/internal/rundir"
 	"github.com/pilotworkers/pilot/retry"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // Config is one chaos session.
@@ -86,6 +89,8 @@ type Report struct {
 	KilledPilotTempFiles int     `json:"killed_pilot_temp_files"`
 	Seconds              float64 `json:"seconds"`
 	Seed                 uint64  `json:"seed"`
+	// Skipped holds the kinds that cannot run on this machine, with why.
+	Skipped map[string]string `json:"skipped,omitempty"`
 	// Problems describes the first broken promises.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -117,6 +122,9 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "open records      %d\n", r.OpenRecords)
 	fmt.Fprintf(w, "half written      %d\n", r.HalfWritten)
 	fmt.Fprintf(w, "wrong verdicts    %d\n", r.WrongVerdicts)
+	for _, k := range slices.Sorted(maps.Keys(r.Skipped)) {
+		fmt.Fprintf(w, "skipped           %s: %s\n", k, r.Skipped[k])
+	}
 	for _, p := range r.Problems {
 		fmt.Fprintln(w, "problem:", p)
 	}
@@ -167,6 +175,15 @@ var kinds = []kind{
 	{"finished-but-hangs", 3, runFinishedButHangs},
 	{"observer-blocks", 2, runObserverBlocks},
 	{"supervisor-sigkilled", 2, runSupervisorKilled},
+	{"worker-junks-every-fd", 3, runJunkFDs},
+	{"worker-kills-its-parent", 3, runKillParent},
+}
+
+// skips holds, for each kind that cannot run on every machine, why it
+// cannot run on this one ("" when it can): such a kind is left out of the
+// mix, even when Config.Kinds names it, and the report says why.
+var skips = map[string]func() string{
+	"worker-kills-its-parent": needSignalScope,
 }
 
 // doubleFork: the worker starts a setsid'd child that starts a setsid'd,
@@ -362,6 +379,16 @@ func (c *runCtx) dispatch(s script) {
 		return
 	}
 	c.verdicts = append(c.verdicts, v)
+	got := outcome(v)
+	if s.want != "" && got != s.want && !strings.HasPrefix(got, s.want+"/") {
+		c.wrong++
+		c.problem("verdict %s, want %s (stderr tail %q)", got, s.want, v.StderrTail)
+	}
+}
+
+// outcome is how a script's want reads v: "completed", or
+// "error/CLASS", with "/SIGNAL" when a signal ended the worker.
+func outcome(v pilot.Verdict) string {
 	got := string(v.Verdict)
 	if v.FailureClass != "" {
 		got += "/" + string(v.FailureClass)
@@ -369,10 +396,7 @@ func (c *runCtx) dispatch(s script) {
 	if v.Signal != "" {
 		got += "/" + v.Signal
 	}
-	if s.want != "" && got != s.want && !strings.HasPrefix(got, s.want+"/") {
-		c.wrong++
-		c.problem("verdict %s, want %s (stderr tail %q)", got, s.want, v.StderrTail)
-	}
+	return got
 }
 
 func runFanout(c *runCtx) {
@@ -420,16 +444,25 @@ func runFanout(c *runCtx) {
 func Run(cfg Config) *Report {
 	start := time.Now()
 	rep := &Report{Runs: cfg.Runs, Seed: cfg.Seed, Kinds: map[string]int{}, Outcomes: map[string]int{}}
-	pool := kinds
-	if len(cfg.Kinds) > 0 {
-		pool = nil
-		for _, k := range kinds {
-			for _, want := range cfg.Kinds {
-				if k.name == want {
-					pool = append(pool, k)
+	var pool []kind
+	for _, k := range kinds {
+		if len(cfg.Kinds) > 0 && !slices.Contains(cfg.Kinds, k.name) {
+			continue
+		}
+		if skip := skips[k.name]; skip != nil {
+			if why := skip(); why != "" {
+				if rep.Skipped == nil {
+					rep.Skipped = map[string]string{}
 				}
+				rep.Skipped[k.name] = why
+				continue
 			}
 		}
+		pool = append(pool, k)
+	}
+	if len(pool) == 0 {
+		rep.Runs = 0
+		return rep
 	}
 	total := 0
 	for _, k := range pool {
@@ -697,6 +730,8 @@ type childSpec struct {
 	// "ready", then creates Trigger for the workers to go on.
 	FullOnReady bool   `json:"full_on_ready,omitempty"`
 	Trigger     string `json:"trigger,omitempty"`
+	// Sandbox is the child's Dispatcher.Sandbox ("": the default).
+	Sandbox sandbox.Mode `json:"sandbox,omitempty"`
 }
 
 const envChild = "PILOT_CHAOS_CHILD"
@@ -715,7 +750,9 @@ type child struct {
 	lines chan string // its stdout, line by line, closed at its end
 }
 
-func (c *runCtx) startChild(spec childSpec) (*child, error) {
+// startChild starts a child pilot running spec; extra become its
+// descriptors from 3 up (exec.Cmd's ExtraFiles).
+func (c *runCtx) startChild(spec childSpec, extra ...*os.File) (*child, error) {
 	data, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
@@ -723,6 +760,7 @@ func (c *runCtx) startChild(spec childSpec) (*child, error) {
 	cmd := exec.Command(c.cfg.Exe)
 	cmd.Env = append(os.Environ(), envChild+"="+string(data), "GORACE=atexit_sleep_ms=0")
 	cmd.Stderr = os.Stderr
+	cmd.ExtraFiles = extra
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

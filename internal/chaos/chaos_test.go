@@ -86,6 +86,11 @@ func TestEveryKind(t *testing.T) {
 	}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
+			if skip := skips[k.name]; skip != nil {
+				if why := skip(); why != "" {
+					t.Skip(why)
+				}
+			}
 			cfg := Config{Runs: 1, Seed: 7, Parallel: 1, Dir: t.TempDir(), Exe: exe, BigLine: 1 << 20, Kinds: []string{k.name}}
 			rep := Run(cfg)
 			data, _ := json.Marshal(rep)
@@ -165,5 +170,24 @@ func TestChecksSeeBrokenPromises(t *testing.T) {
 	got := result{orphans: res.orphans, missing: res.missing, open: res.open, half: res.half, jobs: res.jobs, records: res.records}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("check found %+v, want %+v; problems:\n%s", got, want, strings.Join(res.problems, "\n"))
+	}
+}
+
+// A kind that cannot run on this machine is left out of the mix, named or
+// not, and the report says why.
+func TestSkippedKindIsLeftOut(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	skips["sigsegv"] = func() string { return "not here" }
+	defer delete(skips, "sigsegv")
+	rep := Run(Config{Runs: 3, Seed: 1, Parallel: 1, Dir: t.TempDir(), Exe: exe, BigLine: 1, Kinds: []string{"sigsegv"}})
+	if rep.Runs != 0 || len(rep.Kinds) != 0 || rep.Skipped["sigsegv"] != "not here" || !rep.OK() {
+		t.Errorf("only a skipped kind named: %d runs of %v, skipped %v; want none run, sigsegv skipped", rep.Runs, rep.Kinds, rep.Skipped)
+	}
+	rep = Run(Config{Runs: 2, Seed: 1, Parallel: 1, Dir: t.TempDir(), Exe: exe, BigLine: 1, Kinds: []string{"sigsegv", "torn-final-line"}})
+	if rep.Runs != 2 || rep.Kinds["sigsegv"] != 0 || rep.Kinds["torn-final-line"] != 2 || !rep.OK() {
+		t.Errorf("a skipped kind beside another: %d runs of %v; want 2 of torn-final-line", rep.Runs, rep.Kinds)
 	}
 }

@@ -70,6 +70,7 @@ func childMain() int {
 		fmt.Fprintln(os.Stderr, "chaos child:", err)
 		return 2
 	}
+	d.Sandbox = spec.Sandbox
 	f := &pilot.Fanout{Dispatcher: d}
 	vs, err := f.Run(context.Background(), jobs)
 	if err != nil {

@@ -10,14 +10,16 @@
 //
 // Without -json it prints the figures as text; with -json it prints one
 // object ({"runs", "kinds", "orphans", "missing_verdicts", "open_records",
-// "half_written", ...}). It exits 1 when orphans, missing verdicts, open
-// records or half-written files are not all 0, and 2 for bad flags.
+// "half_written", ...}; "skipped" names the kinds this machine cannot run,
+// with why). It exits 1 when orphans, missing verdicts, open records or
+// half-written files are not all 0, and 2 for bad flags.
 //
 // The program is also its own fake agent (PILOT_FAKE_AGENT set), pilot's
 // supervisor (the re-exec internal/supervise recognises in its init), and
 // the pilot process of the kinds that need one of their own: a pilot that is
-// SIGKILLed mid-fanout, a pilot whose files stop being writable mid-run, and
-// two pilots sharing one run directory (PILOT_CHAOS_CHILD set).
+// SIGKILLed mid-fanout, a pilot whose files stop being writable mid-run,
+// two pilots sharing one run directory, and the fanouts of hostile workers
+// (PILOT_CHAOS_CHILD set).
 //
 // It runs on Linux only: it finds leftover processes in /proc.
 package main

@@ -27,6 +27,14 @@
 //	await=PATH      wait until PATH exists (checked every 5 ms)
 //	signal=N        die from signal N (the process execs a shell that kills itself)
 //	exit=N          exit with status N
+//	fds             print "fds 0 1 2": the descriptors this process
+//	                inherited (see InheritedFDs), each from 3 up with what
+//	                it is ("10=pipe:[123]")
+//	junkfds         write 4 KiB of junk to every descriptor from 3 to 1023,
+//	                read from each, and print what it reached (Linux; see
+//	                junkFDs)
+//	killparent      SIGKILL the parent process, then its process group, and
+//	                print "killparent ppid P pgid G parent ERR group ERR"
 //	spawn[:OPTS] STEPS... end
 //	                start a child fake agent running STEPS, wait until it has
 //	                run "ready" (or exited), then print "spawned PID" on
@@ -226,6 +234,22 @@ func Main(args []string) int {
 			err := syscall.Exec("/bin/sh", []string{"sh", "-c", "kill -" + val + " $$"}, os.Environ())
 			fmt.Fprintf(os.Stderr, "fakeagent: exec sh: %v\n", err)
 			return 2
+		case "fds":
+			fds, err := InheritedFDs()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: fds: %v\n", err)
+				return 2
+			}
+			fmt.Fprintln(out, fdsLine(fds))
+			out.Flush()
+		case "junkfds":
+			out.Flush()
+			fmt.Fprintln(out, junkFDs())
+			out.Flush()
+		case "killparent":
+			out.Flush()
+			fmt.Fprintln(out, killParent())
+			out.Flush()
 		case "exit":
 			n, _ := strconv.Atoi(val)
 			out.Flush()

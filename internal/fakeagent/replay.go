@@ -18,7 +18,7 @@ import (
 //	PILOT_FAKE_REPLAY=PREFIX   replay PREFIX.stdout and PREFIX.stderr
 //	PILOT_FAKE_REPLAY_EXIT=N   then exit with status N (default 0)
 //	PILOT_FAKE_REPLAY_SIGNAL=N then die from signal N instead
-//	PILOT_FAKE_CALL_OUT=PATH   first write {"argv", "stdin", "env"} to PATH
+//	PILOT_FAKE_CALL_OUT=PATH   first write {"argv", "stdin", "env", "fds"} to PATH
 //	PILOT_FAKE_REPLAY_ECHO=VAR print VAR's value on stdout and stderr too,
 //	                           as a CLI that quotes its key in an error would
 //	PILOT_FAKE_REPLAY_ECHO_LINE=L  that line L ({key} the value) in place of
@@ -44,16 +44,20 @@ const (
 )
 
 // Call is what PILOT_FAKE_CALL_OUT receives: how the fake agent was run.
+// FDs are the descriptors it inherited (InheritedFDs; nil where they
+// cannot be listed).
 type Call struct {
 	Argv  []string `json:"argv"`
 	Stdin string   `json:"stdin"`
 	Env   []string `json:"env"`
+	FDs   []int    `json:"fds"`
 }
 
 func replay(prefix string, args []string) int {
 	if out := os.Getenv(EnvCallOut); out != "" {
+		fds, _ := InheritedFDs() // before anything here opens a file
 		stdin, _ := io.ReadAll(os.Stdin)
-		data, _ := json.Marshal(Call{Argv: args, Stdin: string(stdin), Env: os.Environ()})
+		data, _ := json.Marshal(Call{Argv: args, Stdin: string(stdin), Env: os.Environ(), FDs: fds})
 		if err := os.WriteFile(out, data, 0o600); err != nil {
 			fmt.Fprintf(os.Stderr, "fakeagent: %v\n", err)
 			return 2

@@ -60,6 +60,16 @@ func spawn() (*client, error) {
 }
 
 func (c *client) start(spec Spec, stdin, stdout, stderr *os.File) (*Job, error) {
+	j, err := c.request(spec, stdin, stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return j.awaitStart(spec.Path)
+}
+
+// request sends the start request of spec; awaitStart waits for its reply.
+// (Between the two, a test can queue a batch of starts.)
+func (c *client) request(spec Spec, stdin, stdout, stderr *os.File) (*Job, error) {
 	c.mu.Lock()
 	if c.lost {
 		c.mu.Unlock()
@@ -93,12 +103,18 @@ func (c *client) start(spec Spec, stdin, stdout, stderr *os.File) (*Job, error) 
 		c.forget(j.id)
 		return nil, err
 	}
+	return j, nil
+}
+
+// awaitStart waits for the reply to j's start request, the worker's pid or
+// why it could not start the program at path.
+func (j *Job) awaitStart(path string) (*Job, error) {
 	r, ok := <-j.started
 	if !ok {
 		return nil, ErrSupervisorLost
 	}
 	if r.Err != "" {
-		return nil, &StartError{Path: spec.Path, Msg: r.Err}
+		return nil, &StartError{Path: path, Msg: r.Err}
 	}
 	j.Pid = r.Pid
 	return j, nil

@@ -1,0 +1,5 @@
+//go:build unix && !linux
+
+package fakeagent
+
+func junkFDs() string { return "junkfds unsupported" }
