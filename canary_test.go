@@ -285,7 +285,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		// The registry holds every provider, as a real one does: pilot
 		// knows their variables hold secrets.
 		all := append([]pilot.Provider(nil), ps...)
-		for _, p := range append(provs, stored) {
+		for _, p := range slices.Concat(provs, []pilot.Provider{stored}) { // not append: provs is shared by parallel subtests
 			if !slices.ContainsFunc(ps, func(q pilot.Provider) bool { return q.Name == p.Name }) {
 				all = append(all, p)
 			}
