@@ -570,7 +570,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		r.watcher = exitCodeWatcher{}
 	}
 	env := r.environ(cmd.Env, cmd.SecretEnv)
-	confinement, report, err := r.confine(cmd)
+	confinement, report, err := r.confine(env)
 	r.rec.Sandbox = &report
 	if err != nil {
 		return Verdict{}, err
