@@ -56,6 +56,20 @@ func (r *run) sandboxMode() (sandbox.Mode, bool) {
 	return sandbox.Default, false
 }
 
+// enforcedMode is the mode confine will enforce on the worker: Off when it
+// applies no filesystem rules (mode off, or a mode the kernel cannot
+// enforce: a default one runs unconfined, an asked-for one fails).
+func (r *run) enforcedMode() sandbox.Mode {
+	mode, _ := r.sandboxMode()
+	if runtime.GOOS != "linux" || mode == sandbox.Off {
+		return sandbox.Off
+	}
+	if abi, _ := landlock.ABI(); abi < minABI[mode] {
+		return sandbox.Off
+	}
+	return mode
+}
+
 // confine decides the sandbox of the worker whose environment is env: the
 // Landlock ruleset the supervisor applies to it (nil for none) and the
 // report its record and verdict carry. A mode that was asked for and cannot

@@ -20,15 +20,19 @@ import (
 // declaring a CLI's own dir and state dir beneath the home it is given,
 // and recording the homes it was asked about.
 type needyRunner struct {
-	exe  string
-	name string
-	mu   sync.Mutex
-	asks []string // "<provider name>@<home>"
+	exe   string
+	name  string
+	mu    sync.Mutex
+	asks  []string       // "<provider name>@<home>"
+	modes []sandbox.Mode // each attempt's Sandbox
 }
 
 func (r *needyRunner) Name() string { return r.name }
 
 func (r *needyRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, error) {
+	r.mu.Lock()
+	r.modes = append(r.modes, a.Sandbox)
+	r.mu.Unlock()
 	return &pilot.Command{Argv: append([]string{r.exe}, a.Provider.Args...)}, nil
 }
 
@@ -109,6 +113,34 @@ func TestSandboxFollowsTheWorkersHome(t *testing.T) {
 	for _, home := range []string{user, worker} {
 		if !slices.Contains(rival.asks, "@"+home) {
 			t.Errorf("rival's own dirs in %s were not asked for (asks %q): both homes are guarded", home, rival.asks)
+		}
+	}
+}
+
+// TestAttemptSandbox: a runner learns the mode pilot will enforce.
+func TestAttemptSandbox(t *testing.T) {
+	if abi, err := landlock.ABI(); abi < 4 {
+		t.Skipf("Landlock ABI %d (%v): the strict mode needs 4", abi, err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []sandbox.Mode{"", sandbox.Off, sandbox.Secrets, sandbox.Workspace, sandbox.Strict} {
+		r := &needyRunner{exe: exe, name: "needy"}
+		p := fakeProvider(t, "p", "out=hi")
+		p.Runner, p.Sandbox, p.Args, p.Argv = "needy", mode, p.Argv[1:], nil
+		d := testDispatcher(t, p)
+		d.Runners = []pilot.Runner{r}
+		if v := dispatch(t, d, task("p")); v.Verdict != pilot.Completed {
+			t.Errorf("sandbox %q: verdict %s (%s)", mode, v.Verdict, v.StderrTail)
+		}
+		want := mode
+		if want == "" {
+			want = sandbox.Default
+		}
+		if len(r.modes) != 1 || r.modes[0] != want {
+			t.Errorf("sandbox %q: the attempts' Sandbox %q, want %q", mode, r.modes, want)
 		}
 	}
 }

@@ -802,6 +802,7 @@ func (r *run) attempt(ctx context.Context) (Attempt, error) {
 		Prompt:      r.task.Prompt,
 		Workdir:     r.task.Workdir,
 		SessionPath: filepath.Join(r.dir, "session.jsonl"),
+		Sandbox:     r.enforcedMode(),
 	}
 	if a.TaskFile == "" {
 		// Written before the worker starts when its command refers to
