@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // CodexRunner runs OpenAI's codex CLI non-interactively, one turn per
@@ -108,6 +109,23 @@ type CodexRunner struct{}
 
 // Name implements Runner.
 func (CodexRunner) Name() string { return RunnerCodex }
+
+// SandboxNeeds implements pilot.SandboxRunner. codex keeps its login,
+// config, threads and logs in CODEX_HOME (~/.codex); an isolated worker's
+// is in its run directory. Its default endpoints are OpenAI's API and,
+// with a ChatGPT login, chatgpt.com and its token refresh at
+// auth.openai.com; OPENAI_BASE_URL in the provider's env moves the API.
+func (CodexRunner) SandboxNeeds(p pilot.Provider, home string) sandbox.Needs {
+	n := sandbox.Needs{Connect: []string{"api.openai.com:443", "chatgpt.com:443", "auth.openai.com:443"}}
+	if hp, ok := endpointOf(p, "OPENAI_BASE_URL"); ok {
+		n.Connect = hp
+	}
+	if !isolated(p) {
+		n.Own = []string{userDir(p, home, "CODEX_HOME", ".codex")}
+		n.Write = n.Own
+	}
+	return n
+}
 
 // codexMaxPromptArg is the longest prompt passed as an argument; Linux
 // refuses a single argument of 128 KiB or more (MAX_ARG_STRLEN).
