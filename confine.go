@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -96,11 +97,25 @@ func enforceable(mode sandbox.Mode) (int, string, error) {
 	return abi, "needs " + missing + ": ran unconfined", &sandbox.UnavailableError{Mode: mode, Missing: missing}
 }
 
-// confine decides the worker's sandbox: the Landlock ruleset the supervisor
-// applies to it (nil for none) and the report its record and verdict carry.
-// A mode that was asked for and cannot be enforced is an error, and nothing
-// is started.
-func (r *run) confine(cmd *Command) (*landlock.Ruleset, sandbox.Report, error) {
+// enforcedMode is the mode confine will enforce on the worker: Off when it
+// applies no filesystem rules (mode off, or a mode the kernel cannot
+// enforce: a default one runs unconfined, an asked-for one fails).
+func (r *run) enforcedMode() sandbox.Mode {
+	mode, _ := r.sandboxMode()
+	if mode == sandbox.Off {
+		return sandbox.Off
+	}
+	if _, _, err := enforceable(mode); err != nil {
+		return sandbox.Off
+	}
+	return mode
+}
+
+// confine decides the sandbox of the worker whose environment is env: the
+// Landlock ruleset the supervisor applies to it (nil for none) and the
+// report its record and verdict carry. A mode that was asked for and cannot
+// be enforced is an error, and nothing is started.
+func (r *run) confine(env []string) (*landlock.Ruleset, sandbox.Report, error) {
 	mode, asked := r.sandboxMode()
 	rep := sandbox.Report{Mode: mode}
 	if runtime.GOOS != "linux" {
@@ -135,28 +150,36 @@ func (r *run) confine(cmd *Command) (*landlock.Ruleset, sandbox.Report, error) {
 		return scopedOnly(rs, abi), rep, nil
 	}
 
-	home := r.home()
+	// The CLI finds its files in the worker's HOME, which the provider's
+	// env may move; the user's own secrets stay guarded all the same.
+	home, user := envValue(env, "HOME"), r.home()
+	if home == "" {
+		home = user
+	}
 	var needs sandbox.Needs
 	if sr, ok := r.runner.(SandboxRunner); ok {
 		needs = sr.SandboxNeeds(r.prov, home)
 	}
 	own := needs.Own
-	guard := append(sandbox.SecretStores(home), sandbox.AgentDirs(home)...)
+	var guard []string
 	if cs, ok := r.d.Credentials.(CredentialStore); ok {
 		guard = append(guard, cs.CredentialPaths()...)
 	}
-	for _, other := range r.d.allRunners() {
-		if other.Name() == r.runner.Name() {
-			continue
-		}
-		if sr, ok := other.(SandboxRunner); ok {
-			for _, p := range sr.SandboxNeeds(Provider{}, home).Own {
-				if !containsPath(own, p) {
-					guard = append(guard, p)
-				}
+	for _, h := range []string{home, user} {
+		guard = append(guard, sandbox.SecretStores(h)...)
+		guard = append(guard, sandbox.AgentDirs(h)...)
+		for _, other := range r.d.allRunners() {
+			sr, ok := other.(SandboxRunner)
+			if !ok || (other.Name() == r.runner.Name() && h == home) {
+				continue
 			}
+			guard = append(guard, sr.SandboxNeeds(Provider{}, h).Own...)
+		}
+		if user == home {
+			break
 		}
 	}
+	guard = slices.DeleteFunc(guard, func(p string) bool { return containsPath(own, p) })
 	allow := expandHome(r.prov.SandboxAllow, home)
 	rep.Allowed = allow
 	pol := landlock.Policy{ReadAll: true, Guard: guard, Allow: append(append([]string(nil), own...), allow...)}
@@ -171,12 +194,14 @@ func (r *run) confine(cmd *Command) (*landlock.Ruleset, sandbox.Report, error) {
 		if gitdir := worktreeGitdir(r.task.Workdir); gitdir != "" {
 			write = append(write, gitdir)
 		}
-		for _, w := range needs.Write {
-			if _, err := os.Stat(w); errors.Is(err, os.ErrNotExist) {
-				_ = os.MkdirAll(w, 0o700) // the CLI would make it; it cannot once confined
-			}
-		}
 		pol.Write = write
+	}
+	// In every mode: a new entry in $HOME, or in any directory on the way
+	// to a guarded path, is out of the worker's reach (landlock.Plan).
+	for _, w := range needs.Write {
+		if _, err := os.Stat(w); errors.Is(err, os.ErrNotExist) {
+			_ = os.MkdirAll(w, 0o700) // the CLI would make it; it cannot once confined
+		}
 	}
 	rs.FS = landlock.FSRights(abi)
 	rs.Paths = landlock.Plan(pol, rs.FS, nil)
@@ -235,7 +260,18 @@ func (r *run) endpoints(needs sandbox.Needs) []string {
 	return out
 }
 
-// home is the worker's home directory: its HOME, else the user's.
+// envValue returns the value of the variable name in env ("" when unset).
+func envValue(env []string, name string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// home is the user's home directory: the HOME pilot's environment gives
+// workers, else the user's own.
 func (r *run) home() string {
 	if h, ok := r.d.LookupEnv("HOME"); ok && h != "" {
 		return h

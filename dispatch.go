@@ -587,7 +587,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	if err := r.awaitSecrets(); err != nil {
 		return Verdict{}, err
 	}
-	confinement, report, err := r.confine(cmd)
+	confinement, report, err := r.confine(env)
 	r.rec.Sandbox = &report
 	r.confined = report.Enforced
 	if err != nil {
@@ -849,6 +849,7 @@ func (r *run) attempt(ctx context.Context) (Attempt, error) {
 		Prompt:      r.task.Prompt,
 		Workdir:     r.task.Workdir,
 		SessionPath: filepath.Join(r.dir, "session.jsonl"),
+		Sandbox:     r.enforcedMode(),
 	}
 	if a.TaskFile == "" {
 		// Written before the worker starts when its command refers to

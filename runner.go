@@ -3,6 +3,8 @@ package pilot
 import (
 	"context"
 	"time"
+
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // A Runner adapts one kind of worker CLI: it builds the command for one
@@ -41,6 +43,13 @@ type Attempt struct {
 	// SessionPath is a path under RunDir where a runner may keep the
 	// worker's native session (pi --session, say). Nothing is there yet.
 	SessionPath string
+
+	// Sandbox is the mode pilot's sandbox confines the worker in:
+	// sandbox.Off when pilot applies no filesystem rules to it (mode off,
+	// or a default mode this machine cannot enforce). A CLI whose own
+	// sandbox cannot run inside pilot's (codex's bubblewrap mounts, which
+	// Landlock forbids) leaves it off when this is not Off.
+	Sandbox sandbox.Mode
 }
 
 // A Command is a worker command line, as built by a Runner.

@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,6 +70,37 @@ func isolatedDir(a pilot.Attempt, name string) (string, error) {
 		return "", fmt.Errorf("creating the worker's config dir: %w", err)
 	}
 	return dir, nil
+}
+
+// isolated reports whether a worker of p gets its own config dirs in its
+// run directory (isolatedDir), which the sandbox lets it write: its CLI
+// then keeps nothing of its own under HOME.
+func isolated(p pilot.Provider) bool { return p.Isolated || p.BaseURL != "" }
+
+// userDir is a CLI's dir that the variable name of p's env moves (an
+// absolute path), else rel beneath home.
+func userDir(p pilot.Provider, home, name, rel string) string {
+	if v := p.Env[name]; filepath.IsAbs(v) {
+		return filepath.Clean(v)
+	}
+	return filepath.Join(home, rel)
+}
+
+// endpointOf returns the host:port a base URL in the variable name of p's
+// env names (a CLI's own setting for its endpoint), and whether it does.
+func endpointOf(p pilot.Provider, name string) ([]string, bool) {
+	u, err := url.Parse(p.Env[name])
+	if err != nil || u.Hostname() == "" {
+		return nil, false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if port == "" {
+		return nil, false
+	}
+	return []string{net.JoinHostPort(u.Hostname(), port)}, true
 }
 
 // streamWatch is the state every agent CLI watcher keeps: the phase its

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/sandbox"
 
 	"github.com/pilotworkers/pilot/internal/jsonskim"
 )
@@ -96,6 +97,32 @@ type ClaudeRunner struct{}
 
 // Name implements Runner.
 func (ClaudeRunner) Name() string { return RunnerClaude }
+
+// SandboxNeeds implements pilot.SandboxRunner. Claude Code keeps its
+// settings, login, transcripts and caches in ~/.claude and its global
+// state in ~/.claude.json; CLAUDE_CONFIG_DIR moves both (the state file
+// into the dir), as it does for an isolated worker, whose dir is in its run
+// directory. Its default endpoint is Anthropic's API; ANTHROPIC_BASE_URL in
+// the provider's env moves it.
+func (ClaudeRunner) SandboxNeeds(p pilot.Provider, home string) sandbox.Needs {
+	n := sandbox.Needs{Connect: []string{"api.anthropic.com:443"}}
+	if hp, ok := endpointOf(p, "ANTHROPIC_BASE_URL"); ok {
+		n.Connect = hp
+	}
+	switch {
+	case isolated(p):
+	case filepath.IsAbs(p.Env["CLAUDE_CONFIG_DIR"]):
+		n.Own = []string{filepath.Clean(p.Env["CLAUDE_CONFIG_DIR"])}
+		n.Write = n.Own
+	default:
+		// ~/.claude.json is written through a temp file beside it,
+		// which a confined worker cannot create in $HOME; Claude Code
+		// then writes it in place, which needs it to exist.
+		n.Own = []string{filepath.Join(home, ".claude"), filepath.Join(home, ".claude.json")}
+		n.Write = n.Own[:1]
+	}
+	return n
+}
 
 // claudeKeyEnv lists the variables Claude Code reads a credential from.
 var claudeKeyEnv = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}

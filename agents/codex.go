@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // CodexRunner runs OpenAI's codex CLI non-interactively, one turn per
@@ -32,10 +33,23 @@ import (
 //     PROMPT, which is how codex takes a prompt from stdin.
 //   - --skip-git-repo-check, because a worker's directory need not be a
 //     git repository, and -C for the worker's directory.
-//   - The sandbox by mode: read-only for explore and review, and
-//     workspace-write for code, test and resume. codex exec never asks for
-//     approval (its approval policy is forced to never), so a command the
-//     sandbox refuses fails inside the turn and the model sees the failure.
+//   - codex's own sandbox by mode: read-only for explore and review, and
+//     workspace-write for code, test and resume, without /tmp
+//     (sandbox_workspace_write.exclude_slash_tmp: codex would make /tmp
+//     writable and leave mount points in it, /tmp/.git, .codex, .aws and
+//     .agents, when it is killed; its TMPDIR, in the run directory, stays
+//     writable). codex exec never asks for approval (its approval policy
+//     is forced to never), so a command the sandbox refuses fails inside
+//     the turn and the model sees the failure. Inside pilot's sandbox
+//     (Attempt.Sandbox not Off) codex's cannot run: it is bubblewrap,
+//     whose mounts Landlock refuses a confined process, and its legacy
+//     Landlock mode refuses a filesystem policy without it. So there the
+//     worker runs with -s danger-full-access and pilot's sandbox alone
+//     confines its commands: in workspace and strict they write only
+//     where the worker may, but under secrets anywhere but the guarded
+//     paths, and an explore or review task is then read-only only by its
+//     instructions. Give such providers "sandbox": "workspace" or
+//     stricter.
 //   - -m Provider.Model when set; Provider.Args come after pilot's options
 //     and before the prompt (and before "resume"), so they may override
 //     them.
@@ -109,6 +123,23 @@ type CodexRunner struct{}
 // Name implements Runner.
 func (CodexRunner) Name() string { return RunnerCodex }
 
+// SandboxNeeds implements pilot.SandboxRunner. codex keeps its login,
+// config, threads and logs in CODEX_HOME (~/.codex); an isolated worker's
+// is in its run directory. Its default endpoints are OpenAI's API and,
+// with a ChatGPT login, chatgpt.com and its token refresh at
+// auth.openai.com; OPENAI_BASE_URL in the provider's env moves the API.
+func (CodexRunner) SandboxNeeds(p pilot.Provider, home string) sandbox.Needs {
+	n := sandbox.Needs{Connect: []string{"api.openai.com:443", "chatgpt.com:443", "auth.openai.com:443"}}
+	if hp, ok := endpointOf(p, "OPENAI_BASE_URL"); ok {
+		n.Connect = hp
+	}
+	if !isolated(p) {
+		n.Own = []string{userDir(p, home, "CODEX_HOME", ".codex")}
+		n.Write = n.Own
+	}
+	return n
+}
+
 // codexMaxPromptArg is the longest prompt passed as an argument; Linux
 // refuses a single argument of 128 KiB or more (MAX_ARG_STRLEN).
 const codexMaxPromptArg = 96 << 10
@@ -119,14 +150,32 @@ const codexKeyEnv = "CODEX_API_KEY"
 // Command implements Runner.
 func (CodexRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, error) {
 	p := a.Provider
-	var sandbox string
+	var own string // codex's own sandbox
 	switch a.Task.Mode {
 	case pilot.ModeExplore, pilot.ModeReview:
-		sandbox = "read-only"
+		own = "read-only"
 	case pilot.ModeCode, pilot.ModeTest, pilot.ModeResume:
-		sandbox = "workspace-write"
+		own = "workspace-write"
 	default:
 		return nil, fmt.Errorf("pilot: the codex runner does not know mode %q", a.Task.Mode)
+	}
+	var sandboxArgs []string
+	switch {
+	case a.Sandbox != "" && a.Sandbox != sandbox.Off:
+		// codex's sandbox is bubblewrap, whose mounts Landlock forbids
+		// a confined process ("bwrap: Failed to make / slave:
+		// Operation not permitted"; its legacy Landlock mode refuses a
+		// filesystem policy without bubblewrap): every command would
+		// fail. pilot's sandbox confines the commands instead.
+		sandboxArgs = []string{"-s", "danger-full-access"}
+	case own == "workspace-write":
+		// Not /tmp: codex would make it writable, and mount points in
+		// it (/tmp/.git, .codex, .aws, .agents) that a killed codex
+		// leaves behind. Its TMPDIR, in the run directory, stays
+		// writable.
+		sandboxArgs = []string{"-s", own, "-c", "sandbox_workspace_write.exclude_slash_tmp=true"}
+	default:
+		sandboxArgs = []string{"-s", own}
 	}
 	if strings.TrimSpace(a.Prompt) == "" {
 		return nil, fmt.Errorf("pilot: provider %q: the task is empty: codex needs a prompt", p.Name)
@@ -167,7 +216,8 @@ func (CodexRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, 
 	}
 
 	argv := []string{program(p, RunnerCodex), "exec", "--json", "--skip-git-repo-check",
-		"-C", a.Workdir, "-s", sandbox}
+		"-C", a.Workdir}
+	argv = append(argv, sandboxArgs...)
 	if p.Model != "" {
 		argv = append(argv, "-m", p.Model)
 	}

@@ -15,53 +15,67 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 func TestCodexCommandArgv(t *testing.T) {
 	const id = "0199a213-81c0-7800-8aa1-bbab2a035a53"
 	base := []string{"codex", "exec", "--json", "--skip-git-repo-check", "-C", "/work/tree"}
 	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
+	// codex's own workspace-write sandbox, without /tmp.
+	ww := []string{"-s", "workspace-write", "-c", "sandbox_workspace_write.exclude_slash_tmp=true"}
 	tests := []struct {
-		name   string
-		p      pilot.Provider
-		mode   pilot.Mode
-		resume string
-		prompt string
-		want   []string
-		stdin  string
+		name    string
+		p       pilot.Provider
+		mode    pilot.Mode
+		sandbox sandbox.Mode // pilot's, as enforced
+		resume  string
+		prompt  string
+		want    []string
+		stdin   string
 	}{
 		{name: "code", mode: pilot.ModeCode, prompt: "fix it",
-			want: cat(base, []string{"-s", "workspace-write", "--", "fix it"})},
+			want: cat(base, ww, []string{"--", "fix it"})},
 		{name: "test", mode: pilot.ModeTest, prompt: "run the tests",
-			want: cat(base, []string{"-s", "workspace-write", "--", "run the tests"})},
+			want: cat(base, ww, []string{"--", "run the tests"})},
 		{name: "explore", mode: pilot.ModeExplore, prompt: "map the repo",
 			want: cat(base, []string{"-s", "read-only", "--", "map the repo"})},
 		{name: "review", mode: pilot.ModeReview, prompt: "review the diff",
 			want: cat(base, []string{"-s", "read-only", "--", "review the diff"})},
 		{name: "resume", mode: pilot.ModeResume, resume: id, prompt: "go on",
-			want: cat(base, []string{"-s", "workspace-write", "resume", "--", id, "go on"})},
+			want: cat(base, ww, []string{"resume", "--", id, "go on"})},
 		{name: "explore with resume", mode: pilot.ModeExplore, resume: id, prompt: "what changed?",
 			want: cat(base, []string{"-s", "read-only", "resume", "--", id, "what changed?"})},
 		{name: "model, binary and args", mode: pilot.ModeCode, prompt: "fix it",
 			p:    pilot.Provider{Model: "gpt-5-codex", Binary: "/opt/codex/bin/codex", Args: []string{"-c", "model_reasoning_effort=high"}},
-			want: []string{"/opt/codex/bin/codex", "exec", "--json", "--skip-git-repo-check", "-C", "/work/tree", "-s", "workspace-write", "-m", "gpt-5-codex", "-c", "model_reasoning_effort=high", "--", "fix it"}},
+			want: []string{"/opt/codex/bin/codex", "exec", "--json", "--skip-git-repo-check", "-C", "/work/tree", "-s", "workspace-write", "-c", "sandbox_workspace_write.exclude_slash_tmp=true", "-m", "gpt-5-codex", "-c", "model_reasoning_effort=high", "--", "fix it"}},
 		{name: "args before resume", mode: pilot.ModeResume, resume: id, prompt: "go on",
 			p:    pilot.Provider{Model: "m", Args: []string{"--ephemeral"}},
-			want: cat(base, []string{"-s", "workspace-write", "-m", "m", "--ephemeral", "resume", "--", id, "go on"})},
+			want: cat(base, ww, []string{"-m", "m", "--ephemeral", "resume", "--", id, "go on"})},
 		{name: "a prompt like a flag stays a prompt", mode: pilot.ModeCode, prompt: "--help",
-			want: cat(base, []string{"-s", "workspace-write", "--", "--help"})},
+			want: cat(base, ww, []string{"--", "--help"})},
 		{name: "a prompt like a subcommand stays a prompt", mode: pilot.ModeCode, prompt: "resume",
-			want: cat(base, []string{"-s", "workspace-write", "--", "resume"})},
+			want: cat(base, ww, []string{"--", "resume"})},
 		{name: "the prompt - goes on stdin", mode: pilot.ModeCode, prompt: "-",
-			want: cat(base, []string{"-s", "workspace-write", "--", "-"}), stdin: "-"},
+			want: cat(base, ww, []string{"--", "-"}), stdin: "-"},
 		{name: "a long prompt goes on stdin", mode: pilot.ModeCode, prompt: strings.Repeat("x", 200<<10),
-			want: cat(base, []string{"-s", "workspace-write", "--", "-"}), stdin: strings.Repeat("x", 200<<10)},
+			want: cat(base, ww, []string{"--", "-"}), stdin: strings.Repeat("x", 200<<10)},
 		{name: "a long prompt on resume goes on stdin", mode: pilot.ModeResume, resume: id, prompt: strings.Repeat("y", 200<<10),
-			want: cat(base, []string{"-s", "workspace-write", "resume", "--", id, "-"}), stdin: strings.Repeat("y", 200<<10)},
+			want: cat(base, ww, []string{"resume", "--", id, "-"}), stdin: strings.Repeat("y", 200<<10)},
+		// Inside pilot's sandbox, codex's own (bubblewrap) cannot mount:
+		// pilot's confines the commands.
+		{name: "code in pilot's workspace sandbox", mode: pilot.ModeCode, sandbox: sandbox.Workspace, prompt: "fix it",
+			want: cat(base, []string{"-s", "danger-full-access", "--", "fix it"})},
+		{name: "explore in pilot's secrets sandbox", mode: pilot.ModeExplore, sandbox: sandbox.Secrets, prompt: "map the repo",
+			want: cat(base, []string{"-s", "danger-full-access", "--", "map the repo"})},
+		{name: "pilot's sandbox off", mode: pilot.ModeReview, sandbox: sandbox.Off, prompt: "review the diff",
+			want: cat(base, []string{"-s", "read-only", "--", "review the diff"})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := agentCommand(t, agents.CodexRunner{}, agentAttempt(t, agents.RunnerCodex, tt.p, tt.mode, tt.resume, tt.prompt, "/work/tree"))
+			a := agentAttempt(t, agents.RunnerCodex, tt.p, tt.mode, tt.resume, tt.prompt, "/work/tree")
+			a.Sandbox = tt.sandbox
+			cmd := agentCommand(t, agents.CodexRunner{}, a)
 			if diff := cmp.Diff(tt.want, cmd.Argv); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}

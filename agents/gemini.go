@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // GeminiRunner runs gemini-cli non-interactively:
@@ -87,6 +88,24 @@ type GeminiRunner struct{}
 
 // Name implements Runner.
 func (GeminiRunner) Name() string { return RunnerGemini }
+
+// SandboxNeeds implements pilot.SandboxRunner. gemini-cli keeps its
+// settings, login, trusted folders and sessions in ~/.gemini, where "~" is
+// GEMINI_CLI_HOME when set (an isolated worker's, in its run directory).
+// Its default endpoint is the Gemini API; a Google login also reaches
+// Code Assist and Google's OAuth endpoint. GOOGLE_GEMINI_BASE_URL in the
+// provider's env moves the API.
+func (GeminiRunner) SandboxNeeds(p pilot.Provider, home string) sandbox.Needs {
+	n := sandbox.Needs{Connect: []string{"generativelanguage.googleapis.com:443", "cloudcode-pa.googleapis.com:443", "oauth2.googleapis.com:443"}}
+	if hp, ok := endpointOf(p, "GOOGLE_GEMINI_BASE_URL"); ok {
+		n.Connect = hp
+	}
+	if !isolated(p) {
+		n.Own = []string{filepath.Join(userDir(p, home, "GEMINI_CLI_HOME", ""), ".gemini")}
+		n.Write = n.Own
+	}
+	return n
+}
 
 // geminiMaxPrompt is the longest prompt gemini can take: Linux's limit on
 // one argument (MAX_ARG_STRLEN, 128 KiB), less "--prompt=" and its NUL.

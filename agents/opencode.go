@@ -13,6 +13,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/jsonskim"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // OpencodeRunner runs the opencode CLI non-interactively:
@@ -111,6 +112,28 @@ type OpencodeRunner struct{}
 
 // Name implements Runner.
 func (OpencodeRunner) Name() string { return RunnerOpencode }
+
+// SandboxNeeds implements pilot.SandboxRunner. opencode keeps its config in
+// $XDG_CONFIG_HOME/opencode, its login (auth.json), session database and
+// logs in $XDG_DATA_HOME/opencode, its state in $XDG_STATE_HOME/opencode
+// and the provider packages it installs in $XDG_CACHE_HOME/opencode (the
+// XDG defaults: ~/.config, ~/.local/share, ~/.local/state, ~/.cache); an
+// isolated worker's four are in its run directory. Its provider comes
+// from its config: the defaults are its own services, the models.dev
+// catalogue and the npm registry it installs provider packages from.
+func (OpencodeRunner) SandboxNeeds(p pilot.Provider, home string) sandbox.Needs {
+	n := sandbox.Needs{Connect: []string{"opencode.ai:443", "models.dev:443", "registry.npmjs.org:443"}}
+	if !isolated(p) {
+		for _, x := range [...]struct{ name, rel string }{
+			{"XDG_CONFIG_HOME", ".config"}, {"XDG_DATA_HOME", ".local/share"},
+			{"XDG_STATE_HOME", ".local/state"}, {"XDG_CACHE_HOME", ".cache"},
+		} {
+			n.Own = append(n.Own, filepath.Join(userDir(p, home, x.name, x.rel), "opencode"))
+		}
+		n.Write = n.Own
+	}
+	return n
+}
 
 // opencodeProvider is the provider name pilot gives a BaseURL endpoint in
 // the opencode config it writes.

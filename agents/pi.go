@@ -16,6 +16,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/jsonskim"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // PiRunner runs the pi coding agent (binary "pi") in print mode with its
@@ -99,6 +100,25 @@ type PiRunner struct{}
 
 // Name implements Runner.
 func (PiRunner) Name() string { return RunnerPi }
+
+// SandboxNeeds implements pilot.SandboxRunner. pi keeps its settings,
+// logins (auth.json), models, sessions and the helpers it downloads in its
+// agent dir, ~/.pi/agent, which PI_CODING_AGENT_DIR moves (an isolated
+// worker's is in its run directory). Its model provider comes from its
+// settings; the default is Anthropic's API.
+func (PiRunner) SandboxNeeds(p pilot.Provider, home string) sandbox.Needs {
+	n := sandbox.Needs{Connect: []string{"api.anthropic.com:443"}}
+	switch {
+	case isolated(p):
+	case filepath.IsAbs(p.Env["PI_CODING_AGENT_DIR"]):
+		n.Own = []string{filepath.Clean(p.Env["PI_CODING_AGENT_DIR"])}
+		n.Write = n.Own
+	default:
+		n.Own = []string{filepath.Join(home, ".pi")}
+		n.Write = []string{filepath.Join(home, ".pi", "agent")}
+	}
+	return n
+}
 
 // PiProviderName is the name of the provider pilot writes into a pi
 // worker's models.json for a Provider with a BaseURL.

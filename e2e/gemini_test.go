@@ -18,5 +18,5 @@ func TestGeminiRetryBackoffIsNoStall(t *testing.T) {
 		model: "HTTP 500 on every request; a model-stall threshold shorter than gemini's backoff"}
 	runScenario(t, s, cliNamed(t, "gemini"), expect{
 		verdict: pilot.Failed, class: pilot.FailProviderServerError, source: "gemini:stdout", phase: pilot.PhaseErrored,
-		why: "gemini waits out its backoff in silence: a retry, not a stall"}, false)
+		why: "gemini waits out its backoff in silence: a retry, not a stall"}, setup{})
 }

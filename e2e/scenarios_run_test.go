@@ -23,6 +23,7 @@ import (
 	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/internal/fakellm"
 	"github.com/pilotworkers/pilot/internal/procfs"
+	"github.com/pilotworkers/pilot/sandbox"
 )
 
 // fakeKeyEnv is the variable the e2e providers take their (fake) key from,
@@ -47,11 +48,19 @@ const EnvRecord = "PILOT_E2E_RECORD"
 // otherwise they are turned down for speed.
 const EnvDefaultRetries = "PILOT_E2E_DEFAULT_RETRIES"
 
+// EnvSandbox names the sandbox mode TestScenarios runs every row in (off,
+// secrets, workspace, strict); unset, the default.
+const EnvSandbox = "PILOT_E2E_SANDBOX"
+
 // TestScenarios runs the whole table with the CLIs' retries turned down
 // for speed (PILOT_E2E_DEFAULT_RETRIES=1: with their own defaults).
 func TestScenarios(t *testing.T) {
 	t.Parallel()
 	defaults := os.Getenv(EnvDefaultRetries) == "1"
+	mode, err := sandbox.ParseMode(os.Getenv(EnvSandbox))
+	if err != nil {
+		t.Fatalf("%s: %v", EnvSandbox, err)
+	}
 	// The retry rows wait longest (opencode's five retries take over a
 	// minute): started first, they overlap the quick ones.
 	var ordered []scenario
@@ -71,7 +80,7 @@ func TestScenarios(t *testing.T) {
 				}
 				t.Run(s.name+"/"+c.name, func(t *testing.T) {
 					t.Parallel()
-					runScenario(t, s, c, e, defaults)
+					runScenario(t, s, c, e, setup{defaults: defaults, sandbox: mode})
 				})
 			}
 		}
@@ -112,7 +121,7 @@ func TestScenariosDefaultRetries(t *testing.T) {
 				e, _ := wantFor(s, c)
 				t.Run(s.name+"/"+c.name, func(t *testing.T) {
 					t.Parallel()
-					runScenario(t, s, c, e, true)
+					runScenario(t, s, c, e, setup{defaults: true})
 				})
 			}
 		}
@@ -141,7 +150,7 @@ func tools(cli string, workdir string) (bash func(string) fakellm.Call, read fak
 
 // script is the fakellm script of scenario s for cli, and the stall policy
 // the scenario runs under.
-func script(t *testing.T, s scenario, cli, workdir string) (fakellm.Script, pilot.StallPolicy) {
+func script(t *testing.T, s scenario, cli, workdir string, probe *sandboxProbe) (fakellm.Script, pilot.StallPolicy) {
 	bash, read := tools(cli, workdir)
 	policy := pilot.StallPolicy{Start: 30 * time.Second, ModelResponse: 30 * time.Second, Tool: 60 * time.Second}
 	var steps []fakellm.Step
@@ -193,6 +202,8 @@ func script(t *testing.T, s scenario, cli, workdir string) (fakellm.Script, pilo
 		steps = []fakellm.Step{fakellm.Text(text).Dropped().Forever()}
 	case "context-overflow":
 		steps = []fakellm.Step{fakellm.ContextOverflow().Forever()}
+	case sandboxProbeName: // sandbox_test.go
+		steps = []fakellm.Step{fakellm.Tools(bash(probe.command())), fakellm.Text("done")}
 	default:
 		t.Fatalf("no script for scenario %q", s.name)
 	}
@@ -232,17 +243,37 @@ func closedPort(t *testing.T) string {
 	return u
 }
 
-// runScenario runs scenario s for CLI c and checks what pilot reports
-// against want. defaults leaves the CLI's own retry settings alone;
-// otherwise they are turned down for speed.
-func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
+// A setup is how a scenario row runs, beyond the row itself.
+type setup struct {
+	// defaults leaves the CLI's own retry settings alone; otherwise they
+	// are turned down for speed.
+	defaults bool
+	// sandbox is the provider's sandbox mode ("": the default).
+	sandbox sandbox.Mode
+	// userConfig runs the CLI as a user's own login does: its config
+	// (pointing at fakellm) and its state in its default dirs under the
+	// worker's HOME, a provider without base_url, so the worker is not
+	// isolated and the sandbox must let it keep those dirs.
+	userConfig bool
+}
+
+// runScenario runs scenario s for CLI c as run says and checks what pilot
+// reports against want.
+func runScenario(t *testing.T, s scenario, c cli, want expect, run setup) {
+	defaults, mode := run.defaults, run.sandbox
 	bin := c.binary(t)
 	workdir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(workdir, "README.txt"), []byte("e2e fixture\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	runner := c.runnerName()
-	sc, policy := script(t, s, runner, workdir)
+	guard := newNetGuard(t)
+	env := isolatedEnv(t, guard)
+	var probe *sandboxProbe
+	if s.name == sandboxProbeName {
+		probe = newSandboxProbe(t, env["HOME"], workdir)
+	}
+	sc, policy := script(t, s, runner, workdir, probe)
 	base := closedPort(t)
 	var srv *fakellm.Server
 	if s.name != "connection-refused" {
@@ -250,13 +281,17 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 		t.Cleanup(srv.Close)
 		base = srv.URL()
 	}
-	guard := newNetGuard(t)
-	env := isolatedEnv(t, guard)
 	// The runners set each CLI's own config dir under the run directory
 	// (BaseURL implies Isolated); HOME and the XDG dirs stay the test's.
 	for _, k := range []string{"PI_CODING_AGENT_DIR", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME"} {
 		delete(env, k)
 	}
+	// The worker's temp dir is pilot's, <run dir>/tmp.
+	delete(env, "TMPDIR")
+	// A secret store, as a user's HOME has: the sandbox guards it, so
+	// HOME itself gets no rule and no new entry can be made in it
+	// (internal/landlock's Plan), as on the machines pilot runs on.
+	writeFile(t, filepath.Join(env["HOME"], ".ssh", "id_e2e"), secretKey+"\n")
 	prov := pilot.Provider{
 		Name:          "e2e-" + c.name,
 		Runner:        runner,
@@ -265,6 +300,11 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 		CredentialEnv: fakeKeyEnv,
 		Env:           env,
 		BaseURL:       base + "/v1",
+		Sandbox:       mode,
+		// In strict mode the worker connects to fakellm's port (the
+		// base URL's, or here) and, so that an escape is still seen,
+		// to the guard's.
+		SandboxConnect: []string{strings.TrimPrefix(base, "http://"), guard.addr},
 	}
 	if path := c.workerPath(t); path != "" {
 		// The node this CLI needs (pi 1.x: Node 22), first on its
@@ -280,6 +320,9 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 		// Start-up plugin sync and analytics reach beyond 127.0.0.1
 		// (NOTES.md).
 		prov.Args = []string{"-c", "features.plugins=false", "-c", "analytics.enabled=false"}
+	}
+	if run.userConfig {
+		userConfig(t, &prov, base)
 	}
 	// A CLI still retrying after RetryLoop is ended with the class of the
 	// failure it retries (codex retries a refused connection forever,
@@ -389,6 +432,7 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 			}
 		},
 	}
+	start := time.Now()
 	v, err := d.Dispatch(context.Background(), pilot.Task{
 		Provider: prov.Name, Mode: pilot.ModeCode, Workdir: workdir,
 		Prompt: "e2e scenario " + s.name,
@@ -399,6 +443,9 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	t.Logf("%s × %s: verdict %s class %q source %q phase %q session %q resume %q in %d ms (exit %v signal %q leftovers %d)",
 		c.name, s.name, v.Verdict, v.FailureClass, v.EvidenceSource, v.SessionPhase, v.SessionID, v.Resume, v.DurationMS, exitCode(v), v.Signal, v.Leftovers)
 
+	if mode != "" && (v.Sandbox == nil || v.Sandbox.Mode != mode || v.Sandbox.Enforced != (mode != sandbox.Off)) {
+		t.Errorf("sandbox %+v, want %s enforced", v.Sandbox, mode)
+	}
 	if v.Verdict != want.verdict || v.FailureClass != want.class {
 		t.Errorf("verdict %q class %q (evidence %s: %q), want %q %q (%s); stderr tail: %s",
 			v.Verdict, v.FailureClass, v.EvidenceSource, v.EvidenceExcerpt, want.verdict, want.class, want.why, v.StderrTail)
@@ -430,7 +477,11 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 		if v.SessionID == "" || v.Resume == "" {
 			t.Errorf("session id %q, resume %q: want both", v.SessionID, v.Resume)
 		}
-		checkNativeSession(t, runner, v.Resume)
+		if run.userConfig {
+			checkUserState(t, runner, env["HOME"], start)
+		} else {
+			checkNativeSession(t, runner, v.Resume)
+		}
 		if v.Usage == nil {
 			t.Errorf("no usage, want fakellm's")
 		}
@@ -441,6 +492,9 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, defaults bool) {
 	}
 	if g := guard.escapes(); len(g) > 0 {
 		t.Errorf("%s asked beyond 127.0.0.1 (refused by the guard): %q", c.name, g)
+	}
+	if probe != nil {
+		probe.check(t, mode, srv)
 	}
 	if s.name == "long-running-tool" && !toolRan(srv) {
 		t.Errorf("no request to the model carried the tool's output %q: the tool did not run to its end", toolRanMarker)

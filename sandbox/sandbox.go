@@ -69,9 +69,12 @@ type Needs struct {
 	// They are a secret store to every other worker; the CLI's own
 	// worker keeps them, to read and to write.
 	Own []string
-	// Write lists more paths the CLI writes (state, caches), which
+	// Write lists the directories the CLI writes (state, caches), which
 	// Workspace and Strict keep writable. Pilot creates a missing one
-	// (mode 0700) before the worker starts.
+	// (mode 0700) before the worker starts, in every mode: a confined
+	// worker cannot create a new entry in $HOME, nor in any directory on
+	// the way to a guarded path. So an Own directory the CLI would create
+	// goes here too.
 	Write []string
 	// Connect lists the endpoints ("host:port") the CLI connects to when
 	// its provider names none (its default API host).
