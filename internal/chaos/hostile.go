@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pilotworkers/pilot/internal/landlock"
 	"github.com/pilotworkers/pilot/sandbox"
 )
 
@@ -169,16 +168,15 @@ func runKillParent(c *runCtx) {
 }
 
 // needSignalScope says why worker-kills-its-parent cannot run here: without
-// Landlock's signal scoping (ABI 6) pilot cannot keep a worker from
-// killing the shared supervisor, and every sibling dies with it.
+// Landlock's signal scoping (sandbox.ScopeABI) pilot cannot keep a worker
+// from killing the shared supervisor, and every sibling dies with it.
 func needSignalScope() string {
-	const scopeABI = 6
-	abi, err := landlock.ABI()
+	abi, err := sandbox.LandlockABI()
 	switch {
 	case err != nil:
-		return fmt.Sprintf("needs Landlock signal scoping (ABI %d), and this kernel has no Landlock (%v)", scopeABI, err)
-	case abi < scopeABI:
-		return fmt.Sprintf("needs Landlock signal scoping (ABI %d); this kernel offers ABI %d", scopeABI, abi)
+		return fmt.Sprintf("needs Landlock signal scoping (ABI %d): %v", sandbox.ScopeABI, err)
+	case abi < sandbox.ScopeABI:
+		return fmt.Sprintf("needs Landlock signal scoping (ABI %d); this kernel offers ABI %d", sandbox.ScopeABI, abi)
 	}
 	return ""
 }
