@@ -8,6 +8,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -437,6 +438,9 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, run setup) {
 		Provider: prov.Name, Mode: pilot.ModeCode, Workdir: workdir,
 		Prompt: "e2e scenario " + s.name,
 	})
+	if errors.Is(err, sandbox.ErrUnavailable) {
+		missing(t, "%v", err)
+	}
 	if err != nil {
 		t.Fatalf("Dispatch: %v", err)
 	}
