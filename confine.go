@@ -18,23 +18,17 @@ import (
 	"github.com/pilotworkers/pilot/sandbox"
 )
 
-// A SandboxRunner is a Runner whose CLI keeps files of its own or connects
-// to a default endpoint: it tells the sandbox what to guard from other
-// workers and what its own worker needs (package sandbox). Pilot's agents
-// package implements it for each of its CLIs; a runner without it gets the
-// workdir, its run directory and its temp dir only.
-type SandboxRunner interface {
+// sandboxRunner is a Runner whose CLI keeps files of its own or connects to
+// a default endpoint (see Runner): SandboxNeeds tells the sandbox what to
+// guard from other workers and what its own worker needs.
+type sandboxRunner interface {
 	Runner
-	// SandboxNeeds returns what the CLI needs for a worker of p, whose
-	// home directory is home. Pilot also calls it with a zero Provider to
-	// learn the CLI's own paths, which it guards from every other worker.
 	SandboxNeeds(p Provider, home string) sandbox.Needs
 }
 
-// A CredentialStore is a CredentialSource that keeps secrets in files: no
-// worker may read or write CredentialPaths (the config package's
-// FileCredentials and ChainCredentials implement it).
-type CredentialStore interface {
+// credentialStore is a CredentialSource that keeps secrets in files (see
+// CredentialSource): no worker may read or write CredentialPaths.
+type credentialStore interface {
 	CredentialSource
 	CredentialPaths() []string
 }
@@ -156,53 +150,10 @@ func (r *run) confine(env []string) (*landlock.Ruleset, sandbox.Report, error) {
 	if home == "" {
 		home = user
 	}
-	var needs sandbox.Needs
-	if sr, ok := r.runner.(SandboxRunner); ok {
-		needs = sr.SandboxNeeds(r.prov, home)
-	}
-	own := needs.Own
-	var guard []string
-	if cs, ok := r.d.Credentials.(CredentialStore); ok {
-		guard = append(guard, cs.CredentialPaths()...)
-	}
-	for _, h := range []string{home, user} {
-		guard = append(guard, sandbox.SecretStores(h)...)
-		guard = append(guard, sandbox.AgentDirs(h)...)
-		for _, other := range r.d.allRunners() {
-			sr, ok := other.(SandboxRunner)
-			if !ok || (other.Name() == r.runner.Name() && h == home) {
-				continue
-			}
-			guard = append(guard, sr.SandboxNeeds(Provider{}, h).Own...)
-		}
-		if user == home {
-			break
-		}
-	}
-	guard = slices.DeleteFunc(guard, func(p string) bool { return containsPath(own, p) })
-	allow := expandHome(r.prov.SandboxAllow, home)
-	rep.Allowed = allow
-	pol := landlock.Policy{ReadAll: true, Guard: guard, Allow: append(append([]string(nil), own...), allow...)}
-	if mode == sandbox.Secrets {
-		pol.WriteAll = true
-	} else {
-		write := []string{r.task.Workdir, r.dir, r.tmpDir()}
-		write = append(write, own...)
-		write = append(write, needs.Write...)
-		write = append(write, expandHome(r.prov.SandboxWrite, home)...)
-		write = append(write, sandboxDevices...)
-		if gitdir := worktreeGitdir(r.task.Workdir); gitdir != "" {
-			write = append(write, gitdir)
-		}
-		pol.Write = write
-	}
-	// In every mode: a new entry in $HOME, or in any directory on the way
-	// to a guarded path, is out of the worker's reach (landlock.Plan).
-	for _, w := range needs.Write {
-		if _, err := os.Stat(w); errors.Is(err, os.ErrNotExist) {
-			_ = os.MkdirAll(w, 0o700) // the CLI would make it; it cannot once confined
-		}
-	}
+	needs := r.needs(home)
+	guard, allow, write := r.sandboxPaths(mode, needs, home, user, sandboxDevices)
+	rep.Allowed = expandHome(r.prov.SandboxAllow, home)
+	pol := landlock.Policy{ReadAll: true, WriteAll: mode == sandbox.Secrets, Guard: guard, Allow: allow, Write: write}
 	rs.FS = landlock.FSRights(abi)
 	rs.Paths = landlock.Plan(pol, rs.FS, nil)
 	if mode == sandbox.Strict {
@@ -219,6 +170,58 @@ func (r *run) confine(env []string) (*landlock.Ruleset, sandbox.Report, error) {
 	rep.Enforced = true
 	rep.Mechanism = "landlock-abi-" + strconv.Itoa(abi)
 	return rs, rep, nil
+}
+
+// needs is what the worker's runner declares its CLI needs, for a worker
+// whose home is home; nothing for a runner that declares nothing.
+func (r *run) needs(home string) sandbox.Needs {
+	if sr, ok := r.runner.(sandboxRunner); ok {
+		return sr.SandboxNeeds(r.prov, home)
+	}
+	return sandbox.Needs{}
+}
+
+// sandboxPaths returns, as named, the paths mode guards from the worker
+// (the secret stores and other CLIs' dirs beneath home and the user's own
+// home, the credential store), the paths the guard is lifted from (the
+// CLI's own, the provider's sandbox_allow) and, but in secrets, the paths
+// it may write (devices among them). A missing write dir of the CLI's is
+// made, in every mode: a new entry in $HOME, or in any directory on the way
+// to a guarded path, is out of a confined worker's reach.
+func (r *run) sandboxPaths(mode sandbox.Mode, needs sandbox.Needs, home, user string, devices []string) (guard, allow, write []string) {
+	own := needs.Own
+	if cs, ok := r.d.Credentials.(credentialStore); ok {
+		guard = append(guard, cs.CredentialPaths()...)
+	}
+	for _, h := range []string{home, user} {
+		guard = append(guard, sandbox.SecretStores(h)...)
+		guard = append(guard, sandbox.AgentDirs(h)...)
+		for _, other := range r.d.allRunners() {
+			sr, ok := other.(sandboxRunner)
+			if !ok || (other.Name() == r.runner.Name() && h == home) {
+				continue
+			}
+			guard = append(guard, sr.SandboxNeeds(Provider{}, h).Own...)
+		}
+		if user == home {
+			break
+		}
+	}
+	guard = slices.DeleteFunc(guard, func(p string) bool { return containsPath(own, p) })
+	allow = slices.Concat(own, expandHome(r.prov.SandboxAllow, home))
+	for _, w := range needs.Write {
+		if _, err := os.Stat(w); errors.Is(err, os.ErrNotExist) {
+			_ = os.MkdirAll(w, 0o700) // the CLI would make it; it cannot once confined
+		}
+	}
+	if mode != sandbox.Secrets {
+		write = slices.Concat([]string{r.task.Workdir, r.dir, r.tmpDir()}, own, needs.Write,
+			expandHome(r.prov.SandboxWrite, home), devices)
+		if gitdir := worktreeGitdir(r.task.Workdir); gitdir != "" {
+			write = append(write, gitdir)
+		}
+	}
+	return guard, allow, write
 }
 
 // scopedOnly is rs with everything beneath / granted, when it scopes

@@ -47,10 +47,7 @@ func (r *run) confineSeatbelt(mode sandbox.Mode, asked bool, exe string) (sandbo
 		return rep, nil
 	}
 	home := r.home()
-	var needs sandbox.Needs
-	if sr, ok := r.runner.(SandboxRunner); ok {
-		needs = sr.SandboxNeeds(r.prov, home)
-	}
+	needs := r.needs(home)
 	if needs.Seatbelt {
 		missing := "a sandbox that may nest another, which macOS refuses: runner " + r.runner.Name() + "'s CLI runs its commands beneath its own sandbox-exec"
 		if asked {
@@ -125,43 +122,14 @@ func seatbeltApplies(exe string) error {
 // resolved (the sandbox matches the resolved path: /private/tmp, not /tmp).
 // A missing write dir of the CLI's is created, as on Linux.
 func (r *run) seatbeltPolicy(mode sandbox.Mode, needs sandbox.Needs, home string) (seatbelt.Policy, []string) {
-	own := needs.Own
-	guard := append(sandbox.SecretStores(home), sandbox.AgentDirs(home)...)
-	if cs, ok := r.d.Credentials.(CredentialStore); ok {
-		guard = append(guard, cs.CredentialPaths()...)
-	}
-	for _, other := range r.d.allRunners() {
-		if other.Name() == r.runner.Name() {
-			continue
-		}
-		if sr, ok := other.(SandboxRunner); ok {
-			for _, p := range sr.SandboxNeeds(Provider{}, home).Own {
-				if !containsPath(own, p) {
-					guard = append(guard, p)
-				}
-			}
-		}
-	}
-	allow := expandHome(r.prov.SandboxAllow, home)
+	guard, allow, write := r.sandboxPaths(mode, needs, home, home, seatbeltDevices)
 	pol := seatbelt.Policy{
 		Guard:    resolvedPaths(guard),
-		Allow:    resolvedPaths(slices.Concat(own, allow)),
+		Allow:    resolvedPaths(allow),
 		WriteAll: mode == sandbox.Secrets,
+		Write:    resolvedPaths(write),
 	}
-	if !pol.WriteAll {
-		for _, w := range needs.Write {
-			if _, err := os.Stat(w); os.IsNotExist(err) {
-				_ = os.MkdirAll(w, 0o700) // the CLI would make it; it cannot once confined
-			}
-		}
-		write := slices.Concat([]string{r.task.Workdir, r.dir, r.tmpDir()}, own, needs.Write,
-			expandHome(r.prov.SandboxWrite, home), seatbeltDevices)
-		if gitdir := worktreeGitdir(r.task.Workdir); gitdir != "" {
-			write = append(write, gitdir)
-		}
-		pol.Write = resolvedPaths(write)
-	}
-	return pol, allow
+	return pol, expandHome(r.prov.SandboxAllow, home)
 }
 
 // resolvedPaths returns each path absolute and with symbolic links

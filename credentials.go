@@ -11,7 +11,9 @@ import (
 // and must never put a secret value into an error. The config package has
 // sources that read environment variables, 0600 files under the user's
 // config dir, and chains of them, and that describe a credential without
-// revealing it.
+// revealing it. A source that keeps secrets in files may also have a method
+// CredentialPaths() []string naming them: no worker may read or write them
+// (the config package's file and chain sources have it).
 type CredentialSource interface {
 	// Secret returns p's credential: "" when p needs none (its
 	// CredentialEnv is empty), a *CredentialError when it needs one that

@@ -11,6 +11,17 @@ import (
 // attempt and interprets that attempt's output. Runners must be safe for
 // concurrent use; per-attempt state lives in the Watcher that Command
 // returns.
+//
+// A Runner whose CLI keeps files of its own or connects to a default
+// endpoint may also have a method
+//
+//	SandboxNeeds(p Provider, home string) sandbox.Needs
+//
+// which tells the sandbox what the CLI needs for a worker of p whose home is
+// home; pilot also calls it with a zero Provider to learn the CLI's own
+// paths, which it guards from every other worker. The agents package's
+// runners have it; a runner without it gets the workdir, its run directory
+// and its temp dir only.
 type Runner interface {
 	// Name is the runner's key in providers files ("command", "pi", ...).
 	Name() string

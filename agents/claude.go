@@ -98,7 +98,7 @@ type ClaudeRunner struct{}
 // Name implements Runner.
 func (ClaudeRunner) Name() string { return RunnerClaude }
 
-// SandboxNeeds implements pilot.SandboxRunner. Claude Code keeps its
+// SandboxNeeds tells pilot's sandbox what the CLI needs (see pilot.Runner). Claude Code keeps its
 // settings, login, transcripts and caches in ~/.claude and its global
 // state in ~/.claude.json; CLAUDE_CONFIG_DIR moves both (the state file
 // into the dir), as it does for an isolated worker, whose dir is in its run

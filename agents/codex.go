@@ -123,7 +123,7 @@ type CodexRunner struct{}
 // Name implements Runner.
 func (CodexRunner) Name() string { return RunnerCodex }
 
-// SandboxNeeds implements pilot.SandboxRunner. codex keeps its login,
+// SandboxNeeds tells pilot's sandbox what the CLI needs (see pilot.Runner). codex keeps its login,
 // config, threads and logs in CODEX_HOME (~/.codex); an isolated worker's
 // is in its run directory. Its default endpoints are OpenAI's API and,
 // with a ChatGPT login, chatgpt.com and its token refresh at

@@ -89,7 +89,7 @@ type GeminiRunner struct{}
 // Name implements Runner.
 func (GeminiRunner) Name() string { return RunnerGemini }
 
-// SandboxNeeds implements pilot.SandboxRunner. gemini-cli keeps its
+// SandboxNeeds tells pilot's sandbox what the CLI needs (see pilot.Runner). gemini-cli keeps its
 // settings, login, trusted folders and sessions in ~/.gemini, where "~" is
 // GEMINI_CLI_HOME when set (an isolated worker's, in its run directory).
 // Its default endpoint is the Gemini API; a Google login also reaches

@@ -113,7 +113,7 @@ type OpencodeRunner struct{}
 // Name implements Runner.
 func (OpencodeRunner) Name() string { return RunnerOpencode }
 
-// SandboxNeeds implements pilot.SandboxRunner. opencode keeps its config in
+// SandboxNeeds tells pilot's sandbox what the CLI needs (see pilot.Runner). opencode keeps its config in
 // $XDG_CONFIG_HOME/opencode, its login (auth.json), session database and
 // logs in $XDG_DATA_HOME/opencode, its state in $XDG_STATE_HOME/opencode
 // and the provider packages it installs in $XDG_CACHE_HOME/opencode (the

@@ -101,7 +101,7 @@ type PiRunner struct{}
 // Name implements Runner.
 func (PiRunner) Name() string { return RunnerPi }
 
-// SandboxNeeds implements pilot.SandboxRunner. pi keeps its settings,
+// SandboxNeeds tells pilot's sandbox what the CLI needs (see pilot.Runner). pi keeps its settings,
 // logins (auth.json), models, sessions and the helpers it downloads in its
 // agent dir, ~/.pi/agent, which PI_CODING_AGENT_DIR moves (an isolated
 // worker's is in its run directory). Its model provider comes from its

@@ -381,7 +381,7 @@ func (c ChainCredentials) find(ctx context.Context, p pilot.Provider) (Source, I
 	return nil, Info{Source: strings.Join(looked, ", ")}, nil
 }
 
-// CredentialPaths implements pilot.CredentialStore: the store's directory,
+// CredentialPaths names the store's directory,
 // which no worker may read or write.
 func (f FileCredentials) CredentialPaths() []string {
 	if d := f.dir(); d != "" {
@@ -390,12 +390,12 @@ func (f FileCredentials) CredentialPaths() []string {
 	return nil
 }
 
-// CredentialPaths implements pilot.CredentialStore: every path its sources
+// CredentialPaths names every path its sources
 // keep secrets in.
 func (c ChainCredentials) CredentialPaths() []string {
 	var out []string
 	for _, src := range c {
-		if cs, ok := src.(pilot.CredentialStore); ok {
+		if cs, ok := src.(interface{ CredentialPaths() []string }); ok {
 			out = append(out, cs.CredentialPaths()...)
 		}
 	}

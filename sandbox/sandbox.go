@@ -63,7 +63,7 @@ func ParseMode(s string) (Mode, error) {
 
 // Needs is what a runner's CLI needs of the machine beyond the workdir, the
 // run directory and the private temp dir. A runner declares it by
-// implementing pilot.SandboxRunner.
+// giving its pilot.Runner a SandboxNeeds method (see pilot.Runner).
 type Needs struct {
 	// Own lists the CLI's own login and config paths (~/.codex, say).
 	// They are a secret store to every other worker; the CLI's own
