@@ -207,7 +207,7 @@ func (r *run) sandboxPaths(mode sandbox.Mode, needs sandbox.Needs, home, user st
 			break
 		}
 	}
-	guard = slices.DeleteFunc(guard, func(p string) bool { return containsPath(own, p) })
+	guard = slices.DeleteFunc(guard, func(p string) bool { return slices.Contains(own, p) })
 	allow = slices.Concat(own, expandHome(r.prov.SandboxAllow, home))
 	for _, w := range needs.Write {
 		if _, err := os.Stat(w); errors.Is(err, os.ErrNotExist) {
@@ -256,7 +256,7 @@ func (r *run) endpoints(needs sandbox.Needs) []string {
 		out = append(out, needs.Connect...)
 	}
 	for _, hp := range r.prov.SandboxConnect {
-		if !containsPath(out, hp) {
+		if !slices.Contains(out, hp) {
 			out = append(out, hp)
 		}
 	}
@@ -331,15 +331,6 @@ func expandHome(paths []string, home string) []string {
 		out = append(out, filepath.Clean(p))
 	}
 	return out
-}
-
-func containsPath(list []string, p string) bool {
-	for _, q := range list {
-		if q == p {
-			return true
-		}
-	}
-	return false
 }
 
 // The words of a denied access, as the C library, Node.js, Python and Go

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -53,7 +54,7 @@ func Plan(p Policy, handled uint64, list Lister) []PathRule {
 		rules = plan(rules, marksOf(guard, allow, nil), true, FSWrite&handled, list)
 	case len(write) > 0:
 		// Allow lifts a guard, but grants writing only where Write does.
-		rules = plan(rules, marksOf(minus(guard, allow), nil, write), false, FSWrite&handled, list)
+		rules = plan(rules, marksOf(slices.DeleteFunc(slices.Clone(guard), func(g string) bool { return slices.Contains(allow, g) }), nil, write), false, FSWrite&handled, list)
 	}
 	return merge(rules)
 }
@@ -88,25 +89,6 @@ func marksOf(guard, allow, write []string) map[string]bool {
 		m[a] = true
 	}
 	return m
-}
-
-func minus(a, b []string) []string {
-	var out []string
-	for _, s := range a {
-		if !contains(b, s) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // plan appends the rules granting rights beneath every path that marks and
@@ -198,7 +180,7 @@ func outermost(sorted []string, dir string) []string {
 func resolveAll(paths []string) []string {
 	var out []string
 	add := func(p string) {
-		if !contains(out, p) {
+		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}

@@ -4,6 +4,7 @@ package seatbelt
 
 import (
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -52,7 +53,7 @@ func Profile(p Policy) string {
 		}
 		rule(&b, "("+verb+" file-read* file-write*", "  ", "subpath", paths, ")")
 	}
-	if anc := ancestors(minus(guard, allow)); len(anc) > 0 {
+	if anc := ancestors(slices.DeleteFunc(slices.Clone(guard), func(g string) bool { return slices.Contains(allow, g) })); len(anc) > 0 {
 		rule(&b, "(deny file-write-unlink", "  ", "literal", anc, ")")
 	}
 	if !p.WriteAll {
@@ -171,34 +172,5 @@ func clean(paths []string) []string {
 		out = append(out, path.Clean(p))
 	}
 	sort.Strings(out)
-	return compact(out)
-}
-
-func compact(s []string) []string {
-	out := s[:0]
-	for i, x := range s {
-		if i == 0 || x != s[i-1] {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-func minus(a, b []string) []string {
-	var out []string
-	for _, s := range a {
-		if !contains(b, s) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return slices.Compact(out)
 }
