@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/bench/measure"
+	"github.com/pilotworkers/pilot/tools/bench/measure"
 )
 
 // BenchmarkCancelTree (P5) measures the time from cancelling a dispatch to

@@ -11,7 +11,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
-	"github.com/pilotworkers/pilot/internal/bench/measure"
+	"github.com/pilotworkers/pilot/tools/bench/measure"
 )
 
 // benchKey is a made-up key shaped like a vendor's: prefix, then random

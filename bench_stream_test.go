@@ -10,7 +10,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
-	"github.com/pilotworkers/pilot/internal/bench/measure"
+	"github.com/pilotworkers/pilot/tools/bench/measure"
 )
 
 // streamBenchFile writes the Claude stream-json input of the P3

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/bench/measure"
 	"github.com/pilotworkers/pilot/internal/supervise"
+	"github.com/pilotworkers/pilot/tools/bench/measure"
 )
 
 // The two benchmarks below run the same trivial worker, once through
@@ -81,7 +81,7 @@ func reportMSPerJob(b *testing.B) {
 
 // BenchmarkPythonStandInTrivial is P1b's baseline: the seed's architecture,
 // a Python child process per job that itself runs the worker (a minimal
-// stand-in of pilot-workers' dispatch child, internal/bench/measure's
+// stand-in of pilot-workers' dispatch child, tools/bench/measure's
 // standin.py). Pilot's per-job overhead is BenchmarkDispatchTrivial minus
 // BenchmarkExecTrivial; the stand-in's is this minus BenchmarkExecTrivial.
 func BenchmarkPythonStandInTrivial(b *testing.B) {

@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/bench/measure"
 	"github.com/pilotworkers/pilot/pisession"
+	"github.com/pilotworkers/pilot/tools/bench/measure"
 )
 
 // piGenSession writes a realistic pi session of at least size bytes (see

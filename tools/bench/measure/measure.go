@@ -1,5 +1,5 @@
 // Package measure holds the measurements of pilot's performance goals and
-// of their baselines, shared by the harness (go run ./internal/bench) and
+// of their baselines, shared by the harness (go run ./tools/bench) and
 // the root package's go test -bench benchmarks.
 package measure
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
-	"github.com/pilotworkers/pilot/internal/bench/measure"
+	"github.com/pilotworkers/pilot/tools/bench/measure"
 )
 
 // TestLongLine is P7's long-line case: a 16 MiB assistant line before the

@@ -6,7 +6,7 @@
 // every record.json is closed out, and nothing under the run directory is
 // half written.
 //
-//	go run ./internal/chaos -runs 1000 [-seed S] [-parallel P] [-json] [-keep]
+//	go run ./tools/chaos -runs 1000 [-seed S] [-parallel P] [-json] [-keep]
 //
 // Without -json it prints the figures as text; with -json it prints one
 // object ({"runs", "kinds", "orphans", "missing_verdicts", "open_records",

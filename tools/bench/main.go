@@ -3,7 +3,7 @@
 // over several rounds, and prints the medians, their ratio and whether the
 // goal is met.
 //
-//	go run ./internal/bench [-only P1,P3] [-quick] [-json] [-rounds N]
+//	go run ./tools/bench [-only P1,P3] [-quick] [-json] [-rounds N]
 //
 // Rows:
 //
@@ -53,9 +53,9 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
-	"github.com/pilotworkers/pilot/internal/bench/measure"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/sandbox"
+	"github.com/pilotworkers/pilot/tools/bench/measure"
 )
 
 // A row is one line of the report.

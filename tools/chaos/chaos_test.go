@@ -19,7 +19,7 @@ import (
 	"github.com/pilotworkers/pilot/internal/supervise"
 )
 
-// The long run: go test ./internal/chaos -run Chaos -chaos.runs 1000.
+// The long run: go test ./tools/chaos -run Chaos -chaos.runs 1000.
 var (
 	chaosRuns = flag.Int("chaos.runs", 50, "runs of TestChaos")
 	chaosSeed = flag.Uint64("chaos.seed", 0, "seed of TestChaos (0: the run's number in CI, else 1)")
@@ -60,7 +60,7 @@ func TestChaos(t *testing.T) {
 	rep := Run(cfg)
 	var text bytes.Buffer
 	rep.WriteText(&text)
-	t.Logf("go test ./internal/chaos -chaos.runs %d -chaos.seed %d:\n%s", cfg.Runs, seed, text.String())
+	t.Logf("go test ./tools/chaos -chaos.runs %d -chaos.seed %d:\n%s", cfg.Runs, seed, text.String())
 	if !rep.OK() {
 		t.Errorf("a promise was broken (seed %d)", seed)
 	}

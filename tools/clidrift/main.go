@@ -5,7 +5,7 @@
 // the table on the pinned CLIs and on each CLI's latest release and then
 // this:
 //
-//	go run ./internal/clidrift PINNED.jsonl LATEST.jsonl
+//	go run ./tools/clidrift PINNED.jsonl LATEST.jsonl
 //
 // "Phases" are whether the phase (and stall inspection) the table wants of
 // the row was seen, and the verdict's session phase unless pilot ended the
