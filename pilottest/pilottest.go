@@ -24,6 +24,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/procfs"
+	"github.com/pilotworkers/pilot/internal/supervise"
 )
 
 // Main plays the fake agent when the test binary was started as one (by a
@@ -70,6 +71,21 @@ func ServeFakeAgent() {
 // /proc, so it finds nothing on other systems.
 func Alive(runID string) []int {
 	return procfs.WithEnv("PILOT_RUN_ID=" + runID)
+}
+
+// Supervisor returns the pid of the supervisor process that the pilot
+// process pid started (pilot starts one for its dispatches and keeps it
+// while they run; see [pilot.Shutdown]), or 0 when it has none. A test
+// that stops it (SIGSTOP) before killing pid leaves the pilot's workers
+// behind, as a crash does, to test what closes such runs out. It reads
+// /proc, so it finds nothing on other systems.
+func Supervisor(pid int) int {
+	for _, c := range procfs.Children(pid) {
+		if env, err := procfs.Environ(c); err == nil && bytes.Contains(env, []byte(supervise.EnvSupervisor+"=")) {
+			return c
+		}
+	}
+	return 0
 }
 
 // Goroutines returns the stacks of the goroutines running pilot's code
