@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot/examples/taskloop/taskfile"
-	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"github.com/pilotworkers/pilot/retry"
 )
 
@@ -432,11 +431,31 @@ func (s *State) finish(status string) error {
 }
 
 // writeFileAtomic writes data to path through a synced temporary file
-// renamed over it (atomicfile), so that a reader sees the old file or the
-// new one, never part, making path's directory.
+// renamed over it, so that a reader sees the old file or the new one,
+// never part, and the new one survives a crash of the machine once it
+// returns, making path's directory. On error path is unchanged.
 func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	return atomicfile.WriteFileSync(path, data, 0o600)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*") // mode 0600
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	err = errors.Join(err, f.Sync(), f.Close())
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -14,15 +14,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/fakeagent"
-	"github.com/pilotworkers/pilot/internal/supervise"
 	"github.com/pilotworkers/pilot/pilottest"
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(fakeagent.EnvFakeAgent) != "" {
-		os.Exit(fakeagent.Main(os.Args[1:]))
-	}
+	pilottest.ServeFakeAgent()
 	if os.Getenv(envRunMain) != "" {
 		if os.Getenv(envNoLandlock) != "" {
 			if err := denyLandlock(); err != nil {
@@ -32,7 +28,6 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(Main(Hooks{})) // this test binary as the pilot command
 	}
-	supervise.SetLinger(0)
 	// A race-detector build waits a second at exit by default; the
 	// supervisor and the fake agents are this binary.
 	os.Setenv("GORACE", "atexit_sleep_ms=0")
@@ -51,6 +46,13 @@ func TestMain(m *testing.M) {
 	os.Setenv("XDG_DATA_HOME", filepath.Join(config, "data"))
 	os.Unsetenv(envProvidersFile)
 	code := m.Run()
+	// End pilot's supervisor now, not when it has idled 5 s.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	if err := pilot.Shutdown(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "ending pilot's supervisor:", err)
+		code = 1
+	}
+	cancel()
 	os.RemoveAll(config)
 	os.Exit(code)
 }

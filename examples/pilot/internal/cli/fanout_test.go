@@ -20,8 +20,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/fakeagent"
-	"github.com/pilotworkers/pilot/internal/procfs"
+	"github.com/pilotworkers/pilot/pilottest"
 )
 
 // The tests below port pilot-workers' tests/test_fanout.py one by one (same
@@ -37,15 +36,8 @@ func (f fixture) fanoutArgs(extra ...string) []string {
 // fake agent with script, as newFixture makes them.
 func fakeProvider(t *testing.T, script ...string) map[string]any {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return map[string]any{
-		"runner": "command",
-		"argv":   append([]string{exe}, script...),
-		"env":    map[string]string{fakeagent.EnvFakeAgent: "1", "GORACE": "atexit_sleep_ms=0"},
-	}
+	p := pilottest.FakeProvider(t, "fake", script...)
+	return map[string]any{"runner": p.Runner, "argv": p.Argv, "env": p.Env}
 }
 
 func writeProviders(t *testing.T, path string, provs map[string]map[string]any) {
@@ -580,7 +572,7 @@ func TestFanoutInterrupted(t *testing.T) {
 			t.Errorf("verdict %d = %v, want an interrupted, cancelled error", i, v)
 		}
 		if id, _ := v["run_id"].(string); id != "" {
-			if left := procfs.WithEnv(pilot.EnvRunID + "=" + id); len(left) > 0 {
+			if left := pilottest.Alive(id); len(left) > 0 {
 				t.Errorf("run %s: processes %v still alive", id, left)
 			}
 		}

@@ -22,7 +22,6 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/config"
-	"github.com/pilotworkers/pilot/internal/atomicfile"
 )
 
 // A host is an agent CLI a person works in, which can hand work to a
@@ -219,12 +218,25 @@ func sha(data []byte) string {
 }
 
 // writeFileAtomic writes data to path through a temporary file renamed
-// over it (atomicfile), making path's directory.
+// over it, so that a reader sees the old file or the new one, never part,
+// making path's directory. On error path is unchanged.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(path, data, mode)
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	err = errors.Join(err, f.Chmod(mode), f.Close())
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 type hostRequest struct {

@@ -5,27 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/rundir"
+	"github.com/pilotworkers/pilot/runs"
 	"github.com/pilotworkers/pilot/worktrees"
 )
 
 // runsNow is the clock of 'runs' (prune's ages, list's running durations);
 // tests move it.
 var runsNow = time.Now
-
-// followInterval is how often 'runs logs -f' looks for more of the log and
-// for the run's end.
-const followInterval = 50 * time.Millisecond
 
 // cmdRuns lists the run directories' runs, or shows, follows or prunes
 // them.
@@ -49,33 +44,34 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	dir := resolveRunDir(*runDir)
 	if *reconcile {
-		rep, err := rundir.Reconcile(dir)
-		printReconcile(stderr, rep)
+		closed, err := runs.Reconcile(dir)
+		printReconcile(stderr, closed)
 		if err != nil {
 			fmt.Fprintf(stderr, "pilot runs: reconcile: %v\n", err)
 		}
 	}
-	runs, err := loadRuns(dir, stderr)
+	list, err := listRuns("runs", dir, stderr)
 	if err != nil {
 		return badInput(stderr, "runs", "%v", err)
 	}
 	if *asJSON {
-		out := make([]runSummary, 0, len(runs))
-		for _, r := range runs {
+		out := make([]runSummary, 0, len(list))
+		for _, r := range list {
 			out = append(out, summarize(r))
 		}
 		writeJSON(stdout, out)
 		return exitOK
 	}
-	if len(runs) == 0 {
+	if len(list) == 0 {
 		fmt.Fprintf(stdout, "no runs in %s\n", dir)
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN ID\tPROVIDER\tMODE\tSTATUS\tCLASS\tDURATION\tSTARTED")
-	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.id, r.rec.Provider, r.rec.Mode, statusText(r.rec),
-			dash(string(r.rec.FailureClass)), durationText(r.rec), r.rec.StartedAt.Local().Format("2006-01-02 15:04:05"))
+	for _, r := range list {
+		rec := r.Record
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, rec.Provider, rec.Mode, statusText(r),
+			dash(string(rec.FailureClass)), durationText(rec), rec.StartedAt.Local().Format("2006-01-02 15:04:05"))
 	}
 	tw.Flush()
 	return exitOK
@@ -114,88 +110,30 @@ func parseArgs(fs *flagSet, args []string) (rest []string, code int) {
 	return rest, -1
 }
 
-// runEntry is one run directory and its record.
-type runEntry struct {
-	id, dir string
-	rec     pilot.Record
+// listRuns is runs.List with a note on stderr for each run whose record
+// cannot be read (it is left out); err is what else went wrong.
+func listRuns(cmd, dir string, stderr io.Writer) ([]runs.Run, error) {
+	list, err := runs.List(dir)
+	return list, skipped(cmd, err, stderr)
 }
 
-func (r runEntry) recordPath() string { return filepath.Join(r.dir, "record.json") }
-
-// loadRuns reads the runs of the run directory dir, newest first. A
-// directory whose record cannot be read is left out, with a note on
-// stderr; one with no record.json (its pilot has not written it yet, or
-// died first) is left out silently.
-func loadRuns(dir string, stderr io.Writer) ([]runEntry, error) {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+// skipped prints a note for each *runs.RecordError joined in err, and
+// returns the other errors.
+func skipped(cmd string, err error, stderr io.Writer) error {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
 	}
-	if err != nil {
-		return nil, err
-	}
-	var runs []runEntry
-	for _, e := range ents {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+	var rest []error
+	for _, e := range errs {
+		var re *runs.RecordError
+		if errors.As(e, &re) {
+			fmt.Fprintf(stderr, "pilot %s: skipped %s: %v\n", cmd, re.Dir, re.Err)
 			continue
 		}
-		r := runEntry{id: e.Name(), dir: filepath.Join(dir, e.Name())}
-		r.rec, err = pilot.ReadRecord(r.recordPath())
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "pilot runs: skipped %s: %v\n", r.dir, err)
-			continue
-		}
-		runs = append(runs, r)
+		rest = append(rest, e)
 	}
-	slices.SortStableFunc(runs, func(a, b runEntry) int {
-		if c := b.rec.StartedAt.Compare(a.rec.StartedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(b.id, a.id)
-	})
-	return runs, nil
-}
-
-// findRun finds the run named by arg: a run id in dir, a unique prefix of
-// one, or the path of a run directory or its record.json.
-func findRun(dir, arg string) (runEntry, error) {
-	if strings.ContainsRune(arg, os.PathSeparator) || strings.ContainsRune(arg, '/') {
-		d := arg
-		if filepath.Base(d) == "record.json" {
-			d = filepath.Dir(d)
-		}
-		r := runEntry{id: filepath.Base(d), dir: d}
-		var err error
-		r.rec, err = pilot.ReadRecord(r.recordPath())
-		return r, err
-	}
-	var match []string
-	if _, err := os.Stat(filepath.Join(dir, arg, "record.json")); err == nil {
-		match = []string{arg}
-	} else {
-		ents, err := os.ReadDir(dir)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return runEntry{}, err
-		}
-		for _, e := range ents {
-			if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && strings.HasPrefix(e.Name(), arg) {
-				match = append(match, e.Name())
-			}
-		}
-	}
-	switch {
-	case len(match) == 0:
-		return runEntry{}, fmt.Errorf("no run %q in %s (see pilot runs --run-dir %s)", arg, dir, dir)
-	case len(match) > 1:
-		return runEntry{}, fmt.Errorf("%q names %d runs in %s: give more of the run id", arg, len(match), dir)
-	}
-	r := runEntry{id: match[0], dir: filepath.Join(dir, match[0])}
-	var err error
-	r.rec, err = pilot.ReadRecord(r.recordPath())
-	return r, err
+	return errors.Join(rest...)
 }
 
 // runSummary is one run in 'runs --json'.
@@ -217,31 +155,32 @@ type runSummary struct {
 	Record          string `json:"record"`
 }
 
-func summarize(r runEntry) runSummary {
-	rec := r.rec
-	s := runSummary{RunID: r.id, Provider: rec.Provider, Mode: rec.Mode, Label: rec.Label, Status: rec.Status,
+func summarize(r runs.Run) runSummary {
+	rec := r.Record
+	s := runSummary{RunID: r.ID, Provider: rec.Provider, Mode: rec.Mode, Label: rec.Label, Status: rec.Status,
 		Verdict: rec.Verdict, FailureClass: rec.FailureClass, StartedAt: rec.StartedAt, EndedAt: rec.EndedAt}
 	if rec.EndedAt != nil {
 		ms := rec.EndedAt.Sub(rec.StartedAt).Milliseconds()
 		s.DurationMS = &ms
 	}
-	if rec.Status == rundir.Running {
-		alive, _ := rundir.Owner(ownerOf(rec))
+	if rec.Status == runs.StatusRunning {
+		alive, _ := r.Owner()
 		s.DispatcherAlive = &alive
 	}
-	s.Record = r.recordPath()
+	s.Record = r.RecordPath()
 	return s
 }
 
 // statusText is a record's status, with its verdict when that says more,
 // and for a running record whose pilot is gone, that.
-func statusText(rec pilot.Record) string {
+func statusText(r runs.Run) string {
+	rec := r.Record
 	s := rec.Status
 	if rec.Verdict != "" && string(rec.Verdict) != s {
 		s += "/" + string(rec.Verdict)
 	}
-	if rec.Status == rundir.Running {
-		if alive, _ := rundir.Owner(ownerOf(rec)); !alive {
+	if rec.Status == runs.StatusRunning {
+		if alive, _ := r.Owner(); !alive {
 			s += " (pilot gone)"
 		}
 	}
@@ -251,25 +190,12 @@ func statusText(rec pilot.Record) string {
 // durationText is how long the run took, or has been running ("+").
 func durationText(rec pilot.Record) string {
 	if rec.EndedAt != nil {
-		return fmtDuration(rec.EndedAt.Sub(rec.StartedAt))
+		return runs.Duration(rec.EndedAt.Sub(rec.StartedAt))
 	}
-	if rec.Status == rundir.Running {
-		return fmtDuration(runsNow().Sub(rec.StartedAt)) + "+"
+	if rec.Status == runs.StatusRunning {
+		return runs.Duration(runsNow().Sub(rec.StartedAt)) + "+"
 	}
 	return "-"
-}
-
-func fmtDuration(d time.Duration) string {
-	d = max(d, 0)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%.1fs", d.Seconds())
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
 }
 
 func dash(s string) string {
@@ -279,14 +205,14 @@ func dash(s string) string {
 	return s
 }
 
-// printReconcile says what rundir.Reconcile did.
-func printReconcile(w io.Writer, rep rundir.Report) {
-	if len(rep.Runs) == 0 {
+// printReconcile says what runs.Reconcile did.
+func printReconcile(w io.Writer, closed []runs.Closed) {
+	if len(closed) == 0 {
 		fmt.Fprintln(w, "pilot runs: reconcile: no run to close out")
 		return
 	}
-	for _, r := range rep.Runs {
-		fmt.Fprintf(w, "pilot runs: reconcile: %s marked %s: %s", r.RunID, rundir.Abandoned, r.Evidence)
+	for _, r := range closed {
+		fmt.Fprintf(w, "pilot runs: reconcile: %s marked %s: %s", r.RunID, runs.StatusAbandoned, r.Evidence)
 		if len(r.Killed) > 0 {
 			fmt.Fprintf(w, "; killed %d process(es) of the run %v", len(r.Killed), r.Killed)
 		}
@@ -320,26 +246,26 @@ func runsShow(args []string, stdout, stderr io.Writer) int {
 		return badInput(stderr, "runs show", "want one run ID, got %d arguments", len(rest))
 	}
 	dir := resolveRunDir(*runDir)
-	r, err := findRun(dir, rest[0])
+	r, err := runs.Find(dir, rest[0])
 	if err != nil {
 		return badInput(stderr, "runs show", "%v", err)
 	}
 	if *asJSON {
-		data, err := os.ReadFile(r.recordPath())
+		data, err := os.ReadFile(r.RecordPath())
 		if err != nil {
 			return badInput(stderr, "runs show", "%v", err)
 		}
 		stdout.Write(data)
 		return exitOK
 	}
-	rec := r.rec
+	rec := r.Record
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	line := func(k, v string) {
 		if v != "" {
 			fmt.Fprintf(tw, "%s\t%s\n", k, v)
 		}
 	}
-	line("run", r.id)
+	line("run", r.ID)
 	line("label", rec.Label)
 	line("provider", rec.Provider)
 	line("runner", rec.Runner)
@@ -348,8 +274,8 @@ func runsShow(args []string, stdout, stderr io.Writer) int {
 	line("workdir", rec.Workdir)
 	line("task file", rec.TaskFile)
 	status := rec.Status
-	if rec.Status == rundir.Running {
-		_, ev := rundir.Owner(ownerOf(rec))
+	if rec.Status == runs.StatusRunning {
+		_, ev := r.Owner()
 		status += " (" + ev + ")"
 	}
 	line("status", status)
@@ -400,31 +326,24 @@ func runsShow(args []string, stdout, stderr io.Writer) int {
 	if rec.Pid > 0 {
 		line("worker", fmt.Sprintf("pid %d, process group %d", rec.Pid, rec.Pgid))
 	}
-	line("record", r.recordPath())
-	line("stream log", filepath.Join(r.dir, "stream.log"))
-	line("events log", filepath.Join(r.dir, "events.log"))
+	line("record", r.RecordPath())
+	line("stream log", r.StreamLog())
+	line("events log", r.EventsLog())
 	if rec.RetryKey != "" || rec.Attempt > 0 {
 		line("retry", fmt.Sprintf("key %s, attempt %d", dash(rec.RetryKey), rec.Attempt))
 	}
 	line("previous record", rec.PreviousRecord)
 	line("resumed from", rec.ResumedFrom)
 	line("resume fallback", rec.ResumeFallback)
-	if entries, err := worktrees.List(filepath.Dir(r.dir)); err == nil {
+	if entries, err := worktrees.List(filepath.Dir(r.Dir)); err == nil {
 		for _, e := range entries {
-			if runWorktree(rec, r.id, e) {
+			if r.OwnsWorktree(e) {
 				line("worktree", fmt.Sprintf("%s (branch %s, %s)", e.Path, e.Branch, e.State))
 			}
 		}
 	}
 	tw.Flush()
 	return exitOK
-}
-
-// runWorktree reports whether e is the worktree of the run id with record
-// rec: the inventory names the run, or the run's workdir is the worktree
-// (the inventory learns the run id only when the run is over).
-func runWorktree(rec pilot.Record, id string, e worktrees.Entry) bool {
-	return e.RunID == id || (rec.Workdir != "" && filepath.Clean(e.Path) == filepath.Clean(rec.Workdir))
 }
 
 // runsLogs prints a run's stream.log, and with -f follows it until the run
@@ -440,76 +359,28 @@ func runsLogs(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if len(rest) != 1 {
 		return badInput(stderr, "runs logs", "want one run ID, got %d arguments", len(rest))
 	}
-	r, err := findRun(resolveRunDir(*runDir), rest[0])
+	r, err := runs.Find(resolveRunDir(*runDir), rest[0])
 	if err != nil {
 		return badInput(stderr, "runs logs", "%v", err)
 	}
-	log := filepath.Join(r.dir, "stream.log")
-	if !*follow {
-		f, err := os.Open(log)
-		if errors.Is(err, os.ErrNotExist) {
-			fmt.Fprintf(stderr, "pilot runs logs: %s has no stream.log (yet)\n", r.id)
-			return exitOK
-		}
-		if err != nil {
-			return badInput(stderr, "runs logs", "%v", err)
-		}
-		defer f.Close()
-		if _, err := io.Copy(stdout, f); err != nil {
-			fmt.Fprintf(stderr, "pilot runs logs: %v\n", err)
-			return exitFailed
-		}
+	err = runs.Logs(ctx, stdout, r, *follow)
+	var open *iofs.PathError
+	var gone *runs.GoneError
+	switch {
+	case err == nil:
 		return exitOK
+	case !*follow && errors.Is(err, iofs.ErrNotExist):
+		fmt.Fprintf(stderr, "pilot runs logs: %s has no stream.log (yet)\n", r.ID)
+		return exitOK
+	case !*follow && errors.As(err, &open) && open.Op == "open":
+		return badInput(stderr, "runs logs", "%v", err)
+	case errors.As(err, &gone):
+		fmt.Fprintf(stderr, "pilot runs logs: %s will not end: its pilot is gone (%s); pilot runs --reconcile marks it %s\n",
+			r.ID, gone.Evidence, runs.StatusAbandoned)
+		return exitFailed
 	}
-	return followLog(ctx, r, log, stdout, stderr)
-}
-
-// followLog copies the log to stdout as it grows, until the run's record
-// says it is over (then all of the log is out: pilot closes the log before
-// its final record), its pilot is gone, or ctx is done.
-func followLog(ctx context.Context, r runEntry, log string, stdout, stderr io.Writer) int {
-	var f *os.File
-	defer func() {
-		if f != nil {
-			f.Close()
-		}
-	}()
-	tick := time.NewTicker(followInterval)
-	defer tick.Stop()
-	for {
-		rec, err := pilot.ReadRecord(r.recordPath())
-		if err != nil {
-			fmt.Fprintf(stderr, "pilot runs logs: %v\n", err)
-			return exitFailed
-		}
-		over := rec.Status != rundir.Running
-		alive, evidence := true, ""
-		if !over {
-			alive, evidence = rundir.Owner(ownerOf(rec))
-		}
-		if f == nil {
-			f, _ = os.Open(log) // not there until the worker has started
-		}
-		if f != nil {
-			if _, err := io.Copy(stdout, f); err != nil {
-				fmt.Fprintf(stderr, "pilot runs logs: %v\n", err)
-				return exitFailed
-			}
-		}
-		switch {
-		case over:
-			return exitOK
-		case !alive:
-			fmt.Fprintf(stderr, "pilot runs logs: %s will not end: its pilot is gone (%s); pilot runs --reconcile marks it %s\n",
-				r.id, evidence, rundir.Abandoned)
-			return exitFailed
-		}
-		select {
-		case <-ctx.Done():
-			return exitOK
-		case <-tick.C:
-		}
-	}
+	fmt.Fprintf(stderr, "pilot runs logs: %v\n", err)
+	return exitFailed
 }
 
 // runsPrune removes the run directories of runs that ended long enough
@@ -534,158 +405,41 @@ func runsPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !*dryRun {
 		// A running record whose pilot is gone becomes abandoned, and
 		// prunable once it is old enough.
-		rep, err := rundir.Reconcile(dir)
-		if len(rep.Runs) > 0 {
-			printReconcile(stderr, rep)
+		closed, err := runs.Reconcile(dir)
+		if len(closed) > 0 {
+			printReconcile(stderr, closed)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "pilot runs prune: reconcile: %v\n", err)
 		}
 	}
-	runs, err := loadRuns(dir, stderr)
-	if err != nil {
-		return badInput(stderr, "runs prune", "%v", err)
-	}
-	wts, err := worktrees.List(dir)
-	if err != nil {
-		// Without the inventory no run can be cleared of holding work.
-		fmt.Fprintf(stderr, "pilot runs prune: %v: nothing removed\n", err)
+	opt := runs.PruneOptions{OlderThan: age, KeepFailed: *keepFailed, DryRun: *dryRun, Now: runsNow()}
+	pruned, err := runs.Prune(ctx, dir, opt)
+	if err := skipped("runs prune", err, stderr); err != nil {
+		fmt.Fprintf(stderr, "pilot runs prune: %v\n", err)
 		return exitFailed
 	}
-	now := runsNow()
 	verb := "removed"
 	if *dryRun {
 		verb = "would remove"
 	}
 	removed, kept, code := 0, 0, exitOK
-	slices.Reverse(runs) // oldest first
-	for _, r := range runs {
-		reason := keepReason(ctx, r, wts, now, age, *keepFailed)
-		if reason != "" {
-			fmt.Fprintf(stdout, "kept %s: %s\n", r.id, reason)
+	for _, p := range pruned {
+		switch {
+		case p.Kept != "":
+			fmt.Fprintf(stdout, "kept %s: %s\n", p.Run.ID, p.Kept)
 			kept++
-			continue
+		case p.Err != nil:
+			fmt.Fprintf(stderr, "pilot runs prune: %v\n", p.Err)
+			code = exitFailed
+		default:
+			rec := p.Run.Record
+			fmt.Fprintf(stdout, "%s %s (%s, ended %s ago)\n", verb, p.Run.ID, rec.Status, runs.Duration(opt.Now.Sub(*rec.EndedAt)))
+			removed++
 		}
-		if !*dryRun {
-			if err := os.RemoveAll(r.dir); err != nil {
-				fmt.Fprintf(stderr, "pilot runs prune: %v\n", err)
-				code = exitFailed
-				continue
-			}
-		}
-		fmt.Fprintf(stdout, "%s %s (%s, ended %s ago)\n", verb, r.id, r.rec.Status, fmtDuration(now.Sub(*r.rec.EndedAt)))
-		removed++
 	}
 	fmt.Fprintf(stdout, "%s %d run(s), kept %d\n", verb, removed, kept)
 	return code
-}
-
-// keepReason says why prune keeps run r, or "" to remove it.
-func keepReason(ctx context.Context, r runEntry, wts []worktrees.Entry, now time.Time, age time.Duration, keepFailed bool) string {
-	rec := r.rec
-	if rec.Status == rundir.Running {
-		if alive, ev := rundir.Owner(ownerOf(rec)); !alive {
-			return "its record still says running, but " + ev + "; pilot runs --reconcile marks it " + rundir.Abandoned
-		}
-		return "still running"
-	}
-	if rec.EndedAt == nil {
-		return "its record has no ended_at"
-	}
-	if ago := now.Sub(*rec.EndedAt); ago <= age {
-		return fmt.Sprintf("ended %s ago, not longer than %s", fmtDuration(ago), fmtDuration(age))
-	}
-	if keepFailed && rec.Verdict != pilot.Completed {
-		v := string(rec.Verdict)
-		if v == "" {
-			v = rec.Status
-		}
-		return "--keep-failed, and its verdict is " + v
-	}
-	var matched bool
-	for _, e := range wts {
-		if !runWorktree(rec, r.id, e) {
-			continue
-		}
-		matched = true
-		if e.State == "removed" {
-			continue
-		}
-		if why := unmerged(ctx, e.Repo, e.Path, e.Branch); why != "" {
-			return why
-		}
-	}
-	// A worktree of pilot's that the inventory does not list: in this run
-	// dir's .worktrees (where pilot made them before), or in a
-	// <repo>.pilot-worktrees directory beside a repository.
-	if !matched && rec.Workdir != "" {
-		parent := filepath.Dir(filepath.Clean(rec.Workdir))
-		if parent == filepath.Join(filepath.Dir(r.dir), ".worktrees") || strings.HasSuffix(parent, ".pilot-worktrees") {
-			if _, err := os.Stat(rec.Workdir); err == nil {
-				return unmerged(ctx, "", rec.Workdir, "")
-			}
-		}
-	}
-	return ""
-}
-
-// unmerged says how the worktree at path (of repository repo, on branch;
-// either may be "" to be found from path) holds work that is nowhere else:
-// uncommitted changes, or commits of its branch that no other branch,
-// remote-tracking branch or tag holds. "" means it holds none.
-func unmerged(ctx context.Context, repo, path, branch string) string {
-	if _, err := os.Stat(path); err == nil {
-		out, err := git(ctx, path, "status", "--porcelain", "--untracked-files=all")
-		if err != nil {
-			return fmt.Sprintf("its worktree %s cannot be checked: %v", path, err)
-		}
-		if strings.TrimSpace(out) != "" {
-			return fmt.Sprintf("its worktree %s has uncommitted changes", path)
-		}
-		if branch == "" {
-			out, _ := git(ctx, path, "symbolic-ref", "-q", "--short", "HEAD")
-			branch = strings.TrimSpace(out)
-		}
-		if repo == "" {
-			repo = path // a worktree sees its repository's refs
-		}
-	}
-	if branch == "" || repo == "" {
-		return ""
-	}
-	if _, err := os.Stat(repo); err != nil {
-		return "" // the repository, and its branch, are gone
-	}
-	ref := "refs/heads/" + branch
-	if _, err := git(ctx, repo, "rev-parse", "-q", "--verify", ref+"^{commit}"); err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return "" // no such branch
-		}
-		return fmt.Sprintf("its branch %s cannot be checked: %v", branch, err)
-	}
-	out, err := git(ctx, repo, "rev-list", "--count", ref, "--not", "--exclude="+branch, "--branches", "--remotes", "--tags")
-	if err != nil {
-		return fmt.Sprintf("its branch %s cannot be checked: %v", branch, err)
-	}
-	if n := strings.TrimSpace(out); n != "0" {
-		return fmt.Sprintf("its branch %s (worktree %s) has %s commit(s) on no other branch", branch, path, n)
-	}
-	return ""
-}
-
-func git(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	var errb strings.Builder
-	cmd.Stderr = &errb
-	out, err := cmd.Output()
-	if err != nil {
-		if msg := strings.TrimSpace(errb.String()); msg != "" {
-			return string(out), fmt.Errorf("git %s: %w: %s", args[0], err, msg)
-		}
-		return string(out), fmt.Errorf("git %s: %w", args[0], err)
-	}
-	return string(out), nil
 }
 
 // parseAge reads a Go duration ("72h") or a number of days, with an
@@ -711,10 +465,4 @@ func parseAge(s string) (time.Duration, error) {
 		d += r
 	}
 	return d, nil
-}
-
-// ownerOf is what rundir reads of a pilot.Record to tell whether its pilot
-// is alive.
-func ownerOf(r pilot.Record) rundir.Record {
-	return rundir.Record{RunID: r.RunID, Status: r.Status, Pid: r.Pid, Pgid: r.Pgid, StartedAt: r.StartedAt, DispatcherPid: r.Provenance.Pid}
 }

@@ -21,9 +21,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/procfs"
-	"github.com/pilotworkers/pilot/internal/supervise"
 	"github.com/pilotworkers/pilot/pilottest"
+	"github.com/pilotworkers/pilot/runs"
 )
 
 // dispatched runs 'pilot dispatch' with provider and returns its verdict.
@@ -144,7 +143,7 @@ func TestRunsListsNewestFirst(t *testing.T) {
 		{held, "held", "review", "running", "+"},
 		{broken.RunID, "broken", "error", string(broken.FailureClass)},
 		{ok.RunID, "ok", "review", "completed", "-", okRec.StartedAt.Local().Format("2006-01-02 15:04:05"),
-			fmtDuration(okRec.EndedAt.Sub(okRec.StartedAt))},
+			runs.Duration(okRec.EndedAt.Sub(okRec.StartedAt))},
 	} {
 		fields := strings.Fields(lines[i+1])
 		for _, w := range want {
@@ -199,7 +198,7 @@ func TestRunsShow(t *testing.T) {
 		{"verdict", "error"},
 		{"failure class", string(rec.FailureClass)},
 		{"exit", "status 3"},
-		{"duration", fmtDuration(rec.EndedAt.Sub(rec.StartedAt))},
+		{"duration", runs.Duration(rec.EndedAt.Sub(rec.StartedAt))},
 		{"pilot", fmt.Sprintf("pid %d", os.Getpid())},
 		{"record", filepath.Join(dir, "record.json")},
 		{"stream log", filepath.Join(dir, "stream.log")},
@@ -364,12 +363,7 @@ func TestRunsReconcileAfterPilotSIGKILL(t *testing.T) {
 
 	// SIGKILL the pilot; its supervisor, stopped first, cannot end the
 	// worker's tree, and dies too.
-	sup := 0
-	for _, c := range procfs.Children(pilotCmd.Process.Pid) {
-		if env, err := procfs.Environ(c); err == nil && bytes.Contains(env, []byte(supervise.EnvSupervisor+"=")) {
-			sup = c
-		}
-	}
+	sup := pilottest.Supervisor(pilotCmd.Process.Pid)
 	if sup == 0 {
 		t.Fatal("pilot dispatch has no supervisor")
 	}
@@ -469,7 +463,7 @@ func TestRunsPrune(t *testing.T) {
 	// is never removed, however old.
 	setClock(t, newerEnd.Add(8*24*time.Hour))
 	code, out, _ = runCLI("runs", "prune", "--older-than", "7d", "--keep-failed", "--run-dir", f.runDir)
-	if code != 0 || !exists(dirOf(newer.RunID)) || !strings.Contains(out, "kept "+newer.RunID+": --keep-failed, and its verdict is error") {
+	if code != 0 || !exists(dirOf(newer.RunID)) || !strings.Contains(out, "kept "+newer.RunID+": its verdict is error, and failed runs are kept") {
 		t.Errorf("prune --keep-failed: exit %d:\n%s", code, out)
 	}
 	code, out, _ = runCLI("runs", "prune", "--older-than", "7d", "--run-dir", f.runDir)
