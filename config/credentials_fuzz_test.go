@@ -1,4 +1,4 @@
-package pilot_test
+package config_test
 
 import (
 	"bytes"
