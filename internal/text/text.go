@@ -1,8 +1,10 @@
 // Package text holds the small string shapings pilot's packages share: names
-// fit for files and branches, and the last characters of a tail.
+// fit for files and branches, the last characters of a tail, and the copy
+// of a line that failure patterns match.
 package text
 
 import (
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -41,4 +43,20 @@ func FirstRunes(s string, n int) string {
 		i++
 	}
 	return s
+}
+
+var reANSI = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
+
+// Plain is line without its ANSI escape sequences.
+func Plain(line string) string {
+	if strings.IndexByte(line, 0x1b) < 0 {
+		return line
+	}
+	return reANSI.ReplaceAllString(line, "")
+}
+
+// Matching is the copy of line that failure patterns match: Plain, with
+// typographic apostrophes made plain, in lower case.
+func Matching(line string) string {
+	return strings.ToLower(strings.ReplaceAll(Plain(line), "\u2019", "'"))
 }
