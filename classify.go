@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pilotworkers/pilot/internal/text"
 )
 
 // Failure classes read from what a worker printed (see [ClassifyFailure]) or
@@ -123,10 +125,14 @@ type Classification struct {
 	// signal, pilot's own timeout): the line then only explains, it does
 	// not decide.
 	TransportConfirmed bool
-	// Source says where the evidence came from ("pi:stderr",
-	// "codex:stdout"): ClassifyFailure leaves it empty; the Dispatcher,
-	// and a watcher that classifies a line itself, set it.
+	// Source says where the evidence came from ("<runner>:stderr"):
+	// ClassifyFailure leaves it empty; a [Diagnoser] may set it, and the
+	// Dispatcher sets it when it is empty.
 	Source string
+	// Note is a runner's own gloss of the evidence, for what the CLI's
+	// words leave unsaid ("the socket closed mid-stream"); the verdict
+	// gives it apart from the excerpt (failure_evidence_note).
+	Note string
 }
 
 // classPrecedence is the order in which ClassifyFailure picks among lines
@@ -161,59 +167,66 @@ func classRank(c FailureClass) int {
 	return len(classPrecedence)
 }
 
-// ClassifyFailure reads free text (a worker's stderr, an error message, the
-// text a [Diagnoser] pulled from a JSON event) and returns the failure
-// class it proves with the line that proves it.
+// ClassifyFailure reads free text (a worker's stderr, an error message) and
+// returns the failure class it proves with the line that proves it. It
+// knows what every model API says, no CLI's own words: a runner that knows
+// its CLI's classifies them itself ([Diagnoser]).
 //
-// The text is split into lines on "\n", each without a trailing "\r". Each
-// line is read on its own. A line proves a provider class only with provider
-// context: a provider marker ("API Error", "APIError", "provider",
-// "upstream", "openai", "anthropic", a backend or tunnel named together with
-// a model), an HTTP error status in a provider's error format, an SSE marker,
-// or one of the exact phrases the agent CLIs print ("stream disconnected
-// before completion", "No API key found for", pi's bare "terminated"). Weak
-// lines, such as a test's "connection refused", a bare "dial tcp …: connect:
-// connection refused", or "status code 500" in a web test, prove nothing.
-// HTTP statuses match only on digit boundaries ("1429 files" and "port 5000"
-// hold no status). Retry notices (codex "Reconnecting... 2/5 (…)", Claude
-// api_retry, pi auto_retry_start, gemini's "Retrying with backoff..." and
-// "Retrying after 5000ms...") are retries in progress and never evidence.
+// Each line of text is read on its own, and proves a provider class only
+// with provider context: a provider marker ("API Error", "provider",
+// "upstream", "openai", "anthropic", a backend or tunnel next to a model),
+// an HTTP error status in an API's error format, or an SSE marker. Weak
+// lines, such as a test's "connection refused" or "status code 500" in a
+// web test, prove nothing; statuses match only on digit boundaries. Retry
+// notices ("retrying in 5s") are never evidence.
 //
-// When several lines prove a class, the strongest class wins in this order:
-// provider-auth, provider-quota, context-limit, provider-rate-limit,
-// provider-server-error, provider-stream-disconnect, provider-connection,
-// then a recognised API error as generic-error; among lines of the winning
-// class the last one wins, being the nearest to the end of the run. Text
-// with no such line is FailGeneric with no evidence.
-//
-// ClassifyFailure knows nothing of exit codes or signals: the caller must
-// judge pilot's own terminations, signals and exit 143 first (a worker
-// killed by SIGTERM is process-terminated whatever its stderr says).
+// Among lines of different classes the strongest wins ([Strongest]); among
+// lines of one class, the last. Text with no such line is FailGeneric with
+// no evidence. Exit codes and signals are the caller's to judge first.
 func ClassifyFailure(text string) Classification {
-	return classifyText(text, false)
+	return classifyText(text, false, 0)
 }
 
-// ClassifyRetryNotice classifies text, the reason a worker gives for
-// retrying its model call (the inside of a retry notice: codex's
-// "Reconnecting... 2/5 (stream error: ...)", Claude Code's api_retry
-// error). The retry itself is the provider context: a bare "Connection
-// failed: error sending request" is provider-connection there. Text that
-// proves no class is generic-error. Watchers use it for their [RetryLoop].
-func ClassifyRetryNotice(text string) Classification {
-	return classifyText(text, true)
+// ClassifyProviderError classifies text known to be a failed model call's
+// error (a CLI's error event, the reason in its retry notice), so provider
+// context is given: a bare "Connection failed: error sending request" is
+// provider-connection here. status is the call's HTTP status when the CLI
+// reports it apart from the text, else 0. Text that proves no class is
+// FailGeneric with no evidence.
+func ClassifyProviderError(text string, status int) Classification {
+	return classifyText(text, true, status)
 }
 
-// classifyText is ClassifyFailure; retried says text is a failed model
-// call's reason from a retry notice, so a provider context is given and
-// the retry wording does not hide the line.
-func classifyText(text string, retried bool) Classification {
+// Strongest returns the classification of the strongest class among cs,
+// the last of equals: provider-auth, provider-quota, context-limit,
+// provider-rate-limit, provider-server-error, provider-stream-disconnect,
+// provider-connection, then generic-error. A classification without
+// evidence never wins; with none, it is FailGeneric.
+func Strongest(cs ...Classification) Classification {
+	best := Classification{Class: FailGeneric}
+	rank := len(classPrecedence) + 1
+	for _, c := range cs {
+		if c.Evidence == "" {
+			continue
+		}
+		if r := classRank(c.Class); r <= rank {
+			best, rank = c, r
+		}
+	}
+	return best
+}
+
+// classifyText is ClassifyFailure; provider says text is a failed model
+// call's error, so provider context is given and retry wording does not
+// hide the line; status is its HTTP status, when known apart.
+func classifyText(text string, provider bool, status int) Classification {
 	best := Classification{Class: FailGeneric}
 	bestRank := len(classPrecedence)
 	found := false
 	for rest := text; ; {
 		line, tail, more := strings.Cut(rest, "\n")
 		line = strings.TrimSuffix(line, "\r")
-		if c, ok := classifyLine(line, retried); ok {
+		if c, ok := classifyLine(line, provider, status); ok {
 			if r := classRank(c.Class); r <= bestRank {
 				best, bestRank, found = c, r, true
 			}
@@ -256,10 +269,9 @@ func retryAfterHeader(text string) time.Duration {
 // The patterns below run on the matching copy of a line: ANSI escapes
 // removed, typographic apostrophes made plain, lower case.
 var (
-	// Retries in progress: codex's reconnect notices, Claude's api_retry
-	// event and pi's auto_retry_start event (when raw JSON is classified),
-	// and "retrying in N" notices.
-	reRetryInProgress = regexp.MustCompile(`reconnecting\.\.\.\s*(?:\d+\s*/\s*\d+|waiting for network)|"subtype"\s*:\s*"api_retry"|"type"\s*:\s*"auto_retry_start"|\bretrying in\b|\bretrying with backoff\b|\bretrying after \d+\s*ms\b`)
+	// Retries in progress: "retrying in 5s", "retrying with backoff",
+	// "retrying after 500ms".
+	reRetryInProgress = regexp.MustCompile(`\bretrying in\b|\bretrying with backoff\b|\bretrying after \d+\s*ms\b`)
 
 	// Provider markers. backend and tunnel count only next to a model
 	// word (reBackendModel): on their own they name the project's own
@@ -270,22 +282,15 @@ var (
 	reSSE            = regexp.MustCompile(`\bsse\b|event-stream`)
 	reAPIErrorMarker = regexp.MustCompile(`\bapi[ _]?error\b|\bapi\w*error\b`)
 
-	// HTTP statuses that prove provider context by themselves: pi's
-	// "<status> <message>" at the start of the line, codex's "unexpected
-	// status N" at the start of the line and "exceeded retry limit, last
-	// status: N", Claude's api_error_status and "API Error: N".
+	// HTTP statuses that prove provider context by themselves: an SDK's
+	// "<status> <message>" at the start of the line and "API Error: N".
 	reStatusLead       = regexp.MustCompile(`^\s*(?:error:\s*)?([45]\d\d)\b(.*)$`)
 	reStatusLeadRest   = regexp.MustCompile(`^\s*\{|\b(?:error|rate|limit(?:ed)?|unauthori[sz]ed|forbidden|unavailable|overloaded|invalid|denied|exceeded|quota|too many|too large|too long|timeout|timed out|gateway|not found|bad request|expired|api key|auth\w*|payment required|internal|server|status code|no body|\w+_error)\b`)
-	reStatusCodexLead  = regexp.MustCompile(`^\s*(?:error:\s*)?unexpected status ([45]\d\d)\b`)
-	reStatusStrong     = regexp.MustCompile(`exceeded retry limit, last status:?\s*([45]\d\d)\b|api_error_status"?\s*[:=]?\s*"?([45]\d\d)\b|\bapi error:?\s*\(?([45]\d\d)\b`)
+	reStatusStrong     = regexp.MustCompile(`\bapi error:?\s*\(?([45]\d\d)\b`)
 	reStatusWithMarker = regexp.MustCompile(`status(?:[ _]?code)?"?\s*[:=]?\s*"?([45]\d\d)\b|\bhttp(?:/\d(?:\.\d)?)?\s+([45]\d\d)\b|\(([45]\d\d)\)|"code"\s*:\s*"?([45]\d\d)\b`)
 
-	// pi's "No API key found for <provider>" and `Authentication failed
-	// for "<provider>"` (git says 'url', psql "for user"), codex's missing
-	// env_key (a variable named like a key or token: a missing
-	// DATABASE_URL is no provider's), Claude's /login hint and error
-	// category, the providers' own error codes.
-	reAuthStrong = regexp.MustCompile("no api key found for|invalid_api_key|invalid x-api-key|authentication failed for \"|credentials may have expired|please run /login|authentication_error|authentication_failed|providerautherror|missing environment variable: `[^`]*(?:key|token)[^`]*`")
+	// The APIs' own error codes and messages.
+	reAuthStrong = regexp.MustCompile(`invalid_api_key|invalid x-api-key|authentication_error`)
 	// "Invalid API key" and "Failed to authenticate" are common to many
 	// APIs and tools: they need provider context.
 	reAuthWeak = regexp.MustCompile(`unauthori[sz]ed|forbidden|authenticat|permission_error|oauth token|token (?:has )?expired|api[ _-]?key\W+(?:\w+\W+){0,3}(?:missing|invalid|not valid|not set|not found|expired|incorrect|revoked|required)|(?:missing|invalid|incorrect|no|expired|revoked) api[ _-]?key`)
@@ -295,9 +300,9 @@ var (
 	reDiskQuota   = regexp.MustCompile(`disk quota`)
 	rePerMinute   = regexp.MustCompile(`per (?:minute|second|min|sec)\b|\brpm\b|\btpm\b|requests per`)
 
-	// pi's isContextOverflow patterns (packages/ai/src/utils/overflow.ts),
-	// the specific ones, plus codex's, opencode's and Claude's own.
-	reContextStrong = regexp.MustCompile(`prompt is too long|input is too long for requested model|exceeds the context window|input token count.*exceeds the maximum|maximum prompt length is \d+|reduce the length of the messages|maximum context length is \d+ tokens|exceeds the available context size|greater than the context length|context window exceeds limit|exceeded model token limit|too large for model with \d+ maximum context length|model_context_window_exceeded|context[_ ]length[_ ]exceeded|ran out of room in the model's context window|contextoverflowerror|exceed context limit|terminal_reason: blocking_limit`)
+	// The APIs' context-overflow messages (the specific ones of pi's
+	// isContextOverflow list, packages/ai/src/utils/overflow.ts).
+	reContextStrong = regexp.MustCompile(`prompt is too long|input is too long for requested model|exceeds the context window|input token count.*exceeds the maximum|maximum prompt length is \d+|reduce the length of the messages|maximum context length is \d+ tokens|exceeds the available context size|greater than the context length|context window exceeds limit|exceeded model token limit|too large for model with \d+ maximum context length|model_context_window_exceeded|context[_ ]length[_ ]exceeded|exceed context limit`)
 	// pi's vaguer patterns, which need provider context here.
 	reContextWeak = regexp.MustCompile(`exceeds the limit of \d+|too many tokens|token limit exceeded`)
 	// pi's Cerebras rule: a bodyless 400 or 413.
@@ -309,45 +314,34 @@ var (
 	reServerStrong = regexp.MustCompile(`currently experiencing high demand|overloaded_error`)
 	reServerWeak   = regexp.MustCompile(`overloaded|internal.?server.?error|internal.?error|server.?error|service.?unavailable|bad gateway|gateway time-?out|temporarily unavailable|high demand`)
 
-	reStreamStrong = regexp.MustCompile(`stream disconnected before completion|connection closed mid-response|connection to the api was lost|request ended without sending any chunks|error while reading the server response`)
+	reStreamStrong = regexp.MustCompile(`connection closed mid-response|connection to the api was lost`)
 	reStreamWeak   = regexp.MustCompile(`other side closed|mid-?response|mid-?stream|premature close|stream (?:was )?(?:disconnected|closed|ended|interrupted|terminated|dropped|error|reset|aborted)|(?:disconnected|closed|ended|terminated|dropped|interrupted) (?:the )?stream|unexpected end of (?:stream|data)|incomplete (?:chunked|response|stream)|before \[?done\]?|crashed before stream`)
 	// Causes that mean the request never reached the provider: a "stream
 	// disconnected" around one of them is a connection failure.
 	reNeverConnected = regexp.MustCompile(`error sending request|connection refused|econnrefused|enotfound|no such host|dial tcp|failed to connect|connect error|tcp connect|could not resolve|name resolution|getaddrinfo|dns error`)
 
 	reConnectionStrong = regexp.MustCompile(`unable to connect to api|apiconnection(?:timeout)?error`)
-	reConnectionCodex  = regexp.MustCompile(`^\s*(?:ERROR:\s*)?Connection failed: `)
 	reConnectionWeak   = regexp.MustCompile(`connection refused|connectionrefused|econnrefused|enotfound|econnreset|etimedout|econnaborted|ehostunreach|enetunreach|connection reset|connection error|connection failed|connect error|failed to connect|unable to connect|could not connect|couldn't connect|cannot connect|dial tcp|no such host|name resolution|getaddrinfo|name or service not known|network is unreachable|host is unreachable|error sending request|fetch failed|socket hang up|timed out|connect timeout|tls handshake|reset before headers|upstream.?connect`)
-
-	// Fatal texts of the agent CLIs that fit no class: generic-error, with
-	// the line as evidence.
-	reCLIFatal = regexp.MustCompile(`error loading config\.toml|wire_api = "chat" is no longer supported|no model selected|no models available|\[claude-code:unrecognized_model\]|not inside a trusted directory|requires --verbose|providermodelnotfounderror|messageoutputlengtherror|contentfiltererror|structuredoutputerror|messageabortederror`)
-
-	reANSI = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
 )
 
 // markerWords holds a word of every provider marker, strongWords a word of
 // every alternative of the patterns that need no provider context (the
-// *Strong patterns, reContextNoBody, reCLIFatal and reConnectionCodex;
-// reAPIErrorMarker is gated on "api" and "error" both). Most lines hold
-// none of them and are decided by these substring searches without running
-// a regular expression; a pattern added above needs its word here.
+// *Strong patterns and reContextNoBody; reAPIErrorMarker is gated on "api"
+// and "error" both). Most lines hold none of them and are decided by these
+// substring searches alone; a pattern added above needs its word here
+// (TestStrongWordsCoverPatterns checks).
 var (
 	markerWords = []string{"api", "provider", "upstream", "openai", "anthropic", "llm", "backend", "tunnel"}
 	strongWords = []string{
-		"api key", "api_key", "x-api-key", "to api", "apiconnection",
-		"authent", "credentials", "/login", "providerauth", "missing environment variable",
+		"api key", "api_key", "x-api-key", "to api", "apiconnection", "authentication_error",
 		"quota", "hit your", "usage limit", "credit balance", "billing",
 		"too long", "context window", "context_window", "context length", "context_length",
-		"context size", "context limit", "contextoverflow",
+		"context size", "context limit",
 		"input token count", "maximum prompt length", "reduce the length",
-		"token limit", "too large for model", "blocking_limit", "ran out of room", "no body",
-		"rate_limit", "high demand", "overloaded",
-		"stream disconnected", "mid-response", "chunks", "server response", "connection failed: ",
-		"config.toml", "wire_api", "no model", "claude-code:", "trusted directory", "--verbose",
-		"providermodelnotfound", "messageoutputlength", "contentfilter", "structuredoutput", "messageaborted",
+		"token limit", "too large for model", "no body",
+		"rate_limit", "high demand", "overloaded", "mid-response", "api was lost",
 	}
-	retryWords = []string{"reconnecting", "api_retry", "auto_retry_start", "retrying in", "retrying with backoff", "retrying after"}
+	retryWords = []string{"retrying in", "retrying with backoff", "retrying after"}
 )
 
 func containsAny(s string, words []string) bool {
@@ -364,30 +358,15 @@ func retryInProgress(m string) bool {
 	return containsAny(m, retryWords) && reRetryInProgress.MatchString(m)
 }
 
-// Lines that are exactly one of pi's errorMessage texts, printed alone on
-// stderr in text mode: the OpenAI and Anthropic SDKs' connection errors and
-// undici's messages. "terminated" counts only in lower case: a shell's
-// "Terminated" reports a signal, not a dropped stream.
-var piExactLines = map[string]FailureClass{
-	"connection error.":  FailProviderConnection,
-	"request timed out.": FailProviderConnection,
-	"fetch failed":       FailProviderConnection,
-	"other side closed":  FailProviderStreamDisconnect,
-}
-
-func classifyLine(line string, retried bool) (Classification, bool) {
+func classifyLine(line string, provider bool, status int) (Classification, bool) {
 	if strings.TrimSpace(line) == "" {
 		return Classification{}, false
 	}
-	plain := line
-	if strings.IndexByte(plain, 0x1b) >= 0 {
-		plain = reANSI.ReplaceAllString(plain, "")
-	}
-	m := strings.ToLower(strings.ReplaceAll(plain, "\u2019", "'"))
-	if !retried && retryInProgress(m) {
+	m := text.Matching(line)
+	if !provider && retryInProgress(m) {
 		return Classification{}, false
 	}
-	class, ok := lineClass(plain, m, retried)
+	class, ok := lineClass(m, provider, status)
 	if !ok {
 		return Classification{}, false
 	}
@@ -399,26 +378,18 @@ func classifyLine(line string, retried bool) (Classification, bool) {
 	return c, true
 }
 
-// lineClass decides the class one line proves, if any. plain is the line
-// without ANSI escapes, m its matching copy. The checks run in the order of
-// classPrecedence, so a line that names two causes ("stream disconnected
-// before completion: rate limit") gets the stronger one. provider says the
-// line is known to be about the model call (a retry notice's reason), as a
-// provider marker in it would.
-func lineClass(plain, m string, provider bool) (FailureClass, bool) {
-	trimmed := strings.TrimSpace(m)
-	if strings.TrimSpace(plain) == "terminated" {
-		return FailProviderStreamDisconnect, true
-	}
-	if c, ok := piExactLines[trimmed]; ok {
-		return c, true
-	}
-
+// lineClass decides the class one line proves, if any; m is its matching
+// copy. The checks run in the order of classPrecedence, so a line that
+// names two causes ("stream disconnected: rate limit") gets the stronger
+// one. provider says the line is known to be about the model call, as a
+// provider marker in it would; known is the call's HTTP status, when given
+// apart from the line.
+func lineClass(m string, provider bool, known int) (FailureClass, bool) {
 	marker := provider || containsAny(m, markerWords) && (reProviderMarker.MatchString(m) ||
 		(reBackend.MatchString(m) && reBackendModel.MatchString(m)))
-	status := 0
-	if strings.ContainsAny(m, "45") {
-		status = httpStatus(m, marker)
+	status := known
+	if status == 0 && strings.ContainsAny(m, "45") {
+		status = httpStatus(m, marker, provider)
 	}
 	ctx := marker || status != 0
 	sse := (strings.Contains(m, "sse") || strings.Contains(m, "event-stream")) && reSSE.MatchString(m)
@@ -459,11 +430,10 @@ func lineClass(plain, m string, provider bool) (FailureClass, bool) {
 		}
 		return FailProviderStreamDisconnect, true
 
-	case reConnectionStrong.MatchString(m), reConnectionCodex.MatchString(plain),
-		ctx && reConnectionWeak.MatchString(m):
+	case reConnectionStrong.MatchString(m), ctx && reConnectionWeak.MatchString(m):
 		return FailProviderConnection, true
 
-	case status != 0, reAPIErrorMarker.MatchString(m), reCLIFatal.MatchString(m):
+	case status != 0, reAPIErrorMarker.MatchString(m):
 		return FailGeneric, true
 	}
 	return "", false
@@ -471,12 +441,11 @@ func lineClass(plain, m string, provider bool) (FailureClass, bool) {
 
 // httpStatus returns the HTTP error status (400-599) a line reports in a
 // provider's error format, or 0. The generic forms ("status 429", "HTTP 503",
-// "(401)", "code": 500) count only on a line with a provider marker.
-func httpStatus(m string, marker bool) int {
-	if g := reStatusLead.FindStringSubmatch(m); g != nil && reStatusLeadRest.MatchString(g[2]) {
-		return atoiStatus(g[1])
-	}
-	if g := reStatusCodexLead.FindStringSubmatch(m); g != nil {
+// "(401)", "code": 500) count only on a line with a provider marker; a
+// leading status needs an error word after it, unless provider says the
+// line is a model call's error.
+func httpStatus(m string, marker, provider bool) int {
+	if g := reStatusLead.FindStringSubmatch(m); g != nil && (provider || reStatusLeadRest.MatchString(g[2])) {
 		return atoiStatus(g[1])
 	}
 	if g := reStatusStrong.FindStringSubmatch(m); g != nil {

@@ -3,6 +3,7 @@ package pilot_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -218,10 +219,8 @@ var cliClassifyCases = []classifyCase{
 		withRetry(other(quota, "You’ve hit your weekly limit · resets in 2h 30m"), 2*time.Hour+30*time.Minute)},
 	same("claude unrecognized model", "a stderr diagnostic of no narrower class", generic, `[claude-code:unrecognized_model] {"model":"claude-sonet-4-5"}`),
 	same("claude stream-json requires verbose", "a start-up error of no narrower class", generic, "Error: When using --print, --output-format=stream-json requires --verbose"),
-	same("claude result with api_error_status", "ExtractDiagnostic's form of a result with a status", rateLimit, "API Error: Request rejected (429) · rate limited (api_error_status: 429)"),
-	same("claude blocking limit", "ExtractDiagnostic's form of terminal_reason blocking_limit", contextLim, "Conversation too long (terminal_reason: blocking_limit)"),
 
-	// opencode (§4, §6), in ExtractDiagnostic's form.
+	// opencode (§4, §6): "<error name>: <message>".
 	same("opencode APIError 429", "statusCode with an APIError", rateLimit, "APIError: Too Many Requests (statusCode: 429)"),
 	same("opencode APIError 503", "statusCode with an APIError", server, "APIError: Service Unavailable (statusCode: 503)"),
 	same("opencode APIError 401", "statusCode with an APIError", auth, "APIError: Unauthorized (statusCode: 401)"),
@@ -248,16 +247,16 @@ var cliClassifyCases = []classifyCase{
 }
 
 // The phrases that prove a class with no provider marker or status around
-// them, each alone on its line: the CLIs' own texts and the providers'
-// error codes.
+// them, each alone on its line: the providers' error codes and messages,
+// and (in cases named after a CLI) the CLIs' own texts.
 var strongPhraseClassifyCases = []classifyCase{
 	same("bare invalid x-api-key", "Anthropic's message", auth, "invalid x-api-key"),
 	same("bare authentication_error", "Anthropic's error type", auth, "error type authentication_error"),
-	same("bare authentication_failed", "Claude's assistant error", auth, "authentication_failed"),
+	same("claude authentication_failed alone", "Claude's assistant error", auth, "authentication_failed"),
 	same("bare invalid_api_key", "OpenAI's error code", auth, "code: invalid_api_key"),
-	same("bare credentials may have expired", "pi's expired credentials", auth, "Credentials may have expired."),
-	same("bare please run /login", "Claude's hint", auth, "Please run /login"),
-	same("bare ProviderAuthError", "opencode's name", auth, "ProviderAuthError"),
+	same("pi credentials may have expired alone", "pi's expired credentials", auth, "Credentials may have expired."),
+	same("claude please run /login alone", "Claude's hint", auth, "Please run /login"),
+	same("opencode ProviderAuthError alone", "opencode's name", auth, "ProviderAuthError"),
 	same("bare insufficient_quota", "OpenAI's quota code", quota, "insufficient_quota"),
 	same("bare exceeded your current quota", "OpenAI's quota message", quota, "You exceeded your current quota, please check your plan and billing details."),
 	same("bare credit balance", "Anthropic's billing message", quota, "Your credit balance is too low to access the Anthropic API."),
@@ -277,11 +276,12 @@ var strongPhraseClassifyCases = []classifyCase{
 	same("bare model_context_window_exceeded", "pi overflow pattern", contextLim, "model_context_window_exceeded"),
 	same("bare context_length_exceeded", "pi overflow pattern", contextLim, "context_length_exceeded"),
 	same("bare exceed context limit", "Anthropic's max_tokens overflow", contextLim, "input length and `max_tokens` exceed context limit: 197000 + 8192 > 200000"),
-	same("bare ContextOverflowError", "opencode's name", contextLim, "ContextOverflowError"),
+	same("opencode ContextOverflowError alone", "opencode's name", contextLim, "ContextOverflowError"),
 	same("bare rate_limit_exceeded", "OpenAI's rate code", rateLimit, "rate_limit_exceeded"),
 	same("bare rate_limit_error", "Anthropic's rate type", rateLimit, "rate_limit_error"),
 	same("bare overloaded_error", "Anthropic's overloaded type", server, "overloaded_error"),
 	same("bare connection closed mid-response", "Claude's stream drop without its prefix", stream, "Connection closed mid-response."),
+	same("bare connection to the API was lost", "Claude's reset mid-stream without its prefix", stream, "Connection to the API was lost (ECONNRESET)"),
 	same("bare unable to connect to API", "Claude's connection failure without its prefix", connection, "Unable to connect to API (ECONNREFUSED)"),
 	same("bare APIConnectionError", "the OpenAI SDK's class name", connection, "APIConnectionError: Connection error."),
 	same("bare API Error", "an API error of no narrower class", generic, "API Error: something odd"),
@@ -329,8 +329,8 @@ var weakClassifyCases = []classifyCase{
 var multiLineClassifyCases = []classifyCase{
 	{"rate limit beats stream disconnect",
 		"a 429 decides the wait even after stream drops",
-		"stream disconnected before completion: Transport error: error decoding response body\nexceeded retry limit, last status: 429 Too Many Requests",
-		transport(rateLimit, "exceeded retry limit, last status: 429 Too Many Requests")},
+		"upstream stream disconnected: error decoding response body\nAPI Error: 429 Too Many Requests",
+		transport(rateLimit, "API Error: 429 Too Many Requests")},
 	{"auth beats server error before and after",
 		"a refused key fails every retry, whatever transient noise surrounds it",
 		"provider openai: 503 Service Unavailable\n401 Incorrect API key provided\nprovider openai: 503 Service Unavailable",
@@ -341,28 +341,28 @@ var multiLineClassifyCases = []classifyCase{
 		other(quota, "Quota exceeded. Check your plan and billing details.")},
 	{"context limit beats rate limit",
 		"precedence order",
-		"429 rate limited\nCodex ran out of room in the model's context window. Start a new conversation or clear earlier history before retrying.\n429 rate limited",
-		other(contextLim, "Codex ran out of room in the model's context window. Start a new conversation or clear earlier history before retrying.")},
+		"429 rate limited\nThis model's maximum context length is 131072 tokens.\n429 rate limited",
+		other(contextLim, "This model's maximum context length is 131072 tokens.")},
 	{"server error beats stream disconnect",
 		"precedence order",
 		"API Error: 529 Overloaded\nterminated",
 		transport(server, "API Error: 529 Overloaded")},
 	{"stream disconnect beats connection",
 		"precedence order",
-		"other side closed\nConnection error.",
-		transport(stream, "other side closed")},
+		"upstream: other side closed\nprovider: connection error",
+		transport(stream, "upstream: other side closed")},
 	{"connection beats recognised API error",
 		"a generic API error comes last",
-		"Connection error.\nunexpected status 400 Bad Request: nope",
-		transport(connection, "Connection error.")},
+		"provider: connection error\nAPI Error: 400 Bad Request: nope",
+		transport(connection, "provider: connection error")},
 	{"last line of the winning class",
 		"among lines of one class the one nearest the end wins",
-		"Connection error.\nfetch failed\nsome trailing noise",
-		transport(connection, "fetch failed")},
+		"provider: connection error\nprovider: fetch failed\nsome trailing noise",
+		transport(connection, "provider: fetch failed")},
 	{"reconnecting notices then turn failure",
 		"retries in progress are skipped; the terminal line is the evidence",
-		"Reconnecting... 1/5 (stream disconnected before completion: Transport error: error decoding response body)\nReconnecting... 2/5 (stream disconnected before completion: Transport error: error decoding response body)\nstream disconnected before completion: Transport error: error decoding response body",
-		transport(stream, "stream disconnected before completion: Transport error: error decoding response body")},
+		"retrying in 1s (upstream stream disconnected)\nretrying in 2s (upstream stream disconnected)\nupstream stream disconnected: error decoding response body",
+		transport(stream, "upstream stream disconnected: error decoding response body")},
 	{"evidence keeps leading and trailing spaces",
 		"the evidence is the line byte for byte, indentation included",
 		"Traceback (most recent call last):\n    " + seedProviderLine + "  \n  more",
@@ -373,9 +373,9 @@ var multiLineClassifyCases = []classifyCase{
 		transport(connection, seedProviderLine)},
 	{"ANSI colours stay in the evidence",
 		"colours are ignored for matching and kept in the evidence",
-		"\x1b[31mERROR:\x1b[0m unexpected status 401 Unauthorized: bad key",
-		other(auth, "\x1b[31mERROR:\x1b[0m unexpected status 401 Unauthorized: bad key")},
-	{"node stack trace of a missing key",
+		"\x1b[31mERROR:\x1b[0m API Error: 401 Unauthorized: bad key",
+		other(auth, "\x1b[31mERROR:\x1b[0m API Error: 401 Unauthorized: bad key")},
+	{"pi node stack trace of a missing key",
 		"the thrown message, the last auth line, is the evidence",
 		"            throw new Error(`No API key found for ${this.model.provider}.\\n\\n` +\n                  ^\n\nError: No API key found for mock.\n\nUse /login or set an API key environment variable. See https://github.com/badlogic/pi-mono/blob/main/packages/coding-agent/docs/providers.md\n    at AgentSession.prompt (file:///x/agent-session.js:412:19)",
 		other(auth, "Error: No API key found for mock.")},
@@ -389,8 +389,8 @@ var multiLineClassifyCases = []classifyCase{
 		withRetry(transport(rateLimit, "429 rate limited"), 1500*time.Millisecond)},
 	{"no retry-after for a connection failure",
 		"a header beside a connection failure is not a delay hint for it",
-		"Connection error.\nretry-after: 30",
-		transport(connection, "Connection error.")},
+		"provider: connection error\nretry-after: 30",
+		transport(connection, "provider: connection error")},
 }
 
 // Delay hints.
@@ -416,13 +416,58 @@ func classifyGroups() []classifyGroup {
 	)
 }
 
+// classifyAs classifies text as a dispatch with the runner named runner
+// reads it from its worker's stderr: line by line through the watcher's
+// Diagnose, the strongest winning. A case or fixture named after a CLI
+// ("pi …", "codex-…") is that CLI's words; any other name is no runner's,
+// and text is read by ClassifyFailure alone.
+func classifyAs(t testing.TB, runner, text string) pilot.Classification {
+	t.Helper()
+	var d pilot.Diagnoser
+	for _, r := range agents.Runners() {
+		if r.Name() != runner || runner == "command" {
+			continue
+		}
+		dir := t.TempDir()
+		cmd, err := r.Command(context.Background(), pilot.Attempt{
+			Task: pilot.Task{Provider: runner, Mode: pilot.ModeReview, Prompt: "x"}, Provider: pilot.Provider{Name: runner, Runner: runner},
+			RunID: "run-1", RunDir: dir, Prompt: "x", Workdir: dir, SessionPath: filepath.Join(dir, "session"),
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", runner, err)
+		}
+		d, _ = cmd.Watcher.(pilot.Diagnoser)
+	}
+	if d == nil {
+		return pilot.ClassifyFailure(text)
+	}
+	c := pilot.Classification{Class: pilot.FailGeneric}
+	for _, line := range strings.Split(text, "\n") {
+		if lc, ok := d.Diagnose(pilot.Stderr, strings.TrimSuffix(line, "\r")); ok {
+			c = pilot.Strongest(c, lc)
+		}
+	}
+	return c
+}
+
+// runnerOr names who classified a case for classifyAs.
+func runnerOr(runner string) string {
+	for _, r := range agents.Runners() {
+		if r.Name() == runner && runner != "command" {
+			return runner + "'s Diagnose"
+		}
+	}
+	return "ClassifyFailure"
+}
+
 func TestClassifyFailure(t *testing.T) {
 	for _, g := range classifyGroups() {
 		for _, tc := range g.cases {
 			t.Run(g.name+"/"+tc.name, func(t *testing.T) {
-				got := pilot.ClassifyFailure(tc.text)
+				runner, _, _ := strings.Cut(tc.name, " ")
+				got := classifyAs(t, runner, tc.text)
 				if diff := cmp.Diff(tc.want, got); diff != "" {
-					t.Errorf("ClassifyFailure(%q) mismatch (-want +got):\n%s\nwhy: %s", tc.text, diff, tc.why)
+					t.Errorf("%s: classifying %q: mismatch (-want +got):\n%s\nwhy: %s", runnerOr(runner), tc.text, diff, tc.why)
 				}
 			})
 		}
@@ -431,14 +476,14 @@ func TestClassifyFailure(t *testing.T) {
 
 // The pure part of the seed's test_provider_stderr_requires_and_preserves_exact_evidence
 // (TestProviderStderrRequiresAndPreservesExactEvidence dispatches it): a pi
-// stderr line is a diagnostic, proves provider-connection with itself as
-// evidence, and the report keeps the seed's keys.
+// stderr line proves provider-connection with itself as evidence (the pi
+// watcher's Diagnose gives the same: agents' TestDiagnose), and the report
+// keeps the seed's keys.
 func TestClassifySeedProviderStderrEvidenceReport(t *testing.T) {
-	text, ok := agents.ExtractDiagnostic("pi", pilot.Stderr, seedProviderLine)
-	if !ok || text != seedProviderLine {
-		t.Fatalf("ExtractDiagnostic(pi, stderr) = %q, %v; want the line itself", text, ok)
+	c := pilot.ClassifyFailure(seedProviderLine)
+	if c.Evidence != seedProviderLine {
+		t.Fatalf("ClassifyFailure(%q) = %+v; want the line itself as evidence", seedProviderLine, c)
 	}
-	c := pilot.ClassifyFailure(text)
 	r := report.FromClassification(c, "pi:stderr")
 	r.DispatcherPID = 4242
 	r.DispatcherSourceSHA256 = strings.Repeat("a", 64)
@@ -461,13 +506,26 @@ func TestClassifySeedProviderStderrEvidenceReport(t *testing.T) {
 
 // The pure part of the seed's test_exit_143_is_process_termination_not_provider_failure
 // (TestExit143IsProcessTerminationNotProviderFailure dispatches it): exit
-// 143 is classified by no runner, stands for an inferred SIGTERM, and the
+// 143 is a termination for every runner, stands for an inferred SIGTERM, and the
 // report of the termination does not confirm a provider failure even
 // though stderr held a provider line.
 func TestClassifySeedExit143IsTerminationNotProvider(t *testing.T) {
-	for _, runner := range []string{"pi", "codex", "claude", "opencode", "gemini", "command"} {
-		if c, ok := agents.ClassifyExitCode(runner, 143); ok {
-			t.Errorf("ClassifyExitCode(%s, 143) = %s, true; want not classified", runner, c)
+	for _, r := range agents.Runners() {
+		p := pilot.Provider{Name: r.Name(), Runner: r.Name()}
+		if r.Name() == "command" {
+			p.Argv = []string{"true"}
+		}
+		dir := t.TempDir()
+		cmd, err := r.Command(context.Background(), pilot.Attempt{
+			Task: pilot.Task{Provider: p.Name, Mode: pilot.ModeReview, Prompt: "x"}, Provider: p,
+			RunID: "run-1", RunDir: dir, Prompt: "x", Workdir: dir, SessionPath: filepath.Join(dir, "session"),
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", r.Name(), err)
+		}
+		e := pilot.Exit{Runner: r.Name(), Started: true, Code: 143}
+		if res := cmd.Watcher.Finish(e); res.FailureClass != pilot.FailProcessTerminated {
+			t.Errorf("%s: exit 143 is %s %s, want process-terminated", r.Name(), res.Outcome, res.FailureClass)
 		}
 	}
 	sig, ok := pilot.SignalFromExitCode(143)
@@ -580,7 +638,8 @@ func TestClassifyFailureGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := pilot.ClassifyFailure(string(in))
+			runner, _, _ := strings.Cut(name, "-")
+			c := classifyAs(t, runner, string(in))
 			g := goldenClassification{Class: c.Class, Evidence: c.Evidence, TransportConfirmed: c.TransportConfirmed}
 			if c.RetryAfter != 0 {
 				g.RetryAfter = c.RetryAfter.String()

@@ -503,10 +503,10 @@ type run struct {
 	stdoutBytes atomic.Int64
 	stderrBytes atomic.Int64
 	stderrTail  lines.Tail
-	streamTail  lines.Tail                      // both streams, for stall inspections
-	diags       map[FailureClass]Classification // guarded by lineMu
-	confined    bool                            // the sandbox was enforced
-	denial      string                          // the latest line showing a denied access; guarded by lineMu
+	streamTail  lines.Tail      // both streams, for stall inspections
+	diag        *Classification // the strongest diagnostic so far; guarded by lineMu
+	confined    bool            // the sandbox was enforced
+	denial      string          // the latest line showing a denied access; guarded by lineMu
 }
 
 func (r *run) execute(ctx context.Context) (v Verdict, err error) {
@@ -1097,7 +1097,7 @@ func (r *run) judge(e Exit, finishedFirst bool) (Result, Failure) {
 	loop, retrying := r.retryLoop()
 	res, f := verdictOf(e, said, loop, retrying, finishedFirst)
 	f.EvidenceExcerpt = r.red.string(f.EvidenceExcerpt)
-	f.EvidenceNote = r.red.string(f.EvidenceNote) // split from the line at its last " [pilot: "
+	f.EvidenceNote = r.red.string(f.EvidenceNote)
 	res.SessionID, res.Resume = r.red.string(res.SessionID), r.red.string(res.Resume)
 	return res, f
 }
@@ -1199,56 +1199,51 @@ func (r *run) line(s Stream, tag []byte, l lines.Line, clean bool) {
 	}
 }
 
-// maxDiagnosticText is the longest diagnostic text pilot classifies (the
-// text, not the line: pi's error events are long JSON lines around a short
-// errorMessage).
+// maxDiagnosticText is the longest stderr line pilot classifies for a
+// watcher without Diagnose.
 const maxDiagnosticText = 64 << 10
 
-// noteDiagnostic classifies a terminal diagnostic line and keeps the latest
-// line of each class. Called with lineMu held.
+// noteDiagnostic classifies a line (the watcher's Diagnose, or
+// ClassifyFailure for a stderr line) and keeps the strongest diagnostic so
+// far, the latest of equals. Called with lineMu held.
 func (r *run) noteDiagnostic(l Line) {
 	if l.Truncated {
 		return
 	}
 	// The line is not copied (a megabyte-long line would cost a megabyte
-	// of garbage): a Diagnoser must keep nothing of it, and
-	// the text it returns, which may be part of it, is cloned.
+	// of garbage): a Diagnoser must keep nothing of it, and what it
+	// returns, which may alias it, is cloned.
 	line := unsafe.String(unsafe.SliceData(l.Data), len(l.Data))
-	var text string
-	var ok bool
-	if dw, isD := r.watcher.(Diagnoser); isD {
-		text, ok = dw.Diagnostic(l.Stream, line)
-	} else {
-		text, ok = line, l.Stream == Stderr // a blank one is dropped below
+	var c Classification
+	if dw, ok := r.watcher.(Diagnoser); ok {
+		if c, ok = dw.Diagnose(l.Stream, line); !ok {
+			return
+		}
+	} else if l.Stream == Stderr && len(line) <= maxDiagnosticText {
+		c = ClassifyFailure(line)
 	}
-	if !ok || strings.TrimSpace(text) == "" || len(text) > maxDiagnosticText {
-		return
-	}
-	text = strings.Clone(text)
-	c := ClassifyFailure(text)
 	if c.Evidence == "" {
 		return
 	}
-	if r.diags == nil {
-		r.diags = map[FailureClass]Classification{}
+	c.Evidence, c.Note, c.Source = strings.Clone(c.Evidence), strings.Clone(c.Note), strings.Clone(c.Source)
+	if c.Source == "" {
+		c.Source = r.runner.Name() + ":" + string(l.Stream)
 	}
-	c.Source = r.runner.Name() + ":" + string(l.Stream)
-	r.diags[c.Class] = c
+	if r.diag == nil {
+		r.diag = new(Classification)
+	}
+	*r.diag = Strongest(*r.diag, c)
 }
 
-// diagnostic returns the strongest diagnostic seen, by ClassifyFailure's
-// precedence, or nil.
+// diagnostic returns the strongest diagnostic seen, or nil.
 func (r *run) diagnostic() *Classification {
 	r.lineMu.Lock()
 	defer r.lineMu.Unlock()
-	var best *Classification
-	for _, d := range r.diags {
-		if best == nil || classRank(d.Class) < classRank(best.Class) {
-			d := d
-			best = &d
-		}
+	if r.diag == nil {
+		return nil
 	}
-	return best
+	d := *r.diag
+	return &d
 }
 
 func (r *run) emit(e Event) {

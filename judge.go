@@ -1,9 +1,6 @@
 package pilot
 
-import (
-	"strings"
-	"syscall"
-)
+import "syscall"
 
 // seenExit is the exit a watcher judges: e, except that a worker pilot
 // ended after it had already finished (finishedFirst) is judged as if it
@@ -72,7 +69,7 @@ func failureOf(e Exit, res Result) Failure {
 		f.RetryAfterMS = res.RetryAfter.Milliseconds()
 		if res.Evidence != "" {
 			f.EvidenceSource = res.EvidenceSource
-			f.EvidenceExcerpt, f.EvidenceNote = splitNote(res.Evidence)
+			f.EvidenceExcerpt, f.EvidenceNote = res.Evidence, res.EvidenceNote
 		}
 	}
 	if !e.Started {
@@ -102,17 +99,4 @@ func failureOf(e Exit, res Result) Failure {
 		f.TransportConfirmed = false
 	}
 	return f
-}
-
-// notePrefix begins a runner's own note at the end of a diagnostic's text
-// (see Diagnoser).
-const notePrefix = " [pilot: "
-
-// splitNote parts evidence into the CLI's words and the runner's note.
-func splitNote(evidence string) (excerpt, note string) {
-	i := strings.LastIndex(evidence, notePrefix)
-	if i < 0 || !strings.HasSuffix(evidence, "]") {
-		return evidence, ""
-	}
-	return evidence[:i], evidence[i+len(notePrefix) : len(evidence)-1]
 }

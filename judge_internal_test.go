@@ -245,17 +245,12 @@ func TestSeenExit(t *testing.T) {
 	}
 }
 
-func TestSplitNoteKeepsTheExcerptVerbatim(t *testing.T) {
-	for _, tt := range []struct{ in, excerpt, note string }{
-		{"APIError: Connection reset by server [pilot: provider stream closed]", "APIError: Connection reset by server", "provider stream closed"},
-		{"plain line", "plain line", ""},
-		{"a [pilot: note] in the middle", "a [pilot: note] in the middle", ""},
-		{"[pilot: only]", "[pilot: only]", ""},
-		{"x [pilot: a] [pilot: b]", "x [pilot: a]", "b"},
-	} {
-		ex, note := splitNote(tt.in)
-		if ex != tt.excerpt || note != tt.note {
-			t.Errorf("splitNote(%q) = %q, %q; want %q, %q", tt.in, ex, note, tt.excerpt, tt.note)
-		}
+func TestEvidenceNoteStaysApartFromTheExcerpt(t *testing.T) {
+	d := Classification{Class: FailProviderStreamDisconnect, Evidence: "APIError: Connection reset by server",
+		Source: "x:stdout", Note: "the provider reset the stream", TransportConfirmed: true}
+	f := failureOf(Exit{Started: true, Code: 1}, DiagnosticResult(d))
+	if f.EvidenceExcerpt != d.Evidence || f.EvidenceNote != d.Note || f.EvidenceSource != d.Source {
+		t.Errorf("failure = excerpt %q, note %q, source %q; want %q, %q, %q",
+			f.EvidenceExcerpt, f.EvidenceNote, f.EvidenceSource, d.Evidence, d.Note, d.Source)
 	}
 }

@@ -7,36 +7,43 @@ import (
 	"github.com/pilotworkers/pilot"
 )
 
-// A retry notice's reason is a failed model call: it is classified with
-// that provider context, while the notice itself, read as an ordinary
-// diagnostic line, proves nothing (the worker is still trying).
-func TestClassifyRetried(t *testing.T) {
+// A failed model call's error (a CLI's error event, the reason in its retry
+// notice) is classified with that provider context, and its status when
+// given apart, while a retry notice read as an ordinary line proves
+// nothing (the worker is still trying). The CLIs' own forms are agents'
+// (TestRetryReasons).
+func TestClassifyProviderError(t *testing.T) {
 	for _, tc := range []struct {
-		text string
-		want pilot.FailureClass
+		text   string
+		status int
+		want   pilot.FailureClass
 	}{
-		// codex 0.171.0 on a refused connection (e2e run, 2026-11-30).
-		{"Reconnecting... waiting for network (Connection failed: error sending request)", pilot.FailProviderConnection},
-		{"Reconnecting... 2/5 (stream disconnected before completion: error decoding response body)", pilot.FailProviderStreamDisconnect},
-		{"Reconnecting... 1/5 (unexpected status 500 Internal Server Error: boom)", pilot.FailProviderServerError},
-		// claudeRetryReason's forms of api_retry.
-		{"status 500: server_error", pilot.FailProviderServerError},
-		{"status 429: rate_limit", pilot.FailProviderRateLimit},
-		{"status 401: authentication_failed", pilot.FailProviderAuth},
-		{"unknown", pilot.FailGeneric},
-		{"", pilot.FailGeneric},
-		// pi's auto_retry_start errorMessage.
-		{"Connection error.", pilot.FailProviderConnection},
-		{"429 Rate limit reached for requests per min (RPM)", pilot.FailProviderRateLimit},
-		{"terminated", pilot.FailProviderStreamDisconnect},
+		{"Connection failed: error sending request", 0, pilot.FailProviderConnection},
+		{"stream disconnected before completion: error decoding response body", 0, pilot.FailProviderStreamDisconnect},
+		{"stream disconnected before completion: error sending request for url", 0, pilot.FailProviderConnection},
+		{"unexpected status 500 Internal Server Error: boom", 0, pilot.FailProviderServerError},
+		{"500 upstream boom", 0, pilot.FailProviderServerError},
+		{"server_error", 500, pilot.FailProviderServerError},
+		{"rate_limit", 429, pilot.FailProviderRateLimit},
+		{"Unauthorized", 401, pilot.FailProviderAuth},
+		{"Request rejected (429)", 400, pilot.FailGeneric},
+		{"Connection error.", 0, pilot.FailProviderConnection},
+		{"429 Rate limit reached for requests per min (RPM)", 0, pilot.FailProviderRateLimit},
+		{"retrying in 5s: connection refused", 0, pilot.FailProviderConnection},
 	} {
-		if got := pilot.ClassifyRetryNotice(tc.text).Class; got != tc.want {
-			t.Errorf("ClassifyRetried(%q) = %q, want %q", tc.text, got, tc.want)
+		c := pilot.ClassifyProviderError(tc.text, tc.status)
+		if c.Class != tc.want || c.Evidence != tc.text {
+			t.Errorf("ClassifyProviderError(%q, %d) = %s from %q, want %s from the text", tc.text, tc.status, c.Class, c.Evidence, tc.want)
+		}
+	}
+	for _, text := range []string{"unknown", "", "boom"} {
+		if c := pilot.ClassifyProviderError(text, 0); c.Class != pilot.FailGeneric || c.Evidence != "" {
+			t.Errorf("ClassifyProviderError(%q, 0) = %+v, want generic without evidence", text, c)
 		}
 	}
 	for _, notice := range []string{
-		"Reconnecting... waiting for network (Connection failed: error sending request)",
-		"Reconnecting... 2/5 (stream disconnected before completion: error decoding response body)",
+		"retrying in 5s (connection refused by the provider)",
+		"Attempt 1 failed with status 429. Retrying with backoff...",
 	} {
 		if c := pilot.ClassifyFailure(notice); c.Evidence != "" {
 			t.Errorf("ClassifyFailure(%q) = %q from %q: a retry notice is not a failure", notice, c.Class, c.Evidence)

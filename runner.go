@@ -174,9 +174,11 @@ type Result struct {
 	// documented meaning; JudgeExit and DiagnosticResult set the others.
 	Source string
 	// Evidence is the line that proves FailureClass, untouched, and
-	// EvidenceSource where it came from ("codex:stdout", "pilot").
+	// EvidenceSource where it came from ("<runner>:stdout", "pilot");
+	// EvidenceNote is the runner's own gloss of it, if any.
 	Evidence       string
 	EvidenceSource string
+	EvidenceNote   string
 	// TransportConfirmed and RetryAfter come from the evidence's
 	// Classification.
 	TransportConfirmed bool
@@ -210,26 +212,21 @@ type Watcher interface {
 	Finish(e Exit) Result
 }
 
-// A Diagnoser is a Watcher that knows which of its worker's output lines are
-// diagnostics: the worker's own reports of how the run went wrong, whose
-// text pilot classifies with [ClassifyFailure] for the failure class and its
-// evidence. Without one, every stderr line is a diagnostic and no stdout
-// line is. A CLI with a JSON event stream implements it to offer the error
-// prose its error events carry (pilot's agents package does for each of
-// its CLIs), and to keep its stderr chatter out.
+// A Diagnoser is a Watcher that classifies its worker's output lines
+// itself: it knows which lines are its CLI's reports of how the run went
+// wrong, and what class they prove. Without one, each stderr line is
+// classified with [ClassifyFailure] and no stdout line counts. Of all the
+// lines, the strongest class ([Strongest]) becomes the Exit's Diagnostic.
 //
-// Pilot calls Diagnostic for every line, right before Line, never
+// Pilot calls Diagnose for every line, right before Line, never
 // concurrently with Line or Finish. line is valid only during the call:
-// Diagnostic may return a part of it but must not keep it.
+// Diagnose may return parts of it (pilot copies them) but must not keep it.
 type Diagnoser interface {
 	Watcher
-	// Diagnostic returns the text to classify and whether line is a
-	// diagnostic at all. A note of the watcher's own that the text needs
-	// to be classified (the context the CLI's words lack) goes at its
-	// end as " [pilot: NOTE]": it is classified with the text, and the
-	// verdict keeps it apart (Failure.EvidenceNote), so that the evidence
-	// excerpt is the CLI's words verbatim.
-	Diagnostic(s Stream, line string) (text string, ok bool)
+	// Diagnose returns the failure line proves; ok is false when it
+	// proves none. Evidence must be the CLI's own words; Source, when
+	// empty, becomes "<runner>:<stream>".
+	Diagnose(s Stream, line string) (c Classification, ok bool)
 }
 
 // A PhaseWatcher is a Watcher that also follows the worker's phase in its
@@ -333,7 +330,7 @@ func DiagnosticResult(d Classification) Result {
 		Outcome:        Failed,
 		FailureClass:   d.Class,
 		Source:         src,
-		EvidenceSource: d.Source, Evidence: d.Evidence,
+		EvidenceSource: d.Source, Evidence: d.Evidence, EvidenceNote: d.Note,
 		TransportConfirmed: d.TransportConfirmed,
 		RetryAfter:         d.RetryAfter,
 	}

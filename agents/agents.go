@@ -1,8 +1,22 @@
 // Package agents adapts pi, codex, Claude Code, opencode and gemini-cli to
 // pilot: one file per CLI holds all pilot knows of it (its command line per
-// mode, its event stream, error events and exit codes, its retries and
-// "session gone" signs, isolation and config files). Runners gives them to
-// a Dispatcher; Providers are the built-in providers.
+// mode, its event stream, its error events and the failure classes they
+// prove, exit codes, retries and "session gone" signs, isolation, config
+// files and sandbox paths). Runners gives them to a Dispatcher; Providers
+// are the built-in providers.
+//
+// Adding a CLI is one file and one line:
+//
+//  1. a Runner type whose Command builds the argv, env and Watcher of one
+//     attempt (and SandboxNeeds, when the CLI keeps files or connects);
+//  2. its Watcher: Line follows the stream (embed streamWatch for phase,
+//     session, usage and retries), Finish judges the run, and Diagnose
+//     classifies the CLI's error lines, its own words first, then
+//     [pilot.ClassifyFailure] for what every API says;
+//  3. the runner in Runners() (and its built-in providers, if any, in
+//     Providers()), and a row in the README's table;
+//  4. its recorded streams under testdata/<name>/stream and a row of the
+//     e2e table, run against the fake LLM server.
 package agents
 
 import (
@@ -13,20 +27,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/text"
 	"github.com/pilotworkers/pilot/pisession"
-)
-
-// The names of the built-in agent CLI runners, as providers files give them.
-const (
-	RunnerPi       = "pi"
-	RunnerCodex    = "codex"
-	RunnerClaude   = "claude"
-	RunnerOpencode = "opencode"
-	RunnerGemini   = "gemini"
 )
 
 // Runners returns one of each of pilot's runners for a Dispatcher's
@@ -119,14 +126,16 @@ type streamWatch struct {
 	ids        []string // state.PendingToolCallIDs' buffer
 }
 
-// retrying records a retry notice: the worker's model call failed for the
-// reason text gives and the worker calls again. notice is the notice as
-// the worker printed it (the evidence), src where ("codex:stdout").
-func (s *streamWatch) retrying(src, notice, text string) {
-	c := pilot.ClassifyRetryNotice(text)
+// retrying records a retry notice: the worker's model call failed as c
+// says and the worker calls again. notice is the notice as the worker
+// printed it (the evidence), src where ("<runner>:stdout").
+func (s *streamWatch) retrying(src, notice string, c pilot.Classification) {
 	if !s.looping {
 		s.loop = pilot.RetryLoop{Since: time.Now()}
 		s.looping = true
+	}
+	if c.Evidence == "" {
+		c = pilot.Classification{Class: pilot.FailGeneric} // the notice names no class
 	}
 	c.Evidence = clip(notice, 2000)
 	c.Source = src
@@ -196,17 +205,79 @@ func ended(e pilot.Exit) bool {
 	return !e.Started || e.Terminated || e.Signal != 0 || inferred
 }
 
-// streamDiagnostic returns e with the diagnostic that text, the error the
-// CLI's own stream ended with (on stdout), proves, when it proves a class.
-// It comes before the Dispatcher's pick among all the run's lines, which
-// may be an earlier error the CLI retried, or the same error on stderr read
-// a moment later.
-func streamDiagnostic(e pilot.Exit, runner, text string) pilot.Exit {
-	if c := pilot.ClassifyFailure(text); c.Evidence != "" {
+// streamDiagnostic returns e with c, the failure the error that the CLI's
+// own stream ended with (on stdout) proves, when it proves one. It
+// comes before the Dispatcher's pick among all the run's lines, which may
+// be an earlier error the CLI retried, or the same error on stderr read a
+// moment later.
+func streamDiagnostic(e pilot.Exit, runner string, c pilot.Classification) pilot.Exit {
+	if c.Evidence != "" {
 		c.Source = runner + ":stdout"
 		e.Diagnostic = &c
 	}
 	return e
+}
+
+// maxDiagnosticText is the longest text a watcher classifies: an error
+// message, not a model's answer.
+const maxDiagnosticText = 64 << 10
+
+// proved returns c and whether it proves a class (has evidence).
+func proved(c pilot.Classification) (pilot.Classification, bool) {
+	return c, c.Evidence != ""
+}
+
+// classified is the failure a CLI's own words prove by themselves: class,
+// with text as the evidence and note as the runner's gloss.
+func classified(class pilot.FailureClass, text, note string) pilot.Classification {
+	c := pilot.Classification{Class: class, Evidence: text, Note: note}
+	switch class {
+	case pilot.FailProviderConnection, pilot.FailProviderStreamDisconnect, pilot.FailProviderServerError, pilot.FailProviderRateLimit:
+		c.TransportConfirmed = true
+	}
+	return c
+}
+
+// ownWords classifies text with a CLI's own phrases and the APIs' words
+// ([pilot.ClassifyFailure]): a phrase's class decides, unless it proves
+// only generic-error; then the stronger wins ([pilot.Strongest]).
+func ownWords(s string, phrases []phrase) (pilot.Classification, bool) {
+	if len(s) > maxDiagnosticText || strings.TrimSpace(s) == "" {
+		return pilot.Classification{}, false
+	}
+	own := pilot.Classification{}
+	for rest := s; rest != ""; {
+		line, tail, _ := strings.Cut(rest, "\n")
+		line, rest = strings.TrimSuffix(line, "\r"), tail
+		m := text.Matching(line)
+		for _, p := range phrases {
+			if strings.Contains(m, p.word) && (p.re == nil || p.re.MatchString(m)) {
+				own = pilot.Strongest(own, p.classify(line))
+				break
+			}
+		}
+	}
+	if own.Evidence != "" && own.Class != pilot.FailGeneric {
+		return own, true // the CLI's own words decide
+	}
+	return proved(pilot.Strongest(pilot.ClassifyFailure(s), own))
+}
+
+// A phrase is a CLI's own words for a failure: a line whose matching copy
+// (text.Matching) holds word, and matches re when set, proves class; with
+// no class, the line is a failed model call's error, whose class
+// [pilot.ClassifyProviderError] reads.
+type phrase struct {
+	word  string
+	re    *regexp.Regexp
+	class pilot.FailureClass
+}
+
+func (p phrase) classify(line string) pilot.Classification {
+	if p.class == "" {
+		return pilot.ClassifyProviderError(line, 0)
+	}
+	return classified(p.class, line, "")
 }
 
 // reportedFailure is the Result for a worker whose own stream reported a

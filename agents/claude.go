@@ -22,6 +22,12 @@ import (
 	"github.com/pilotworkers/pilot/internal/jsonskim"
 )
 
+// RunnerClaude is the claude runner's name, as providers files give it.
+const RunnerClaude = "claude"
+
+// claudeProviders are the built-in providers of the claude runner ([Providers]).
+var claudeProviders = []pilot.Provider{{Name: "claude", Runner: RunnerClaude, CredentialEnv: "ANTHROPIC_API_KEY"}}
+
 // ClaudeRunner runs Claude Code (the claude CLI) headless, one prompt per
 // worker:
 //
@@ -569,17 +575,12 @@ func (w *claudeWatcher) user(ev claudeEvent) {
 	w.setPhase(pilot.PhaseAwaitingModel, "stream:user/tool_result", nil)
 }
 
-// claudeRetryReason is what an api_retry event says about the failed call:
-// its HTTP status, when there was one, and its error category
+// claudeRetryReason classifies the failed call an api_retry event
+// reports, by its HTTP status, when there was one, and its error category
 // ("rate_limit", "server_error", "authentication_failed", "unknown").
-func claudeRetryReason(ev claudeEvent) string {
-	var category string
-	json.Unmarshal(ev.Error, &category)
-	status := strings.TrimSpace(string(ev.ErrorStatus))
-	if status == "" || status == "null" {
-		return category
-	}
-	return "status " + status + ": " + category
+func claudeRetryReason(ev claudeEvent) pilot.Classification {
+	status, _ := strconv.Atoi(strings.TrimSpace(string(ev.ErrorStatus)))
+	return claudeAPIError("", claudeErrorCategory(ev.Error), status)
 }
 
 // claudeErrorCategory returns an assistant message's error category
@@ -646,35 +647,85 @@ func (w *claudeWatcher) transcript() string {
 	return ""
 }
 
-// Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
-func (w *claudeWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
-	return ExtractDiagnostic(RunnerClaude, s, line)
+// Diagnose implements pilot.Diagnoser: a stderr line in Claude Code's
+// words or any API's, a result with is_error, and the synthetic assistant
+// message that carries an API error.
+func (w *claudeWatcher) Diagnose(s pilot.Stream, line string) (pilot.Classification, bool) {
+	switch s {
+	case pilot.Stderr:
+		return claudeWords(line)
+	case pilot.Stdout:
+		if t, ok := eventLine(line); ok {
+			return claudeEventError(t)
+		}
+	}
+	return pilot.Classification{}, false
 }
 
-// ---- Claude Code's error events (ExtractDiagnostic) ----
+// claudePhrases are Claude Code's own failure texts.
+var claudePhrases = []phrase{
+	{word: "please run /login", class: pilot.FailProviderAuth},
+	{word: "authentication_failed", class: pilot.FailProviderAuth},
+	{word: "[claude-code:unrecognized_model]", class: pilot.FailGeneric},
+	{word: "requires --verbose", class: pilot.FailGeneric},
+}
 
-// claudeDiagnostic reads Claude Code's stream-json error events: a result
-// with is_error, and the synthetic assistant message that carries an API
-// error's text with its category in "error" (authentication_failed,
-// billing_error, rate_limit, invalid_request, server_error, unknown). The
-// category is added as " (api error: <category>)" when the text alone
-// proves nothing: Claude Code's texts ("Invalid API key · Fix external API
-// key", "Rate limit exceeded") do not always say by themselves that the
-// API refused. A text that does prove a class keeps it: the category is
-// coarse (server_error for a refused connection and a dropped stream
-// alike).
-func claudeDiagnostic(line string) (string, bool) {
+// claudeWords classifies text in Claude Code's words and the APIs'.
+func claudeWords(text string) (pilot.Classification, bool) {
+	return ownWords(text, claudePhrases)
+}
+
+// claudeCategories are the classes of the error categories Claude Code
+// gives an API error (an assistant message's "error", api_retry's);
+// invalid_request and unknown prove only an API error.
+var claudeCategories = map[string]pilot.FailureClass{
+	"authentication_failed": pilot.FailProviderAuth,
+	"billing_error":         pilot.FailProviderQuota,
+	"rate_limit":            pilot.FailProviderRateLimit,
+	"server_error":          pilot.FailProviderServerError,
+}
+
+// claudeAPIError classifies an API error Claude Code reports: its text,
+// its category and its HTTP status (0 when not given). A text that proves
+// a class by itself keeps it: the category is coarse (server_error for a
+// refused connection and a dropped stream alike).
+func claudeAPIError(text, category string, status int) pilot.Classification {
+	if c, ok := claudeWords(text); ok {
+		return c
+	}
+	c := pilot.ClassifyProviderError(text, status)
+	if category == "" {
+		return c
+	}
+	class, ok := claudeCategories[category]
+	if !ok {
+		class = pilot.FailGeneric
+	}
+	ev := text
+	if ev == "" {
+		ev = category
+	}
+	return pilot.Strongest(c, classified(class, ev, "api error category: "+category))
+}
+
+// claudeEventError classifies an error event of Claude Code's: a result
+// with is_error (its text, or its errors; its api_error_status; a
+// terminal_reason blocking_limit is a context limit), and an assistant
+// message with an error category.
+func claudeEventError(line string) (pilot.Classification, bool) {
 	// Most lines are the model's messages: skip them without decoding.
 	// An assistant message (often long) is one only with an error member;
-	// a result only with is_error (ExtractDiagnostic has already skipped
-	// the other types when the line starts with its type).
-	switch typ, _ := leadingType(line); {
+	// a result only with is_error.
+	typ, typed := leadingType(line)
+	switch {
+	case typed && typ != "result" && typ != "assistant":
+		return pilot.Classification{}, false
 	case typ == "assistant":
 		if !strings.Contains(line, `"error"`) {
-			return "", false
+			return pilot.Classification{}, false
 		}
 	case !strings.Contains(line, `"is_error"`) && !strings.Contains(line, `"error"`):
-		return "", false
+		return pilot.Classification{}, false
 	}
 	var ev struct {
 		Type           string            `json:"type"`
@@ -690,15 +741,15 @@ func claudeDiagnostic(line string) (string, bool) {
 		} `json:"message"`
 	}
 	if json.Unmarshal([]byte(line), &ev) != nil {
-		return "", false
+		return pilot.Classification{}, false
 	}
 	switch {
 	case ev.Type == "result" && ev.IsError:
-		return claudeResultDiagnostic(ev.Result, ev.Errors, ev.Subtype, ev.APIErrorStatus, ev.TerminalReason), true
+		return proved(claudeResultError(claudeResultText(ev.Result, ev.Errors, ev.Subtype), ev.APIErrorStatus, ev.TerminalReason))
 	case ev.Type == "assistant":
-		var category string
-		if json.Unmarshal(ev.Error, &category) != nil || category == "" {
-			return "", false
+		category := claudeErrorCategory(ev.Error)
+		if category == "" {
+			return pilot.Classification{}, false
 		}
 		var blocks []struct {
 			Type string `json:"type"`
@@ -712,26 +763,14 @@ func claudeDiagnostic(line string) (string, bool) {
 				}
 			}
 		}
-		text := strings.Join(texts, " ")
-		if text != "" && pilot.ClassifyFailure(text).Evidence != "" {
-			// The text proves its class ("Connection refused ...
-			// (ECONNREFUSED)"); Claude's coarse category
-			// (server_error for any transport trouble) would only
-			// blur it.
-			return text, true
-		}
-		if text != "" {
-			text += " "
-		}
-		return text + "(api error: " + category + ")", true
+		return proved(claudeAPIError(strings.Join(texts, " "), category, 0))
 	}
-	return "", false
+	return pilot.Classification{}, false
 }
 
-// claudeResultDiagnostic is the text of a result with is_error: its result
-// text (or its errors), then " (api_error_status: N)" when the status is set
-// and " (terminal_reason: R)" when R says more than api_error or completed.
-func claudeResultDiagnostic(result string, rawErrors []json.RawMessage, subtype string, status *int, reason string) string {
+// claudeResultText is the text of a result with is_error: its result
+// text, else its errors, else its subtype.
+func claudeResultText(result string, rawErrors []json.RawMessage, subtype string) string {
 	text := result
 	if text == "" {
 		var errs []string
@@ -746,13 +785,22 @@ func claudeResultDiagnostic(result string, rawErrors []json.RawMessage, subtype 
 	if text == "" {
 		text = subtype
 	}
-	if status != nil {
-		text += " (api_error_status: " + strconv.Itoa(*status) + ")"
-	}
-	switch reason {
-	case "", "completed", "api_error":
-	default:
-		text += " (terminal_reason: " + reason + ")"
-	}
 	return strings.TrimSpace(text)
+}
+
+// claudeResultError classifies a result's error text, with its
+// api_error_status when set (the note then gives it). terminal_reason blocking_limit is Claude
+// Code stopping a conversation too long to continue: a context limit.
+func claudeResultError(text string, status *int, reason string) pilot.Classification {
+	var c pilot.Classification
+	if status != nil {
+		c = pilot.ClassifyProviderError(text, *status)
+		c.Note = "api_error_status: " + strconv.Itoa(*status)
+	} else {
+		c, _ = claudeWords(text)
+	}
+	if reason == "blocking_limit" {
+		c = pilot.Strongest(c, classified(pilot.FailContextLimit, text, "terminal_reason: blocking_limit"))
+	}
+	return c
 }

@@ -16,6 +16,12 @@ import (
 	"github.com/pilotworkers/pilot/sandbox"
 )
 
+// RunnerCodex is the codex runner's name, as providers files give it.
+const RunnerCodex = "codex"
+
+// codexProviders are the built-in providers of the codex runner ([Providers]).
+var codexProviders = []pilot.Provider{{Name: "codex", Runner: RunnerCodex, CredentialEnv: "CODEX_API_KEY"}}
+
 // CodexRunner runs OpenAI's codex CLI non-interactively, one turn per
 // worker, and reads its JSONL event stream:
 //
@@ -473,7 +479,7 @@ func (w *codexWatcher) Line(l pilot.Line) {
 		json.Unmarshal(ev.Message, &msg)
 		if codexRetrying(msg) {
 			// A retry in progress: the phase stands.
-			w.retrying(RunnerCodex+":stdout", msg, msg)
+			w.retrying(RunnerCodex+":stdout", msg, codexRetryReason(msg))
 			if w.seen {
 				w.setPhase(w.state.Phase, "stream:error(retrying)", w.state.PendingToolCallIDs)
 			}
@@ -645,16 +651,59 @@ func (w *codexWatcher) findRollout() {
 
 var _ pilot.PhaseWatcher = (*codexWatcher)(nil)
 
-// Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
-func (w *codexWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
-	return ExtractDiagnostic(RunnerCodex, s, line)
+// Diagnose implements pilot.Diagnoser: a stderr line in codex's words or
+// any API's, and the message of a turn.failed or of a top-level error
+// event. Reconnect notices are retries in progress, never evidence; an
+// error item is a warning.
+func (w *codexWatcher) Diagnose(s pilot.Stream, line string) (pilot.Classification, bool) {
+	switch s {
+	case pilot.Stderr:
+		if !codexRetrying(line) {
+			return codexWords(line)
+		}
+	case pilot.Stdout:
+		if t, ok := eventLine(line); ok {
+			if msg, ok := codexEventError(t); ok {
+				return codexWords(msg)
+			}
+		}
+	}
+	return pilot.Classification{}, false
 }
 
-// ---- codex's error events (ExtractDiagnostic) ----
+// codexPhrases are codex's own failure texts. Its HTTP failures
+// ("unexpected status 401 Unauthorized: …", "exceeded retry limit, last
+// status: 429 …") and connect failures (reqwest's "Connection failed:
+// error sending request …") are a model call's errors, whose status or
+// cause decides; so is "stream disconnected before completion", a
+// connection failure when its cause says the request never left. A
+// missing env_key is a credential only when the variable is named like a
+// key or token (a missing DATABASE_URL is no provider's).
+var codexPhrases = []phrase{
+	{word: "unexpected status", re: regexp.MustCompile(`^\s*(?:error:\s*)?unexpected status [45]\d\d\b`)},
+	{word: "exceeded retry limit, last status"},
+	{word: "connection failed: ", re: regexp.MustCompile(`^\s*(?:error:\s*)?connection failed: `)},
+	{word: "stream disconnected before completion"},
+	{word: "error while reading the server response", class: pilot.FailProviderStreamDisconnect},
+	{word: "ran out of room in the model's context window", class: pilot.FailContextLimit},
+	{word: "missing environment variable: `", re: regexp.MustCompile("missing environment variable: `[^`]*(?:key|token)[^`]*`"), class: pilot.FailProviderAuth},
+	{word: "error loading config.toml", class: pilot.FailGeneric},
+	{word: `wire_api = "chat" is no longer supported`, class: pilot.FailGeneric},
+	{word: "not inside a trusted directory", class: pilot.FailGeneric},
+}
 
-func codexDiagnostic(line string) (string, bool) {
-	// Only a turn.failed or an error event is a diagnostic: a line that
-	// names neither type is not decoded (most lines are items).
+// codexWords classifies text in codex's words and the APIs'.
+func codexWords(text string) (pilot.Classification, bool) {
+	return ownWords(text, codexPhrases)
+}
+
+// codexEventError returns the message of a turn.failed, or of a
+// top-level error event that is no reconnect notice.
+func codexEventError(line string) (string, bool) {
+	// Most lines are items: a line whose type is neither is not decoded.
+	if typ, ok := leadingType(line); ok && typ != "turn.failed" && typ != "error" {
+		return "", false
+	}
 	if !strings.Contains(line, `"turn.failed"`) && !strings.Contains(line, `"error"`) {
 		return "", false
 	}
@@ -672,10 +721,7 @@ func codexDiagnostic(line string) (string, bool) {
 	case "turn.failed":
 		return ev.Error.Message, true
 	case "error":
-		if codexRetrying(ev.Message) {
-			return "", false
-		}
-		return ev.Message, true
+		return ev.Message, !codexRetrying(ev.Message)
 	}
 	return "", false
 }
@@ -753,3 +799,9 @@ var reCodexReconnecting = regexp.MustCompile(`(?i)reconnecting\.\.\.\s*(?:\d+\s*
 // codexRetrying reports whether msg, a codex error event's message, is a
 // retry notice rather than a failure.
 func codexRetrying(msg string) bool { return reCodexReconnecting.MatchString(msg) }
+
+// codexRetryReason classifies a reconnect notice by its reason, the model
+// call's error ("Reconnecting... 2/5 (stream disconnected …)").
+func codexRetryReason(notice string) pilot.Classification {
+	return pilot.ClassifyProviderError(notice, 0)
+}

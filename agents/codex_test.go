@@ -541,7 +541,8 @@ func TestCodexWatcherFinish(t *testing.T) {
 	exit1 := ok
 	exit1.Code = 1
 	auth := exit1
-	auth.Diagnostic = withSource(pilot.ClassifyFailure("unexpected status 401 Unauthorized: x"), "codex:stdout")
+	authDiag, _ := diagnose(t, agents.RunnerCodex, pilot.Stderr, "unexpected status 401 Unauthorized: x")
+	auth.Diagnostic = withSource(authDiag, "codex:stdout")
 	killed := ok
 	killed.Code, killed.Signal = -1, 9
 	usage := &pilot.Usage{InputTokens: 5, CacheReadTokens: 1, OutputTokens: 2}

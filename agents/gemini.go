@@ -7,14 +7,22 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/text"
 	"github.com/pilotworkers/pilot/sandbox"
 )
+
+// RunnerGemini is the gemini runner's name, as providers files give it.
+const RunnerGemini = "gemini"
+
+// geminiProviders are the built-in providers of the gemini runner ([Providers]).
+var geminiProviders = []pilot.Provider{{Name: "gemini", Runner: RunnerGemini, CredentialEnv: "GEMINI_API_KEY"}}
 
 // GeminiRunner runs gemini-cli non-interactively:
 //
@@ -70,7 +78,7 @@ import (
 // input tokens without the cached ones, output tokens, and cached tokens
 // as cache reads; gemini reports no cost. Failures before the session
 // starts have no result: exit 41 (auth) and the other documented codes are
-// classified by [ClassifyExitCode]. Exit 0 without a result is incomplete.
+// classified by their documented meaning. Exit 0 without a result is incomplete.
 // gemini retries rate limits, server errors and failed connections itself;
 // its stderr notice "Attempt N failed: …. Retrying after Dms..." tells
 // pilot's stall policy to expect silence for D, and "Attempt N failed …
@@ -191,13 +199,17 @@ type geminiWatcher struct {
 	streamWatch
 	home string // the isolated gemini home, if any
 
-	pending  []string // tool_use ids without a tool_result
-	answered bool     // assistant text
-	capped   bool     // the turn limit was reported
-	result   string   // the result event's status, once seen
-	resLine  string   // the result event, when it reports an error
-	errLine  string   // the last error event of severity error
-	skim     skim     // the current event's fields
+	pending  []string             // tool_use ids without a tool_result
+	answered bool                 // assistant text
+	capped   bool                 // the turn limit was reported
+	result   string               // the result event's status, once seen
+	resLine  string               // the result event, when it reports an error
+	resErr   pilot.Classification // what resLine's error proves
+	resMsg   string               // its error message
+	retried  bool                 // a retry notice was seen
+	errLine  string               // the last error event of severity error
+	errMsg   string               // its message
+	skim     skim                 // the current event's fields
 }
 
 // message follows a message event: the user's prompt or a part of the
@@ -277,7 +289,8 @@ func (w *geminiWatcher) Line(l pilot.Line) {
 		if d, ok := geminiRetryDelay(l.Data); ok {
 			w.quiet(d)
 			notice := string(l.Data)
-			w.retrying(RunnerGemini+":stderr", notice, notice)
+			w.retried = true
+			w.retrying(RunnerGemini+":stderr", notice, pilot.ClassifyProviderError(notice, 0))
 		}
 		return
 	}
@@ -327,6 +340,7 @@ func (w *geminiWatcher) Line(l pilot.Line) {
 	case "error":
 		if ev.Severity == "error" {
 			w.errLine = clip(string(l.Data), 2000)
+			w.errMsg = ev.Message
 		}
 		if geminiTurnLimit("", ev.Message) {
 			w.capped = true
@@ -338,10 +352,12 @@ func (w *geminiWatcher) Line(l pilot.Line) {
 			w.setPhase(pilot.PhaseFinished, "stream:result", nil)
 		} else {
 			w.resLine = clip(string(l.Data), 2000)
+			w.resMsg, w.resErr = ev.Error.Message, geminiError(ev.Error.Type, ev.Error.Message)
 			if ev.Error.Type == "" && ev.Error.Message == "" && w.errLine != "" {
 				// An invalid stream ends in a bare status error; the
 				// error event before it says what went wrong.
-				w.resLine = w.errLine
+				w.resLine, w.resMsg = w.errLine, w.errMsg
+				w.resErr, _ = geminiWords(w.errMsg)
 			}
 			if geminiTurnLimit(ev.Error.Type, "") {
 				w.capped = true
@@ -425,7 +441,7 @@ func (w *geminiWatcher) Finish(e pilot.Exit) pilot.Result {
 		return w.session(pilot.JudgeExit(e))
 	}
 	switch {
-	case w.capped || StepCapExit(RunnerGemini, e.Code):
+	case w.capped || e.Code == geminiTurnLimitExit:
 		return w.session(pilot.Result{Outcome: pilot.StepCappedPartial})
 	case w.result == "success":
 		if w.answered {
@@ -439,9 +455,7 @@ func (w *geminiWatcher) Finish(e pilot.Exit) pilot.Result {
 		// read apart, so which of the two came last, the Dispatcher's
 		// pick, is timing (seen in e2e runs: a context overflow's
 		// evidence came from either stream).
-		if text, ok := ExtractDiagnostic(RunnerGemini, pilot.Stdout, w.resLine); ok {
-			e = streamDiagnostic(e, RunnerGemini, text)
-		}
+		e = w.perMinute(streamDiagnostic(e, RunnerGemini, w.resErr), w.resMsg)
 		if d := e.Diagnostic; d == nil || d.Evidence == "" {
 			if r, ok := geminiExit(e); ok {
 				return w.session(r)
@@ -452,15 +466,15 @@ func (w *geminiWatcher) Finish(e pilot.Exit) pilot.Result {
 		if r, ok := geminiExit(e); ok {
 			return w.session(r)
 		}
-		return w.session(pilot.JudgeExit(e))
+		return w.session(pilot.JudgeExit(w.perMinute(e, "")))
 	}
 	return w.session(incomplete(RunnerGemini, "a result event"))
 }
 
 // geminiExit judges an exit code with a documented meaning
-// ([ClassifyExitCode]), the exit itself the evidence.
+// (geminiExitClass), the exit itself the evidence.
 func geminiExit(e pilot.Exit) (pilot.Result, bool) {
-	class, ok := ClassifyExitCode(RunnerGemini, e.Code)
+	class, ok := geminiExitClass(e.Code)
 	if !ok {
 		return pilot.JudgeExit(e), false
 	}
@@ -579,12 +593,35 @@ func writeGeminiSettings(home string, p pilot.Provider) error {
 	return nil
 }
 
-// Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
-func (w *geminiWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
-	return ExtractDiagnostic(RunnerGemini, s, line)
+// Diagnose implements pilot.Diagnoser: a stderr line in gemini-cli's
+// words or any API's, the error of a result with status error, and the
+// message of an error event with severity error.
+func (w *geminiWatcher) Diagnose(s pilot.Stream, line string) (pilot.Classification, bool) {
+	switch s {
+	case pilot.Stderr:
+		return geminiWords(line)
+	case pilot.Stdout:
+		if t, ok := eventLine(line); ok {
+			return proved(geminiEventError(t))
+		}
+	}
+	return pilot.Classification{}, false
 }
 
-// ---- gemini-cli's error events (ExtractDiagnostic) ----
+// geminiPhrases are gemini-cli's own words for a quota: its error names
+// for a per-minute quota it retries and one it does not, and the texts it
+// gives a quota that lasts (per day, or the plan's capacity).
+var geminiPhrases = []phrase{
+	{word: "retryablequotaerror", class: pilot.FailProviderRateLimit},
+	{word: "terminalquotaerror", class: pilot.FailProviderQuota},
+	{word: "exhausted your daily quota", class: pilot.FailProviderQuota},
+	{word: "exhausted your capacity on this model", class: pilot.FailProviderQuota},
+}
+
+// geminiWords classifies text in gemini-cli's words and the APIs'.
+func geminiWords(text string) (pilot.Classification, bool) {
+	return ownWords(text, geminiPhrases)
+}
 
 // geminiTerminated is gemini-cli's result error when the model's answer
 // broke off mid-stream: undici's fetch reports a response body cut short
@@ -595,12 +632,26 @@ func (w *geminiWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
 // e2e-stream-terminated).
 const geminiTerminated = "[API Error: terminated]"
 
-func geminiDiagnostic(line string) (string, bool) {
-	// Both diagnostics hold the string "error" (a result's status, an
-	// error event's type and severity): a line without it is not decoded
-	// (most lines are messages and tool events).
-	if !strings.Contains(line, `"error"`) {
-		return "", false
+// geminiError classifies a result's error: its message, else its type.
+func geminiError(typ, msg string) pilot.Classification {
+	if strings.TrimSpace(msg) == geminiTerminated {
+		return classified(pilot.FailProviderStreamDisconnect, msg, "model response stream terminated")
+	}
+	if c, ok := geminiWords(msg); ok {
+		return geminiPerMinute(c, msg, "")
+	}
+	c, _ := geminiWords(typ)
+	return c
+}
+
+// geminiEventError classifies a result with status error and an error
+// event with severity error.
+func geminiEventError(line string) pilot.Classification {
+	// Both hold the string "error" (a result's status, an error event's
+	// type and severity): a line without it is not decoded (most lines
+	// are messages and tool events).
+	if typ, ok := leadingType(line); ok && typ != "result" && typ != "error" || !strings.Contains(line, `"error"`) {
+		return pilot.Classification{}
 	}
 	var ev struct {
 		Type     string `json:"type"`
@@ -613,25 +664,89 @@ func geminiDiagnostic(line string) (string, bool) {
 		} `json:"error"`
 	}
 	if json.Unmarshal([]byte(line), &ev) != nil {
-		return "", false
+		return pilot.Classification{}
 	}
 	switch {
 	case ev.Type == "result" && ev.Status == "error":
-		text := ev.Error.Type
-		if ev.Error.Message != "" {
-			if text != "" {
-				text += ": "
-			}
-			text += ev.Error.Message
-		}
-		if strings.TrimSpace(ev.Error.Message) == geminiTerminated {
-			text += " (model response stream terminated)"
-		}
-		return text, true
+		return geminiError(ev.Error.Type, ev.Error.Message)
 	case ev.Type == "error" && ev.Severity == "error":
-		return ev.Message, true
+		c, _ := geminiWords(ev.Message)
+		return c
 	}
-	return "", false
+	return pilot.Classification{}
+}
+
+// perMinute returns e with its diagnostic a rate limit when it is a quota
+// that gemini-cli's signs show to be a per-minute one (geminiPerMinute):
+// exit 173 (429 mod 256: gemini exits with an API error's status), or a
+// retry notice (gemini retries 429s and 5xx only). msg is the error's
+// whole message.
+func (w *geminiWatcher) perMinute(e pilot.Exit, msg string) pilot.Exit {
+	if e.Diagnostic == nil {
+		return e
+	}
+	sign := ""
+	switch {
+	case e.Code == geminiRateLimitExit:
+		sign = "exit 173, HTTP 429"
+	case w.retried:
+		sign = "gemini-cli retried it"
+	}
+	c := geminiPerMinute(*e.Diagnostic, msg, sign)
+	e.Diagnostic = &c
+	return e
+}
+
+// geminiPerMinute returns c as a rate limit when it is a quota with a sign
+// of a per-minute one: the Gemini API answers both kinds with 429
+// RESOURCE_EXHAUSTED and words both as a quota ("Resource has been
+// exhausted (e.g. check quota)", "You exceeded your current quota, …
+// Please retry in 1.0s"), and gemini reports the error without its
+// status. The signs are sign (the caller's, "" for none) and a suggested
+// delay in msg, the error's whole message, which becomes RetryAfter. A
+// quota that lasts reads differently (geminiPhrases) and is never retried.
+func geminiPerMinute(c pilot.Classification, msg, sign string) pilot.Classification {
+	if c.Class != pilot.FailProviderQuota {
+		return c
+	}
+	m := text.Matching(c.Evidence + "\n" + msg)
+	delay := geminiSuggestedDelay(m)
+	switch {
+	case reGeminiLasting.MatchString(m):
+		return c
+	case delay > 0:
+		sign = "a suggested retry delay"
+	case sign == "":
+		return c
+	}
+	c.Class, c.TransportConfirmed, c.Note = pilot.FailProviderRateLimit, true, "a per-minute quota: "+sign
+	if delay > 0 {
+		c.RetryAfter = delay
+	}
+	return c
+}
+
+// geminiRateLimitExit is gemini-cli's exit with an API error's status,
+// 429 mod 256.
+const geminiRateLimitExit = 429 % 256
+
+var (
+	reGeminiLasting = regexp.MustCompile(`daily|per day|perday|capacity|quota will reset|terminalquotaerror`)
+	reGeminiDelay   = regexp.MustCompile(`(?:suggested retry after|please retry in) (\d+(?:\.\d+)?)s\b`)
+)
+
+// geminiSuggestedDelay reads the delay the API suggests in m ("Suggested
+// retry after 1s.", "Please retry in 41.2s."), or 0.
+func geminiSuggestedDelay(m string) time.Duration {
+	g := reGeminiDelay.FindStringSubmatch(m)
+	if g == nil {
+		return 0
+	}
+	secs, err := strconv.ParseFloat(g[1], 64)
+	if err != nil || secs <= 0 || secs > 24*3600 {
+		return 0
+	}
+	return time.Duration(secs * float64(time.Second))
 }
 
 // ---- gemini-cli's exit codes ----

@@ -16,6 +16,15 @@ import (
 	"github.com/pilotworkers/pilot/sandbox"
 )
 
+// RunnerOpencode is the opencode runner's name, as providers files give it.
+const RunnerOpencode = "opencode"
+
+// opencodeProviders are the built-in providers of the opencode runner ([Providers]).
+var opencodeProviders = []pilot.Provider{
+	{Name: "glm", Runner: RunnerOpencode, Model: "zai-coding-plan/glm-5.2", CredentialEnv: "ZHIPU_API_KEY"},
+	{Name: "kimi-k3", Runner: RunnerOpencode, Model: "moonshotai/kimi-k3", CredentialEnv: "MOONSHOT_API_KEY"},
+}
+
 // OpencodeRunner runs the opencode CLI non-interactively:
 //
 //	opencode run --format json [--agent plan] [--model M] [--session ID] [Args...] < prompt
@@ -817,11 +826,11 @@ func (w *opencodeWatcher) logLine(l pilot.Line) {
 		if lg.Small == "true" || lg.Level != "ERROR" {
 			return
 		}
-		if text, ok := opencodeLogDiagnostic(lg); ok {
+		if c := opencodeLogError(lg); c.Evidence != "" {
 			// opencode retries it (or, when the error is not
 			// retryable or this was its last try, reports it in an
 			// error event at once, which ends the loop).
-			w.retrying(RunnerOpencode+":stderr", string(l.Data), text)
+			w.retrying(RunnerOpencode+":stderr", string(l.Data), c)
 		}
 		w.retries++
 		w.quiet(opencodeRetryWait(w.retries))
@@ -859,9 +868,7 @@ func (w *opencodeWatcher) Finish(e pilot.Exit) pilot.Result {
 		// comes before the earlier "stream error" log lines' (the
 		// retried calls), which may prove less ("APICallError: boom"
 		// without the status the event carries).
-		if text, ok := ExtractDiagnostic(RunnerOpencode, pilot.Stdout, w.errLine); ok {
-			e = streamDiagnostic(e, RunnerOpencode, text)
-		}
+		e = streamDiagnostic(e, RunnerOpencode, opencodeEventError(w.errLine))
 		return w.session(reportedFailure(e, RunnerOpencode, w.errLine))
 	}
 	if e.Code != 0 {
@@ -882,18 +889,45 @@ func (w *opencodeWatcher) Finish(e pilot.Exit) pilot.Result {
 
 var _ pilot.PhaseWatcher = (*opencodeWatcher)(nil)
 
-// Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
-func (w *opencodeWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
-	return ExtractDiagnostic(RunnerOpencode, s, line)
+// Diagnose implements pilot.Diagnoser: an error event; on stderr, the
+// main model call's "stream error" log line (--print-logs), and a line
+// that is no log line (opencode's own, a crash) in opencode's words or any
+// API's. Its other log lines never count: they quote the model's tool
+// input (a bash command's text) and opencode's own chatter.
+func (w *opencodeWatcher) Diagnose(s pilot.Stream, line string) (pilot.Classification, bool) {
+	switch s {
+	case pilot.Stderr:
+		if l, isLog := parseOpencodeLog(line); isLog {
+			return proved(opencodeLogError(l))
+		}
+		return ownWords(line, opencodePhrases)
+	case pilot.Stdout:
+		if t, ok := eventLine(line); ok {
+			return proved(opencodeEventError(t))
+		}
+	}
+	return pilot.Classification{}, false
 }
 
-// ---- opencode's error events (ExtractDiagnostic) ----
+// opencodePhrases are the names of opencode's errors that prove a class
+// by themselves, or only that the run failed.
+var opencodePhrases = []phrase{
+	{word: "providerautherror", class: pilot.FailProviderAuth},
+	{word: "contextoverflowerror", class: pilot.FailContextLimit},
+	{word: "providermodelnotfounderror", class: pilot.FailGeneric},
+	{word: "messageoutputlengtherror", class: pilot.FailGeneric},
+	{word: "contentfiltererror", class: pilot.FailGeneric},
+	{word: "structuredoutputerror", class: pilot.FailGeneric},
+	{word: "messageabortederror", class: pilot.FailGeneric},
+}
 
-func opencodeDiagnostic(line string) (string, bool) {
+// opencodeEventError classifies an error event: its error's name, message
+// and statusCode ([opencodeError]).
+func opencodeEventError(line string) pilot.Classification {
 	// Only an error event is one: a line without the string "error" is
 	// not decoded (most lines are parts of the answer).
-	if !strings.Contains(line, `"error"`) {
-		return "", false
+	if typ, ok := leadingType(line); ok && typ != "error" || !strings.Contains(line, `"error"`) {
+		return pilot.Classification{}
 	}
 	var ev struct {
 		Type  string `json:"type"`
@@ -906,51 +940,62 @@ func opencodeDiagnostic(line string) (string, bool) {
 		} `json:"error"`
 	}
 	if json.Unmarshal([]byte(line), &ev) != nil || ev.Type != "error" {
-		return "", false
+		return pilot.Classification{}
 	}
-	return opencodeErrorText(ev.Error.Name, ev.Error.Data.Message, ev.Error.Data.StatusCode), true
+	status := 0
+	if ev.Error.Data.StatusCode != nil {
+		status = *ev.Error.Data.StatusCode
+	}
+	return opencodeError(ev.Error.Name, ev.Error.Data.Message, status, status != 0, ev.Error.Data.Message)
 }
 
-// opencodeErrorText is the text to classify for an opencode error named name
-// with message msg (and HTTP status, when known): "<name>: <msg>", then
-// " (statusCode: N)", then pilot's note (see pilot.Diagnoser) for Bun's
-// connection failures, whose words alone prove no provider class:
+// opencodeError classifies an opencode error named name with message msg
+// and HTTP status (0 when not given), read as "<name>: <msg>" (as a failed
+// model call's when call is set), with evidence as its evidence (the
+// message; the name when it is empty) and the name and status as its note. Bun's connection failures, whose words
+// alone prove no provider class, get a note of their own:
 //
-//   - " [pilot: provider request]" for an UnknownError holding Bun's "Unable to
-//     connect. Is the computer able to access the url?": opencode reports
-//     the model request's connection failure that way, without a provider
-//     name.
-//   - " [pilot: provider stream closed]" for Bun's "The socket connection was closed
-//     unexpectedly" (its ConnectionClosed): the endpoint accepted the
-//     connection and closed it before the answer was whole. The AI SDK
-//     wraps every failed fetch as "Cannot connect to API: …", but this one
-//     did connect: Bun reports a response cut mid-stream this way when the
-//     close arrives before fetch has handed the response over (seen against
-//     fakellm's Dropped step, which sends the status line and half the
-//     stream, then closes). It is Bun's wording of undici's "other side
-//     closed", which is a stream disconnect too; an endpoint that never
-//     accepts gives Bun's "Unable to connect" instead. And for opencode's
-//     APIError "Connection reset by server", its name for an ECONNRESET
-//     outside fetch, that is while the response streams in (see
-//     opencodeConnReset).
-func opencodeErrorText(name, msg string, status *int) string {
-	text := name
-	if msg != "" {
-		if text != "" {
-			text += ": "
-		}
-		text += msg
-	}
-	if status != nil {
-		text += " (statusCode: " + strconv.Itoa(*status) + ")"
+//   - an UnknownError holding Bun's "Unable to connect. Is the computer
+//     able to access the url?" is the model request failing to connect
+//     (opencode names no provider there): "provider request".
+//   - Bun's "The socket connection was closed unexpectedly" (its
+//     ConnectionClosed) is an endpoint that accepted the connection and
+//     closed it before the answer was whole, though the AI SDK words every
+//     failed fetch "Cannot connect to API: …": Bun reports a response cut
+//     mid-stream this way when the close comes before fetch hands the
+//     response over (seen against fakellm's Dropped step). It is Bun's
+//     wording of undici's "other side closed". So is opencode's APIError
+//     "Connection reset by server" (opencodeConnReset): "provider stream
+//     closed".
+func opencodeError(name, msg string, status int, call bool, evidence string) pilot.Classification {
+	if evidence == "" {
+		evidence = name
 	}
 	switch {
 	case name == "UnknownError" && strings.Contains(msg, bunConnectFailed):
-		text += " [pilot: provider request]"
+		return classified(pilot.FailProviderConnection, evidence, "provider request")
 	case strings.Contains(msg, bunSocketClosed), name == "APIError" && msg == opencodeConnReset:
-		text += " [pilot: provider stream closed]"
+		return classified(pilot.FailProviderStreamDisconnect, evidence, "provider stream closed")
 	}
-	return text
+	text, note := msg, name
+	switch {
+	case msg == "":
+		text, note = name, ""
+	case name != "":
+		text = name + ": " + msg
+	}
+	if status != 0 {
+		note += ", statusCode " + strconv.Itoa(status)
+	}
+	c, _ := ownWords(text, opencodePhrases)
+	if call {
+		c = pilot.Strongest(pilot.ClassifyProviderError(text, status), c)
+	}
+	if c.Evidence == "" {
+		return c
+	}
+	c.Evidence, c.Note = evidence, strings.TrimPrefix(note, ", ")
+	return c
 }
 
 // opencodeConnReset is the message opencode gives an error with code
@@ -1055,11 +1100,12 @@ func nextLogfmt(s string) (key, val, rest string) {
 	return key, val, s[end+1:]
 }
 
-// opencodeLogDiagnostic is the diagnostic text of an opencode log line: the
-// main model call's "stream error", worded like the error event.
-func opencodeLogDiagnostic(l opencodeLog) (string, bool) {
+// opencodeLogError classifies an opencode log line: the main model
+// call's "stream error", worded like the error event, its error.error the
+// evidence.
+func opencodeLogError(l opencodeLog) pilot.Classification {
 	if l.Level != "ERROR" || l.Message != "stream error" || l.Small == "true" || strings.TrimSpace(l.Err) == "" {
-		return "", false
+		return pilot.Classification{}
 	}
 	name, msg, found := strings.Cut(l.Err, ": ")
 	if !found || strings.ContainsAny(name, " ") {
@@ -1067,6 +1113,5 @@ func opencodeLogDiagnostic(l opencodeLog) (string, bool) {
 	}
 	// The AI SDK's error names carry an "AI_" prefix ("AI_APICallError")
 	// that its error events do not.
-	name = strings.TrimPrefix(name, "AI_")
-	return opencodeErrorText(name, msg, nil), true
+	return opencodeError(strings.TrimPrefix(name, "AI_"), msg, 0, true, l.Err)
 }

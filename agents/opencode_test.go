@@ -393,11 +393,11 @@ func TestOpencodeWatcherRetries(t *testing.T) {
 	}
 	// The Dispatcher's strongest diagnostic is the log's: an API error
 	// that proves no narrower class.
-	logText, _ := agents.ExtractDiagnostic(agents.RunnerOpencode, pilot.Stderr, ocLogStreamError)
-	diag := withSource(pilot.ClassifyFailure(logText), "opencode:stderr")
+	logDiag, _ := diagnose(t, agents.RunnerOpencode, pilot.Stderr, ocLogStreamError)
+	diag := withSource(logDiag, "opencode:stderr")
 	res := w.Finish(pilot.Exit{Runner: agents.RunnerOpencode, Started: true, Code: 1, Diagnostic: diag})
 	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailProviderServerError || res.SessionID != "ses_T" ||
-		res.EvidenceSource != "opencode:stdout" || !strings.Contains(res.Evidence, "statusCode: 500") {
+		res.EvidenceSource != "opencode:stdout" || !strings.Contains(res.EvidenceNote, "statusCode 500") {
 		t.Errorf("Finish = %+v (evidence %+v); want provider-server-error from the error event, session ses_T", res, res.Evidence)
 	}
 }

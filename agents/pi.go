@@ -19,6 +19,12 @@ import (
 	"github.com/pilotworkers/pilot/sandbox"
 )
 
+// RunnerPi is the pi runner's name, as providers files give it.
+const RunnerPi = "pi"
+
+// piProviders are the built-in providers of the pi runner ([Providers]).
+var piProviders = []pilot.Provider{{Name: "pi", Runner: RunnerPi}}
+
 // PiRunner runs the pi coding agent (binary "pi") in print mode with its
 // JSON event stream, one prompt per worker:
 //
@@ -558,9 +564,9 @@ func (w *piWatcher) event(typ string, f piFields) {
 		// delayMs, and that call's message is the outcome.
 		w.done = false
 		if msg := piString(f.get("errorMessage")); msg != "" {
-			w.retrying(RunnerPi+":stdout", msg, msg)
+			w.retrying(RunnerPi+":stdout", msg, piCallError(msg))
 		} else {
-			w.retrying(RunnerPi+":stdout", "auto_retry_start", "")
+			w.retrying(RunnerPi+":stdout", "auto_retry_start", pilot.Classification{Class: pilot.FailGeneric})
 		}
 		if ms, ok := piFloat(f.get("delayMs")); ok && ms > 0 && ms < float64(24*time.Hour/time.Millisecond) {
 			w.quiet(time.Duration(ms * float64(time.Millisecond)))
@@ -774,9 +780,8 @@ func (w *piWatcher) failure(e pilot.Exit, last *piFinal) pilot.Result {
 		// What pi's text mode prints then.
 		text = "Request " + last.stopReason
 	}
-	text = piErrorText(text)
 	e.Diagnostic = nil
-	return reportedFailure(streamDiagnostic(e, RunnerPi, text), RunnerPi, text)
+	return reportedFailure(streamDiagnostic(e, RunnerPi, piCallError(text)), RunnerPi, text)
 }
 
 // piFields are a JSON object's members, their values raw and aliasing the
@@ -963,12 +968,82 @@ func piFloat(raw json.RawMessage) (float64, bool) {
 	return n, decodeFloat(raw, &n)
 }
 
-// Diagnostic implements pilot.Diagnoser ([ExtractDiagnostic]).
-func (w *piWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
-	return ExtractDiagnostic(RunnerPi, s, line)
+// Diagnose implements pilot.Diagnoser: a stderr line in pi's words or
+// any API's, and the errorMessage of an event that ends a model call in
+// error (piEventError).
+func (w *piWatcher) Diagnose(s pilot.Stream, line string) (pilot.Classification, bool) {
+	switch s {
+	case pilot.Stderr:
+		return piWords(line)
+	case pilot.Stdout:
+		if t, ok := eventLine(line); ok {
+			if msg, ok := piEventError(t); ok {
+				return proved(piCallError(msg))
+			}
+		}
+	}
+	return pilot.Classification{}, false
 }
 
-// ---- pi's error events (ExtractDiagnostic) ----
+// piExact are pi's errorMessage texts that prove a class as the whole
+// line (pi's text mode prints them alone on stderr): the OpenAI and
+// Anthropic SDKs' connection errors and undici's. "terminated" counts only
+// in lower case: a shell's "Terminated" reports a signal.
+var piExact = map[string]pilot.FailureClass{
+	"connection error.":  pilot.FailProviderConnection,
+	"request timed out.": pilot.FailProviderConnection,
+	"fetch failed":       pilot.FailProviderConnection,
+	"other side closed":  pilot.FailProviderStreamDisconnect,
+}
+
+// piPhrases are pi's own failure texts: its pre-flight errors (`No API key
+// found for <provider>`, `Authentication failed for "<provider>"` — git
+// says 'url', psql "for user"), and a stream that produced nothing.
+var piPhrases = []phrase{
+	{word: "no api key found for", class: pilot.FailProviderAuth},
+	{word: `authentication failed for "`, class: pilot.FailProviderAuth},
+	{word: "credentials may have expired", class: pilot.FailProviderAuth},
+	{word: "request ended without sending any chunks", class: pilot.FailProviderStreamDisconnect},
+	{word: "no model selected", class: pilot.FailGeneric},
+	{word: "no models available", class: pilot.FailGeneric},
+}
+
+// piExactClass is the class of a line that is one of pi's exact texts.
+func piExactClass(line string) (pilot.FailureClass, bool) {
+	t := strings.TrimSpace(line)
+	if t == "terminated" {
+		return pilot.FailProviderStreamDisconnect, true
+	}
+	c, ok := piExact[strings.ToLower(t)]
+	return c, ok
+}
+
+// piWords classifies text in pi's words and the APIs'.
+func piWords(text string) (pilot.Classification, bool) {
+	if class, ok := piExactClass(text); ok {
+		return classified(class, text, ""), true
+	}
+	return ownWords(text, piPhrases)
+}
+
+// piCallError classifies an errorMessage of pi's model call. pi writes an
+// HTTP failure as "<status> <body>", whose body ("500 upstream boom") may
+// name no provider: the message is the model call's, so the status counts.
+// pi 1.x appends the deepest cause to the SDK's message ("Connection
+// error.: connect ECONNREFUSED …", "terminated: other side closed"), where
+// pi 0.x wrote the exact text alone: after such a head, the cause decides.
+// Generic, without evidence, when nothing proves a class.
+func piCallError(msg string) pilot.Classification {
+	if c, ok := piWords(msg); ok {
+		return c
+	}
+	head, _, cut := strings.Cut(msg, ": ")
+	_, exactHead := piExactClass(head)
+	if rePiStatusLead.MatchString(strings.ToLower(msg)) || cut && exactHead {
+		return pilot.ClassifyProviderError(msg, 0)
+	}
+	return pilot.Classification{Class: pilot.FailGeneric}
+}
 
 // rePiStatusLead matches an error message that begins with an HTTP error
 // status ("500 upstream boom", "error: 429 ...").
@@ -997,55 +1072,37 @@ type piMessage struct {
 	ErrorMessage string `json:"errorMessage"`
 }
 
-func (m piMessage) diagnostic() (string, bool) {
+// callError returns the error a message ended its model call with.
+func (m piMessage) callError() (string, bool) {
 	if m.Role != "assistant" || m.StopReason != "error" {
 		return "", false
 	}
 	if m.ErrorMessage == "" {
 		return "Request error", true
 	}
-	return piErrorText(m.ErrorMessage), true
+	return m.ErrorMessage, true
 }
 
-// piErrorText is the text to classify for an errorMessage of pi's model
-// call. pi writes an HTTP failure as "<status> <body>"; the body is
-// whatever the endpoint sent ("500 upstream boom"), which may hold no word
-// that proves a provider. The message comes from the model call itself, so
-// a leading status is the provider's: when the message proves nothing
-// alone, " (provider error)" is added, which lets the status count.
-//
-// pi 1.x (its pi-ai's withCauseDetail) appends the deepest cause of an
-// error that has no HTTP status to the SDK's message: "Connection error.:
-// connect ECONNREFUSED 127.0.0.1:PORT", "terminated: other side closed
-// (UND_ERR_SOCKET)", where pi 0.x wrote "Connection error." and
-// "terminated" alone, which are exact phrases of pi's that prove a class
-// by themselves. A message whose part before the first ": " is such a
-// phrase gets the same provider context, so its cause decides the class.
-func piErrorText(msg string) string {
-	if pilot.ClassifyFailure(msg).Evidence != "" {
-		return msg
-	}
-	if rePiStatusLead.MatchString(strings.ToLower(msg)) {
-		return msg + " (provider error)"
-	}
-	if head, _, ok := strings.Cut(msg, ": "); ok && pilot.ClassifyFailure(head).Evidence != "" {
-		return msg + " (provider error)"
-	}
-	return msg
-}
-
-func piDiagnostic(line string) (string, bool) {
+// piEventError returns the error of an event that ends a model call in
+// error: message_end, turn_end, a session file's message entry, or the
+// last assistant message of agent_end, with stopReason "error" (its
+// errorMessage, "Request error" when empty, as pi's text mode prints); an
+// unsuccessful auto_retry_end (its finalError). Anything else on pi's
+// stdout is the model's stream, where a model may write any words.
+func piEventError(line string) (string, bool) {
 	// Skip the (often huge) streaming events without decoding them.
 	// pi writes its JSON with JSON.stringify, so without spaces. A
 	// message is one only with stopReason error, a retry's end only
-	// unsuccessful (ExtractDiagnostic has already skipped the other types
-	// when the line starts with its type).
-	switch typ, _ := leadingType(line); typ {
-	case "auto_retry_end":
-	case "message_end", "turn_end", "message", "agent_end":
+	// unsuccessful.
+	typ, typed := leadingType(line)
+	switch {
+	case typ == "auto_retry_end":
+	case typ == "message_end", typ == "turn_end", typ == "message", typ == "agent_end":
 		if !piStopError(line) {
 			return "", false
 		}
+	case typed:
+		return "", false // an event that never reports an error
 	default:
 		if !piStopError(line) && !strings.Contains(line, `"auto_retry_end"`) {
 			return "", false
@@ -1067,7 +1124,7 @@ func piDiagnostic(line string) (string, bool) {
 		if json.Unmarshal(ev.Message, &m) != nil {
 			return "", false
 		}
-		return m.diagnostic()
+		return m.callError()
 	case "agent_end":
 		var ms []piMessage
 		if json.Unmarshal(ev.Messages, &ms) != nil {
@@ -1075,7 +1132,7 @@ func piDiagnostic(line string) (string, bool) {
 		}
 		for i := len(ms) - 1; i >= 0; i-- {
 			if ms[i].Role == "assistant" {
-				return ms[i].diagnostic()
+				return ms[i].callError()
 			}
 		}
 	case "auto_retry_end":

@@ -339,7 +339,7 @@ func TestPiWatcherFinish(t *testing.T) {
 		// from pi 0.73 against a local endpoint answering 500): the
 		// status is the provider's.
 		{"bare status and body", []string{piHeader, piAgentStart, piError("500 fakellm: boom"), piAgentEnd},
-			pilot.Exit{}, pilot.Failed, pilot.FailProviderServerError, "500 fakellm: boom (provider error)"},
+			pilot.Exit{}, pilot.Failed, pilot.FailProviderServerError, "500 fakellm: boom"},
 		// pi 1.x appends the error's deepest cause to the SDK's message
 		// (seen from pi 1.6.0 against a closed port and a dropped
 		// stream); pi 0.x wrote the bare phrases.

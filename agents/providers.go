@@ -1,6 +1,9 @@
 package agents
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/pilotworkers/pilot"
 )
 
@@ -28,12 +31,10 @@ import (
 //
 // Each call returns a fresh slice the caller may change.
 func Providers() []pilot.Provider {
-	return []pilot.Provider{
-		{Name: "claude", Runner: RunnerClaude, CredentialEnv: "ANTHROPIC_API_KEY"},
-		{Name: "codex", Runner: RunnerCodex, CredentialEnv: "CODEX_API_KEY"},
-		{Name: "gemini", Runner: RunnerGemini, CredentialEnv: "GEMINI_API_KEY"},
-		{Name: "glm", Runner: RunnerOpencode, Model: "zai-coding-plan/glm-5.2", CredentialEnv: "ZHIPU_API_KEY"},
-		{Name: "kimi-k3", Runner: RunnerOpencode, Model: "moonshotai/kimi-k3", CredentialEnv: "MOONSHOT_API_KEY"},
-		{Name: "pi", Runner: RunnerPi},
+	var ps []pilot.Provider
+	for _, p := range [][]pilot.Provider{claudeProviders, codexProviders, geminiProviders, opencodeProviders, piProviders} {
+		ps = append(ps, p...)
 	}
+	slices.SortFunc(ps, func(a, b pilot.Provider) int { return strings.Compare(a.Name, b.Name) })
+	return ps
 }

@@ -3,6 +3,7 @@ package agents
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"github.com/pilotworkers/pilot/internal/jsonskim"
 )
@@ -299,3 +300,33 @@ func shortDecimal(raw []byte) (float64, bool) {
 // pow10 holds the powers of ten exact in a float64 that shortDecimal
 // divides by.
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
+
+// maxLeadingType is the longest event type leadingType reads.
+const maxLeadingType = 64
+
+// leadingType returns the event type of a line that starts the way the
+// CLIs write their events, {"type":"…", without reading the rest. The type
+// aliases the line.
+func leadingType[T ~string | ~[]byte](line T) (T, bool) {
+	const prefix = `{"type":"`
+	if len(line) < len(prefix) || string(line[:len(prefix)]) != prefix {
+		return line[:0], false
+	}
+	rest := line[len(prefix):]
+	for i := 0; i < len(rest) && i <= maxLeadingType; i++ {
+		switch rest[i] {
+		case '"':
+			return rest[:i], true
+		case '\\':
+			return line[:0], false
+		}
+	}
+	return line[:0], false
+}
+
+// eventLine returns a stdout line trimmed, and whether it may be one of a
+// CLI's JSON events at all (an object).
+func eventLine(line string) (string, bool) {
+	t := strings.TrimSpace(line)
+	return t, strings.HasPrefix(t, "{")
+}

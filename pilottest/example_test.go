@@ -66,17 +66,20 @@ func (w *jsonlWatcher) Line(l pilot.Line) {
 	}
 }
 
-// Diagnostic implements pilot.Diagnoser: an error event's message is the
-// text pilot classifies; stderr counts as it does for any worker.
-func (w *jsonlWatcher) Diagnostic(s pilot.Stream, line string) (string, bool) {
-	if s == pilot.Stderr {
-		return line, true
-	}
+// Diagnose implements pilot.Diagnoser: an error event is a failed model
+// call, whose message pilot.ClassifyProviderError reads; stderr is read
+// by pilot.ClassifyFailure, as for any worker. A CLI's own words for a
+// failure would be classified here first.
+func (w *jsonlWatcher) Diagnose(s pilot.Stream, line string) (pilot.Classification, bool) {
+	var c pilot.Classification
 	var ev jsonlEvent
-	if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == "error" {
-		return ev.Message, true
+	switch {
+	case s == pilot.Stderr:
+		c = pilot.ClassifyFailure(line)
+	case json.Unmarshal([]byte(line), &ev) == nil && ev.Type == "error":
+		c = pilot.ClassifyProviderError(ev.Message, 0)
 	}
-	return "", false
+	return c, c.Evidence != ""
 }
 
 // StreamState implements pilot.PhaseWatcher.
@@ -101,7 +104,7 @@ func (w *jsonlWatcher) Finish(e pilot.Exit) pilot.Result {
 	case w.done:
 		return pilot.Result{Outcome: pilot.Empty}
 	case e.Diagnostic != nil && e.Diagnostic.Evidence != "":
-		return pilot.DiagnosticResult(*e.Diagnostic) // classified by pilot
+		return pilot.DiagnosticResult(*e.Diagnostic) // classified by Diagnose
 	case w.failure != "":
 		return pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric,
 			EvidenceSource: "jsonl-agent:stdout", Evidence: w.failure}

@@ -37,13 +37,13 @@ func TestClassifyFailureReportLines(t *testing.T) {
 		{
 			name: "recognised API error is not provider evidence",
 			why:  "generic-error evidence is reported under failure_evidence",
-			r:    report.FromClassification(pilot.ClassifyFailure("unexpected status 400 Bad Request: nope"), "codex:stdout"),
+			r:    report.FromClassification(pilot.ClassifyFailure("API Error: 400 Bad Request: nope"), "codex:stdout"),
 			want: []string{
 				"failure_class=generic-error",
 				"failure_source=terminal-diagnostic",
 				"provider_transport_failure_confirmed=false",
 				"failure_evidence_source=codex:stdout",
-				"failure_evidence=unexpected status 400 Bad Request: nope",
+				"failure_evidence=API Error: 400 Bad Request: nope",
 			},
 		},
 		{
@@ -90,7 +90,7 @@ func TestClassifyFailureReportLines(t *testing.T) {
 }
 
 func ExampleFailure_Lines() {
-	c := pilot.ClassifyFailure("Connection error.")
+	c := pilot.ClassifyFailure("API Error: Connection error.")
 	for _, l := range report.FromClassification(c, "pi:stderr").Lines() {
 		fmt.Println(l)
 	}
@@ -99,5 +99,5 @@ func ExampleFailure_Lines() {
 	// failure_source=provider-terminal-diagnostic
 	// provider_transport_failure_confirmed=true
 	// failure_evidence_source=pi:stderr
-	// provider_evidence=Connection error.
+	// provider_evidence=API Error: Connection error.
 }

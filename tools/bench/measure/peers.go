@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"unsafe"
 
 	"github.com/pilotworkers/pilot"
@@ -99,11 +98,8 @@ func WatchStream(runner pilot.Runner, r io.Reader, maxLine int, spillDir string)
 			data := bytes.TrimSuffix(l.Data, []byte("\r"))
 			line := pilot.Line{Stream: pilot.Stdout, Data: data, Size: l.Size, Truncated: l.Truncated}
 			if dw != nil && !l.Truncated {
-				// As pilot does, the line is not copied for Diagnostic.
-				text, ok := dw.Diagnostic(line.Stream, unsafe.String(unsafe.SliceData(data), len(data)))
-				if ok && strings.TrimSpace(text) != "" {
-					pilot.ClassifyFailure(text)
-				}
+				// As pilot does, the line is not copied for Diagnose.
+				dw.Diagnose(line.Stream, unsafe.String(unsafe.SliceData(data), len(data)))
 			}
 			w.Line(line)
 		},

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
+	"path/filepath"
 	"strings"
 
 	"github.com/pilotworkers/pilot"
@@ -31,7 +31,7 @@ func openInput(fsArgs []string, stdin io.Reader) (io.ReadCloser, string, error) 
 
 func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("classify", "[--runner R] [--stream stdout|stderr] [FILE|-]", stdout, stderr)
-	runner := fs.String("runner", "command", "the `runner` whose output this is: command, pi, codex, claude, opencode, gemini")
+	runnerName := fs.String("runner", "command", "the `runner` whose output this is: command, pi, codex, claude, opencode, gemini")
 	stream := fs.String("stream", "stderr", "the `stream` the text came from: stdout or stderr")
 	if code := fs.parseAny(args); code >= 0 {
 		return code
@@ -40,47 +40,94 @@ func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	if s != pilot.Stdout && s != pilot.Stderr {
 		return badInput(stderr, "classify", "--stream: want stdout or stderr, got %q", *stream)
 	}
-	var runners []string
+	var runner pilot.Runner
+	var names []string
 	for _, r := range agents.Runners() {
-		runners = append(runners, r.Name())
+		names = append(names, r.Name())
+		if r.Name() == *runnerName {
+			runner = r
+		}
 	}
-	if !slices.Contains(runners, *runner) {
-		return badInput(stderr, "classify", "--runner: unknown runner %q: want one of %s", *runner, strings.Join(runners, ", "))
+	if runner == nil {
+		return badInput(stderr, "classify", "--runner: unknown runner %q: want one of %s", *runnerName, strings.Join(names, ", "))
 	}
 	in, _, err := openInput(fs.Args(), stdin)
 	if err != nil {
 		return badInput(stderr, "classify", "%v", err)
 	}
 	defer in.Close()
-	// Only the worker's terminal diagnostics count, as in a dispatch.
-	var texts []string
+	diagnose, err := diagnoser(runner)
+	if err != nil {
+		return badInput(stderr, "classify", "--runner %s: %v", *runnerName, err)
+	}
+	// Every line is classified as in a dispatch: the strongest wins.
+	var c pilot.Classification
 	br := bufio.NewReader(in)
 	for {
 		line, err := br.ReadString('\n')
 		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
 		if line != "" || err == nil {
-			if text, ok := agents.ExtractDiagnostic(*runner, s, line); ok {
-				texts = append(texts, text)
+			if d, ok := diagnose(s, line); ok {
+				c = pilot.Strongest(c, d)
 			}
 		}
 		if err != nil {
 			break
 		}
 	}
-	c := pilot.ClassifyFailure(strings.Join(texts, "\n"))
+	if c.Evidence == "" {
+		c = pilot.Classification{Class: pilot.FailGeneric}
+	}
 	out := struct {
 		Class              pilot.FailureClass `json:"failure_class"`
 		Evidence           *string            `json:"evidence"`
 		EvidenceSource     *string            `json:"evidence_source"`
+		EvidenceNote       string             `json:"evidence_note,omitempty"`
 		TransportConfirmed bool               `json:"provider_transport_failure_confirmed"`
 		RetryAfterMS       int64              `json:"retry_after_ms,omitempty"`
-	}{Class: c.Class, TransportConfirmed: c.TransportConfirmed, RetryAfterMS: c.RetryAfter.Milliseconds()}
+	}{Class: c.Class, EvidenceNote: c.Note, TransportConfirmed: c.TransportConfirmed, RetryAfterMS: c.RetryAfter.Milliseconds()}
 	if c.Evidence != "" {
-		src := *runner + ":" + *stream
+		src := c.Source
+		if src == "" {
+			src = *runnerName + ":" + *stream
+		}
 		out.Evidence, out.EvidenceSource = &c.Evidence, &src
 	}
 	writeJSON(stdout, out)
 	return exitOK
+}
+
+// diagnoser returns how a dispatch with runner classifies one line of its
+// worker's output: its watcher's Diagnose, else ClassifyFailure on stderr.
+func diagnoser(runner pilot.Runner) (func(pilot.Stream, string) (pilot.Classification, bool), error) {
+	dir, err := os.MkdirTemp("", "pilot-classify-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	p := pilot.Provider{Name: runner.Name(), Runner: runner.Name()}
+	if p.Runner == "command" {
+		p.Argv = []string{"true"} // never run: only its watcher is asked
+	}
+	cmd, err := runner.Command(context.Background(), pilot.Attempt{
+		Task:     pilot.Task{Mode: pilot.ModeReview, Prompt: "classify", Workdir: dir},
+		Provider: p,
+		RunID:    "classify", RunDir: dir, Prompt: "classify", Workdir: dir,
+		SessionPath: filepath.Join(dir, "session"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := cmd.Watcher.(pilot.Diagnoser); ok {
+		return d.Diagnose, nil
+	}
+	return func(s pilot.Stream, line string) (pilot.Classification, bool) {
+		if s != pilot.Stderr {
+			return pilot.Classification{}, false
+		}
+		c := pilot.ClassifyFailure(line)
+		return c, c.Evidence != ""
+	}, nil
 }
 
 func cmdPhase(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
