@@ -155,6 +155,7 @@ func Conformance(t *testing.T, r pilot.Runner, dir string) {
 				t.Fatal(err)
 			}
 			checkVerdict(t, v, c.Want)
+			checkEvidenceIsTheCLIs(t, v, prefix)
 			if c.ArgvContains != nil {
 				argv := LastCall(t, p).Argv
 				if !subsequence(argv, c.ArgvContains) {
@@ -253,13 +254,65 @@ func checkVerdict(t *testing.T, v pilot.Verdict, want map[string]json.RawMessage
 			t.Errorf("verdict %s = %v, want %v", k, g, w)
 		}
 	}
-	// The excerpt is the CLI's words: a runner's note is kept apart.
-	if ex, _ := got["failure_evidence_excerpt"].(string); strings.Contains(ex, "[pilot: ") {
-		t.Errorf("failure_evidence_excerpt %q holds pilot's note; it belongs in failure_evidence_note", ex)
-	}
 	if t.Failed() {
 		t.Logf("verdict: %s", data)
 	}
+}
+
+// checkEvidenceIsTheCLIs checks that the excerpt of evidence read from the
+// worker's output is the CLI's own words, a runner's note kept apart: a
+// part of one of the case's output lines, or of a string in one of its
+// JSON events.
+func checkEvidenceIsTheCLIs(t *testing.T, v pilot.Verdict, prefix string) {
+	t.Helper()
+	ex := v.EvidenceExcerpt
+	src := v.EvidenceSource
+	if ex == "" || v.FailureClass == pilot.FailIncomplete || !strings.HasSuffix(src, ":stdout") && !strings.HasSuffix(src, ":stderr") {
+		return // pilot's words: what the stream lacks, how it ended
+	}
+	// A worker that keeps a session file (pi) reports from it too.
+	data, err := os.ReadFile(prefix + "." + src[strings.LastIndexByte(src, ':')+1:])
+	if session, serr := os.ReadFile(prefix + ".session"); serr == nil {
+		data, err = append(data, session...), nil
+	}
+	if err != nil {
+		t.Fatalf("evidence from %s: %v", src, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, ex) || jsonStringHolds(line, ex) {
+			return
+		}
+	}
+	t.Errorf("failure_evidence_excerpt %q is not in the worker's %s: the excerpt is the CLI's words, a note goes in failure_evidence_note", ex, src)
+}
+
+// jsonStringHolds reports whether line is JSON with a string that holds s.
+func jsonStringHolds(line, s string) bool {
+	var v any
+	if json.Unmarshal([]byte(line), &v) != nil {
+		return false
+	}
+	var walk func(any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case string:
+			return strings.Contains(v, s)
+		case []any:
+			for _, e := range v {
+				if walk(e) {
+					return true
+				}
+			}
+		case map[string]any:
+			for _, e := range v {
+				if walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(v)
 }
 
 // checkPhases feeds the case's stdout to the watcher of r's command line by
