@@ -638,7 +638,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	res, failure := r.judge(exit, job.finishedFirst)
 
 	v = Verdict{
-		Type:             verdictType,
+		Type:             EventVerdict,
 		Provider:         r.prov.Name,
 		Mode:             r.task.Mode,
 		RunID:            r.id,
@@ -693,7 +693,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
 	}
 	r.final = nil
-	r.emit(Event{Type: verdictType, Verdict: &v})
+	r.emit(Event{Type: EventVerdict, Verdict: &v})
 	return v, nil
 }
 
@@ -1000,8 +1000,8 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 		stdinDone()
 		return exit, info, err
 	}
-	r.emit(Event{Type: startedType, Started: &Started{
-		Type:      startedType,
+	r.emit(Event{Type: EventStarted, Started: &Started{
+		Type:      EventStarted,
 		Provider:  r.prov.Name,
 		Mode:      r.task.Mode,
 		RunID:     r.id,
@@ -1058,7 +1058,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	}
 	info.leftovers = job.Leftovers()
 	if info.leftovers > 0 {
-		r.emit(Event{Type: eventLeftovers, Message: fmt.Sprintf("the worker exited leaving %d process(es) running; pilot killed them", info.leftovers)})
+		r.emit(Event{Type: EventLeftovers, Message: fmt.Sprintf("the worker exited leaving %d process(es) running; pilot killed them", info.leftovers)})
 	}
 	select {
 	case <-readersDone:

@@ -87,14 +87,6 @@ type Fanout struct {
 	Worktrees Worktrees
 }
 
-// eventWarning is a fanout-level warning (Message says what), such as test
-// jobs sharing a workdir.
-const eventWarning = "fanout.warning"
-
-// eventJobStarting says a job has its slot and is starting: its worktree
-// is being made, its worker spawned. Until then it waits for a slot.
-const eventJobStarting = "fanout.job_starting"
-
 // Worktrees makes per-job git worktrees. The default implementation
 // (DefaultWorktrees) uses the git CLI and keeps an inventory file.
 type Worktrees interface {
@@ -261,7 +253,7 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, wtNa
 		return synthesized(job, nil, "", true)
 	}
 	if f.OnEvent != nil {
-		f.OnEvent(i, Event{Type: eventJobStarting, Time: time.Now().UTC()})
+		f.OnEvent(i, Event{Type: EventFanoutJobStarting, Time: time.Now().UTC()})
 	}
 	label := job.label()
 	task := job.Task
@@ -386,7 +378,7 @@ func (f *Fanout) runs(t Task) bool {
 // synthesized is the verdict of a job that produced none of its own.
 func synthesized(job Job, exitCode *int, stderrTail string, interrupted bool) Verdict {
 	v := Verdict{
-		Type:        verdictType,
+		Type:        EventVerdict,
 		Job:         job.label(),
 		Provider:    job.Task.Provider,
 		Mode:        job.Task.Mode,
@@ -479,7 +471,7 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 	}
 	for wd, n := range test {
 		if n >= 2 && f.OnEvent != nil {
-			f.OnEvent(-1, Event{Type: eventWarning, Time: time.Now().UTC(),
+			f.OnEvent(-1, Event{Type: EventFanoutWarning, Time: time.Now().UTC(),
 				Message: "note: concurrent test jobs share a workdir; caches may collide (" + wd + ")"})
 		}
 	}

@@ -117,7 +117,7 @@ func TestFanoutWarnsAboutTestJobsSharingAWorkdir(t *testing.T) {
 	d := testDispatcher(t, fakeProvider(t, "a", "out=ok"), fakeProvider(t, "b", "out=ok"))
 	var warnings []string
 	f := &pilot.Fanout{Dispatcher: d, OnEvent: func(i int, e pilot.Event) {
-		if i == -1 && e.Type == pilot.EventWarning {
+		if i == -1 && e.Type == pilot.EventFanoutWarning {
 			warnings = append(warnings, e.Message)
 		}
 	}}
@@ -336,7 +336,7 @@ func TestFanoutJobStartingEvent(t *testing.T) {
 		return pilot.Verdict{Verdict: pilot.Completed}, nil
 	})
 	f := &pilot.Fanout{Dispatcher: d, MaxParallel: 1, OnEvent: func(i int, e pilot.Event) {
-		if e.Type == pilot.EventJobStarting {
+		if e.Type == pilot.EventFanoutJobStarting {
 			note(fmt.Sprintf("starting %d", i))
 		}
 	}}

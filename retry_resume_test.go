@@ -47,7 +47,7 @@ func TestRetryResumesTheSessionThenFallsBackWhenItIsGone(t *testing.T) {
 	var stdins []string
 	observe := func(e pilot.Event) {
 		switch e.Type {
-		case pilot.VerdictType:
+		case pilot.EventVerdict:
 			c, _ := readCall(t, p)
 			argvs, stdins = append(argvs, c.Argv), append(stdins, c.Stdin)
 		case retry.EventRetry:

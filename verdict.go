@@ -69,7 +69,7 @@ const (
 // The JSON form is the pilot-workers verdict contract
 // ({"type":"worker_runner.verdict", ...}).
 type Verdict struct {
-	Type string `json:"type"` // always "worker_runner.verdict"
+	Type string `json:"type"` // always EventVerdict
 	// Job names a Fanout's job: Job.Name, else "provider:mode".
 	Job      string `json:"job,omitempty"`
 	Provider string `json:"provider"`
@@ -191,16 +191,10 @@ type Failure struct {
 	TerminationReason         FailureClass `json:"termination_reason,omitempty"`
 }
 
-// verdictType is the "type" of every Verdict.
-const verdictType = "worker_runner.verdict"
-
-// startedType is the "type" of every Started event.
-const startedType = "worker_runner.started"
-
 // Started is the event that announces a running worker. Its JSON form is the
 // pilot-workers started contract.
 type Started struct {
-	Type      string    `json:"type"` // always "worker_runner.started"
+	Type      string    `json:"type"` // always EventStarted
 	Job       string    `json:"job,omitempty"`
 	Provider  string    `json:"provider"`
 	Mode      Mode      `json:"mode"`
@@ -215,45 +209,45 @@ type Started struct {
 	StartedAt time.Time `json:"started_at"`
 }
 
-// Event kinds other than started and verdict.
+// The event types (Event.Type); see Event. Their strings are part of the
+// events.log contract.
 const (
-	// eventTerminate: pilot is ending the worker (Message says why and
-	// with which signal).
-	eventTerminate = "worker_runner.terminate"
-	// eventLeftovers: the worker exited with descendants still running;
-	// pilot killed them.
-	eventLeftovers = "worker_runner.leftovers"
-	// eventIdleDeferred: the idle timeout was reached while a tool runs
-	// inside the tool threshold, so it does not end the worker (once per
-	// silence; Message says so).
-	eventIdleDeferred = "worker_runner.idle_deferred"
-	// eventPhase: the worker's native session moved to another phase
-	// (Session holds the new state).
-	eventPhase = "worker_runner.phase"
+	EventStarted           = "worker_runner.started"
+	EventVerdict           = "worker_runner.verdict"
+	EventPhase             = "worker_runner.phase"
+	EventStallInspection   = "worker_runner.stall_inspection"
+	EventIdleDeferred      = "worker_runner.idle_deferred"
+	EventTerminate         = "worker_runner.terminate"
+	EventLeftovers         = "worker_runner.leftovers"
+	EventDropped           = "worker_runner.events_dropped"
+	EventFanoutWarning     = "fanout.warning"
+	EventFanoutJobStarting = "fanout.job_starting"
 )
 
 // An Event is one thing that happened during a dispatch. Events reach
 // Dispatcher.Observer, Task.Observer and the run's events.log. Its Type is
 // one of:
 //
-//	worker_runner.started           Started is set (the started contract)
-//	worker_runner.verdict           Verdict is set (the verdict contract)
-//	worker_runner.phase             Session holds the worker's new phase
-//	worker_runner.stall_inspection  Inspection holds the stall check that acted
-//	worker_runner.idle_deferred     the idle timeout came while a tool runs
-//	                                inside the tool threshold (once per silence)
-//	worker_runner.terminate         pilot is ending the worker (Message says
-//	                                why and with which signal)
-//	worker_runner.leftovers         the worker exited with descendants still
-//	                                running, which pilot killed
-//	fanout.warning                  a Fanout's warning (test jobs sharing a
-//	                                workdir), to Fanout.OnEvent only
-//	fanout.job_starting             a Fanout's job has its slot and is
-//	                                starting (its worktree being made, its
-//	                                worker spawned), to Fanout.OnEvent only
+//	EventStarted            Started is set (the started contract)
+//	EventVerdict            Verdict is set (the verdict contract)
+//	EventPhase              Session holds the worker's new phase
+//	EventStallInspection    Inspection holds the stall check that acted
+//	EventIdleDeferred       the idle timeout came while a tool runs inside
+//	                        the tool threshold (once per silence)
+//	EventTerminate          pilot is ending the worker (Message says why
+//	                        and with which signal)
+//	EventLeftovers          the worker exited with descendants still
+//	                        running, which pilot killed
+//	EventDropped            a slow observer missed events (Message says
+//	                        how many; events.log has them all)
+//	EventFanoutWarning      a Fanout's warning (test jobs sharing a
+//	                        workdir), to Fanout.OnEvent only
+//	EventFanoutJobStarting  a Fanout's job has its slot and is starting
+//	                        (its worktree being made, its worker spawned),
+//	                        to Fanout.OnEvent only
 //
-// and the retry package's worker_runner.retry, worker_runner.resume_fallback
-// and worker_runner.blocked, with Retry set. Other kinds carry Message.
+// and the retry package's EventRetry, EventResumeFallback and EventBlocked,
+// with Retry set. Other kinds carry Message.
 type Event struct {
 	Type    string
 	RunID   string

@@ -35,18 +35,8 @@ import (
 	"github.com/pilotworkers/pilot/schedule"
 )
 
-// The event types this package tells apart (the events.log contract).
-const (
-	typeStarted     = "worker_runner.started"
-	typeVerdict     = "worker_runner.verdict"
-	typePhase       = "worker_runner.phase"
-	typeInspection  = "worker_runner.stall_inspection"
-	typeLeftovers   = "worker_runner.leftovers"
-	typeDropped     = "worker_runner.events_dropped"
-	typeFanoutWarn  = "fanout.warning"
-	typeJobStart    = "fanout.job_starting"
-	typeDispatchErr = "pilot.dispatch_error"
-)
+// typeDispatchErr is the message of pilot's own failure, logged by Dispatcher.
+const typeDispatchErr = "pilot.dispatch_error"
 
 // Level is the level of e's record (see the package doc).
 func Level(e pilot.Event) slog.Level {
@@ -64,9 +54,9 @@ func Level(e pilot.Event) slog.Level {
 		return slog.LevelInfo
 	}
 	switch e.Type {
-	case typePhase, typeJobStart:
+	case pilot.EventPhase, pilot.EventFanoutJobStarting:
 		return slog.LevelDebug
-	case typeLeftovers, typeDropped, typeFanoutWarn, retry.EventBlocked:
+	case pilot.EventLeftovers, pilot.EventDropped, pilot.EventFanoutWarning, retry.EventBlocked:
 		return slog.LevelWarn
 	}
 	return slog.LevelInfo

@@ -463,7 +463,7 @@ func resumeTask(t pilot.Task, resume, prompt string) pilot.Task {
 // because it is blocked.
 func blockedVerdict(t pilot.Task, ts TaskState) pilot.Verdict {
 	v := pilot.Verdict{
-		Type:          "worker_runner.verdict",
+		Type:          pilot.EventVerdict,
 		Provider:      t.Provider,
 		Mode:          t.Mode,
 		Label:         t.Label,

@@ -565,7 +565,7 @@ func (r *runState) interrupt() {
 		if jb.state != stPending || jb.pending > 0 {
 			continue
 		}
-		jb.res.Verdict = pilot.Verdict{Type: "worker_runner.verdict", Provider: jb.Task.Provider, Mode: jb.Task.Mode,
+		jb.res.Verdict = pilot.Verdict{Type: pilot.EventVerdict, Provider: jb.Task.Provider, Mode: jb.Task.Mode,
 			Label: jb.Task.Label, Verdict: pilot.Failed, Synthesized: true, Interrupted: true}
 		jb.res.Verdict.FailureClass = pilot.FailCancelled
 		r.end(i, StatusFailed)

@@ -422,7 +422,7 @@ func TestHeartbeatsStopWhenPilotFindsTheWorkerStalled(t *testing.T) {
 	}
 	h.observe(pilot.Event{Type: "worker_runner.phase", Time: time.Unix(20, 0), Session: &pilot.SessionState{Phase: pilot.PhaseToolRunning}})
 	<-ticks
-	h.observe(pilot.Event{Type: eventStallInspection, Time: time.Unix(30, 0), Inspection: &pilot.StallInspection{Action: "inspect"}})
+	h.observe(pilot.Event{Type: pilot.EventStallInspection, Time: time.Unix(30, 0), Inspection: &pilot.StallInspection{Action: "inspect"}})
 	<-ticks
 	h.observe(pilot.Event{Type: "worker_runner.phase", Time: time.Unix(40, 0), Session: &pilot.SessionState{Phase: pilot.PhaseAwaitingModel}})
 	<-ticks
@@ -510,7 +510,7 @@ func TestRunJobStopsHeartbeatingAStalledWorker(t *testing.T) {
 	var inspected time.Time
 	var beats []time.Time
 	d.Observer = func(e pilot.Event) {
-		if e.Type == eventStallInspection {
+		if e.Type == pilot.EventStallInspection {
 			mu.Lock()
 			if inspected.IsZero() {
 				inspected = time.Now()

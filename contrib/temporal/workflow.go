@@ -320,7 +320,7 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 // its own; err says why.
 func synthesized(j Job, err error) pilot.Verdict {
 	v := pilot.Verdict{
-		Type: "worker_runner.verdict", Job: j.Name, Provider: j.Provider, Mode: j.Mode,
+		Type: pilot.EventVerdict, Job: j.Name, Provider: j.Provider, Mode: j.Mode,
 		Label: j.Label, Verdict: pilot.Failed, Synthesized: true,
 	}
 	if err != nil {

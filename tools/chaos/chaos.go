@@ -1110,7 +1110,7 @@ func runObserverBlocks(c *runCtx) {
 		log := filepath.Join(e.Started.RunDir, "events.log")
 		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
-			if data, _ := os.ReadFile(log); bytes.Contains(data, []byte(`"type":"worker_runner.verdict"`)) {
+			if data, _ := os.ReadFile(log); bytes.Contains(data, []byte(`"type":"`+pilot.EventVerdict+`"`)) {
 				stuckThrough = true
 				return
 			}

@@ -13,18 +13,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/passthrough"
-)
-
-// Event types this package tells apart (the events.log contract).
-const (
-	typePhase        = "worker_runner.phase"
-	typeInspection   = "worker_runner.stall_inspection"
-	typeTerminate    = "worker_runner.terminate"
-	typeIdleDeferred = "worker_runner.idle_deferred"
-	typeLeftovers    = "worker_runner.leftovers"
-	typeRetry        = "worker_runner.retry"
-	typeFallback     = "worker_runner.resume_fallback"
-	typeBlocked      = "worker_runner.blocked"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // Dispatcher is a pilot.TaskDispatcher that reports every task it runs to
@@ -119,18 +108,18 @@ func (tr *tracker) event(e pilot.Event) {
 		r := e.Retry
 		a := []attribute.KeyValue{KeyAttempt.Int(r.Attempt), KeyFailureClass.String(string(r.FailureClass)),
 			KeyFailures.Int(r.Failures), KeyMaxFailures.Int(r.MaxFailures), KeyRetryCounted.Bool(r.Counted)}
-		if e.Type == typeRetry {
+		if e.Type == retry.EventRetry {
 			a = append(a, KeyRetryResume.Bool(r.Resume), KeyRetryDelay.Float64(float64(r.DelayMS)/1000))
 			tr.tel.retries.Add(tr.ctx, 1, tr.metricAttrs(KeyFailureClass.String(string(r.FailureClass)), KeyRetryResume.Bool(r.Resume)))
 		}
 		tr.task.AddEvent(spanEventName(e.Type), trace.WithTimestamp(e.Time), trace.WithAttributes(a...))
-	case e.Session != nil && e.Type == typePhase:
+	case e.Session != nil && e.Type == pilot.EventPhase:
 		tr.attemptEvent(e, KeyPhase.String(string(e.Session.Phase)), KeyPhaseReason.String(e.Session.Reason))
 	case e.Inspection != nil:
 		in := e.Inspection
 		tr.attemptEvent(e, KeyStallAction.String(in.Action), KeyPhase.String(string(in.Phase)),
 			KeyStallSilence.Float64(in.SilenceSeconds), KeyPendingTools.Int(len(in.PendingToolCallIDs)))
-	case e.Type == typeTerminate || e.Type == typeIdleDeferred || e.Type == typeLeftovers:
+	case e.Type == pilot.EventTerminate || e.Type == pilot.EventIdleDeferred || e.Type == pilot.EventLeftovers:
 		tr.attemptEvent(e)
 	}
 }

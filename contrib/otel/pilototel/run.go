@@ -33,7 +33,7 @@ func (t *Telemetry) Fanout(ctx context.Context, f *pilot.Fanout, jobs []pilot.Jo
 		if e.Started != nil {
 			t.nameTask(e.RunID, e.Started.Job)
 		}
-		if e.Type == "fanout.warning" {
+		if e.Type == pilot.EventFanoutWarning {
 			span.AddEvent("pilot.fanout.warning", trace.WithTimestamp(e.Time))
 		}
 		if onEvent != nil {

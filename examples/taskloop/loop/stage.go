@@ -20,13 +20,13 @@ type taskJobs struct{ r *loopRun }
 
 // verdicts of a task job, as the scheduler reads them.
 func completeVerdict(t pilot.Task) pilot.Verdict {
-	return pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Completed}
+	return pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Completed}
 }
 
 func blockedVerdict(t pilot.Task, reason string, last pilot.Verdict) pilot.Verdict {
 	v := last
 	if v.Type == "" {
-		v = pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label}
+		v = pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label}
 	}
 	if v.Verdict.Success() || v.Verdict == "" {
 		v.Verdict = pilot.Failed

@@ -446,7 +446,7 @@ func cmdDispatch(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		if started == nil {
 			// No worker started (blocked, spawn-failed): keep the
 			// two-line contract with a started line that says so.
-			writeJSON(stdout, synthesizedStarted{Type: "worker_runner.started", Provider: v.Provider, Mode: v.Mode,
+			writeJSON(stdout, synthesizedStarted{Type: pilot.EventStarted, Provider: v.Provider, Mode: v.Mode,
 				RunID: v.RunID, Label: v.Label, Record: v.Record, Synthesized: true, Reason: notStartedReason(v)})
 		}
 		writeJSON(stdout, v)

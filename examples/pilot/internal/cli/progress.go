@@ -118,7 +118,7 @@ func (p *progress) event(i int, e pilot.Event) {
 	defer p.mu.Unlock()
 	valid := i >= 0 && i < len(p.rows)
 	switch {
-	case e.Type == "fanout.warning":
+	case e.Type == pilot.EventFanoutWarning:
 		// The guards' warnings come before any job starts, so before
 		// the table.
 		p.print(e.Message)
@@ -139,7 +139,7 @@ func (p *progress) event(i int, e pilot.Event) {
 	r := &p.rows[i]
 	r.Last = now
 	switch {
-	case e.Type == "fanout.job_starting":
+	case e.Type == pilot.EventFanoutJobStarting:
 		r.Slot = true
 	case e.Started != nil:
 		r.Slot = true
@@ -150,9 +150,9 @@ func (p *progress) event(i int, e pilot.Event) {
 	case e.Verdict != nil:
 		r.Ended = now
 		r.Verdict, r.OK = verdictText(*e.Verdict), e.Verdict.Verdict.Success()
-	case e.Type == "worker_runner.phase" && e.Session != nil:
+	case e.Type == pilot.EventPhase && e.Session != nil:
 		r.Phase = string(e.Session.Phase)
-	case e.Type == "worker_runner.terminate":
+	case e.Type == pilot.EventTerminate:
 		r.Phase = "terminating"
 	case e.Type == retry.EventRetry:
 		r.Phase = "retry wait"

@@ -221,7 +221,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 			t := g.Jobs[i].Task
 			// StderrTail is the scheduler's "pilot: ..." when its
 			// Dispatch failed (a sandbox refusal, say).
-			v = pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Failed, Synthesized: true,
+			v = pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Failed, Synthesized: true,
 				StderrTail: r.Verdict.StderrTail}
 			if r.Status == schedule.StatusComplete {
 				v.Verdict = pilot.Completed
