@@ -259,9 +259,9 @@ type Event struct {
 	// stall check of a stall_inspection event.
 	Session    *SessionState
 	Inspection *StallInspection
-	// Retry describes a retry package event (retry, resume fallback,
-	// blocked).
-	Retry *RetryInfo
+	// Retry is a retry layer's account of its event (the retry
+	// package's *retry.Info), written as "retry".
+	Retry any
 }
 
 // MarshalJSON writes started and verdict events as their contract objects
@@ -280,29 +280,6 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Message    string           `json:"message,omitempty"`
 		Session    *SessionState    `json:"session,omitempty"`
 		Inspection *StallInspection `json:"inspection,omitempty"`
-		Retry      *RetryInfo       `json:"retry,omitempty"`
+		Retry      any              `json:"retry,omitempty"`
 	}{e.Type, e.RunID, e.Time, e.Message, e.Session, e.Inspection, e.Retry})
-}
-
-// RetryInfo describes a retry, a resume fallback or a block, in events of
-// the retry package.
-type RetryInfo struct {
-	Key   string `json:"key"`
-	Stage string `json:"stage"`
-	// Attempt is the number of the attempt that failed, Record its record
-	// and FailureClass its class.
-	Attempt      int          `json:"attempt"`
-	Record       string       `json:"record,omitempty"`
-	FailureClass FailureClass `json:"failure_class,omitempty"`
-	// Failures is the count of consecutive failures after this one, of
-	// MaxFailures; Counted is false for a failure that did not count.
-	Failures    int  `json:"failures"`
-	MaxFailures int  `json:"max_failures"`
-	Counted     bool `json:"counted"`
-	// DelayMS is the wait before the next attempt; Resume is set when it
-	// continues the failed attempt's session.
-	DelayMS int64 `json:"delay_ms"`
-	Resume  bool  `json:"resume,omitempty"`
-	// Reason says why the task is blocked or the resume fell back.
-	Reason string `json:"reason,omitempty"`
 }

@@ -145,7 +145,7 @@ func Attrs(e pilot.Event) []slog.Attr {
 		a.add(slog.Duration("silence", time.Duration(in.SilenceSeconds*float64(time.Second))))
 		a.add(slog.Int("pending_tool_calls", len(in.PendingToolCallIDs)))
 	}
-	if r := e.Retry; r != nil {
+	if r, _ := e.Retry.(*retry.Info); r != nil {
 		a.str("retry_key", r.Key)
 		a.str("stage", r.Stage)
 		if r.Attempt > 0 {

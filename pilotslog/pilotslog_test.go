@@ -50,8 +50,8 @@ func TestLevel(t *testing.T) {
 		{"terminate", pilot.Event{Type: "worker_runner.terminate", Message: "timeout: SIGTERM"}, slog.LevelInfo},
 		{"leftovers", pilot.Event{Type: "worker_runner.leftovers"}, slog.LevelWarn},
 		{"dropped", pilot.Event{Type: "worker_runner.events_dropped"}, slog.LevelWarn},
-		{"retry", pilot.Event{Type: retry.EventRetry, Retry: &pilot.RetryInfo{}}, slog.LevelInfo},
-		{"blocked", pilot.Event{Type: retry.EventBlocked, Retry: &pilot.RetryInfo{}}, slog.LevelWarn},
+		{"retry", pilot.Event{Type: retry.EventRetry, Retry: &retry.Info{}}, slog.LevelInfo},
+		{"blocked", pilot.Event{Type: retry.EventBlocked, Retry: &retry.Info{}}, slog.LevelWarn},
 		{"fanout warning", pilot.Event{Type: "fanout.warning"}, slog.LevelWarn},
 		{"job starting", pilot.Event{Type: "fanout.job_starting"}, slog.LevelDebug},
 	} {
@@ -91,7 +91,7 @@ func TestAttrsJSON(t *testing.T) {
 	obs(pilot.Event{Type: "worker_runner.phase", RunID: "r1", Time: t0, Session: &pilot.SessionState{Phase: pilot.PhaseToolRunning, Reason: "tool call t1 has no result"}})
 	obs(pilot.Event{Type: "worker_runner.stall_inspection", RunID: "r1", Time: t0, Inspection: &pilot.StallInspection{Action: "inspect", SilenceSeconds: 2.5, Phase: pilot.PhaseToolRunning, PendingToolCallIDs: []string{"t1"}, StreamTail: "the worker's output"}})
 	obs(pilot.Event{Type: "worker_runner.verdict", RunID: "r1", Time: t0.Add(2 * time.Second), Verdict: v})
-	obs(pilot.Event{Type: retry.EventRetry, RunID: "r1", Time: t0, Message: "retrying", Retry: &pilot.RetryInfo{Key: "k", Stage: "code", Attempt: 1, FailureClass: pilot.FailProviderConnection, Failures: 1, MaxFailures: 3, Counted: true, DelayMS: 10000}})
+	obs(pilot.Event{Type: retry.EventRetry, RunID: "r1", Time: t0, Message: "retrying", Retry: &retry.Info{Key: "k", Stage: "code", Attempt: 1, FailureClass: pilot.FailProviderConnection, Failures: 1, MaxFailures: 3, Counted: true, DelayMS: 10000}})
 	got := jsonRecords(t, buf.String())
 	want := []map[string]any{
 		{"time": "2026-11-01T12:00:00Z", "level": "INFO", "msg": "worker_runner.started", "run_id": "r1", "provider": "glm", "mode": "code", "job": "fix-login", "runner": "pi", "model": "glm-5", "pid": 42.0},
@@ -158,7 +158,7 @@ func TestDispatcher(t *testing.T) {
 	want := []rec{
 		{"INFO", "worker_runner.started", "run1", 1},
 		{"WARN", "worker_runner.verdict", "run1", 1},
-		{"INFO", "worker_runner.retry", "run1", 1}, // RetryInfo's attempt: the one that failed
+		{"INFO", "worker_runner.retry", "run1", 1}, // retry.Info's attempt: the one that failed
 		{"INFO", "worker_runner.started", "run2", 2},
 		{"INFO", "worker_runner.verdict", "run2", 2},
 		{"ERROR", "pilot.dispatch_error", "", 0},

@@ -99,12 +99,12 @@ func TestFanoutRetryWaitFreesTheSlot(t *testing.T) {
 	}
 	// The retry events are in the failed attempts' events.log too.
 	for _, e := range retries {
-		data, err := os.ReadFile(filepath.Join(filepath.Dir(e.Retry.Record), "events.log"))
+		data, err := os.ReadFile(filepath.Join(filepath.Dir(e.Retry.(*retry.Info).Record), "events.log"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(string(data), `"type":"worker_runner.retry"`) {
-			t.Errorf("events.log of %s has no retry event:\n%s", e.Retry.Record, data)
+			t.Errorf("events.log of %s has no retry event:\n%s", e.Retry.(*retry.Info).Record, data)
 		}
 	}
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/pilotworkers/pilot/internal/text"
 )
 
-// The events of retries (Event.Type), with Event.Retry set.
+// The events of retries (Event.Type), with Event.Retry an *Info.
 const (
 	// EventRetry: an attempt failed and another follows (Retry says when
 	// and how).
@@ -34,6 +34,29 @@ const (
 	// already; nothing more runs until the block is cleared.
 	EventBlocked = "worker_runner.blocked"
 )
+
+// Info describes a retry, a resume fallback or a block: the Retry of the
+// events above.
+type Info struct {
+	Key   string `json:"key"`
+	Stage string `json:"stage"`
+	// Attempt is the number of the attempt that failed, Record its record
+	// and FailureClass its class.
+	Attempt      int                `json:"attempt"`
+	Record       string             `json:"record,omitempty"`
+	FailureClass pilot.FailureClass `json:"failure_class,omitempty"`
+	// Failures is the count of consecutive failures after this one, of
+	// MaxFailures; Counted is false for a failure that did not count.
+	Failures    int  `json:"failures"`
+	MaxFailures int  `json:"max_failures"`
+	Counted     bool `json:"counted"`
+	// DelayMS is the wait before the next attempt; Resume is set when it
+	// continues the failed attempt's session.
+	DelayMS int64 `json:"delay_ms"`
+	Resume  bool  `json:"resume,omitempty"`
+	// Reason says why the task is blocked or the resume fell back.
+	Reason string `json:"reason,omitempty"`
+}
 
 // Defaults of Policy's zero-valued fields.
 const (
@@ -279,7 +302,7 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 		store = &Store{dryRun: true, now: time.Now}
 	}
 	observe := t.Observer
-	emit := func(typ, runID, eventsLog, msg string, info pilot.RetryInfo) {
+	emit := func(typ, runID, eventsLog, msg string, info Info) {
 		e := pilot.Event{Type: typ, RunID: runID, Time: time.Now().UTC(), Message: msg, Retry: &info}
 		if eventsLog != "" {
 			appendEvent(eventsLog, e)
@@ -288,8 +311,8 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 			observe(e)
 		}
 	}
-	info := func(attempt int, v pilot.Verdict, fails int, counted bool) pilot.RetryInfo {
-		return pilot.RetryInfo{Key: key.Task, Stage: key.Stage, Attempt: attempt, Record: v.Record,
+	info := func(attempt int, v pilot.Verdict, fails int, counted bool) Info {
+		return Info{Key: key.Task, Stage: key.Stage, Attempt: attempt, Record: v.Record,
 			FailureClass: v.FailureClass, Failures: fails, MaxFailures: p.MaxFailures, Counted: counted}
 	}
 	update := func(f func(*TaskState)) error {
@@ -317,7 +340,7 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 	if ts.Blocked != "" {
 		v := blockedVerdict(t, ts)
 		emit(EventBlocked, "", "", "not dispatched: "+ts.Blocked,
-			pilot.RetryInfo{Key: key.Task, Stage: key.Stage, Record: ts.LastRecord, FailureClass: ts.LastFailureClass,
+			Info{Key: key.Task, Stage: key.Stage, Record: ts.LastRecord, FailureClass: ts.LastFailureClass,
 				Failures: fails, MaxFailures: p.MaxFailures, Reason: ts.Blocked})
 		return v, nil
 	}

@@ -295,7 +295,7 @@ func TestRetryStallTwiceInTheSameSession(t *testing.T) {
 	for _, e := range events {
 		if e.Type == retry.EventRetry {
 			retries++
-			if !e.Retry.Resume || !e.Retry.Counted {
+			if r := e.Retry.(*retry.Info); !r.Resume || !r.Counted {
 				t.Errorf("retry event %+v: want a counted resume", e.Retry)
 			}
 		}
@@ -358,7 +358,7 @@ func TestRetryTenthFailureBlocksWithoutCooldown(t *testing.T) {
 	if ts.Blocked != "recovery failure limit exhausted: 10/10" || ts.RecoveryFailures["worker"] != 10 {
 		t.Errorf("state %+v", ts)
 	}
-	if last := events[len(events)-1]; last.Type != retry.EventBlocked || last.Retry.Reason != v.BlockedReason {
+	if last := events[len(events)-1]; last.Type != retry.EventBlocked || last.Retry.(*retry.Info).Reason != v.BlockedReason {
 		t.Errorf("last event %+v, want the block", last)
 	}
 }
@@ -446,7 +446,7 @@ func TestRetryRateLimitWithoutWorkIsNotCounted(t *testing.T) {
 		t.Errorf("waits: the retry-after, then the cap (-want +got):\n%s", diff)
 	}
 	for _, e := range events {
-		if e.Type == retry.EventRetry && e.Retry.Counted {
+		if e.Type == retry.EventRetry && e.Retry.(*retry.Info).Counted {
 			t.Errorf("a rate limit without work counted: %+v", e.Retry)
 		}
 	}

@@ -104,8 +104,8 @@ func (tr *tracker) event(e pilot.Event) {
 			tr.startAttempt(e.RunID, e.Time.Add(-time.Duration(v.DurationMS)*time.Millisecond), nil)
 		}
 		tr.endAttempt(v, e.Time, "")
-	case e.Retry != nil:
-		r := e.Retry
+	case retryInfo(e) != nil:
+		r := retryInfo(e)
 		a := []attribute.KeyValue{KeyAttempt.Int(r.Attempt), KeyFailureClass.String(string(r.FailureClass)),
 			KeyFailures.Int(r.Failures), KeyMaxFailures.Int(r.MaxFailures), KeyRetryCounted.Bool(r.Counted)}
 		if e.Type == retry.EventRetry {
@@ -291,4 +291,10 @@ func (tr *tracker) end(v pilot.Verdict, err error) {
 	}
 	tr.tel.verdicts.Add(tr.ctx, 1, tr.metricAttrs(append(outcomeAttrs(v), KeyBlocked.Bool(v.Blocked))...))
 	tr.task.End()
+}
+
+// retryInfo is e's retry account, nil for an event of no retry layer.
+func retryInfo(e pilot.Event) *retry.Info {
+	r, _ := e.Retry.(*retry.Info)
+	return r
 }
