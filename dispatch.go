@@ -161,7 +161,9 @@ type Lineage struct {
 // A TaskDispatcher runs one task and reports its verdict, as
 // [Dispatcher.Dispatch] does. Orchestration layers ([Fanout], the retry and
 // schedule packages) take one, so that they compose, and so that code built
-// on them can be tested with a fake that starts no process.
+// on them can be tested with a fake that starts no process. A layer over
+// another has an Unwrap() TaskDispatcher method returning it, so that
+// Fanout finds the optional methods of the layers beneath (Check, Runs).
 type TaskDispatcher interface {
 	Dispatch(ctx context.Context, t Task) (Verdict, error)
 }

@@ -62,7 +62,8 @@ func (j Job) describe() string {
 // a Check(ctx, Task) error method (as [*Dispatcher] has) checks every job
 // before anything runs, and a Runs(Task) bool method (as the retry
 // package's Dispatcher has) says a job would run nothing (a blocked task),
-// so that it gets no worktree.
+// so that it gets no worktree. It looks for them through the layers that
+// have an Unwrap() TaskDispatcher method (see TaskDispatcher).
 type Fanout struct {
 	// Dispatcher runs each job: a *Dispatcher, a layer over one (the
 	// retry package's Dispatcher), or a fake. A *Dispatcher's Observer
@@ -369,10 +370,27 @@ func branchSafe(s string) string {
 // runs reports whether the Dispatcher would start anything for t (see
 // Fanout).
 func (f *Fanout) runs(t Task) bool {
-	if r, ok := f.Dispatcher.(interface{ Runs(Task) bool }); ok {
+	if r, ok := capability[interface{ Runs(Task) bool }](f.Dispatcher); ok {
 		return r.Runs(t)
 	}
 	return true
+}
+
+// capability is the first dispatcher of d's layers that is a T: d itself,
+// else what its Unwrap() TaskDispatcher method returns, and so on down.
+func capability[T any](d TaskDispatcher) (T, bool) {
+	for d != nil {
+		if c, ok := d.(T); ok {
+			return c, true
+		}
+		u, ok := d.(interface{ Unwrap() TaskDispatcher })
+		if !ok {
+			break
+		}
+		d = u.Unwrap()
+	}
+	var zero T
+	return zero, false
 }
 
 // synthesized is the verdict of a job that produced none of its own.
@@ -417,9 +435,9 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 			return jobError(i, j, ErrResumeInFanout)
 		}
 	}
-	checker, _ := f.Dispatcher.(interface {
+	checker, _ := capability[interface {
 		Check(context.Context, Task) error
-	})
+	}](f.Dispatcher)
 	// Every job's provider, mode and files first, then the credentials
 	// (pilot-workers' order): a job's Check reaches its credential only
 	// once the job itself is valid.

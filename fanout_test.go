@@ -381,3 +381,58 @@ func TestFanoutWorktreeNeedsARepository(t *testing.T) {
 		t.Errorf("Run error = %v, want one naming %s as not a git repository", err, notRepo)
 	}
 }
+
+// gate is a fake dispatcher with Check and Runs; layer wraps one and
+// unwraps to it.
+type gate struct{ runs bool }
+
+func (g *gate) Dispatch(_ context.Context, t pilot.Task) (pilot.Verdict, error) {
+	return pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Verdict: pilot.Completed}, nil
+}
+
+func (g *gate) Check(_ context.Context, t pilot.Task) error {
+	if t.Provider == "bad" {
+		return errors.New("no provider bad")
+	}
+	return nil
+}
+
+func (g *gate) Runs(pilot.Task) bool { return g.runs }
+
+type layer struct{ next pilot.TaskDispatcher }
+
+func (l layer) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
+	return l.next.Dispatch(ctx, t)
+}
+
+func (l layer) Unwrap() pilot.TaskDispatcher { return l.next }
+
+// countedWorktrees makes no worktree; it counts the ones asked for.
+type countedWorktrees struct{ created atomic.Int32 }
+
+func (w *countedWorktrees) CheckRepo(context.Context, string) error { return nil }
+
+func (w *countedWorktrees) Create(_ context.Context, dir, name string) (pilot.WorktreeInfo, error) {
+	w.created.Add(1)
+	return pilot.WorktreeInfo{Name: name, Path: dir}, nil
+}
+
+func (w *countedWorktrees) Finish(_ context.Context, wt pilot.WorktreeInfo, _ string) (pilot.WorktreeInfo, error) {
+	return wt, nil
+}
+
+func TestFanoutFindsCheckAndRunsBeneathLayers(t *testing.T) {
+	g := &gate{}
+	wts := &countedWorktrees{}
+	f := &pilot.Fanout{Dispatcher: layer{layer{g}}, Worktrees: wts}
+	job := func(p string) pilot.Job {
+		return pilot.Job{Task: pilot.Task{Provider: p, Mode: pilot.ModeCode, Prompt: "x", Workdir: t.TempDir()}, Worktree: true}
+	}
+	if _, err := f.Run(context.Background(), []pilot.Job{job("bad")}); err == nil || !strings.Contains(err.Error(), "no provider bad") {
+		t.Errorf("Run = %v, want the Check beneath two layers to refuse the job", err)
+	}
+	vs, err := f.Run(context.Background(), []pilot.Job{job("ok")})
+	if err != nil || vs[0].Verdict != pilot.Completed || vs[0].Worktree != nil || wts.created.Load() != 0 {
+		t.Errorf("Run = %+v, %v, %d worktrees; want a job that runs nothing to get none", vs, err, wts.created.Load())
+	}
+}

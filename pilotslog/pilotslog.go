@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/passthrough"
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/schedule"
 )
@@ -265,10 +264,10 @@ func scheduleLevel(e schedule.Event) slog.Level {
 //
 //	&pilotslog.Dispatcher{Dispatcher: &retry.Dispatcher{Dispatcher: d}}
 //
-// It passes Check and Runs on to Dispatcher when it has them, as Fanout
-// expects. A Fanout names a job in its events only after the task's
-// observers have seen them: for the job attribute, log a Fanout's events
-// with FanoutObserver as its OnEvent.
+// Its Unwrap lets a Fanout find Dispatcher's Check and Runs. A Fanout
+// names a job in its events only after the task's observers have seen
+// them: for the job attribute, log a Fanout's events with FanoutObserver
+// as its OnEvent.
 type Dispatcher struct {
 	Dispatcher pilot.TaskDispatcher
 	Logger     *slog.Logger
@@ -318,12 +317,6 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict,
 	return v, err
 }
 
-// Check passes on to Dispatcher's Check, if it has one.
-func (d *Dispatcher) Check(ctx context.Context, t pilot.Task) error {
-	return passthrough.Check(ctx, d.Dispatcher, t)
-}
-
-// Runs passes on to Dispatcher's Runs, if it has one; true otherwise.
-func (d *Dispatcher) Runs(t pilot.Task) bool {
-	return passthrough.Runs(d.Dispatcher, t)
-}
+// Unwrap returns the Dispatcher it wraps, whose Check and Runs a Fanout
+// uses.
+func (d *Dispatcher) Unwrap() pilot.TaskDispatcher { return d.Dispatcher }

@@ -171,7 +171,7 @@ func TestDispatcher(t *testing.T) {
 	}
 }
 
-// The Dispatcher passes Check and Runs on, so a Fanout over it still
+// A Fanout finds the Check beneath the Dispatcher (Unwrap), so it still
 // checks its jobs before anything runs.
 func TestDispatcherChecks(t *testing.T) {
 	reg, err := pilot.NewRegistry()
@@ -185,8 +185,8 @@ func TestDispatcherChecks(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unknown provider") {
 		t.Errorf("Fanout.Run over pilotslog.Dispatcher: err = %v, want the unknown provider", err)
 	}
-	if !ld.Runs(pilot.Task{}) {
-		t.Error("Runs = false over a Dispatcher without Runs")
+	if ld.Unwrap() != d {
+		t.Error("Unwrap is not the wrapped Dispatcher")
 	}
 }
 

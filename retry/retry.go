@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/passthrough"
 	"github.com/pilotworkers/pilot/internal/text"
 )
 
@@ -582,11 +581,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict,
 	return Dispatch(ctx, d.Dispatcher, t, Key{}, d.Policy)
 }
 
-// Check passes on to the Dispatcher's Check, if it has one (a
-// *pilot.Dispatcher does), for Fanout's checks before anything runs.
-func (d *Dispatcher) Check(ctx context.Context, t pilot.Task) error {
-	return passthrough.Check(ctx, d.Dispatcher, t)
-}
+// Unwrap returns the Dispatcher it retries, whose Check a Fanout uses.
+func (d *Dispatcher) Unwrap() pilot.TaskDispatcher { return d.Dispatcher }
 
 // Runs reports whether Dispatch would start anything for t: false when
 // the task is blocked or its budget is used up.

@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/passthrough"
 	"github.com/pilotworkers/pilot/retry"
 )
 
@@ -24,8 +23,7 @@ import (
 //
 //	tel.Dispatcher(&retry.Dispatcher{Dispatcher: tel.Instrument(d)})
 //
-// It passes Check and Runs on to Dispatcher when it has them, as Fanout
-// expects.
+// Its Unwrap lets a Fanout find Dispatcher's Check and Runs.
 type Dispatcher struct {
 	Dispatcher pilot.TaskDispatcher
 	Telemetry  *Telemetry
@@ -48,15 +46,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict,
 	return v, err
 }
 
-// Check passes on to Dispatcher's Check, if it has one.
-func (d *Dispatcher) Check(ctx context.Context, t pilot.Task) error {
-	return passthrough.Check(ctx, d.Dispatcher, t)
-}
-
-// Runs passes on to Dispatcher's Runs, if it has one; true otherwise.
-func (d *Dispatcher) Runs(t pilot.Task) bool {
-	return passthrough.Runs(d.Dispatcher, t)
-}
+// Unwrap returns the Dispatcher it wraps, whose Check and Runs a Fanout
+// uses.
+func (d *Dispatcher) Unwrap() pilot.TaskDispatcher { return d.Dispatcher }
 
 func taskAttrs(t pilot.Task) []attribute.KeyValue {
 	a := []attribute.KeyValue{semconv.GenAIProviderNameKey.String(t.Provider), KeyMode.String(string(t.Mode))}
