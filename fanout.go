@@ -54,7 +54,7 @@ func (j Job) describe() string {
 	return name + " (" + j.workerLabel() + ")"
 }
 
-// A Fanout runs many jobs with bounded parallelism and returns one verdict
+// A Fanout runs many jobs with bounded parallelism and returns one result
 // per job, in job order. Its fields are configuration; Dispatcher is
 // required. A Fanout is safe for concurrent use and never changed by Run.
 //
@@ -128,9 +128,22 @@ type WorktreeInfo struct {
 	TaskFile string `json:"-"`
 }
 
-// Run runs jobs and returns their verdicts in job order, one per job,
-// always: a job that could not run gets a synthesized verdict ("synthesized":
-// true, with "interrupted": true when ctx ended first).
+// A JobResult is what a Fanout job came to: its verdict, and what the
+// fanout adds to it. Its JSON form is the verdict's, with these fields
+// after it.
+type JobResult struct {
+	Verdict
+	// Worktree is the job's git worktree, when it had one.
+	Worktree *WorktreeInfo `json:"worktree,omitempty"`
+	// Synthesized marks a verdict the fanout made up for a job that
+	// produced none of its own; Interrupted one cut short by ctx.
+	Synthesized bool `json:"synthesized,omitempty"`
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// Run runs jobs and returns their results in job order, one per job,
+// always: a job that could not run gets a synthesized verdict (Synthesized,
+// and Interrupted when ctx ended first).
 //
 // Before anything is spawned Run checks every job (provider, mode, task
 // file, workdir), every distinct provider's credential, that no two code
@@ -142,7 +155,7 @@ type WorktreeInfo struct {
 // When ctx is done, running workers are ended (SIGTERM, grace, SIGKILL) and
 // jobs not yet started are not started; every job still gets its verdict,
 // and Run returns when nothing of any job is left running.
-func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
+func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]JobResult, error) {
 	if f.Dispatcher == nil {
 		return nil, errors.New("pilot: Fanout.Dispatcher is nil")
 	}
@@ -170,7 +183,7 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	verdicts := make([]Verdict, len(jobs))
+	results := make([]JobResult, len(jobs))
 	var id [4]byte
 	_, _ = rand.Read(id[:])
 	names := worktreeNames(jobs, hex.EncodeToString(id[:]))
@@ -181,7 +194,7 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 	var wg sync.WaitGroup
 	for i := range jobs {
 		if err := sem.Acquire(runCtx, 1); err != nil {
-			verdicts[i] = synthesized(jobs[i], nil, "", true)
+			results[i] = synthesized(jobs[i], nil, "", true)
 			continue
 		}
 		s := &fanoutSlot{sem: sem, held: true}
@@ -189,15 +202,15 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 		go func() {
 			defer wg.Done()
 			defer s.release()
-			v := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, jobs[i], wts, names[i])
-			if f.FailFast && !v.Verdict.Success() {
+			r := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, jobs[i], wts, names[i])
+			if v := r.Verdict; f.FailFast && !v.Verdict.Success() {
 				cancel(fmt.Errorf("fail-fast: job %d (%s) ended %s", i, jobs[i].label(), v.Verdict))
 			}
-			verdicts[i] = v
+			results[i] = r
 		}()
 	}
 	wg.Wait()
-	return verdicts, nil
+	return results, nil
 }
 
 // fanoutSlot is one job's hold on the fanout's parallelism. Only the job's
@@ -248,8 +261,8 @@ func (s *fanoutSlot) release() {
 }
 
 // runJob dispatches one job, in a worktree named wtName when it has one,
-// and always returns its verdict.
-func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, wtName string) Verdict {
+// and always returns its result.
+func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, wtName string) JobResult {
 	if ctx.Err() != nil {
 		return synthesized(job, nil, "", true)
 	}
@@ -293,30 +306,31 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, wtNa
 		task.Workdir = info.Path
 	}
 	v, err := f.Dispatcher.Dispatch(ctx, task)
+	r := JobResult{Verdict: v}
 	switch {
 	case err != nil && v.RunID != "":
 		// The attempt ran, but a layer above it failed (a retry budget
 		// that could not be kept): the verdict stands, with the error.
-		v.StderrTail = text.LastRunes(v.StderrTail+"\npilot: "+err.Error(), stderrTailRunes)
+		r.StderrTail = text.LastRunes(v.StderrTail+"\npilot: "+err.Error(), stderrTailRunes)
 	case err != nil:
-		v = synthesized(job, nil, err.Error(), ctx.Err() != nil)
+		r = synthesized(job, nil, err.Error(), ctx.Err() != nil)
 	}
-	v.Job, v.TaskFile = label, job.Task.TaskFile
-	if ctx.Err() != nil && v.FailureClass == FailCancelled {
-		v.Interrupted = true
+	r.Job, r.TaskFile = label, job.Task.TaskFile
+	if ctx.Err() != nil && r.FailureClass == FailCancelled {
+		r.Interrupted = true
 	}
 	if wt != nil {
 		// The worktree's fate is decided even when ctx is done.
 		wt.Job, wt.TaskFile = job.describe(), job.Task.TaskFile
-		info, err := wts.Finish(context.WithoutCancel(ctx), *wt, v.RunID)
+		info, err := wts.Finish(context.WithoutCancel(ctx), *wt, r.RunID)
 		if err != nil {
 			info = *wt
 			info.Kept = true
-			v.StderrTail = text.LastRunes(v.StderrTail+"\npilot: worktree: "+err.Error(), stderrTailRunes)
+			r.StderrTail = text.LastRunes(r.StderrTail+"\npilot: worktree: "+err.Error(), stderrTailRunes)
 		}
-		v.Worktree = &info
+		r.Worktree = &info
 	}
-	return v
+	return r
 }
 
 // worktreeNames names the worktrees of the jobs with Worktree set, after
@@ -393,27 +407,25 @@ func capability[T any](d TaskDispatcher) (T, bool) {
 	return zero, false
 }
 
-// synthesized is the verdict of a job that produced none of its own.
-func synthesized(job Job, exitCode *int, stderrTail string, interrupted bool) Verdict {
+// synthesized is the result of a job that produced no verdict of its own.
+func synthesized(job Job, exitCode *int, stderrTail string, interrupted bool) JobResult {
 	v := Verdict{
-		Type:        EventVerdict,
-		Job:         job.label(),
-		Provider:    job.Task.Provider,
-		Mode:        job.Task.Mode,
-		Label:       job.Task.Label,
-		TaskFile:    job.Task.TaskFile,
-		Verdict:     Failed,
-		ExitCode:    exitCode,
-		StderrTail:  text.LastRunes(stderrTail, stderrTailRunes),
-		Synthesized: true,
-		Interrupted: interrupted,
+		Type:       EventVerdict,
+		Job:        job.label(),
+		Provider:   job.Task.Provider,
+		Mode:       job.Task.Mode,
+		Label:      job.Task.Label,
+		TaskFile:   job.Task.TaskFile,
+		Verdict:    Failed,
+		ExitCode:   exitCode,
+		StderrTail: text.LastRunes(stderrTail, stderrTailRunes),
 	}
 	v.FailureClass = FailGeneric
 	v.FailureSource = "pilot"
 	if interrupted {
 		v.FailureClass = FailCancelled
 	}
-	return v
+	return JobResult{Verdict: v, Synthesized: true, Interrupted: interrupted}
 }
 
 // Fanout guard errors, matched with errors.Is.

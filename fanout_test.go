@@ -49,7 +49,7 @@ func TestFanoutVerdictsInJobOrder(t *testing.T) {
 	}
 	var got []string
 	for _, v := range vs {
-		got = append(got, v.Job+" "+string(v.Verdict))
+		got = append(got, v.Job+" "+string(v.Verdict.Verdict))
 	}
 	want := []string{"slow:review completed", "fast:review completed", "bad:review error"}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -122,7 +122,7 @@ func TestFanoutWarnsAboutTestJobsSharingAWorkdir(t *testing.T) {
 		}
 	}}
 	vs, err := f.Run(context.Background(), fanoutJobs(pilot.ModeTest, "a", "b"))
-	if err != nil || len(vs) != 2 || vs[0].Verdict != pilot.Completed || vs[1].Verdict != pilot.Completed {
+	if err != nil || len(vs) != 2 || vs[0].Verdict.Verdict != pilot.Completed || vs[1].Verdict.Verdict != pilot.Completed {
 		t.Fatalf("Run = %+v, %v", vs, err)
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "concurrent test jobs share a workdir") {
@@ -194,7 +194,7 @@ func TestFanoutFailFast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vs[0].Verdict != pilot.Failed || vs[1].FailureClass != pilot.FailCancelled {
+	if vs[0].Verdict.Verdict != pilot.Failed || vs[1].FailureClass != pilot.FailCancelled {
 		t.Errorf("verdicts = %+v / %+v, want the failure and then the sibling cancelled", vs[0].Failure, vs[1].Failure)
 	}
 }
@@ -220,7 +220,7 @@ func TestFanoutWorktrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, v := range vs {
-		if v.Verdict != pilot.Completed || v.Worktree == nil {
+		if v.Verdict.Verdict != pilot.Completed || v.Worktree == nil {
 			t.Fatalf("job %d: %+v", i, v)
 		}
 	}
@@ -432,7 +432,7 @@ func TestFanoutFindsCheckAndRunsBeneathLayers(t *testing.T) {
 		t.Errorf("Run = %v, want the Check beneath two layers to refuse the job", err)
 	}
 	vs, err := f.Run(context.Background(), []pilot.Job{job("ok")})
-	if err != nil || vs[0].Verdict != pilot.Completed || vs[0].Worktree != nil || wts.created.Load() != 0 {
+	if err != nil || vs[0].Verdict.Verdict != pilot.Completed || vs[0].Worktree != nil || wts.created.Load() != 0 {
 		t.Errorf("Run = %+v, %v, %d worktrees; want a job that runs nothing to get none", vs, err, wts.created.Load())
 	}
 }

@@ -56,7 +56,8 @@ const (
 	FailIncomplete FailureClass = "incomplete"
 )
 
-// Verdict is what one dispatch of one worker came to. Read it in this order:
+// Verdict is what one dispatch of one worker, one attempt, came to. Read it
+// in this order:
 //
 //  1. Verdict: did it work (Completed, StepCappedPartial) or not (Empty,
 //     Failed)?
@@ -67,7 +68,9 @@ const (
 //     events.log beside it, for everything else.
 //
 // The JSON form is the pilot-workers verdict contract
-// ({"type":"worker_runner.verdict", ...}).
+// ({"type":"worker_runner.verdict", ...}). The layers above an attempt keep
+// their own facts in types that embed a Verdict: Fanout's JobResult, the
+// retry package's Result.
 type Verdict struct {
 	Type string `json:"type"` // always EventVerdict
 	// Job names a Fanout's job: Job.Name, else "provider:mode".
@@ -127,25 +130,6 @@ type Verdict struct {
 
 	// Sandbox is what confined the worker, as its record says.
 	Sandbox *sandbox.Report `json:"sandbox,omitempty"`
-
-	// Worktree is the job's git worktree, for fanout jobs that had one.
-	Worktree *WorktreeInfo `json:"worktree,omitempty"`
-
-	// Synthesized marks a verdict pilot made up for a job that produced
-	// none of its own (fanout); Interrupted marks one cut short.
-	Synthesized bool `json:"synthesized,omitempty"`
-	Interrupted bool `json:"interrupted,omitempty"`
-
-	// Attempts is how many attempts DispatchWithRetry made (0 when the
-	// task was blocked before any); the rest of the verdict is the last
-	// attempt's. ResumedFrom is the record whose session the last attempt
-	// continued. Blocked is set when the task's failure budget ran out (or
-	// it was blocked already), with BlockedReason ("recovery failure limit
-	// exhausted: 10/10").
-	Attempts      int    `json:"attempts,omitempty"`
-	ResumedFrom   string `json:"resumed_from,omitempty"`
-	Blocked       bool   `json:"blocked,omitempty"`
-	BlockedReason string `json:"blocked_reason,omitempty"`
 }
 
 // Usage is the tokens a worker reported using, and the cost where its CLI

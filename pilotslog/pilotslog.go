@@ -6,8 +6,7 @@
 // the event's, and its level:
 //
 //   - Error: pilot itself failed (an error from Dispatch, logged by
-//     [Dispatcher]; a Fanout job's synthesized verdict for a dispatch that
-//     failed that way);
+//     [Dispatcher]);
 //   - Warn: a verdict that is not a success (error, empty), a blocked task,
 //     leftover processes pilot killed, events an observer missed, a Fanout
 //     warning, a scheduler's blocked or failed job;
@@ -41,12 +40,8 @@ const typeDispatchErr = "pilot.dispatch_error"
 func Level(e pilot.Event) slog.Level {
 	switch {
 	case e.Verdict != nil:
-		v := e.Verdict
-		switch {
-		case v.Verdict.Success():
+		if e.Verdict.Verdict.Success() {
 			return slog.LevelInfo
-		case PilotFailure(*v):
-			return slog.LevelError
 		}
 		return slog.LevelWarn
 	case e.Started != nil:
@@ -61,11 +56,11 @@ func Level(e pilot.Event) slog.Level {
 	return slog.LevelInfo
 }
 
-// PilotFailure reports whether v is the verdict of a job pilot itself could
-// not run: a Fanout job's synthesized verdict for a dispatch that returned
-// an error (not one that was interrupted or blocked).
-func PilotFailure(v pilot.Verdict) bool {
-	return v.Synthesized && !v.Interrupted && !v.Blocked && v.FailureSource == "pilot"
+// PilotFailure reports whether r is the result of a Fanout job pilot
+// itself could not run: its verdict synthesized for a dispatch that
+// returned an error (not for one interrupted), to log at Error.
+func PilotFailure(r pilot.JobResult) bool {
+	return r.Synthesized && !r.Interrupted && r.FailureSource == "pilot"
 }
 
 // Attrs are e's attributes, those it has of: run_id; for a started worker
@@ -73,8 +68,7 @@ func PilotFailure(v pilot.Verdict) bool {
 // mode, job, label, verdict, failure_class, failure_source,
 // evidence_source, evidence (the excerpt), termination_reason,
 // termination_signal, exit_code, signal, duration, session_phase,
-// leftovers, attempts, synthesized, interrupted, blocked, blocked_reason,
-// record and a usage group (input_tokens, output_tokens,
+// leftovers, record and a usage group (input_tokens, output_tokens,
 // cache_read_tokens, cache_write_tokens, cost_usd); for a phase change
 // phase and phase_reason; for a stall inspection action, phase, silence
 // and pending_tool_calls (a count); for a retry event retry_key, stage,
@@ -113,13 +107,6 @@ func Attrs(e pilot.Event) []slog.Attr {
 		if v.Leftovers > 0 {
 			a.add(slog.Int("leftovers", v.Leftovers))
 		}
-		if v.Attempts > 0 {
-			a.add(slog.Int("attempts", v.Attempts))
-		}
-		a.flag("synthesized", v.Synthesized)
-		a.flag("interrupted", v.Interrupted)
-		a.flag("blocked", v.Blocked)
-		a.str("blocked_reason", v.BlockedReason)
 		a.str("record", v.Record)
 		if u := v.Usage; u != nil {
 			g := []any{

@@ -74,6 +74,7 @@ type tracker struct {
 	model   string
 	runner  string
 	runIDs  []string
+	blocked bool // a retry.EventBlocked came
 }
 
 // metricAttrs are the attributes every metric of the task carries.
@@ -100,6 +101,7 @@ func (tr *tracker) event(e pilot.Event) {
 		r := retryInfo(e)
 		a := []attribute.KeyValue{KeyAttempt.Int(r.Attempt), KeyFailureClass.String(string(r.FailureClass)),
 			KeyFailures.Int(r.Failures), KeyMaxFailures.Int(r.MaxFailures), KeyRetryCounted.Bool(r.Counted)}
+		tr.blocked = tr.blocked || e.Type == retry.EventBlocked
 		if e.Type == retry.EventRetry {
 			a = append(a, KeyRetryResume.Bool(r.Resume), KeyRetryDelay.Float64(float64(r.DelayMS)/1000))
 			tr.tel.retries.Add(tr.ctx, 1, tr.metricAttrs(KeyFailureClass.String(string(r.FailureClass)), KeyRetryResume.Bool(r.Resume)))
@@ -245,15 +247,6 @@ func verdictAttrs(v pilot.Verdict) []attribute.KeyValue {
 			a = append(a, KeyCostUSD.Float64(*u.CostUSD))
 		}
 	}
-	if v.Synthesized {
-		a = append(a, KeySynthesized.Bool(true))
-	}
-	if v.Interrupted {
-		a = append(a, KeyInterrupted.Bool(true))
-	}
-	if v.Blocked {
-		a = append(a, KeyBlocked.Bool(true))
-	}
 	return a
 }
 
@@ -268,6 +261,7 @@ func (tr *tracker) end(v pilot.Verdict, err error) {
 	tr.endAttempt(nil, time.Now(), why)
 	runIDs := tr.runIDs
 	attempts := tr.attempt
+	blocked := tr.blocked
 	tr.mu.Unlock()
 	tr.tel.closeTask(runIDs)
 	if err != nil {
@@ -278,10 +272,21 @@ func (tr *tracker) end(v pilot.Verdict, err error) {
 	}
 	tr.task.SetAttributes(verdictAttrs(v)...)
 	tr.task.SetAttributes(KeyAttempts.Int(attempts))
+	// What the layers beneath add to the verdict, from their events: a
+	// block (with no attempt, a verdict made up), a cut-short wait.
+	if blocked {
+		tr.task.SetAttributes(KeyBlocked.Bool(true))
+		if attempts == 0 {
+			tr.task.SetAttributes(KeySynthesized.Bool(true))
+		}
+	}
 	if !v.Verdict.Success() {
+		if tr.ctx.Err() != nil {
+			tr.task.SetAttributes(KeyInterrupted.Bool(true))
+		}
 		tr.task.SetStatus(codes.Error, string(v.FailureClass))
 	}
-	tr.tel.verdicts.Add(tr.ctx, 1, tr.metricAttrs(append(outcomeAttrs(v), KeyBlocked.Bool(v.Blocked))...))
+	tr.tel.verdicts.Add(tr.ctx, 1, tr.metricAttrs(append(outcomeAttrs(v), KeyBlocked.Bool(blocked))...))
 	tr.task.End()
 }
 
