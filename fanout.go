@@ -81,15 +81,13 @@ type Fanout struct {
 	// be called from several goroutines at once.
 	OnEvent func(job int, e Event)
 	// Worktrees creates and records the worktrees of jobs with Worktree
-	// set; nil means DefaultWorktrees(runDir), runDir the run
-	// directory of the Dispatcher when it is a *Dispatcher, else the
-	// default one: worktrees beside each repository, their inventory in
-	// the run directory.
+	// set, which it requires: the worktrees package's New makes git
+	// worktrees. The root package runs no git itself.
 	Worktrees Worktrees
 }
 
-// Worktrees makes per-job git worktrees. The default implementation
-// (DefaultWorktrees) uses the git CLI and keeps an inventory file.
+// Worktrees makes per-job git worktrees for a Fanout. The worktrees
+// package's New is one that uses the git CLI and keeps an inventory file.
 type Worktrees interface {
 	// CheckRepo reports an error when dir is not in a git repository
 	// with at least one commit.
@@ -117,9 +115,8 @@ type WorktreeInfo struct {
 	Repo string `json:"repo,omitempty"`
 	Base string `json:"base,omitempty"`
 	// Commit is the commit Finish made of the changes the job left
-	// uncommitted, on Branch (with DefaultWorktrees: all of them,
-	// untracked files included, .gitignore respected); empty when it made
-	// none.
+	// uncommitted, on Branch (with worktrees.New: all of them, untracked
+	// files included, .gitignore respected); empty when it made none.
 	Commit string `json:"commit,omitempty"`
 	// Job and TaskFile say which job used the worktree ("fix-login.md
 	// (glm:code)" and its task file); Fanout sets them before it calls
@@ -163,16 +160,6 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]JobResult, error) {
 		return nil, errors.New("pilot: at least one job is required")
 	}
 	wts := f.Worktrees
-	if wts == nil {
-		runDir := ""
-		if d, ok := f.Dispatcher.(*Dispatcher); ok {
-			runDir = d.RunDir
-		}
-		if runDir == "" {
-			runDir = DefaultRunDir()
-		}
-		wts = DefaultWorktrees(runDir)
-	}
 	if err := f.guard(ctx, jobs, wts); err != nil {
 		return nil, err
 	}
@@ -434,6 +421,9 @@ var (
 	ErrSharedWorkdir  = errors.New("multiple code jobs share one workdir; give each its own worktree (Job.Worktree)")
 )
 
+// errNoWorktrees refuses a Worktree job of a Fanout without Worktrees.
+var errNoWorktrees = errors.New("the job asks for a worktree and Fanout.Worktrees is nil (the worktrees package's New makes git worktrees)")
+
 // jobError is the error of a job the fanout refused before anything ran:
 // "job N (label): err", wrapping err.
 func jobError(i int, j Job, err error) error {
@@ -476,6 +466,9 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 	checked := map[string]bool{}
 	for i, j := range jobs {
 		wd := workdirKey(j.Task.Workdir)
+		if j.Worktree && wts == nil {
+			return jobError(i, j, errNoWorktrees)
+		}
 		if j.Worktree && !checked[wd] {
 			if err := wts.CheckRepo(ctx, j.Task.Workdir); err != nil {
 				return jobError(i, j, err)

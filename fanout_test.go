@@ -215,7 +215,7 @@ func TestFanoutWorktrees(t *testing.T) {
 	code := func(p, name string) pilot.Job {
 		return pilot.Job{Task: pilot.Task{Provider: p, Mode: pilot.ModeCode, Prompt: "x", Workdir: repo}, Worktree: true, Name: name}
 	}
-	vs, err := (&pilot.Fanout{Dispatcher: d}).Run(context.Background(), []pilot.Job{code("writer", "the writer"), code("reader", "")})
+	vs, err := (&pilot.Fanout{Dispatcher: d, Worktrees: worktrees.New(d.RunDir, "")}).Run(context.Background(), []pilot.Job{code("writer", "the writer"), code("reader", "")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,11 +374,14 @@ func TestFanoutWorktreeNeedsARepository(t *testing.T) {
 	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "w", "out=x"))
 	notRepo := t.TempDir()
-	_, err := (&pilot.Fanout{Dispatcher: d}).Run(context.Background(), []pilot.Job{
-		{Task: pilot.Task{Provider: "w", Mode: pilot.ModeCode, Prompt: "x", Workdir: notRepo}, Worktree: true},
-	})
+	jobs := []pilot.Job{{Task: pilot.Task{Provider: "w", Mode: pilot.ModeCode, Prompt: "x", Workdir: notRepo}, Worktree: true}}
+	_, err := (&pilot.Fanout{Dispatcher: d, Worktrees: worktrees.New(d.RunDir, "")}).Run(context.Background(), jobs)
 	if err == nil || !strings.Contains(err.Error(), "not a git repository") || !strings.Contains(err.Error(), notRepo) {
 		t.Errorf("Run error = %v, want one naming %s as not a git repository", err, notRepo)
+	}
+	// Without Worktrees, the root runs no git: the job is refused.
+	if _, err := (&pilot.Fanout{Dispatcher: d}).Run(context.Background(), jobs); err == nil || !strings.Contains(err.Error(), "Fanout.Worktrees is nil") {
+		t.Errorf("Run without Worktrees: error = %v, want the job refused", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/retry"
+	"github.com/pilotworkers/pilot/worktrees"
 )
 
 // results keeps the Result of each task rd dispatches, by Task.Key (see
@@ -182,7 +183,7 @@ func TestFanoutRetryWorktree(t *testing.T) {
 	rs := results(rd)
 	jobs := []pilot.Job{job}
 	retry.UniqueKeys(jobs)
-	vs, err := (&pilot.Fanout{Dispatcher: rd, Worktrees: pilot.DefaultWorktrees(d.RunDir)}).Run(context.Background(), jobs)
+	vs, err := (&pilot.Fanout{Dispatcher: rd, Worktrees: worktrees.New(d.RunDir, "")}).Run(context.Background(), jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestFanoutRetryWorktree(t *testing.T) {
 	if err := state.UpdateTask("wt/1", func(s *retry.TaskState) { s.Blocked = "held for review" }); err != nil {
 		t.Fatal(err)
 	}
-	vs, err = (&pilot.Fanout{Dispatcher: rd, Worktrees: pilot.DefaultWorktrees(d.RunDir)}).Run(context.Background(), jobs)
+	vs, err = (&pilot.Fanout{Dispatcher: rd, Worktrees: worktrees.New(d.RunDir, "")}).Run(context.Background(), jobs)
 	if err != nil {
 		t.Fatal(err)
 	}

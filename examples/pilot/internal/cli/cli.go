@@ -21,6 +21,7 @@ import (
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/sandbox"
+	"github.com/pilotworkers/pilot/worktrees"
 )
 
 // Exit statuses.
@@ -423,7 +424,7 @@ func cmdDispatch(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	td = h.task(logged(logger(), td))
 	var v outVerdict
 	if *worktree {
-		f := &pilot.Fanout{Dispatcher: td, Worktrees: pilot.DefaultWorktrees(runDir, worktreeDir)}
+		f := &pilot.Fanout{Dispatcher: td, Worktrees: worktrees.New(runDir, worktreeDir)}
 		var rs []pilot.JobResult
 		if rs, err = f.Run(ctx, []pilot.Job{{Task: t, Worktree: true}}); err == nil {
 			v = jobVerdict(rs[0], retried, t.Key)

@@ -21,6 +21,7 @@ import (
 	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/sandbox"
+	"github.com/pilotworkers/pilot/worktrees"
 )
 
 // jobSpec is one job as the command line or the jobs file gives it.
@@ -338,7 +339,7 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 	}
 	d = h.dispatcher(d)
 	f := &pilot.Fanout{Dispatcher: d, MaxParallel: maxParallel, FailFast: failFast, OnEvent: prog.event,
-		Worktrees: pilot.DefaultWorktrees(d.RunDir, worktreeDir)}
+		Worktrees: worktrees.New(d.RunDir, worktreeDir)}
 	var retried *retryResults
 	if policy != nil {
 		retry.UniqueKeys(jobs)

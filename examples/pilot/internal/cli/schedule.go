@@ -20,6 +20,7 @@ import (
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/sandbox"
 	"github.com/pilotworkers/pilot/schedule"
+	"github.com/pilotworkers/pilot/worktrees"
 )
 
 // exitNonTerminal is schedule's exit status when another live pilot owns a
@@ -181,7 +182,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	}
 	d = h.dispatcher(d)
 	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel}
-	wd := &worktreeDispatcher{next: d, wts: pilot.DefaultWorktrees(d.RunDir), ids: worktree}
+	wd := &worktreeDispatcher{next: d, wts: worktrees.New(d.RunDir, ""), ids: worktree}
 	if len(worktree) > 0 {
 		sched.Dispatcher = wd
 	}
@@ -292,7 +293,7 @@ func (w *worktreeDispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.
 	if err := w.wts.CheckRepo(ctx, t.Workdir); err != nil {
 		return pilot.Verdict{}, err
 	}
-	info, err := w.wts.Create(ctx, t.Workdir, "schedule-"+t.Key) // DefaultWorktrees makes the name safe
+	info, err := w.wts.Create(ctx, t.Workdir, "schedule-"+t.Key) // worktrees.New makes the name safe
 	if err != nil {
 		return pilot.Verdict{}, errors.New("worktree: " + err.Error())
 	}
