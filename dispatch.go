@@ -144,7 +144,9 @@ type Task struct {
 	Observer func(Event)
 }
 
-// Lineage is what an attempt's record says of the attempts before it.
+// Lineage is what an attempt's record says of the attempts before it. It
+// lives in the root, not in retry, because the record is the root's and
+// layers other than retry (contrib/temporal) set it too.
 type Lineage struct {
 	// Key names the task and Attempt numbers this attempt (1 for the
 	// first).
