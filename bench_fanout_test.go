@@ -43,8 +43,8 @@ func BenchmarkFanout1000(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, v := range vs {
-			if v.Verdict != pilot.Completed {
+		for _, r := range vs {
+			if v := r.Verdict; v.Verdict != pilot.Completed {
 				b.Fatalf("verdict %s (%s)", v.Verdict, v.FailureClass)
 			}
 		}

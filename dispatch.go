@@ -144,7 +144,9 @@ type Task struct {
 	Observer func(Event)
 }
 
-// Lineage is what an attempt's record says of the attempts before it.
+// Lineage is what an attempt's record says of the attempts before it. It
+// lives in the root, not in retry, because the record is the root's and
+// layers other than retry (contrib/temporal) set it too.
 type Lineage struct {
 	// Key names the task and Attempt numbers this attempt (1 for the
 	// first).
@@ -161,7 +163,9 @@ type Lineage struct {
 // A TaskDispatcher runs one task and reports its verdict, as
 // [Dispatcher.Dispatch] does. Orchestration layers ([Fanout], the retry and
 // schedule packages) take one, so that they compose, and so that code built
-// on them can be tested with a fake that starts no process.
+// on them can be tested with a fake that starts no process. A layer over
+// another has an Unwrap() TaskDispatcher method returning it, so that
+// Fanout finds the optional methods of the layers beneath (Check, Runs).
 type TaskDispatcher interface {
 	Dispatch(ctx context.Context, t Task) (Verdict, error)
 }
@@ -638,7 +642,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	res, failure := r.judge(exit, job.finishedFirst)
 
 	v = Verdict{
-		Type:             verdictType,
+		Type:             EventVerdict,
 		Provider:         r.prov.Name,
 		Mode:             r.task.Mode,
 		RunID:            r.id,
@@ -693,7 +697,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
 	}
 	r.final = nil
-	r.emit(Event{Type: verdictType, Verdict: &v})
+	r.emit(Event{Type: EventVerdict, Verdict: &v})
 	return v, nil
 }
 
@@ -1000,8 +1004,8 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 		stdinDone()
 		return exit, info, err
 	}
-	r.emit(Event{Type: startedType, Started: &Started{
-		Type:      startedType,
+	r.emit(Event{Type: EventStarted, Started: &Started{
+		Type:      EventStarted,
 		Provider:  r.prov.Name,
 		Mode:      r.task.Mode,
 		RunID:     r.id,
@@ -1058,7 +1062,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	}
 	info.leftovers = job.Leftovers()
 	if info.leftovers > 0 {
-		r.emit(Event{Type: eventLeftovers, Message: fmt.Sprintf("the worker exited leaving %d process(es) running; pilot killed them", info.leftovers)})
+		r.emit(Event{Type: EventLeftovers, Message: fmt.Sprintf("the worker exited leaving %d process(es) running; pilot killed them", info.leftovers)})
 	}
 	select {
 	case <-readersDone:

@@ -73,7 +73,7 @@ func TestDispatchOutcomes(t *testing.T) {
 			if diff := cmp.Diff(tt.want, summarize(v)); diff != "" {
 				t.Errorf("verdict (-want +got):\n%s", diff)
 			}
-			if v.Type != pilot.VerdictType || v.Provider != "fake" || v.Mode != pilot.ModeCode || v.RunID == "" {
+			if v.Type != pilot.EventVerdict || v.Provider != "fake" || v.Mode != pilot.ModeCode || v.RunID == "" {
 				t.Errorf("verdict header = %+v", v)
 			}
 			rec := readRecord(t, v)
@@ -116,7 +116,7 @@ func TestDispatchStderrTailAndLogs(t *testing.T) {
 		t.Errorf("stream.log: stdout lines %q, %d stderr lines ending %q", outLines, len(errLines), errLines[len(errLines)-1])
 	}
 	events := readEvents(t, rec.EventsLog)
-	if len(events) < 2 || events[0]["type"] != pilot.StartedType || events[len(events)-1]["type"] != pilot.VerdictType {
+	if len(events) < 2 || events[0]["type"] != pilot.EventStarted || events[len(events)-1]["type"] != pilot.EventVerdict {
 		t.Errorf("events.log types = %v, want started first and verdict last", eventTypes(events))
 	}
 	if rec.StderrBytes < 100000 || rec.StdoutBytes != int64(len("to stdout\n")) {

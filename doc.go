@@ -40,9 +40,9 @@
 //     credential sources (environment, 0600 files, chains);
 //   - retry: retries with budgets and a shared state store, as a
 //     [TaskDispatcher] over any other;
-//   - worktrees, templates, report: Fanout's worktrees (list, diff,
-//     remove, prune), task templates, the seed's key=value failure
-//     report;
+//   - worktrees, templates, report: Fanout's git worktrees (New for
+//     Fanout.Worktrees; list, diff, remove, prune), task templates, the
+//     seed's key=value failure report;
 //   - pilottest: a fake agent, a fake TaskDispatcher and the conformance
 //     harness the built-in runners pass, for runner authors.
 //

@@ -27,16 +27,6 @@ const (
 	SourceExitCode           = sourceExitCode
 	SourceExitStatus         = sourceExitStatus
 	SourceSpawn              = sourceSpawn
-
-	EventTerminate       = eventTerminate
-	EventLeftovers       = eventLeftovers
-	EventIdleDeferred    = eventIdleDeferred
-	EventPhase           = eventPhase
-	EventStallInspection = eventStallInspection
-	EventWarning         = eventWarning
-	EventJobStarting     = eventJobStarting
-	StartedType          = startedType
-	VerdictType          = verdictType
 )
 
 type (

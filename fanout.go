@@ -54,7 +54,7 @@ func (j Job) describe() string {
 	return name + " (" + j.workerLabel() + ")"
 }
 
-// A Fanout runs many jobs with bounded parallelism and returns one verdict
+// A Fanout runs many jobs with bounded parallelism and returns one result
 // per job, in job order. Its fields are configuration; Dispatcher is
 // required. A Fanout is safe for concurrent use and never changed by Run.
 //
@@ -62,7 +62,8 @@ func (j Job) describe() string {
 // a Check(ctx, Task) error method (as [*Dispatcher] has) checks every job
 // before anything runs, and a Runs(Task) bool method (as the retry
 // package's Dispatcher has) says a job would run nothing (a blocked task),
-// so that it gets no worktree.
+// so that it gets no worktree. It looks for them through the layers that
+// have an Unwrap() TaskDispatcher method (see TaskDispatcher).
 type Fanout struct {
 	// Dispatcher runs each job: a *Dispatcher, a layer over one (the
 	// retry package's Dispatcher), or a fake. A *Dispatcher's Observer
@@ -80,23 +81,13 @@ type Fanout struct {
 	// be called from several goroutines at once.
 	OnEvent func(job int, e Event)
 	// Worktrees creates and records the worktrees of jobs with Worktree
-	// set; nil means DefaultWorktrees(runDir), runDir the run
-	// directory of the Dispatcher when it is a *Dispatcher, else the
-	// default one: worktrees beside each repository, their inventory in
-	// the run directory.
+	// set, which it requires: the worktrees package's New makes git
+	// worktrees. The root package runs no git itself.
 	Worktrees Worktrees
 }
 
-// eventWarning is a fanout-level warning (Message says what), such as test
-// jobs sharing a workdir.
-const eventWarning = "fanout.warning"
-
-// eventJobStarting says a job has its slot and is starting: its worktree
-// is being made, its worker spawned. Until then it waits for a slot.
-const eventJobStarting = "fanout.job_starting"
-
-// Worktrees makes per-job git worktrees. The default implementation
-// (DefaultWorktrees) uses the git CLI and keeps an inventory file.
+// Worktrees makes per-job git worktrees for a Fanout. The worktrees
+// package's New is one that uses the git CLI and keeps an inventory file.
 type Worktrees interface {
 	// CheckRepo reports an error when dir is not in a git repository
 	// with at least one commit.
@@ -124,9 +115,8 @@ type WorktreeInfo struct {
 	Repo string `json:"repo,omitempty"`
 	Base string `json:"base,omitempty"`
 	// Commit is the commit Finish made of the changes the job left
-	// uncommitted, on Branch (with DefaultWorktrees: all of them,
-	// untracked files included, .gitignore respected); empty when it made
-	// none.
+	// uncommitted, on Branch (with worktrees.New: all of them, untracked
+	// files included, .gitignore respected); empty when it made none.
 	Commit string `json:"commit,omitempty"`
 	// Job and TaskFile say which job used the worktree ("fix-login.md
 	// (glm:code)" and its task file); Fanout sets them before it calls
@@ -135,9 +125,22 @@ type WorktreeInfo struct {
 	TaskFile string `json:"-"`
 }
 
-// Run runs jobs and returns their verdicts in job order, one per job,
-// always: a job that could not run gets a synthesized verdict ("synthesized":
-// true, with "interrupted": true when ctx ended first).
+// A JobResult is what a Fanout job came to: its verdict, and what the
+// fanout adds to it. Its JSON form is the verdict's, with these fields
+// after it.
+type JobResult struct {
+	Verdict
+	// Worktree is the job's git worktree, when it had one.
+	Worktree *WorktreeInfo `json:"worktree,omitempty"`
+	// Synthesized marks a verdict the fanout made up for a job that
+	// produced none of its own; Interrupted one cut short by ctx.
+	Synthesized bool `json:"synthesized,omitempty"`
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// Run runs jobs and returns their results in job order, one per job,
+// always: a job that could not run gets a synthesized verdict (Synthesized,
+// and Interrupted when ctx ended first).
 //
 // Before anything is spawned Run checks every job (provider, mode, task
 // file, workdir), every distinct provider's credential, that no two code
@@ -149,7 +152,7 @@ type WorktreeInfo struct {
 // When ctx is done, running workers are ended (SIGTERM, grace, SIGKILL) and
 // jobs not yet started are not started; every job still gets its verdict,
 // and Run returns when nothing of any job is left running.
-func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
+func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]JobResult, error) {
 	if f.Dispatcher == nil {
 		return nil, errors.New("pilot: Fanout.Dispatcher is nil")
 	}
@@ -157,16 +160,6 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 		return nil, errors.New("pilot: at least one job is required")
 	}
 	wts := f.Worktrees
-	if wts == nil {
-		runDir := ""
-		if d, ok := f.Dispatcher.(*Dispatcher); ok {
-			runDir = d.RunDir
-		}
-		if runDir == "" {
-			runDir = DefaultRunDir()
-		}
-		wts = DefaultWorktrees(runDir)
-	}
 	if err := f.guard(ctx, jobs, wts); err != nil {
 		return nil, err
 	}
@@ -177,7 +170,7 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	verdicts := make([]Verdict, len(jobs))
+	results := make([]JobResult, len(jobs))
 	var id [4]byte
 	_, _ = rand.Read(id[:])
 	names := worktreeNames(jobs, hex.EncodeToString(id[:]))
@@ -188,7 +181,7 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 	var wg sync.WaitGroup
 	for i := range jobs {
 		if err := sem.Acquire(runCtx, 1); err != nil {
-			verdicts[i] = synthesized(jobs[i], nil, "", true)
+			results[i] = synthesized(jobs[i], nil, "", true)
 			continue
 		}
 		s := &fanoutSlot{sem: sem, held: true}
@@ -196,15 +189,15 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]Verdict, error) {
 		go func() {
 			defer wg.Done()
 			defer s.release()
-			v := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, jobs[i], wts, names[i])
-			if f.FailFast && !v.Verdict.Success() {
+			r := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, jobs[i], wts, names[i])
+			if v := r.Verdict; f.FailFast && !v.Verdict.Success() {
 				cancel(fmt.Errorf("fail-fast: job %d (%s) ended %s", i, jobs[i].label(), v.Verdict))
 			}
-			verdicts[i] = v
+			results[i] = r
 		}()
 	}
 	wg.Wait()
-	return verdicts, nil
+	return results, nil
 }
 
 // fanoutSlot is one job's hold on the fanout's parallelism. Only the job's
@@ -255,13 +248,13 @@ func (s *fanoutSlot) release() {
 }
 
 // runJob dispatches one job, in a worktree named wtName when it has one,
-// and always returns its verdict.
-func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, wtName string) Verdict {
+// and always returns its result.
+func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, wtName string) JobResult {
 	if ctx.Err() != nil {
 		return synthesized(job, nil, "", true)
 	}
 	if f.OnEvent != nil {
-		f.OnEvent(i, Event{Type: eventJobStarting, Time: time.Now().UTC()})
+		f.OnEvent(i, Event{Type: EventFanoutJobStarting, Time: time.Now().UTC()})
 	}
 	label := job.label()
 	task := job.Task
@@ -300,30 +293,31 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, wtNa
 		task.Workdir = info.Path
 	}
 	v, err := f.Dispatcher.Dispatch(ctx, task)
+	r := JobResult{Verdict: v}
 	switch {
 	case err != nil && v.RunID != "":
 		// The attempt ran, but a layer above it failed (a retry budget
 		// that could not be kept): the verdict stands, with the error.
-		v.StderrTail = text.LastRunes(v.StderrTail+"\npilot: "+err.Error(), stderrTailRunes)
+		r.StderrTail = text.LastRunes(v.StderrTail+"\npilot: "+err.Error(), stderrTailRunes)
 	case err != nil:
-		v = synthesized(job, nil, err.Error(), ctx.Err() != nil)
+		r = synthesized(job, nil, err.Error(), ctx.Err() != nil)
 	}
-	v.Job, v.TaskFile = label, job.Task.TaskFile
-	if ctx.Err() != nil && v.FailureClass == FailCancelled {
-		v.Interrupted = true
+	r.Job, r.TaskFile = label, job.Task.TaskFile
+	if ctx.Err() != nil && r.FailureClass == FailCancelled {
+		r.Interrupted = true
 	}
 	if wt != nil {
 		// The worktree's fate is decided even when ctx is done.
 		wt.Job, wt.TaskFile = job.describe(), job.Task.TaskFile
-		info, err := wts.Finish(context.WithoutCancel(ctx), *wt, v.RunID)
+		info, err := wts.Finish(context.WithoutCancel(ctx), *wt, r.RunID)
 		if err != nil {
 			info = *wt
 			info.Kept = true
-			v.StderrTail = text.LastRunes(v.StderrTail+"\npilot: worktree: "+err.Error(), stderrTailRunes)
+			r.StderrTail = text.LastRunes(r.StderrTail+"\npilot: worktree: "+err.Error(), stderrTailRunes)
 		}
-		v.Worktree = &info
+		r.Worktree = &info
 	}
-	return v
+	return r
 }
 
 // worktreeNames names the worktrees of the jobs with Worktree set, after
@@ -377,33 +371,48 @@ func branchSafe(s string) string {
 // runs reports whether the Dispatcher would start anything for t (see
 // Fanout).
 func (f *Fanout) runs(t Task) bool {
-	if r, ok := f.Dispatcher.(interface{ Runs(Task) bool }); ok {
+	if r, ok := capability[interface{ Runs(Task) bool }](f.Dispatcher); ok {
 		return r.Runs(t)
 	}
 	return true
 }
 
-// synthesized is the verdict of a job that produced none of its own.
-func synthesized(job Job, exitCode *int, stderrTail string, interrupted bool) Verdict {
+// capability is the first dispatcher of d's layers that is a T: d itself,
+// else what its Unwrap() TaskDispatcher method returns, and so on down.
+func capability[T any](d TaskDispatcher) (T, bool) {
+	for d != nil {
+		if c, ok := d.(T); ok {
+			return c, true
+		}
+		u, ok := d.(interface{ Unwrap() TaskDispatcher })
+		if !ok {
+			break
+		}
+		d = u.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
+// synthesized is the result of a job that produced no verdict of its own.
+func synthesized(job Job, exitCode *int, stderrTail string, interrupted bool) JobResult {
 	v := Verdict{
-		Type:        verdictType,
-		Job:         job.label(),
-		Provider:    job.Task.Provider,
-		Mode:        job.Task.Mode,
-		Label:       job.Task.Label,
-		TaskFile:    job.Task.TaskFile,
-		Verdict:     Failed,
-		ExitCode:    exitCode,
-		StderrTail:  text.LastRunes(stderrTail, stderrTailRunes),
-		Synthesized: true,
-		Interrupted: interrupted,
+		Type:       EventVerdict,
+		Job:        job.label(),
+		Provider:   job.Task.Provider,
+		Mode:       job.Task.Mode,
+		Label:      job.Task.Label,
+		TaskFile:   job.Task.TaskFile,
+		Verdict:    Failed,
+		ExitCode:   exitCode,
+		StderrTail: text.LastRunes(stderrTail, stderrTailRunes),
 	}
 	v.FailureClass = FailGeneric
 	v.FailureSource = "pilot"
 	if interrupted {
 		v.FailureClass = FailCancelled
 	}
-	return v
+	return JobResult{Verdict: v, Synthesized: true, Interrupted: interrupted}
 }
 
 // Fanout guard errors, matched with errors.Is.
@@ -411,6 +420,9 @@ var (
 	ErrResumeInFanout = errors.New("resume is not supported in fanout")
 	ErrSharedWorkdir  = errors.New("multiple code jobs share one workdir; give each its own worktree (Job.Worktree)")
 )
+
+// errNoWorktrees refuses a Worktree job of a Fanout without Worktrees.
+var errNoWorktrees = errors.New("the job asks for a worktree and Fanout.Worktrees is nil (the worktrees package's New makes git worktrees)")
 
 // jobError is the error of a job the fanout refused before anything ran:
 // "job N (label): err", wrapping err.
@@ -425,9 +437,9 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 			return jobError(i, j, ErrResumeInFanout)
 		}
 	}
-	checker, _ := f.Dispatcher.(interface {
+	checker, _ := capability[interface {
 		Check(context.Context, Task) error
-	})
+	}](f.Dispatcher)
 	// Every job's provider, mode and files first, then the credentials
 	// (pilot-workers' order): a job's Check reaches its credential only
 	// once the job itself is valid.
@@ -454,6 +466,9 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 	checked := map[string]bool{}
 	for i, j := range jobs {
 		wd := workdirKey(j.Task.Workdir)
+		if j.Worktree && wts == nil {
+			return jobError(i, j, errNoWorktrees)
+		}
 		if j.Worktree && !checked[wd] {
 			if err := wts.CheckRepo(ctx, j.Task.Workdir); err != nil {
 				return jobError(i, j, err)
@@ -479,7 +494,7 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 	}
 	for wd, n := range test {
 		if n >= 2 && f.OnEvent != nil {
-			f.OnEvent(-1, Event{Type: eventWarning, Time: time.Now().UTC(),
+			f.OnEvent(-1, Event{Type: EventFanoutWarning, Time: time.Now().UTC(),
 				Message: "note: concurrent test jobs share a workdir; caches may collide (" + wd + ")"})
 		}
 	}

@@ -49,7 +49,7 @@ func TestFanoutVerdictsInJobOrder(t *testing.T) {
 	}
 	var got []string
 	for _, v := range vs {
-		got = append(got, v.Job+" "+string(v.Verdict))
+		got = append(got, v.Job+" "+string(v.Verdict.Verdict))
 	}
 	want := []string{"slow:review completed", "fast:review completed", "bad:review error"}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -117,12 +117,12 @@ func TestFanoutWarnsAboutTestJobsSharingAWorkdir(t *testing.T) {
 	d := testDispatcher(t, fakeProvider(t, "a", "out=ok"), fakeProvider(t, "b", "out=ok"))
 	var warnings []string
 	f := &pilot.Fanout{Dispatcher: d, OnEvent: func(i int, e pilot.Event) {
-		if i == -1 && e.Type == pilot.EventWarning {
+		if i == -1 && e.Type == pilot.EventFanoutWarning {
 			warnings = append(warnings, e.Message)
 		}
 	}}
 	vs, err := f.Run(context.Background(), fanoutJobs(pilot.ModeTest, "a", "b"))
-	if err != nil || len(vs) != 2 || vs[0].Verdict != pilot.Completed || vs[1].Verdict != pilot.Completed {
+	if err != nil || len(vs) != 2 || vs[0].Verdict.Verdict != pilot.Completed || vs[1].Verdict.Verdict != pilot.Completed {
 		t.Fatalf("Run = %+v, %v", vs, err)
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "concurrent test jobs share a workdir") {
@@ -194,7 +194,7 @@ func TestFanoutFailFast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vs[0].Verdict != pilot.Failed || vs[1].FailureClass != pilot.FailCancelled {
+	if vs[0].Verdict.Verdict != pilot.Failed || vs[1].FailureClass != pilot.FailCancelled {
 		t.Errorf("verdicts = %+v / %+v, want the failure and then the sibling cancelled", vs[0].Failure, vs[1].Failure)
 	}
 }
@@ -215,12 +215,12 @@ func TestFanoutWorktrees(t *testing.T) {
 	code := func(p, name string) pilot.Job {
 		return pilot.Job{Task: pilot.Task{Provider: p, Mode: pilot.ModeCode, Prompt: "x", Workdir: repo}, Worktree: true, Name: name}
 	}
-	vs, err := (&pilot.Fanout{Dispatcher: d}).Run(context.Background(), []pilot.Job{code("writer", "the writer"), code("reader", "")})
+	vs, err := (&pilot.Fanout{Dispatcher: d, Worktrees: worktrees.New(d.RunDir, "")}).Run(context.Background(), []pilot.Job{code("writer", "the writer"), code("reader", "")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, v := range vs {
-		if v.Verdict != pilot.Completed || v.Worktree == nil {
+		if v.Verdict.Verdict != pilot.Completed || v.Worktree == nil {
 			t.Fatalf("job %d: %+v", i, v)
 		}
 	}
@@ -336,7 +336,7 @@ func TestFanoutJobStartingEvent(t *testing.T) {
 		return pilot.Verdict{Verdict: pilot.Completed}, nil
 	})
 	f := &pilot.Fanout{Dispatcher: d, MaxParallel: 1, OnEvent: func(i int, e pilot.Event) {
-		if e.Type == pilot.EventJobStarting {
+		if e.Type == pilot.EventFanoutJobStarting {
 			note(fmt.Sprintf("starting %d", i))
 		}
 	}}
@@ -374,10 +374,68 @@ func TestFanoutWorktreeNeedsARepository(t *testing.T) {
 	checkGoroutines(t)
 	d := testDispatcher(t, fakeProvider(t, "w", "out=x"))
 	notRepo := t.TempDir()
-	_, err := (&pilot.Fanout{Dispatcher: d}).Run(context.Background(), []pilot.Job{
-		{Task: pilot.Task{Provider: "w", Mode: pilot.ModeCode, Prompt: "x", Workdir: notRepo}, Worktree: true},
-	})
+	jobs := []pilot.Job{{Task: pilot.Task{Provider: "w", Mode: pilot.ModeCode, Prompt: "x", Workdir: notRepo}, Worktree: true}}
+	_, err := (&pilot.Fanout{Dispatcher: d, Worktrees: worktrees.New(d.RunDir, "")}).Run(context.Background(), jobs)
 	if err == nil || !strings.Contains(err.Error(), "not a git repository") || !strings.Contains(err.Error(), notRepo) {
 		t.Errorf("Run error = %v, want one naming %s as not a git repository", err, notRepo)
+	}
+	// Without Worktrees, the root runs no git: the job is refused.
+	if _, err := (&pilot.Fanout{Dispatcher: d}).Run(context.Background(), jobs); err == nil || !strings.Contains(err.Error(), "Fanout.Worktrees is nil") {
+		t.Errorf("Run without Worktrees: error = %v, want the job refused", err)
+	}
+}
+
+// gate is a fake dispatcher with Check and Runs; layer wraps one and
+// unwraps to it.
+type gate struct{ runs bool }
+
+func (g *gate) Dispatch(_ context.Context, t pilot.Task) (pilot.Verdict, error) {
+	return pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Verdict: pilot.Completed}, nil
+}
+
+func (g *gate) Check(_ context.Context, t pilot.Task) error {
+	if t.Provider == "bad" {
+		return errors.New("no provider bad")
+	}
+	return nil
+}
+
+func (g *gate) Runs(pilot.Task) bool { return g.runs }
+
+type layer struct{ next pilot.TaskDispatcher }
+
+func (l layer) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
+	return l.next.Dispatch(ctx, t)
+}
+
+func (l layer) Unwrap() pilot.TaskDispatcher { return l.next }
+
+// countedWorktrees makes no worktree; it counts the ones asked for.
+type countedWorktrees struct{ created atomic.Int32 }
+
+func (w *countedWorktrees) CheckRepo(context.Context, string) error { return nil }
+
+func (w *countedWorktrees) Create(_ context.Context, dir, name string) (pilot.WorktreeInfo, error) {
+	w.created.Add(1)
+	return pilot.WorktreeInfo{Name: name, Path: dir}, nil
+}
+
+func (w *countedWorktrees) Finish(_ context.Context, wt pilot.WorktreeInfo, _ string) (pilot.WorktreeInfo, error) {
+	return wt, nil
+}
+
+func TestFanoutFindsCheckAndRunsBeneathLayers(t *testing.T) {
+	g := &gate{}
+	wts := &countedWorktrees{}
+	f := &pilot.Fanout{Dispatcher: layer{layer{g}}, Worktrees: wts}
+	job := func(p string) pilot.Job {
+		return pilot.Job{Task: pilot.Task{Provider: p, Mode: pilot.ModeCode, Prompt: "x", Workdir: t.TempDir()}, Worktree: true}
+	}
+	if _, err := f.Run(context.Background(), []pilot.Job{job("bad")}); err == nil || !strings.Contains(err.Error(), "no provider bad") {
+		t.Errorf("Run = %v, want the Check beneath two layers to refuse the job", err)
+	}
+	vs, err := f.Run(context.Background(), []pilot.Job{job("ok")})
+	if err != nil || vs[0].Verdict.Verdict != pilot.Completed || vs[0].Worktree != nil || wts.created.Load() != 0 {
+		t.Errorf("Run = %+v, %v, %d worktrees; want a job that runs nothing to get none", vs, err, wts.created.Load())
 	}
 }

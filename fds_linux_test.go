@@ -64,7 +64,7 @@ func TestWorkersStartWithOnlyStdio(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, v := range vs {
-			check("fanout job "+strconv.Itoa(i)+in, v)
+			check("fanout job "+strconv.Itoa(i)+in, v.Verdict)
 		}
 	}
 }

@@ -7,11 +7,8 @@ import (
 
 // maxQueuedEvents bounds the events waiting for a slow observer. Past it,
 // events other than started and verdict are counted, not queued, and an
-// eventDropped event says how many once the observer catches up.
+// EventDropped event says how many once the observer catches up.
 const maxQueuedEvents = 10000
-
-// eventDropped reports events a slow observer missed.
-const eventDropped = "worker_runner.events_dropped"
 
 // delivery hands a run's events to its observers from a goroutine of its
 // own, in order, so that no observer can delay the supervision of the
@@ -38,7 +35,7 @@ func newDelivery(deliver func(Event)) *delivery {
 // push queues e; it never blocks on an observer.
 func (d *delivery) push(e Event) {
 	d.mu.Lock()
-	if len(d.queue) >= maxQueuedEvents && e.Type != startedType && e.Type != verdictType {
+	if len(d.queue) >= maxQueuedEvents && e.Type != EventStarted && e.Type != EventVerdict {
 		d.dropped++
 		d.mu.Unlock()
 		return
@@ -75,7 +72,7 @@ func (d *delivery) run() {
 
 // droppedEvent says that n events were not delivered, after batch.
 func droppedEvent(n int, batch []Event) Event {
-	e := Event{Type: eventDropped, Message: strconv.Itoa(n) + " events were not delivered: an observer was too slow to take them (events.log has every one)"}
+	e := Event{Type: EventDropped, Message: strconv.Itoa(n) + " events were not delivered: an observer was too slow to take them (events.log has every one)"}
 	if len(batch) > 0 {
 		e.RunID, e.Time = batch[len(batch)-1].RunID, batch[len(batch)-1].Time
 	}

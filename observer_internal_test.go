@@ -16,30 +16,30 @@ func TestDeliveryCountsWhatASlowObserverMissed(t *testing.T) {
 		}
 		got = append(got, e)
 	})
-	d.push(Event{Type: startedType})
+	d.push(Event{Type: EventStarted})
 	<-stuck
 	for range maxQueuedEvents + 5 {
-		d.push(Event{Type: eventPhase})
+		d.push(Event{Type: EventPhase})
 	}
-	d.push(Event{Type: verdictType})
+	d.push(Event{Type: EventVerdict})
 	close(gate)
 	d.close()
 	var types []string
 	phases := 0
 	for _, e := range got {
-		if e.Type == eventPhase {
+		if e.Type == EventPhase {
 			phases++
 			continue
 		}
 		types = append(types, e.Type)
-		if e.Type == eventDropped && e.Message != "5 events were not delivered: an observer was too slow to take them (events.log has every one)" {
+		if e.Type == EventDropped && e.Message != "5 events were not delivered: an observer was too slow to take them (events.log has every one)" {
 			t.Errorf("dropped event %q, want 5 counted", e.Message)
 		}
 	}
 	if phases != maxQueuedEvents {
 		t.Errorf("%d phase events delivered, want %d", phases, maxQueuedEvents)
 	}
-	want := []string{startedType, verdictType, eventDropped}
+	want := []string{EventStarted, EventVerdict, EventDropped}
 	if len(types) != 3 || types[0] != want[0] || types[1] != want[1] || types[2] != want[2] {
 		t.Errorf("events other than phases %q, want %q", types, want)
 	}

@@ -81,8 +81,8 @@ type Record struct {
 	StreamLog string `json:"stream_log"`
 	EventsLog string `json:"events_log"`
 
-	// RetryKey, Attempt and the links below are set for attempts of
-	// DispatchWithRetry: the task's key in the retry state, the attempt's
+	// RetryKey, Attempt and the links below are a retry layer's
+	// Task.Lineage: the task's key in the retry state, the attempt's
 	// number (1 for the first), the record of the attempt before it,
 	// ResumedFrom when this attempt continues that attempt's session, and
 	// ResumeFallback when a resume found its session gone and this

@@ -47,7 +47,7 @@ func TestRetryResumesTheSessionThenFallsBackWhenItIsGone(t *testing.T) {
 	var stdins []string
 	observe := func(e pilot.Event) {
 		switch e.Type {
-		case pilot.VerdictType:
+		case pilot.EventVerdict:
 			c, _ := readCall(t, p)
 			argvs, stdins = append(argvs, c.Argv), append(stdins, c.Stdin)
 		case retry.EventRetry:
@@ -65,9 +65,9 @@ func TestRetryResumesTheSessionThenFallsBackWhenItIsGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Verdict != pilot.Completed || v.Attempts != 3 || v.ResumedFrom != "" || waits != 1 {
+	if v.Verdict.Verdict != pilot.Completed || v.Attempts != 3 || v.ResumedFrom != "" || waits != 1 {
 		t.Fatalf("verdict %s (%s) after %d attempts, resumed from %q, %d waits; want completed after 3, afresh, 1 wait",
-			v.Verdict, v.FailureClass, v.Attempts, v.ResumedFrom, waits)
+			v.Verdict.Verdict, v.FailureClass, v.Attempts, v.ResumedFrom, waits)
 	}
 	if len(argvs) != 3 {
 		t.Fatalf("%d worker runs, want 3", len(argvs))
@@ -156,9 +156,9 @@ func TestResumeHeartbeatPreservesPriorNativeSessionPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Verdict != pilot.Completed || v.Attempts != 1 || v.ResumedFrom != prior {
+	if v.Verdict.Verdict != pilot.Completed || v.Attempts != 1 || v.ResumedFrom != prior {
 		t.Fatalf("verdict %s (%s) after %d attempts, resumed from %q; want completed after 1, from %s",
-			v.Verdict, v.FailureClass, v.Attempts, v.ResumedFrom, prior)
+			v.Verdict.Verdict, v.FailureClass, v.Attempts, v.ResumedFrom, prior)
 	}
 	call, _ := readCall(t, p)
 	if i := slices.Index(call.Argv, "--session"); i < 0 || i+1 >= len(call.Argv) || call.Argv[i+1] != native {

@@ -47,10 +47,6 @@ const defaultRetryLoop = 10 * time.Minute
 // StallInspection keeps.
 const stallTailBytes = 2048
 
-// eventStallInspection is the type of the event that reports a
-// StallInspection (in its Message, as JSON).
-const eventStallInspection = "worker_runner.stall_inspection"
-
 // stallAction is what a StallPolicy says to do about a silence.
 type stallAction int
 

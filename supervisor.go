@@ -9,7 +9,7 @@ import (
 // Shutdown ends pilot's supervisor process (see the package doc) now rather
 // than 5 seconds after the last dispatch. Like [net/http.Server.Shutdown]
 // it first waits until no dispatch is running: no Dispatch call, and no
-// attempt of DispatchWithRetry or of a Fanout job (the waits between
+// attempt of retry.Dispatch or of a Fanout job (the waits between
 // attempts do not count). If ctx is done first, it returns
 // [context.Cause](ctx) and leaves the running dispatches alone. Otherwise
 // it stops the supervisor, reaps it, and waits for every goroutine that

@@ -91,23 +91,23 @@ var finishes = loopInput{"finished", func(_ *supervisor, w *fakeWorker, _ time.T
 // The actions the tests expect.
 func sigterm(why string) []action {
 	return []action{
-		emitAction(Event{Type: eventTerminate, Message: why + ": sending SIGTERM to the worker's process tree"}),
+		emitAction(Event{Type: EventTerminate, Message: why + ": sending SIGTERM to the worker's process tree"}),
 		signalAction(syscall.SIGTERM),
 		armAction(timerGrace, 5*time.Second),
 	}
 }
 
 var sigkill = []action{
-	emitAction(Event{Type: eventTerminate, Message: "grace period of 5s over: sending SIGKILL to the worker's process tree"}),
+	emitAction(Event{Type: EventTerminate, Message: "grace period of 5s over: sending SIGKILL to the worker's process tree"}),
 	signalAction(syscall.SIGKILL),
 }
 
 func inspected(a stallAction, p SessionPhase, silence time.Duration) action {
-	return emitAction(Event{Type: eventStallInspection, Inspection: inspection(a, p, silence)})
+	return emitAction(Event{Type: EventStallInspection, Inspection: inspection(a, p, silence)})
 }
 
 func idleDeferred(silence string) action {
-	return emitAction(Event{Type: eventIdleDeferred, Message: "no output for " + silence + " while a tool runs: the tool threshold judges it, not the idle timeout"})
+	return emitAction(Event{Type: EventIdleDeferred, Message: "no output for " + silence + " while a tool runs: the tool threshold judges it, not the idle timeout"})
 }
 
 func join(parts ...any) []action {

@@ -56,7 +56,8 @@ const (
 	FailIncomplete FailureClass = "incomplete"
 )
 
-// Verdict is what one dispatch of one worker came to. Read it in this order:
+// Verdict is what one dispatch of one worker, one attempt, came to. Read it
+// in this order:
 //
 //  1. Verdict: did it work (Completed, StepCappedPartial) or not (Empty,
 //     Failed)?
@@ -67,9 +68,11 @@ const (
 //     events.log beside it, for everything else.
 //
 // The JSON form is the pilot-workers verdict contract
-// ({"type":"worker_runner.verdict", ...}).
+// ({"type":"worker_runner.verdict", ...}). The layers above an attempt keep
+// their own facts in types that embed a Verdict: Fanout's JobResult, the
+// retry package's Result.
 type Verdict struct {
-	Type string `json:"type"` // always "worker_runner.verdict"
+	Type string `json:"type"` // always EventVerdict
 	// Job names a Fanout's job: Job.Name, else "provider:mode".
 	Job      string `json:"job,omitempty"`
 	Provider string `json:"provider"`
@@ -127,25 +130,6 @@ type Verdict struct {
 
 	// Sandbox is what confined the worker, as its record says.
 	Sandbox *sandbox.Report `json:"sandbox,omitempty"`
-
-	// Worktree is the job's git worktree, for fanout jobs that had one.
-	Worktree *WorktreeInfo `json:"worktree,omitempty"`
-
-	// Synthesized marks a verdict pilot made up for a job that produced
-	// none of its own (fanout); Interrupted marks one cut short.
-	Synthesized bool `json:"synthesized,omitempty"`
-	Interrupted bool `json:"interrupted,omitempty"`
-
-	// Attempts is how many attempts DispatchWithRetry made (0 when the
-	// task was blocked before any); the rest of the verdict is the last
-	// attempt's. ResumedFrom is the record whose session the last attempt
-	// continued. Blocked is set when the task's failure budget ran out (or
-	// it was blocked already), with BlockedReason ("recovery failure limit
-	// exhausted: 10/10").
-	Attempts      int    `json:"attempts,omitempty"`
-	ResumedFrom   string `json:"resumed_from,omitempty"`
-	Blocked       bool   `json:"blocked,omitempty"`
-	BlockedReason string `json:"blocked_reason,omitempty"`
 }
 
 // Usage is the tokens a worker reported using, and the cost where its CLI
@@ -191,16 +175,10 @@ type Failure struct {
 	TerminationReason         FailureClass `json:"termination_reason,omitempty"`
 }
 
-// verdictType is the "type" of every Verdict.
-const verdictType = "worker_runner.verdict"
-
-// startedType is the "type" of every Started event.
-const startedType = "worker_runner.started"
-
 // Started is the event that announces a running worker. Its JSON form is the
 // pilot-workers started contract.
 type Started struct {
-	Type      string    `json:"type"` // always "worker_runner.started"
+	Type      string    `json:"type"` // always EventStarted
 	Job       string    `json:"job,omitempty"`
 	Provider  string    `json:"provider"`
 	Mode      Mode      `json:"mode"`
@@ -215,45 +193,45 @@ type Started struct {
 	StartedAt time.Time `json:"started_at"`
 }
 
-// Event kinds other than started and verdict.
+// The event types (Event.Type); see Event. Their strings are part of the
+// events.log contract.
 const (
-	// eventTerminate: pilot is ending the worker (Message says why and
-	// with which signal).
-	eventTerminate = "worker_runner.terminate"
-	// eventLeftovers: the worker exited with descendants still running;
-	// pilot killed them.
-	eventLeftovers = "worker_runner.leftovers"
-	// eventIdleDeferred: the idle timeout was reached while a tool runs
-	// inside the tool threshold, so it does not end the worker (once per
-	// silence; Message says so).
-	eventIdleDeferred = "worker_runner.idle_deferred"
-	// eventPhase: the worker's native session moved to another phase
-	// (Session holds the new state).
-	eventPhase = "worker_runner.phase"
+	EventStarted           = "worker_runner.started"
+	EventVerdict           = "worker_runner.verdict"
+	EventPhase             = "worker_runner.phase"
+	EventStallInspection   = "worker_runner.stall_inspection"
+	EventIdleDeferred      = "worker_runner.idle_deferred"
+	EventTerminate         = "worker_runner.terminate"
+	EventLeftovers         = "worker_runner.leftovers"
+	EventDropped           = "worker_runner.events_dropped"
+	EventFanoutWarning     = "fanout.warning"
+	EventFanoutJobStarting = "fanout.job_starting"
 )
 
 // An Event is one thing that happened during a dispatch. Events reach
 // Dispatcher.Observer, Task.Observer and the run's events.log. Its Type is
 // one of:
 //
-//	worker_runner.started           Started is set (the started contract)
-//	worker_runner.verdict           Verdict is set (the verdict contract)
-//	worker_runner.phase             Session holds the worker's new phase
-//	worker_runner.stall_inspection  Inspection holds the stall check that acted
-//	worker_runner.idle_deferred     the idle timeout came while a tool runs
-//	                                inside the tool threshold (once per silence)
-//	worker_runner.terminate         pilot is ending the worker (Message says
-//	                                why and with which signal)
-//	worker_runner.leftovers         the worker exited with descendants still
-//	                                running, which pilot killed
-//	fanout.warning                  a Fanout's warning (test jobs sharing a
-//	                                workdir), to Fanout.OnEvent only
-//	fanout.job_starting             a Fanout's job has its slot and is
-//	                                starting (its worktree being made, its
-//	                                worker spawned), to Fanout.OnEvent only
+//	EventStarted            Started is set (the started contract)
+//	EventVerdict            Verdict is set (the verdict contract)
+//	EventPhase              Session holds the worker's new phase
+//	EventStallInspection    Inspection holds the stall check that acted
+//	EventIdleDeferred       the idle timeout came while a tool runs inside
+//	                        the tool threshold (once per silence)
+//	EventTerminate          pilot is ending the worker (Message says why
+//	                        and with which signal)
+//	EventLeftovers          the worker exited with descendants still
+//	                        running, which pilot killed
+//	EventDropped            a slow observer missed events (Message says
+//	                        how many; events.log has them all)
+//	EventFanoutWarning      a Fanout's warning (test jobs sharing a
+//	                        workdir), to Fanout.OnEvent only
+//	EventFanoutJobStarting  a Fanout's job has its slot and is starting
+//	                        (its worktree being made, its worker spawned),
+//	                        to Fanout.OnEvent only
 //
-// and the retry package's worker_runner.retry, worker_runner.resume_fallback
-// and worker_runner.blocked, with Retry set. Other kinds carry Message.
+// and the retry package's EventRetry, EventResumeFallback and EventBlocked,
+// with Retry set. Other kinds carry Message.
 type Event struct {
 	Type    string
 	RunID   string
@@ -265,9 +243,9 @@ type Event struct {
 	// stall check of a stall_inspection event.
 	Session    *SessionState
 	Inspection *StallInspection
-	// Retry describes a retry package event (retry, resume fallback,
-	// blocked).
-	Retry *RetryInfo
+	// Retry is a retry layer's account of its event (the retry
+	// package's *retry.Info), written as "retry".
+	Retry any
 }
 
 // MarshalJSON writes started and verdict events as their contract objects
@@ -286,29 +264,6 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Message    string           `json:"message,omitempty"`
 		Session    *SessionState    `json:"session,omitempty"`
 		Inspection *StallInspection `json:"inspection,omitempty"`
-		Retry      *RetryInfo       `json:"retry,omitempty"`
+		Retry      any              `json:"retry,omitempty"`
 	}{e.Type, e.RunID, e.Time, e.Message, e.Session, e.Inspection, e.Retry})
-}
-
-// RetryInfo describes a retry, a resume fallback or a block, in events of
-// the retry package.
-type RetryInfo struct {
-	Key   string `json:"key"`
-	Stage string `json:"stage"`
-	// Attempt is the number of the attempt that failed, Record its record
-	// and FailureClass its class.
-	Attempt      int          `json:"attempt"`
-	Record       string       `json:"record,omitempty"`
-	FailureClass FailureClass `json:"failure_class,omitempty"`
-	// Failures is the count of consecutive failures after this one, of
-	// MaxFailures; Counted is false for a failure that did not count.
-	Failures    int  `json:"failures"`
-	MaxFailures int  `json:"max_failures"`
-	Counted     bool `json:"counted"`
-	// DelayMS is the wait before the next attempt; Resume is set when it
-	// continues the failed attempt's session.
-	DelayMS int64 `json:"delay_ms"`
-	Resume  bool  `json:"resume,omitempty"`
-	// Reason says why the task is blocked or the resume fell back.
-	Reason string `json:"reason,omitempty"`
 }

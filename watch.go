@@ -88,7 +88,7 @@ func (w *sessionWatch) beat(now time.Time) stallAction {
 	if !samePhase(next, w.state) {
 		w.state = next
 		shown := w.r.red.state(next)
-		w.r.emit(Event{Type: eventPhase, Session: &shown})
+		w.r.emit(Event{Type: EventPhase, Session: &shown})
 	} else {
 		w.state = next
 	}

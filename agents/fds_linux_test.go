@@ -75,6 +75,6 @@ func TestEveryRunnersWorkerStartsWithOnlyStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, v := range vs {
-		check("in a fanout", ps[i], v)
+		check("in a fanout", ps[i], v.Verdict)
 	}
 }

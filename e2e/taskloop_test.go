@@ -224,7 +224,7 @@ func runTaskLoop(t *testing.T, c cli) {
 	}
 
 	for _, e := range ends {
-		v := e.Verdict
+		v := &e.Verdict.Verdict
 		t.Logf("%s: %s, provider %s, exit %v, %d ms, record %s", e.Stage, v.Verdict, v.Provider, exitCode(*v), v.DurationMS, v.Record)
 		if v.Verdict != pilot.Completed || v.ExitCode == nil || *v.ExitCode != 0 {
 			t.Errorf("%s stage: verdict %q exit %v class %q (evidence %q), want completed with exit 0; stderr tail: %s",

@@ -6,8 +6,7 @@
 // the event's, and its level:
 //
 //   - Error: pilot itself failed (an error from Dispatch, logged by
-//     [Dispatcher]; a Fanout job's synthesized verdict for a dispatch that
-//     failed that way);
+//     [Dispatcher]);
 //   - Warn: a verdict that is not a success (error, empty), a blocked task,
 //     leftover processes pilot killed, events an observer missed, a Fanout
 //     warning, a scheduler's blocked or failed job;
@@ -30,53 +29,38 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/passthrough"
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/schedule"
 )
 
-// The event types this package tells apart (the events.log contract).
-const (
-	typeStarted     = "worker_runner.started"
-	typeVerdict     = "worker_runner.verdict"
-	typePhase       = "worker_runner.phase"
-	typeInspection  = "worker_runner.stall_inspection"
-	typeLeftovers   = "worker_runner.leftovers"
-	typeDropped     = "worker_runner.events_dropped"
-	typeFanoutWarn  = "fanout.warning"
-	typeJobStart    = "fanout.job_starting"
-	typeDispatchErr = "pilot.dispatch_error"
-)
+// typeDispatchErr is the message of pilot's own failure, logged by Dispatcher.
+const typeDispatchErr = "pilot.dispatch_error"
 
 // Level is the level of e's record (see the package doc).
 func Level(e pilot.Event) slog.Level {
 	switch {
 	case e.Verdict != nil:
-		v := e.Verdict
-		switch {
-		case v.Verdict.Success():
+		if e.Verdict.Verdict.Success() {
 			return slog.LevelInfo
-		case PilotFailure(*v):
-			return slog.LevelError
 		}
 		return slog.LevelWarn
 	case e.Started != nil:
 		return slog.LevelInfo
 	}
 	switch e.Type {
-	case typePhase, typeJobStart:
+	case pilot.EventPhase, pilot.EventFanoutJobStarting:
 		return slog.LevelDebug
-	case typeLeftovers, typeDropped, typeFanoutWarn, retry.EventBlocked:
+	case pilot.EventLeftovers, pilot.EventDropped, pilot.EventFanoutWarning, retry.EventBlocked:
 		return slog.LevelWarn
 	}
 	return slog.LevelInfo
 }
 
-// PilotFailure reports whether v is the verdict of a job pilot itself could
-// not run: a Fanout job's synthesized verdict for a dispatch that returned
-// an error (not one that was interrupted or blocked).
-func PilotFailure(v pilot.Verdict) bool {
-	return v.Synthesized && !v.Interrupted && !v.Blocked && v.FailureSource == "pilot"
+// PilotFailure reports whether r is the result of a Fanout job pilot
+// itself could not run: its verdict synthesized for a dispatch that
+// returned an error (not for one interrupted), to log at Error.
+func PilotFailure(r pilot.JobResult) bool {
+	return r.Synthesized && !r.Interrupted && r.FailureSource == "pilot"
 }
 
 // Attrs are e's attributes, those it has of: run_id; for a started worker
@@ -84,8 +68,7 @@ func PilotFailure(v pilot.Verdict) bool {
 // mode, job, label, verdict, failure_class, failure_source,
 // evidence_source, evidence (the excerpt), termination_reason,
 // termination_signal, exit_code, signal, duration, session_phase,
-// leftovers, attempts, synthesized, interrupted, blocked, blocked_reason,
-// record and a usage group (input_tokens, output_tokens,
+// leftovers, record and a usage group (input_tokens, output_tokens,
 // cache_read_tokens, cache_write_tokens, cost_usd); for a phase change
 // phase and phase_reason; for a stall inspection action, phase, silence
 // and pending_tool_calls (a count); for a retry event retry_key, stage,
@@ -124,13 +107,6 @@ func Attrs(e pilot.Event) []slog.Attr {
 		if v.Leftovers > 0 {
 			a.add(slog.Int("leftovers", v.Leftovers))
 		}
-		if v.Attempts > 0 {
-			a.add(slog.Int("attempts", v.Attempts))
-		}
-		a.flag("synthesized", v.Synthesized)
-		a.flag("interrupted", v.Interrupted)
-		a.flag("blocked", v.Blocked)
-		a.str("blocked_reason", v.BlockedReason)
 		a.str("record", v.Record)
 		if u := v.Usage; u != nil {
 			g := []any{
@@ -155,7 +131,7 @@ func Attrs(e pilot.Event) []slog.Attr {
 		a.add(slog.Duration("silence", time.Duration(in.SilenceSeconds*float64(time.Second))))
 		a.add(slog.Int("pending_tool_calls", len(in.PendingToolCallIDs)))
 	}
-	if r := e.Retry; r != nil {
+	if r, _ := e.Retry.(*retry.Info); r != nil {
 		a.str("retry_key", r.Key)
 		a.str("stage", r.Stage)
 		if r.Attempt > 0 {
@@ -275,10 +251,10 @@ func scheduleLevel(e schedule.Event) slog.Level {
 //
 //	&pilotslog.Dispatcher{Dispatcher: &retry.Dispatcher{Dispatcher: d}}
 //
-// It passes Check and Runs on to Dispatcher when it has them, as Fanout
-// expects. A Fanout names a job in its events only after the task's
-// observers have seen them: for the job attribute, log a Fanout's events
-// with FanoutObserver as its OnEvent.
+// Its Unwrap lets a Fanout find Dispatcher's Check and Runs. A Fanout
+// names a job in its events only after the task's observers have seen
+// them: for the job attribute, log a Fanout's events with FanoutObserver
+// as its OnEvent.
 type Dispatcher struct {
 	Dispatcher pilot.TaskDispatcher
 	Logger     *slog.Logger
@@ -328,12 +304,6 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict,
 	return v, err
 }
 
-// Check passes on to Dispatcher's Check, if it has one.
-func (d *Dispatcher) Check(ctx context.Context, t pilot.Task) error {
-	return passthrough.Check(ctx, d.Dispatcher, t)
-}
-
-// Runs passes on to Dispatcher's Runs, if it has one; true otherwise.
-func (d *Dispatcher) Runs(t pilot.Task) bool {
-	return passthrough.Runs(d.Dispatcher, t)
-}
+// Unwrap returns the Dispatcher it wraps, whose Check and Runs a Fanout
+// uses.
+func (d *Dispatcher) Unwrap() pilot.TaskDispatcher { return d.Dispatcher }

@@ -30,10 +30,6 @@ func failed(class pilot.FailureClass) *pilot.Verdict {
 func TestLevel(t *testing.T) {
 	cost := 0.25
 	ok := &pilot.Verdict{Verdict: pilot.Completed, Usage: &pilot.Usage{InputTokens: 10, CostUSD: &cost}}
-	pilotsOwn := &pilot.Verdict{Verdict: pilot.Failed, Synthesized: true}
-	pilotsOwn.FailureClass, pilotsOwn.FailureSource = pilot.FailGeneric, "pilot"
-	interrupted := *pilotsOwn
-	interrupted.Interrupted = true
 	for _, tc := range []struct {
 		name string
 		e    pilot.Event
@@ -43,15 +39,13 @@ func TestLevel(t *testing.T) {
 		{"success", pilot.Event{Type: "worker_runner.verdict", Verdict: ok}, slog.LevelInfo},
 		{"verdict error", pilot.Event{Type: "worker_runner.verdict", Verdict: failed(pilot.FailProviderConnection)}, slog.LevelWarn},
 		{"empty", pilot.Event{Type: "worker_runner.verdict", Verdict: &pilot.Verdict{Verdict: pilot.Empty}}, slog.LevelWarn},
-		{"pilot's own failure", pilot.Event{Type: "worker_runner.verdict", Verdict: pilotsOwn}, slog.LevelError},
-		{"interrupted", pilot.Event{Type: "worker_runner.verdict", Verdict: &interrupted}, slog.LevelWarn},
 		{"phase", pilot.Event{Type: "worker_runner.phase", Session: &pilot.SessionState{Phase: pilot.PhaseToolRunning}}, slog.LevelDebug},
 		{"inspection", pilot.Event{Type: "worker_runner.stall_inspection", Inspection: &pilot.StallInspection{Action: "inspect"}}, slog.LevelInfo},
 		{"terminate", pilot.Event{Type: "worker_runner.terminate", Message: "timeout: SIGTERM"}, slog.LevelInfo},
 		{"leftovers", pilot.Event{Type: "worker_runner.leftovers"}, slog.LevelWarn},
 		{"dropped", pilot.Event{Type: "worker_runner.events_dropped"}, slog.LevelWarn},
-		{"retry", pilot.Event{Type: retry.EventRetry, Retry: &pilot.RetryInfo{}}, slog.LevelInfo},
-		{"blocked", pilot.Event{Type: retry.EventBlocked, Retry: &pilot.RetryInfo{}}, slog.LevelWarn},
+		{"retry", pilot.Event{Type: retry.EventRetry, Retry: &retry.Info{}}, slog.LevelInfo},
+		{"blocked", pilot.Event{Type: retry.EventBlocked, Retry: &retry.Info{}}, slog.LevelWarn},
 		{"fanout warning", pilot.Event{Type: "fanout.warning"}, slog.LevelWarn},
 		{"job starting", pilot.Event{Type: "fanout.job_starting"}, slog.LevelDebug},
 	} {
@@ -78,20 +72,32 @@ func jsonRecords(t *testing.T, out string) []map[string]any {
 	return recs
 }
 
+func TestPilotFailure(t *testing.T) {
+	own := pilot.JobResult{Verdict: pilot.Verdict{Verdict: pilot.Failed}, Synthesized: true}
+	own.FailureClass, own.FailureSource = pilot.FailGeneric, "pilot"
+	interrupted := own
+	interrupted.Interrupted = true
+	worker := pilot.JobResult{Verdict: *failed(pilot.FailProviderConnection)}
+	if !pilotslog.PilotFailure(own) || pilotslog.PilotFailure(interrupted) || pilotslog.PilotFailure(worker) {
+		t.Errorf("PilotFailure: pilot's own %v, interrupted %v, the worker's %v; want true, false, false",
+			pilotslog.PilotFailure(own), pilotslog.PilotFailure(interrupted), pilotslog.PilotFailure(worker))
+	}
+}
+
 func TestAttrsJSON(t *testing.T) {
 	var buf bytes.Buffer
 	l := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cost := 0.5
 	code := 1
 	v := failed(pilot.FailProviderConnection)
-	v.Job, v.ExitCode, v.Attempts = "fix-login", &code, 2
+	v.Job, v.ExitCode = "fix-login", &code
 	v.Usage = &pilot.Usage{InputTokens: 1200, OutputTokens: 80, CacheReadTokens: 5, CostUSD: &cost}
 	obs := pilotslog.Observer(l)
 	obs(pilot.Event{Type: "worker_runner.started", RunID: "r1", Time: t0, Started: &pilot.Started{Provider: "glm", Mode: pilot.ModeCode, Runner: "pi", Model: "glm-5", Pid: 42, Job: "fix-login"}})
 	obs(pilot.Event{Type: "worker_runner.phase", RunID: "r1", Time: t0, Session: &pilot.SessionState{Phase: pilot.PhaseToolRunning, Reason: "tool call t1 has no result"}})
 	obs(pilot.Event{Type: "worker_runner.stall_inspection", RunID: "r1", Time: t0, Inspection: &pilot.StallInspection{Action: "inspect", SilenceSeconds: 2.5, Phase: pilot.PhaseToolRunning, PendingToolCallIDs: []string{"t1"}, StreamTail: "the worker's output"}})
 	obs(pilot.Event{Type: "worker_runner.verdict", RunID: "r1", Time: t0.Add(2 * time.Second), Verdict: v})
-	obs(pilot.Event{Type: retry.EventRetry, RunID: "r1", Time: t0, Message: "retrying", Retry: &pilot.RetryInfo{Key: "k", Stage: "code", Attempt: 1, FailureClass: pilot.FailProviderConnection, Failures: 1, MaxFailures: 3, Counted: true, DelayMS: 10000}})
+	obs(pilot.Event{Type: retry.EventRetry, RunID: "r1", Time: t0, Message: "retrying", Retry: &retry.Info{Key: "k", Stage: "code", Attempt: 1, FailureClass: pilot.FailProviderConnection, Failures: 1, MaxFailures: 3, Counted: true, DelayMS: 10000}})
 	got := jsonRecords(t, buf.String())
 	want := []map[string]any{
 		{"time": "2026-11-01T12:00:00Z", "level": "INFO", "msg": "worker_runner.started", "run_id": "r1", "provider": "glm", "mode": "code", "job": "fix-login", "runner": "pi", "model": "glm-5", "pid": 42.0},
@@ -99,7 +105,7 @@ func TestAttrsJSON(t *testing.T) {
 		{"time": "2026-11-01T12:00:00Z", "level": "INFO", "msg": "worker_runner.stall_inspection", "run_id": "r1", "action": "inspect", "phase": "tool-running", "silence": 2.5e9, "pending_tool_calls": 1.0},
 		{"time": "2026-11-01T12:00:02Z", "level": "WARN", "msg": "worker_runner.verdict", "run_id": "r1", "provider": "glm", "mode": "code", "job": "fix-login",
 			"verdict": "error", "failure_class": "provider-connection", "failure_source": "provider-terminal-diagnostic", "evidence_source": "pi:stderr",
-			"evidence": "connection refused by api", "exit_code": 1.0, "duration": 1.5e9, "attempts": 2.0,
+			"evidence": "connection refused by api", "exit_code": 1.0, "duration": 1.5e9,
 			"usage": map[string]any{"input_tokens": 1200.0, "output_tokens": 80.0, "cache_read_tokens": 5.0, "cache_write_tokens": 0.0, "cost_usd": 0.5}},
 		{"time": "2026-11-01T12:00:00Z", "level": "INFO", "msg": "worker_runner.retry", "run_id": "r1", "retry_key": "k", "stage": "code", "attempt": 1.0,
 			"failure_class": "provider-connection", "failures": 1.0, "max_failures": 3.0, "counted": true, "delay": 1e10, "message": "retrying"},
@@ -138,8 +144,8 @@ func TestDispatcher(t *testing.T) {
 		Sleep:       func(context.Context, time.Duration) error { return nil },
 	}}}
 	v, err := d.Dispatch(context.Background(), pilot.Task{Provider: "glm", Mode: pilot.ModeCode, Prompt: "p"})
-	if err != nil || v.Verdict != pilot.Completed || v.Attempts != 2 {
-		t.Fatalf("Dispatch = %v (%d attempts), %v", v.Verdict, v.Attempts, err)
+	if err != nil || v.Verdict != pilot.Completed || calls != 2 {
+		t.Fatalf("Dispatch = %v (%d attempts), %v", v.Verdict, calls, err)
 	}
 	if _, err := d.Dispatch(context.Background(), pilot.Task{Provider: "broken", Mode: pilot.ModeCode, Prompt: "p"}); err == nil {
 		t.Fatal("no error from the broken dispatch")
@@ -158,7 +164,7 @@ func TestDispatcher(t *testing.T) {
 	want := []rec{
 		{"INFO", "worker_runner.started", "run1", 1},
 		{"WARN", "worker_runner.verdict", "run1", 1},
-		{"INFO", "worker_runner.retry", "run1", 1}, // RetryInfo's attempt: the one that failed
+		{"INFO", "worker_runner.retry", "run1", 1}, // retry.Info's attempt: the one that failed
 		{"INFO", "worker_runner.started", "run2", 2},
 		{"INFO", "worker_runner.verdict", "run2", 2},
 		{"ERROR", "pilot.dispatch_error", "", 0},
@@ -171,7 +177,7 @@ func TestDispatcher(t *testing.T) {
 	}
 }
 
-// The Dispatcher passes Check and Runs on, so a Fanout over it still
+// A Fanout finds the Check beneath the Dispatcher (Unwrap), so it still
 // checks its jobs before anything runs.
 func TestDispatcherChecks(t *testing.T) {
 	reg, err := pilot.NewRegistry()
@@ -185,8 +191,8 @@ func TestDispatcherChecks(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unknown provider") {
 		t.Errorf("Fanout.Run over pilotslog.Dispatcher: err = %v, want the unknown provider", err)
 	}
-	if !ld.Runs(pilot.Task{}) {
-		t.Error("Runs = false over a Dispatcher without Runs")
+	if ld.Unwrap() != d {
+		t.Error("Unwrap is not the wrapped Dispatcher")
 	}
 }
 

@@ -158,11 +158,11 @@ func ExampleDispatchFunc() {
 	if err != nil {
 		panic(err)
 	}
-	for _, v := range vs {
-		if v.Verdict.Success() {
+	for _, r := range vs {
+		if v := r.Verdict; v.Verdict.Success() {
 			fmt.Println(v.Job, v.Verdict)
 		} else {
-			fmt.Println(v.Job, v.Verdict, v.FailureClass)
+			fmt.Println(r.Job, r.Verdict.Verdict, r.FailureClass)
 		}
 	}
 	// Output:

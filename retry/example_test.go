@@ -37,7 +37,7 @@ func ExampleDispatch() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(v.Verdict, "after", v.Attempts, "attempts")
+	fmt.Println(v.Verdict.Verdict, "after", v.Attempts, "attempts")
 	// Output:
 	// waiting about 10s
 	// completed after 2 attempts

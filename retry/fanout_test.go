@@ -12,7 +12,21 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/retry"
+	"github.com/pilotworkers/pilot/worktrees"
 )
+
+// results keeps the Result of each task rd dispatches, by Task.Key (see
+// UniqueKeys): a Fanout returns the verdicts alone.
+func results(rd *retry.Dispatcher) map[string]retry.Result {
+	var mu sync.Mutex
+	m := map[string]retry.Result{}
+	rd.OnResult = func(t pilot.Task, r retry.Result) {
+		mu.Lock()
+		m[t.Key] = r
+		mu.Unlock()
+	}
+	return m
+}
 
 func reviewJob(provider, workdir string) pilot.Job {
 	return pilot.Job{Task: pilot.Task{Provider: provider, Mode: pilot.ModeReview, Prompt: "review it", Workdir: workdir}}
@@ -34,6 +48,20 @@ func TestFanoutRetryWaitFreesTheSlot(t *testing.T) {
 		wait = time.Until(dl) / 4
 	}
 	sleeps := 0
+	rd := &retry.Dispatcher{Dispatcher: d, Policy: retry.Policy{MaxFailures: 3, Sleep: func(ctx context.Context, d time.Duration) error {
+		sleeps++
+		if sleeps == 1 {
+			// The steady job can only finish if this wait left the
+			// one slot free.
+			select {
+			case <-steadyDone:
+			case <-time.After(wait):
+				t.Error("the steady job did not run while the flaky one waited: the wait held the slot")
+			}
+		}
+		return nil
+	}}}
+	rs := results(rd)
 	f := &pilot.Fanout{
 		MaxParallel: 1,
 		OnEvent: func(job int, e pilot.Event) {
@@ -48,27 +76,18 @@ func TestFanoutRetryWaitFreesTheSlot(t *testing.T) {
 				blocks = append(blocks, e)
 			}
 		},
-		Dispatcher: &retry.Dispatcher{Dispatcher: d, Policy: retry.Policy{MaxFailures: 3, Sleep: func(ctx context.Context, d time.Duration) error {
-			sleeps++
-			if sleeps == 1 {
-				// The steady job can only finish if this wait left the
-				// one slot free.
-				select {
-				case <-steadyDone:
-				case <-time.After(wait):
-					t.Error("the steady job did not run while the flaky one waited: the wait held the slot")
-				}
-			}
-			return nil
-		}}},
+		Dispatcher: rd,
 	}
-	vs, err := f.Run(context.Background(), []pilot.Job{reviewJob("flaky", workdir), reviewJob("steady", workdir)})
+	jobs := []pilot.Job{reviewJob("flaky", workdir), reviewJob("steady", workdir)}
+	retry.UniqueKeys(jobs)
+	vs, err := f.Run(context.Background(), jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	flaky, steady := vs[0], vs[1]
-	if steady.Verdict != pilot.Completed || steady.Attempts != 1 {
-		t.Errorf("steady: %s after %d attempts", steady.Verdict, steady.Attempts)
+	flaky, steady := rs[jobs[0].Task.Key], rs[jobs[1].Task.Key]
+	flaky.Job = vs[0].Job
+	if steady.Verdict.Verdict != pilot.Completed || steady.Attempts != 1 || vs[1].RunID != steady.RunID {
+		t.Errorf("steady: %s after %d attempts", steady.Verdict.Verdict, steady.Attempts)
 	}
 	if !flaky.Blocked || flaky.BlockedReason != "recovery failure limit exhausted: 3/3" || flaky.Attempts != 3 || flaky.Job != "flaky:review" {
 		t.Errorf("flaky: blocked %v %q after %d attempts (job %q)", flaky.Blocked, flaky.BlockedReason, flaky.Attempts, flaky.Job)
@@ -99,12 +118,12 @@ func TestFanoutRetryWaitFreesTheSlot(t *testing.T) {
 	}
 	// The retry events are in the failed attempts' events.log too.
 	for _, e := range retries {
-		data, err := os.ReadFile(filepath.Join(filepath.Dir(e.Retry.Record), "events.log"))
+		data, err := os.ReadFile(filepath.Join(filepath.Dir(e.Retry.(*retry.Info).Record), "events.log"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(string(data), `"type":"worker_runner.retry"`) {
-			t.Errorf("events.log of %s has no retry event:\n%s", e.Retry.Record, data)
+			t.Errorf("events.log of %s has no retry event:\n%s", e.Retry.(*retry.Info).Record, data)
 		}
 	}
 }
@@ -117,7 +136,7 @@ func TestFanoutRetryKeysAndCancelledWait(t *testing.T) {
 	workdir := t.TempDir()
 	var mu sync.Mutex
 	waiting := 0
-	f := &pilot.Fanout{Dispatcher: &retry.Dispatcher{Dispatcher: d, Policy: retry.Policy{State: state, Sleep: func(ctx context.Context, _ time.Duration) error {
+	rd := &retry.Dispatcher{Dispatcher: d, Policy: retry.Policy{State: state, Sleep: func(ctx context.Context, _ time.Duration) error {
 		// Both jobs have failed once when both wait: then cancel.
 		mu.Lock()
 		if waiting++; waiting == 2 {
@@ -126,16 +145,17 @@ func TestFanoutRetryKeysAndCancelledWait(t *testing.T) {
 		mu.Unlock()
 		<-ctx.Done()
 		return ctx.Err()
-	}}}}
+	}}}
+	rs := results(rd)
+	f := &pilot.Fanout{Dispatcher: rd}
 	job := reviewJob("flaky", workdir)
 	jobs := []pilot.Job{job, job}
 	retry.UniqueKeys(jobs) // the two identical jobs keep budgets of their own
-	vs, err := f.Run(ctx, jobs)
-	if err != nil {
+	if _, err := f.Run(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
-	for i, v := range vs {
-		if !v.Interrupted || v.Attempts != 1 || v.Blocked {
+	for i, j := range jobs {
+		if v := rs[j.Task.Key]; !v.Interrupted || v.Attempts != 1 || v.Blocked {
 			t.Errorf("job %d: interrupted %v, %d attempts, blocked %v; want interrupted after one attempt", i, v.Interrupted, v.Attempts, v.Blocked)
 		}
 	}
@@ -160,13 +180,16 @@ func TestFanoutRetryWorktree(t *testing.T) {
 	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
 	job := pilot.Job{Task: pilot.Task{Provider: "flaky", Mode: pilot.ModeCode, Prompt: "x", Workdir: repo, Label: "wt/1"}, Worktree: true}
 	rd := &retry.Dispatcher{Dispatcher: d, Policy: retry.Policy{State: state, Sleep: func(context.Context, time.Duration) error { return nil }}}
-	vs, err := (&pilot.Fanout{Dispatcher: rd, Worktrees: pilot.DefaultWorktrees(d.RunDir)}).Run(context.Background(), []pilot.Job{job})
+	rs := results(rd)
+	jobs := []pilot.Job{job}
+	retry.UniqueKeys(jobs)
+	vs, err := (&pilot.Fanout{Dispatcher: rd, Worktrees: worktrees.New(d.RunDir, "")}).Run(context.Background(), jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := vs[0]
-	if v.Verdict != pilot.Completed || v.Attempts != 2 || v.Worktree == nil || !v.Worktree.Kept {
-		t.Fatalf("verdict %s after %d attempts, worktree %+v", v.Verdict, v.Attempts, v.Worktree)
+	v, r := vs[0], rs["wt/1"]
+	if v.Verdict.Verdict != pilot.Completed || r.Attempts != 2 || v.Worktree == nil || !v.Worktree.Kept {
+		t.Fatalf("verdict %s after %d attempts, worktree %+v", v.Verdict.Verdict, r.Attempts, v.Worktree)
 	}
 	last, _ := pilot.ReadRecord(v.Record)
 	first, _ := pilot.ReadRecord(last.PreviousRecord)
@@ -177,11 +200,11 @@ func TestFanoutRetryWorktree(t *testing.T) {
 	if err := state.UpdateTask("wt/1", func(s *retry.TaskState) { s.Blocked = "held for review" }); err != nil {
 		t.Fatal(err)
 	}
-	vs, err = (&pilot.Fanout{Dispatcher: rd, Worktrees: pilot.DefaultWorktrees(d.RunDir)}).Run(context.Background(), []pilot.Job{job})
+	vs, err = (&pilot.Fanout{Dispatcher: rd, Worktrees: worktrees.New(d.RunDir, "")}).Run(context.Background(), jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := vs[0]; !v.Blocked || v.BlockedReason != "held for review" || v.Worktree != nil || v.Attempts != 0 {
-		t.Errorf("blocked job: %+v", v)
+	if v, r := vs[0], rs["wt/1"]; !r.Blocked || r.BlockedReason != "held for review" || v.Worktree != nil || r.Attempts != 0 || !r.Synthesized {
+		t.Errorf("blocked job: %+v, %+v", v, r)
 	}
 }

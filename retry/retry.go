@@ -18,11 +18,10 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/passthrough"
 	"github.com/pilotworkers/pilot/internal/text"
 )
 
-// The events of retries (Event.Type), with Event.Retry set.
+// The events of retries (Event.Type), with Event.Retry an *Info.
 const (
 	// EventRetry: an attempt failed and another follows (Retry says when
 	// and how).
@@ -34,6 +33,50 @@ const (
 	// already; nothing more runs until the block is cleared.
 	EventBlocked = "worker_runner.blocked"
 )
+
+// Info describes a retry, a resume fallback or a block: the Retry of the
+// events above.
+type Info struct {
+	Key   string `json:"key"`
+	Stage string `json:"stage"`
+	// Attempt is the number of the attempt that failed, Record its record
+	// and FailureClass its class.
+	Attempt      int                `json:"attempt"`
+	Record       string             `json:"record,omitempty"`
+	FailureClass pilot.FailureClass `json:"failure_class,omitempty"`
+	// Failures is the count of consecutive failures after this one, of
+	// MaxFailures; Counted is false for a failure that did not count.
+	Failures    int  `json:"failures"`
+	MaxFailures int  `json:"max_failures"`
+	Counted     bool `json:"counted"`
+	// DelayMS is the wait before the next attempt; Resume is set when it
+	// continues the failed attempt's session.
+	DelayMS int64 `json:"delay_ms"`
+	Resume  bool  `json:"resume,omitempty"`
+	// Reason says why the task is blocked or the resume fell back.
+	Reason string `json:"reason,omitempty"`
+}
+
+// A Result is what Dispatch came to: the last attempt's verdict, and what
+// the retries add to it. Its JSON form is the verdict's, with these fields
+// after it.
+type Result struct {
+	pilot.Verdict
+	// Synthesized marks a verdict made up for a task not dispatched
+	// (blocked already); Interrupted one whose wait for a retry ctx cut
+	// short.
+	Synthesized bool `json:"synthesized,omitempty"`
+	Interrupted bool `json:"interrupted,omitempty"`
+	// Attempts is how many attempts ran (0 when the task was blocked
+	// before any); ResumedFrom is the record whose session the last one
+	// continued. Blocked is set when the task's failure budget ran out (or
+	// it was blocked already), with BlockedReason ("recovery failure
+	// limit exhausted: 10/10").
+	Attempts      int    `json:"attempts,omitempty"`
+	ResumedFrom   string `json:"resumed_from,omitempty"`
+	Blocked       bool   `json:"blocked,omitempty"`
+	BlockedReason string `json:"blocked_reason,omitempty"`
+}
 
 // Defaults of Policy's zero-valued fields.
 const (
@@ -54,7 +97,7 @@ const (
 	backoffMax  = 5 * time.Minute
 )
 
-// A Policy says when DispatchWithRetry runs a task again, how long it
+// A Policy says when Dispatch runs a task again, how long it
 // waits first, and when it gives up. The zero value is the default policy;
 // fields are configuration and are never changed.
 //
@@ -81,7 +124,7 @@ const (
 // retry-after (at most RateLimitCap), and a resume whose session is gone,
 // which falls back once to a fresh session at once.
 //
-// Before each retry DispatchWithRetry waits Backoff(failures); a
+// Before each retry Dispatch waits Backoff(failures); a
 // rate-limited attempt waits at least the provider's retry-after (capped).
 // The wait never holds a Fanout slot.
 type Policy struct {
@@ -256,22 +299,22 @@ func TaskKey(t pilot.Task) string {
 // after the first names the one before (previous_record, and resumed_from
 // when it continues that attempt's session), through t.Lineage.
 //
-// The verdict is the last attempt's, with Attempts set, and Blocked and
-// BlockedReason when the budget ran out. A task that is blocked already,
-// or whose budget is used up, is not dispatched: its verdict is
+// The result is the last attempt's verdict, with Attempts set, and
+// Blocked and BlockedReason when the budget ran out. A task that is blocked
+// already, or whose budget is used up, is not dispatched: its verdict is
 // synthesized, with Attempts 0 and Blocked set. When ctx ends during a wait
-// the last verdict is returned with Interrupted set. Retry, resume-fallback
-// and blocked events go to t.Observer and to the events.log of the attempt
-// they follow.
+// the last verdict is returned with Interrupted set. Retry,
+// resume-fallback and blocked events go to t.Observer and to the
+// events.log of the attempt they follow.
 //
 // After a restart, a task whose last attempt (per p.State) failed in a class
 // retried in the same session resumes that session (see ResumeFromRecord),
 // unless t.Resume is set.
 //
 // A non-nil error means pilot failed, as for Dispatch; when the state store
-// could not be written, the error comes with the verdict of the attempt
+// could not be written, the error comes with the result of the attempt
 // that ran.
-func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key, p Policy) (pilot.Verdict, error) {
+func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key, p Policy) (Result, error) {
 	p = p.withDefaults()
 	key = key.withDefaults(t)
 	store := p.State
@@ -279,7 +322,7 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 		store = &Store{dryRun: true, now: time.Now}
 	}
 	observe := t.Observer
-	emit := func(typ, runID, eventsLog, msg string, info pilot.RetryInfo) {
+	emit := func(typ, runID, eventsLog, msg string, info Info) {
 		e := pilot.Event{Type: typ, RunID: runID, Time: time.Now().UTC(), Message: msg, Retry: &info}
 		if eventsLog != "" {
 			appendEvent(eventsLog, e)
@@ -288,8 +331,8 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 			observe(e)
 		}
 	}
-	info := func(attempt int, v pilot.Verdict, fails int, counted bool) pilot.RetryInfo {
-		return pilot.RetryInfo{Key: key.Task, Stage: key.Stage, Attempt: attempt, Record: v.Record,
+	info := func(attempt int, v pilot.Verdict, fails int, counted bool) Info {
+		return Info{Key: key.Task, Stage: key.Stage, Attempt: attempt, Record: v.Record,
 			FailureClass: v.FailureClass, Failures: fails, MaxFailures: p.MaxFailures, Counted: counted}
 	}
 	update := func(f func(*TaskState)) error {
@@ -310,16 +353,16 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 			}
 			ts = s.clone()
 		}); err != nil {
-			return pilot.Verdict{}, err
+			return Result{}, err
 		}
 		fails = ts.RecoveryFailures[key.Stage]
 	}
 	if ts.Blocked != "" {
-		v := blockedVerdict(t, ts)
+		r := blockedResult(t, ts)
 		emit(EventBlocked, "", "", "not dispatched: "+ts.Blocked,
-			pilot.RetryInfo{Key: key.Task, Stage: key.Stage, Record: ts.LastRecord, FailureClass: ts.LastFailureClass,
+			Info{Key: key.Task, Stage: key.Stage, Record: ts.LastRecord, FailureClass: ts.LastFailureClass,
 				Failures: fails, MaxFailures: p.MaxFailures, Reason: ts.Blocked})
-		return v, nil
+		return r, nil
 	}
 
 	cur := t
@@ -334,7 +377,10 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 		}
 	}
 	var v pilot.Verdict
+	var resumed string // the record the last attempt resumed
 	attempts, free, fellBack := 0, 0, false
+	// result is the last attempt's verdict with the retries' facts.
+	result := func() Result { return Result{Verdict: v, Attempts: attempts, ResumedFrom: resumed} }
 	for {
 		cur.Lineage = link
 		av, err := d.Dispatch(ctx, cur)
@@ -342,19 +388,17 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 			if attempts > 0 {
 				err = fmt.Errorf("pilot: attempt %d of %s: %w", attempts+1, key.Task, err)
 			}
-			return pilot.Verdict{}, err
+			return Result{}, err
 		}
 		attempts++
-		v = av
-		v.Attempts = attempts
-		v.ResumedFrom = link.ResumedFrom
+		v, resumed = av, link.ResumedFrom
 		eventsLog := ""
 		if v.Record != "" {
 			eventsLog = filepath.Join(filepath.Dir(v.Record), "events.log")
 		}
 
 		if v.Verdict.Success() {
-			return v, update(func(s *TaskState) {
+			return result(), update(func(s *TaskState) {
 				delete(s.RecoveryFailures, key.Stage)
 				s.LastRecord, s.LastFailureClass, s.LastStage = v.Record, "", key.Stage
 			})
@@ -362,10 +406,9 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 		class := v.FailureClass
 		if class == pilot.FailCancelled || ctx.Err() != nil {
 			// The caller stopped it: not the task's failure.
-			if ctx.Err() != nil {
-				v.Interrupted = true
-			}
-			return v, nil
+			r := result()
+			r.Interrupted = ctx.Err() != nil
+			return r, nil
 		}
 		if link.ResumedFrom != "" && !fellBack {
 			if line := v.SessionGone; line != "" {
@@ -390,8 +433,9 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 			emit(EventRetry, v.RunID, eventsLog, fmt.Sprintf("rate limited before doing any work: retrying in %s (not counted)", delay), i)
 			link = pilot.Lineage{Key: key.Task, Attempt: attempts + 1, PreviousRecord: v.Record, ResumedFrom: link.ResumedFrom}
 			if err := pilot.WithoutSlot(ctx, func() error { return p.Sleep(ctx, delay) }); err != nil {
-				v.Interrupted = true
-				return v, nil
+				r := result()
+				r.Interrupted = true
+				return r, nil
 			}
 			continue
 		}
@@ -413,18 +457,19 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 			}
 			reason = s.Blocked
 		}); err != nil {
-			return v, err
+			return result(), err
 		}
 		if reason != "" {
-			v.Blocked, v.BlockedReason = true, reason
+			r := result()
+			r.Blocked, r.BlockedReason = true, reason
 			i := info(attempts, v, fails, true)
 			i.Reason = reason
 			emit(EventBlocked, v.RunID, eventsLog, reason, i)
-			return v, nil
+			return r, nil
 		}
 		retry, resume := p.retries(class)
 		if !retry {
-			return v, nil
+			return result(), nil
 		}
 		next, resumedFrom := t, ""
 		if resume && v.Resume != "" {
@@ -445,8 +490,9 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 		cur = next
 		link = pilot.Lineage{Key: key.Task, Attempt: attempts + 1, PreviousRecord: v.Record, ResumedFrom: resumedFrom}
 		if err := pilot.WithoutSlot(ctx, func() error { return p.Sleep(ctx, delay) }); err != nil {
-			v.Interrupted = true
-			return v, nil
+			r := result()
+			r.Interrupted = true
+			return r, nil
 		}
 	}
 }
@@ -459,27 +505,24 @@ func resumeTask(t pilot.Task, resume, prompt string) pilot.Task {
 	return t
 }
 
-// blockedVerdict is the synthesized verdict of a task not dispatched
+// blockedResult is the synthesized result of a task not dispatched
 // because it is blocked.
-func blockedVerdict(t pilot.Task, ts TaskState) pilot.Verdict {
+func blockedResult(t pilot.Task, ts TaskState) Result {
 	v := pilot.Verdict{
-		Type:          "worker_runner.verdict",
-		Provider:      t.Provider,
-		Mode:          t.Mode,
-		Label:         t.Label,
-		Verdict:       pilot.Failed,
-		Record:        ts.LastRecord,
-		StderrTail:    text.LastRunes("pilot: not dispatched: "+ts.Blocked, 500),
-		Synthesized:   true,
-		Blocked:       true,
-		BlockedReason: ts.Blocked,
+		Type:       pilot.EventVerdict,
+		Provider:   t.Provider,
+		Mode:       t.Mode,
+		Label:      t.Label,
+		Verdict:    pilot.Failed,
+		Record:     ts.LastRecord,
+		StderrTail: text.LastRunes("pilot: not dispatched: "+ts.Blocked, 500),
 	}
 	v.FailureClass = ts.LastFailureClass
 	if v.FailureClass == "" {
 		v.FailureClass = pilot.FailGeneric
 	}
 	v.FailureSource = "pilot-retry-budget"
-	return v
+	return Result{Verdict: v, Synthesized: true, Blocked: true, BlockedReason: ts.Blocked}
 }
 
 // noWork reports whether a failed attempt did no work: no output tokens
@@ -552,18 +595,23 @@ func resumeFromRecord(rec pilot.Record, classes []pilot.FailureClass) (string, e
 type Dispatcher struct {
 	Dispatcher pilot.TaskDispatcher
 	Policy     Policy
+	// OnResult, when set, receives each task's Result as Dispatch
+	// returns its verdict, so that a caller under a Fanout keeps the
+	// retries' facts. It may be called from several goroutines at once.
+	OnResult func(pilot.Task, Result)
 }
 
-// Dispatch implements pilot.TaskDispatcher.
+// Dispatch implements pilot.TaskDispatcher: the Result's verdict.
 func (d *Dispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
-	return Dispatch(ctx, d.Dispatcher, t, Key{}, d.Policy)
+	r, err := Dispatch(ctx, d.Dispatcher, t, Key{}, d.Policy)
+	if d.OnResult != nil {
+		d.OnResult(t, r)
+	}
+	return r.Verdict, err
 }
 
-// Check passes on to the Dispatcher's Check, if it has one (a
-// *pilot.Dispatcher does), for Fanout's checks before anything runs.
-func (d *Dispatcher) Check(ctx context.Context, t pilot.Task) error {
-	return passthrough.Check(ctx, d.Dispatcher, t)
-}
+// Unwrap returns the Dispatcher it retries, whose Check a Fanout uses.
+func (d *Dispatcher) Unwrap() pilot.TaskDispatcher { return d.Dispatcher }
 
 // Runs reports whether Dispatch would start anything for t: false when
 // the task is blocked or its budget is used up.

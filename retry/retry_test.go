@@ -151,7 +151,7 @@ func fixedBackoff(n int) time.Duration { return time.Duration(n) * time.Second }
 
 var piTask = pilot.Task{Provider: "pi", Mode: pilot.ModeCode, Prompt: "implement the thing"}
 
-func runRetry(t *testing.T, f *fakeAttempts, p retry.Policy, key retry.Key) (pilot.Verdict, []pilot.Event) {
+func runRetry(t *testing.T, f *fakeAttempts, p retry.Policy, key retry.Key) (retry.Result, []pilot.Event) {
 	t.Helper()
 	var mu sync.Mutex
 	var events []pilot.Event
@@ -183,8 +183,8 @@ func TestRetryTwoControlViolationsThenSucceeds(t *testing.T) {
 	f := newFake(t, fail(violation), fail(violation), ok)
 	clock := &fakeClock{}
 	v, _ := runRetry(t, f, retry.Policy{Retry: []pilot.FailureClass{violation}, Sleep: clock.sleep, Backoff: fixedBackoff}, retry.Key{})
-	if v.Verdict != pilot.Completed || v.Record != f.record(2) || v.Attempts != 3 || v.Blocked {
-		t.Errorf("verdict %s record %s attempts %d blocked %v; want completed, %s, 3, not blocked", v.Verdict, v.Record, v.Attempts, v.Blocked, f.record(2))
+	if v.Verdict.Verdict != pilot.Completed || v.Record != f.record(2) || v.Attempts != 3 || v.Blocked {
+		t.Errorf("verdict %s record %s attempts %d blocked %v; want completed, %s, 3, not blocked", v.Verdict.Verdict, v.Record, v.Attempts, v.Blocked, f.record(2))
 	}
 	if f.count() != 3 {
 		t.Errorf("%d attempts, want 3", f.count())
@@ -213,8 +213,8 @@ func TestRetryControlViolationsDoNotBlock(t *testing.T) {
 	clock := &fakeClock{}
 	v, _ := runRetry(t, f, retry.Policy{Retry: []pilot.FailureClass{violation}, Sleep: clock.sleep, State: state},
 		retry.Key{Task: "group/01_task", Stage: "review"})
-	if v.Verdict != pilot.Completed || v.Record != f.record(3) || f.count() != 4 {
-		t.Errorf("verdict %s record %s after %d attempts; want completed, %s, 4", v.Verdict, v.Record, f.count(), f.record(3))
+	if v.Verdict.Verdict != pilot.Completed || v.Record != f.record(3) || f.count() != 4 {
+		t.Errorf("verdict %s record %s after %d attempts; want completed, %s, 4", v.Verdict.Verdict, v.Record, f.count(), f.record(3))
 	}
 	ts := state.Task("group/01_task")
 	if ts.Blocked != "" || ts.RecoveryFailures["review"] != 0 || ts.Group != "group" || ts.LastRecord != f.record(3) {
@@ -246,9 +246,9 @@ func TestRetryDoesNotRetryUnknownOrNonRetryableClasses(t *testing.T) {
 			clock := &fakeClock{}
 			tt.p.Sleep = clock.sleep
 			v, _ := runRetry(t, f, tt.p, retry.Key{})
-			if v.Verdict != pilot.Failed || v.FailureClass != tt.class || v.Record != f.record(0) || v.Attempts != 1 || v.Blocked {
+			if v.Verdict.Verdict != pilot.Failed || v.FailureClass != tt.class || v.Record != f.record(0) || v.Attempts != 1 || v.Blocked {
 				t.Errorf("verdict %s %s record %s attempts %d blocked %v; want the first attempt's failure, not blocked",
-					v.Verdict, v.FailureClass, v.Record, v.Attempts, v.Blocked)
+					v.Verdict.Verdict, v.FailureClass, v.Record, v.Attempts, v.Blocked)
 			}
 			if f.count() != 1 || len(clock.waits()) != 0 {
 				t.Errorf("%d attempts and %d waits, want 1 and 0", f.count(), len(clock.waits()))
@@ -265,8 +265,8 @@ func TestRetryStallTwiceInTheSameSession(t *testing.T) {
 		ok)
 	clock := &fakeClock{}
 	v, events := runRetry(t, f, retry.Policy{ResumePrompt: prompt, Sleep: clock.sleep}, retry.Key{})
-	if v.Verdict != pilot.Completed || v.Record != f.record(2) || v.ResumedFrom != f.record(1) {
-		t.Errorf("verdict %s record %s resumed from %s; want completed, %s, resumed from %s", v.Verdict, v.Record, v.ResumedFrom, f.record(2), f.record(1))
+	if v.Verdict.Verdict != pilot.Completed || v.Record != f.record(2) || v.ResumedFrom != f.record(1) {
+		t.Errorf("verdict %s record %s resumed from %s; want completed, %s, resumed from %s", v.Verdict.Verdict, v.Record, v.ResumedFrom, f.record(2), f.record(1))
 	}
 	if f.count() != 3 {
 		t.Fatalf("%d attempts, want 3", f.count())
@@ -295,7 +295,7 @@ func TestRetryStallTwiceInTheSameSession(t *testing.T) {
 	for _, e := range events {
 		if e.Type == retry.EventRetry {
 			retries++
-			if !e.Retry.Resume || !e.Retry.Counted {
+			if r := e.Retry.(*retry.Info); !r.Resume || !r.Counted {
 				t.Errorf("retry event %+v: want a counted resume", e.Retry)
 			}
 		}
@@ -308,8 +308,8 @@ func TestRetryStallTwiceInTheSameSession(t *testing.T) {
 func TestRetryStallWithoutASessionStartsAfresh(t *testing.T) {
 	f := newFake(t, fail(pilot.FailContextLimit), ok)
 	v, _ := runRetry(t, f, retry.Policy{Sleep: (&fakeClock{}).sleep}, retry.Key{})
-	if v.Verdict != pilot.Completed || f.count() != 2 {
-		t.Fatalf("verdict %s after %d attempts", v.Verdict, f.count())
+	if v.Verdict.Verdict != pilot.Completed || f.count() != 2 {
+		t.Fatalf("verdict %s after %d attempts", v.Verdict.Verdict, f.count())
 	}
 	if c := f.calls[1]; c.task.Prompt != piTask.Prompt || c.task.Resume != "" || c.link.ResumedFrom != "" {
 		t.Errorf("second attempt %+v; want the task afresh", c)
@@ -320,8 +320,8 @@ func TestRetryConnectionAndGenericFailuresWithTwoWaits(t *testing.T) {
 	f := newFake(t, fail(pilot.FailProviderConnection), fail(pilot.FailGeneric), ok)
 	clock := &fakeClock{}
 	v, _ := runRetry(t, f, retry.Policy{Sleep: clock.sleep}, retry.Key{})
-	if v.Verdict != pilot.Completed || v.Record != f.record(2) || f.count() != 3 || v.Attempts != 3 {
-		t.Errorf("verdict %s record %s attempts %d (%d calls)", v.Verdict, v.Record, v.Attempts, f.count())
+	if v.Verdict.Verdict != pilot.Completed || v.Record != f.record(2) || f.count() != 3 || v.Attempts != 3 {
+		t.Errorf("verdict %s record %s attempts %d (%d calls)", v.Verdict.Verdict, v.Record, v.Attempts, f.count())
 	}
 	waits := clock.waits()
 	if len(waits) != 2 {
@@ -345,8 +345,8 @@ func TestRetryTenthFailureBlocksWithoutCooldown(t *testing.T) {
 	clock := &fakeClock{}
 	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
 	v, events := runRetry(t, f, retry.Policy{Sleep: clock.sleep, State: state}, retry.Key{Task: "w/1", Stage: "worker"})
-	if v.Verdict != pilot.Failed || v.Record != f.record(9) || !v.Blocked || v.BlockedReason != "recovery failure limit exhausted: 10/10" || v.Attempts != 10 {
-		t.Errorf("verdict %s record %s blocked %v %q attempts %d", v.Verdict, v.Record, v.Blocked, v.BlockedReason, v.Attempts)
+	if v.Verdict.Verdict != pilot.Failed || v.Record != f.record(9) || !v.Blocked || v.BlockedReason != "recovery failure limit exhausted: 10/10" || v.Attempts != 10 {
+		t.Errorf("verdict %s record %s blocked %v %q attempts %d", v.Verdict.Verdict, v.Record, v.Blocked, v.BlockedReason, v.Attempts)
 	}
 	if f.count() != retry.DefaultMaxFailures {
 		t.Errorf("%d attempts, want %d", f.count(), retry.DefaultMaxFailures)
@@ -358,7 +358,7 @@ func TestRetryTenthFailureBlocksWithoutCooldown(t *testing.T) {
 	if ts.Blocked != "recovery failure limit exhausted: 10/10" || ts.RecoveryFailures["worker"] != 10 {
 		t.Errorf("state %+v", ts)
 	}
-	if last := events[len(events)-1]; last.Type != retry.EventBlocked || last.Retry.Reason != v.BlockedReason {
+	if last := events[len(events)-1]; last.Type != retry.EventBlocked || last.Retry.(*retry.Info).Reason != v.BlockedReason {
 		t.Errorf("last event %+v, want the block", last)
 	}
 }
@@ -414,7 +414,7 @@ func TestRetryExhaustedBudgetInvokesNothing(t *testing.T) {
 	}
 	want := "recovery failure limit exhausted: 10/10"
 	if !v.Blocked || v.BlockedReason != want || v.Attempts != 0 || !v.Synthesized || v.Record != last ||
-		v.Verdict != pilot.Failed || v.FailureClass != pilot.FailProviderStreamDisconnect {
+		v.Verdict.Verdict != pilot.Failed || v.FailureClass != pilot.FailProviderStreamDisconnect {
 		t.Errorf("verdict %+v", v)
 	}
 	if got := state.Task(key.Task).Blocked; got != want {
@@ -439,14 +439,14 @@ func TestRetryRateLimitWithoutWorkIsNotCounted(t *testing.T) {
 	clock := &fakeClock{}
 	v, events := runRetry(t, f, retry.Policy{MaxFailures: 2, Sleep: clock.sleep, Backoff: fixedBackoff, State: state}, retry.Key{Task: "t"})
 	// Two rate limits would exhaust a budget of 2 if they counted.
-	if v.Verdict != pilot.Completed || f.count() != 3 || v.Blocked {
-		t.Errorf("verdict %s after %d attempts, blocked %v", v.Verdict, f.count(), v.Blocked)
+	if v.Verdict.Verdict != pilot.Completed || f.count() != 3 || v.Blocked {
+		t.Errorf("verdict %s after %d attempts, blocked %v", v.Verdict.Verdict, f.count(), v.Blocked)
 	}
 	if diff := cmp.Diff([]time.Duration{30 * time.Second, retry.DefaultRateLimitCap}, clock.waits()); diff != "" {
 		t.Errorf("waits: the retry-after, then the cap (-want +got):\n%s", diff)
 	}
 	for _, e := range events {
-		if e.Type == retry.EventRetry && e.Retry.Counted {
+		if e.Type == retry.EventRetry && e.Retry.(*retry.Info).Counted {
 			t.Errorf("a rate limit without work counted: %+v", e.Retry)
 		}
 	}
@@ -480,8 +480,8 @@ func TestRetryResumeOfAGoneSessionFallsBackOnce(t *testing.T) {
 	clock := &fakeClock{}
 	state := openState(t, filepath.Join(t.TempDir(), "state.json"))
 	v, events := runRetry(t, f, retry.Policy{Sleep: clock.sleep, Backoff: fixedBackoff, State: state}, retry.Key{Task: "t"})
-	if v.Verdict != pilot.Completed || f.count() != 5 {
-		t.Fatalf("verdict %s after %d attempts", v.Verdict, f.count())
+	if v.Verdict.Verdict != pilot.Completed || f.count() != 5 {
+		t.Fatalf("verdict %s after %d attempts", v.Verdict.Verdict, f.count())
 	}
 	// Attempt 3 is the fallback: the task afresh, at once, not counted.
 	c := f.calls[2]

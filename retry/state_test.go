@@ -380,7 +380,7 @@ func TestStateBudgetSurvivesAProcessRestart(t *testing.T) {
 	s.Close()
 
 	out := stateChild(t, "retry", path, runs)
-	var v pilot.Verdict
+	var v retry.Result
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("child said %q", out)
 	}

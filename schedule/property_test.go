@@ -12,6 +12,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/pilottest"
+	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/schedule"
 )
 
@@ -154,7 +155,9 @@ func checkRandomGraph(t *testing.T, rg randomGraph, maxPar int, rng *rand.Rand) 
 		case fails:
 			v.Verdict, v.FailureClass = pilot.Failed, pilot.FailGeneric
 		case blocks:
-			v.Verdict, v.Blocked, v.BlockedReason = pilot.Failed, true, "budget exhausted: "+id
+			v.Verdict = pilot.Failed
+			why := "budget exhausted: " + id
+			tk.Observer(pilot.Event{Type: retry.EventBlocked, Message: why, Retry: &retry.Info{Key: id, Reason: why}})
 		case rateLimitedOnce:
 			if n == 1 {
 				v.Verdict, v.FailureClass, v.RetryAfterMS, v.Resume = pilot.Failed, pilot.FailProviderRateLimit, 1000+int64(rng.IntN(5000)), "sess-"+id

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // Status is how a job of a graph ended (in the CLI's JSON, "status").
@@ -22,9 +23,9 @@ const (
 	StatusComplete Status = "complete"
 	// StatusFailed: it ran and failed (or never ran because ctx ended).
 	StatusFailed Status = "failed"
-	// StatusBlocked: it is held (Job.Hold), its retry budget ran out
-	// (Verdict.Blocked), or its provider's quota is used up; BlockedReason
-	// says which.
+	// StatusBlocked: it is held (Job.Hold), its retry budget ran out (its
+	// dispatch sent a retry.EventBlocked event), or its provider's quota
+	// is used up; BlockedReason says which.
 	StatusBlocked Status = "blocked"
 	// StatusWaiting: it never started because a job it depends on did not
 	// complete; WaitingOn names those jobs.
@@ -46,6 +47,9 @@ type Result struct {
 	// limit to reset and resumed its session.
 	Verdict pilot.Verdict
 	Gated   int
+	// Interrupted is set for a job that never started because ctx ended;
+	// its Verdict is made up (cancelled).
+	Interrupted bool
 }
 
 // The kinds of Event.
@@ -125,6 +129,8 @@ type finish struct {
 	i   int
 	v   pilot.Verdict
 	err error
+	// blocked is the reason of the dispatch's retry.EventBlocked event.
+	blocked string
 }
 
 // gate is a provider's state: rate limited until until, or closed (its
@@ -406,9 +412,19 @@ func (r *runState) start(ctx context.Context, i int) {
 	orig := t.Observer
 	id := jb.ID
 	store := r.s.Store
+	var mu sync.Mutex
+	blocked := ""
 	t.Observer = func(e pilot.Event) {
 		if orig != nil {
 			orig(e)
+		}
+		if e.Type == retry.EventBlocked {
+			mu.Lock()
+			blocked = e.Message
+			if info, ok := e.Retry.(*retry.Info); ok && info.Reason != "" {
+				blocked = info.Reason
+			}
+			mu.Unlock()
 		}
 		if store != nil && e.Started != nil {
 			// Best effort: the claim already holds the job; this tells
@@ -421,12 +437,15 @@ func (r *runState) start(ctx context.Context, i int) {
 		returned := false
 		defer func() {
 			if !returned { // runtime.Goexit (a fake's t.FailNow), or a panic on its way up
-				r.done <- finish{i, pilot.Verdict{}, errDispatchExited}
+				r.done <- finish{i: i, err: errDispatchExited}
 			}
 		}()
 		v, err := r.s.Dispatcher.Dispatch(ctx, t)
 		returned = true
-		r.done <- finish{i, v, err}
+		mu.Lock()
+		reason := blocked
+		mu.Unlock()
+		r.done <- finish{i, v, err, reason}
 	}()
 }
 
@@ -477,8 +496,8 @@ func (r *runState) finish(f finish) {
 	case v.Verdict.Success():
 		r.end(f.i, StatusComplete)
 		r.completed(f.i)
-	case v.Blocked:
-		r.block(f.i, v.BlockedReason)
+	case f.blocked != "":
+		r.block(f.i, f.blocked)
 	case gated:
 		gt := r.gate(jb.Task.Provider)
 		if until.After(gt.until) {
@@ -565,9 +584,10 @@ func (r *runState) interrupt() {
 		if jb.state != stPending || jb.pending > 0 {
 			continue
 		}
-		jb.res.Verdict = pilot.Verdict{Type: "worker_runner.verdict", Provider: jb.Task.Provider, Mode: jb.Task.Mode,
-			Label: jb.Task.Label, Verdict: pilot.Failed, Synthesized: true, Interrupted: true}
+		jb.res.Verdict = pilot.Verdict{Type: pilot.EventVerdict, Provider: jb.Task.Provider, Mode: jb.Task.Mode,
+			Label: jb.Task.Label, Verdict: pilot.Failed}
 		jb.res.Verdict.FailureClass = pilot.FailCancelled
+		jb.res.Interrupted = true
 		r.end(i, StatusFailed)
 	}
 }

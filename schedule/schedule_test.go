@@ -16,6 +16,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/pilottest"
+	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/schedule"
 )
 
@@ -214,7 +215,10 @@ func TestAHeldJobHoldsOnlyItsDependencyClosure(t *testing.T) {
 func TestARuntimeBlockerStillDrainsIndependentJobs(t *testing.T) {
 	s := &schedule.Scheduler{Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
 		if t.Label == "01_gate" {
-			v := pilot.Verdict{Verdict: pilot.Failed, Blocked: true, BlockedReason: "worker recovery failure limit exhausted: 10/10"}
+			// As the retry layer reports a block.
+			why := "worker recovery failure limit exhausted: 10/10"
+			t.Observer(pilot.Event{Type: retry.EventBlocked, Message: why, Retry: &retry.Info{Reason: why}})
+			v := pilot.Verdict{Verdict: pilot.Failed}
 			v.FailureClass = pilot.FailGeneric
 			return v, nil
 		}

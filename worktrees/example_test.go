@@ -42,7 +42,7 @@ func Example() {
 		return pilot.Verdict{Verdict: pilot.Completed, RunID: "run-1"}, err
 	})
 	ctx := context.Background()
-	f := &pilot.Fanout{Dispatcher: worker, Worktrees: pilot.DefaultWorktrees(runDir, filepath.Join(tmp, "trees"))}
+	f := &pilot.Fanout{Dispatcher: worker, Worktrees: worktrees.New(runDir, filepath.Join(tmp, "trees"))}
 	vs, err := f.Run(ctx, []pilot.Job{{
 		Task:     pilot.Task{Provider: "fake", Mode: pilot.ModeCode, Prompt: "fix it", Workdir: repo},
 		Worktree: true,

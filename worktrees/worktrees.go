@@ -1,6 +1,7 @@
-// Package worktrees lists, diffs, removes and prunes the git worktrees
-// pilot's Fanout made for its jobs ([pilot.DefaultWorktrees]), through the
-// inventory it keeps of them in the run directory.
+// Package worktrees is pilot's git worktrees layer: it makes the worktrees
+// of a Fanout's jobs ([New], for Fanout.Worktrees), and lists, diffs,
+// removes and prunes them through the inventory it keeps of them in the
+// run directory.
 package worktrees
 
 import (
@@ -27,9 +28,8 @@ var (
 	ErrUnmerged = worktree.ErrUnmerged
 )
 
-// manager is the worktree manager of a run directory, as
-// pilot.DefaultWorktrees makes it; its entries' worktrees may be in any
-// directory.
+// manager is the worktree manager of a run directory, as New makes it;
+// its entries' worktrees may be in any directory.
 func manager(runDir string) *worktree.Manager {
 	if runDir == "" {
 		runDir = pilot.DefaultRunDir()

@@ -98,8 +98,8 @@ func (j Job) check() error {
 // A Result is a job's final verdict, as RunJob returns it (and, on a
 // failed verdict, as the details of its error).
 type Result struct {
-	Job     string        `json:"job"`
-	Verdict pilot.Verdict `json:"verdict"`
+	Job     string     `json:"job"`
+	Verdict JobVerdict `json:"verdict"`
 	// Generation is the launch of the job that gave the verdict.
 	Generation int `json:"generation,omitempty"`
 	// Commit is the commit published on the job's branch
@@ -110,6 +110,19 @@ type Result struct {
 	Attached bool `json:"attached,omitempty"`
 	// Error is set when pilot itself failed (no verdict of the worker).
 	Error string `json:"error,omitempty"`
+}
+
+// A JobVerdict is a job's verdict, with what the workflow adds to it: its
+// JSON form is the verdict's, these fields after it.
+type JobVerdict struct {
+	pilot.Verdict
+	// Synthesized marks a verdict the workflow made up for a job that has
+	// none of its own; Interrupted one cut short; Blocked one whose
+	// dependency did not succeed (BlockedReason says which).
+	Synthesized   bool   `json:"synthesized,omitempty"`
+	Interrupted   bool   `json:"interrupted,omitempty"`
+	Blocked       bool   `json:"blocked,omitempty"`
+	BlockedReason string `json:"blocked_reason,omitempty"`
 }
 
 // Progress is what RunJob's heartbeats carry. Once pilot's stall policy
@@ -233,7 +246,7 @@ func (r *jobRun) run(ctx context.Context) (Result, error) {
 		}
 		switch {
 		case o.State == stateDone && o.Error == "" && o.Verdict != nil && o.Verdict.FailureClass != pilot.FailCancelled:
-			res := Result{Job: r.j.Name, Verdict: *o.Verdict, Generation: o.Generation, Commit: o.Commit, Attached: attached}
+			res := Result{Job: r.j.Name, Verdict: JobVerdict{Verdict: *o.Verdict}, Generation: o.Generation, Commit: o.Commit, Attached: attached}
 			if o.Verdict.Verdict.Success() {
 				return res, nil
 			}
@@ -381,7 +394,7 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	// The fence is closed even when this attempt was cancelled.
 	wctx := context.WithoutCancel(ctx)
 	if errors.Is(context.Cause(dctx), ErrFenced) {
-		res.Verdict = v
+		res.Verdict = JobVerdict{Verdict: v}
 		return res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("job %s: generation %d was superseded while it ran: its result does not count", r.j.Name, gen), ErrTypeFenced, temporal.ApplicationErrorOptions{Details: []any{res}})
 	}
 	if derr != nil {
@@ -392,7 +405,7 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 		}
 		return r.closeWithError(wctx, myOID, own, res, derr)
 	}
-	res.Verdict = v
+	res.Verdict = JobVerdict{Verdict: v}
 	own.State, own.Verdict = stateDone, &v
 	if v.Verdict.Success() {
 		head, err := git(wctx, wt, nil, "rev-parse", "HEAD")
@@ -481,7 +494,7 @@ func (r *jobRun) wrapPilot(err error) error {
 // verdictError is the error of a failed verdict: its class is the error's
 // type; retryable as p says.
 func verdictError(res Result, p retry.Policy) error {
-	v := res.Verdict
+	v := res.Verdict.Verdict
 	class := string(v.FailureClass)
 	if class == "" {
 		class = string(v.Verdict)

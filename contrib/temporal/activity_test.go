@@ -93,7 +93,7 @@ func TestRunJobPublishesOnceAndReportsAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Verdict.Verdict != pilot.Completed || res.Generation != 1 || res.Commit == "" {
+	if res.Verdict.Verdict.Verdict != pilot.Completed || res.Generation != 1 || res.Commit == "" {
 		t.Fatalf("RunJob = %+v; want a completed verdict of generation 1 with its commit", res)
 	}
 	if got := mustGit(t, repo, "rev-parse", "refs/heads/"+BranchPrefix+j.Name); got != res.Commit {
@@ -266,7 +266,7 @@ func TestRunJobAttachesToALiveRun(t *testing.T) {
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
-	want := Result{Job: "live", Verdict: v, Generation: 3, Commit: "abc", Attached: true}
+	want := Result{Job: "live", Verdict: JobVerdict{Verdict: v}, Generation: 3, Commit: "abc", Attached: true}
 	if diff := cmp.Diff(want, o.res); diff != "" {
 		t.Errorf("RunJob (-want +got):\n%s", diff)
 	}
@@ -422,7 +422,7 @@ func TestHeartbeatsStopWhenPilotFindsTheWorkerStalled(t *testing.T) {
 	}
 	h.observe(pilot.Event{Type: "worker_runner.phase", Time: time.Unix(20, 0), Session: &pilot.SessionState{Phase: pilot.PhaseToolRunning}})
 	<-ticks
-	h.observe(pilot.Event{Type: eventStallInspection, Time: time.Unix(30, 0), Inspection: &pilot.StallInspection{Action: "inspect"}})
+	h.observe(pilot.Event{Type: pilot.EventStallInspection, Time: time.Unix(30, 0), Inspection: &pilot.StallInspection{Action: "inspect"}})
 	<-ticks
 	h.observe(pilot.Event{Type: "worker_runner.phase", Time: time.Unix(40, 0), Session: &pilot.SessionState{Phase: pilot.PhaseAwaitingModel}})
 	<-ticks
@@ -510,7 +510,7 @@ func TestRunJobStopsHeartbeatingAStalledWorker(t *testing.T) {
 	var inspected time.Time
 	var beats []time.Time
 	d.Observer = func(e pilot.Event) {
-		if e.Type == eventStallInspection {
+		if e.Type == pilot.EventStallInspection {
 			mu.Lock()
 			if inspected.IsZero() {
 				inspected = time.Now()

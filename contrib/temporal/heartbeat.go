@@ -10,9 +10,6 @@ import (
 	"go.temporal.io/sdk/activity"
 )
 
-// eventStallInspection is pilot's event of a stall check that acted.
-const eventStallInspection = "worker_runner.stall_inspection"
-
 // A heartbeater keeps a job's Progress, fed by the dispatch's events, and
 // heartbeats it from a goroutine of its own.
 type heartbeater struct {
@@ -47,7 +44,7 @@ func (h *heartbeater) observe(e pilot.Event) {
 		h.started = &s
 	case e.Session != nil:
 		h.p.Phase = string(e.Session.Phase)
-	case e.Type == eventStallInspection:
+	case e.Type == pilot.EventStallInspection:
 		// pilot's stall policy found the worker silent: Temporal is to
 		// notice through the heartbeat timeout, not be told all is well.
 		h.stalled = true

@@ -248,8 +248,8 @@ func TestScenarioKilledAndCutOffWorkers(t *testing.T) {
 		if r.Job != j.Name {
 			t.Errorf("result %d is job %s's; want %s's (job order)", i, r.Job, j.Name)
 		}
-		if r.Verdict.Verdict != pilot.Completed {
-			t.Errorf("job %s: %s %s (%s) %s; want completed", j.Name, r.Verdict.Verdict, r.Verdict.FailureClass, r.Error, r.Verdict.EvidenceNote)
+		if r.Verdict.Verdict.Verdict != pilot.Completed {
+			t.Errorf("job %s: %s %s (%s) %s; want completed", j.Name, r.Verdict.Verdict.Verdict, r.Verdict.FailureClass, r.Error, r.Verdict.EvidenceNote)
 			continue
 		}
 		log := mustGit(t, repo, "log", "--format=%s", base+".."+BranchPrefix+j.Name)

@@ -229,7 +229,7 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 			var res Result
 			err := f.Get(ctx, &res)
 			if err == nil {
-				finish(i, res, res.Verdict.Verdict.Success())
+				finish(i, res, res.Verdict.Verdict.Verdict.Success())
 				return
 			}
 			res, has := ResultOf(err)
@@ -318,11 +318,11 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 
 // synthesized is the verdict pilot makes up for job j, which has none of
 // its own; err says why.
-func synthesized(j Job, err error) pilot.Verdict {
-	v := pilot.Verdict{
-		Type: "worker_runner.verdict", Job: j.Name, Provider: j.Provider, Mode: j.Mode,
-		Label: j.Label, Verdict: pilot.Failed, Synthesized: true,
-	}
+func synthesized(j Job, err error) JobVerdict {
+	v := JobVerdict{Verdict: pilot.Verdict{
+		Type: pilot.EventVerdict, Job: j.Name, Provider: j.Provider, Mode: j.Mode,
+		Label: j.Label, Verdict: pilot.Failed,
+	}, Synthesized: true}
 	if err != nil {
 		v.FailureClass = pilot.FailGeneric
 		v.FailureSource = "temporal"

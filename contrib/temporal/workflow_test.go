@@ -51,7 +51,7 @@ func (f *fakeJobs) run(ctx context.Context, j Job) (Result, error) {
 	if len(vs) > 0 {
 		v = vs[min(k, len(vs)-1)]
 	}
-	res := Result{Job: j.Name, Verdict: v, Generation: k + 1}
+	res := Result{Job: j.Name, Verdict: JobVerdict{Verdict: v}, Generation: k + 1}
 	if v.Verdict.Success() {
 		return res, nil
 	}
@@ -94,7 +94,7 @@ func TestRunJobsResultsInJobOrderWithinTheLimit(t *testing.T) {
 	}
 	var got []string
 	for _, r := range rs {
-		s := r.Job + ":" + string(r.Verdict.Verdict)
+		s := r.Job + ":" + string(r.Verdict.Verdict.Verdict)
 		if r.Verdict.Blocked {
 			s += " blocked (" + r.Verdict.BlockedReason + ")"
 		}
@@ -137,7 +137,7 @@ func TestRunJobsGatesARateLimitedProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range rs {
-		if !r.Verdict.Verdict.Success() {
+		if !r.Verdict.Verdict.Verdict.Success() {
 			t.Errorf("job %s: %+v; want completed", r.Job, r.Verdict)
 		}
 	}

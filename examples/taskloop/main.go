@@ -209,7 +209,7 @@ func progress(w io.Writer, start time.Time) func(loop.Event) {
 			line = fmt.Sprintf("%-9s started (%s)", e.Stage, e.Reason)
 		case loop.EventStageEnd:
 			v := e.Verdict
-			what := string(v.Verdict)
+			what := string(v.Verdict.Verdict)
 			if v.FailureClass != "" {
 				what += " " + string(v.FailureClass)
 			}

@@ -268,7 +268,7 @@ type runCtx struct {
 	mu       sync.Mutex
 	pids     map[int]bool // every process reported: workers, spawned
 	jobs     int          // jobs that owe a verdict
-	verdicts []pilot.Verdict
+	verdicts []pilot.JobResult
 	wrong    int // verdicts that are not the one the misbehaviour must get
 	problems []string
 	killed   bool // the run's pilot was SIGKILLed: its records stay running
@@ -378,7 +378,7 @@ func (c *runCtx) dispatch(s script) {
 		c.problem("Dispatch: %v", err)
 		return
 	}
-	c.verdicts = append(c.verdicts, v)
+	c.verdicts = append(c.verdicts, pilot.JobResult{Verdict: v})
 	got := outcome(v)
 	if s.want != "" && got != s.want && !strings.HasPrefix(got, s.want+"/") {
 		c.wrong++
@@ -584,7 +584,8 @@ func (c *runCtx) check() result {
 
 	// Every job has a verdict.
 	got := 0
-	for _, v := range c.verdicts {
+	for _, r := range c.verdicts {
+		v := r.Verdict
 		if v.Verdict == "" {
 			continue
 		}
@@ -593,17 +594,17 @@ func (c *runCtx) check() result {
 		if v.FailureClass != "" {
 			key += "/" + string(v.FailureClass)
 		}
-		if v.Synthesized {
+		if r.Synthesized {
 			key += "/synthesized"
 		}
 		res.outcomes[key]++
-		if v.Synthesized && strings.Contains(v.StderrTail, "pilot:") && c.injected {
+		if r.Synthesized && strings.Contains(v.StderrTail, "pilot:") && c.injected {
 			res.pilotErrors++
 		}
-		if _, err := json.Marshal(v); err != nil {
+		if _, err := json.Marshal(r); err != nil {
 			bad(&res.half, "verdict does not marshal: %v", err)
 		}
-		if v.Record != "" && !v.Synthesized {
+		if v.Record != "" && !r.Synthesized {
 			rec, err := pilot.ReadRecord(v.Record)
 			switch {
 			case err != nil:
@@ -787,8 +788,8 @@ func (c *runCtx) startChild(spec childSpec, extra ...*os.File) (*child, error) {
 
 // follow reads the child's lines, noting pids, until it ends or stop
 // returns true for a line; it returns the verdicts the child printed.
-func (c *runCtx) follow(ch *child, stop func(string) bool) []pilot.Verdict {
-	var vs []pilot.Verdict
+func (c *runCtx) follow(ch *child, stop func(string) bool) []pilot.JobResult {
+	var vs []pilot.JobResult
 	for l := range ch.lines {
 		switch {
 		case strings.HasPrefix(l, "pid "):
@@ -888,7 +889,7 @@ func runSharedState(c *runCtx) {
 	d := c.dispatcher(nil, c.provider("chaos", []string{"err=failing", "exit=3"}))
 	var wg sync.WaitGroup
 	c.jobs = n
-	vs := make([]pilot.Verdict, n)
+	vs := make([]retry.Result, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
@@ -909,7 +910,9 @@ func runSharedState(c *runCtx) {
 		}()
 	}
 	wg.Wait()
-	c.verdicts = append(c.verdicts, vs...)
+	for _, v := range vs {
+		c.verdicts = append(c.verdicts, pilot.JobResult{Verdict: v.Verdict, Synthesized: v.Synthesized})
+	}
 	st, err := retry.OpenStore(path)
 	if err != nil {
 		c.problem("the shared state file: %v", err)
@@ -1081,7 +1084,7 @@ func runFinishedButHangs(c *runCtx) {
 		c.problem("Dispatch: %v", err)
 		return
 	}
-	c.verdicts = append(c.verdicts, v)
+	c.verdicts = append(c.verdicts, pilot.JobResult{Verdict: v})
 	got := string(v.Verdict)
 	if v.FailureClass != "" {
 		got += "/" + string(v.FailureClass)
@@ -1110,7 +1113,7 @@ func runObserverBlocks(c *runCtx) {
 		log := filepath.Join(e.Started.RunDir, "events.log")
 		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
-			if data, _ := os.ReadFile(log); bytes.Contains(data, []byte(`"type":"worker_runner.verdict"`)) {
+			if data, _ := os.ReadFile(log); bytes.Contains(data, []byte(`"type":"`+pilot.EventVerdict+`"`)) {
 				stuckThrough = true
 				return
 			}
@@ -1124,7 +1127,7 @@ func runObserverBlocks(c *runCtx) {
 		c.problem("Dispatch: %v", err)
 		return
 	}
-	c.verdicts = append(c.verdicts, v)
+	c.verdicts = append(c.verdicts, pilot.JobResult{Verdict: v})
 	if v.FailureClass != pilot.FailTimeout || !stuckThrough {
 		c.wrong++
 		c.problem("verdict %s/%s, judged while the observer was stuck: %v; want the timeout, judged then", v.Verdict, v.FailureClass, stuckThrough)

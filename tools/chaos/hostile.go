@@ -125,7 +125,7 @@ func runHostile(c *runCtx, attack string, judge func(line string) string) {
 		if v.ExitCode != nil {
 			code = *v.ExitCode
 		}
-		if got := outcome(v); got != want || code != exit {
+		if got := outcome(v.Verdict); got != want || code != exit {
 			wrong("%s: verdict %s exit %d, want %s exit %d (stderr tail %q)", who, got, code, want, exit, v.StderrTail)
 		}
 	}

@@ -57,8 +57,8 @@ func TestSecretCanaryTelemetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vs[0].Verdict.Success() || vs[1].Verdict.Success() || vs[2].Verdict != pilot.Completed {
-		t.Fatalf("verdicts: %s %s %s", vs[0].Verdict, vs[1].Verdict, vs[2].Verdict)
+	if vs[0].Verdict.Verdict.Success() || vs[1].Verdict.Verdict.Success() || vs[2].Verdict.Verdict != pilot.Completed {
+		t.Fatalf("verdicts: %s %s %s", vs[0].Verdict.Verdict, vs[1].Verdict.Verdict, vs[2].Verdict.Verdict)
 	}
 
 	var texts []string

@@ -12,19 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/passthrough"
-)
-
-// Event types this package tells apart (the events.log contract).
-const (
-	typePhase        = "worker_runner.phase"
-	typeInspection   = "worker_runner.stall_inspection"
-	typeTerminate    = "worker_runner.terminate"
-	typeIdleDeferred = "worker_runner.idle_deferred"
-	typeLeftovers    = "worker_runner.leftovers"
-	typeRetry        = "worker_runner.retry"
-	typeFallback     = "worker_runner.resume_fallback"
-	typeBlocked      = "worker_runner.blocked"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // Dispatcher is a pilot.TaskDispatcher that reports every task it runs to
@@ -35,8 +23,7 @@ const (
 //
 //	tel.Dispatcher(&retry.Dispatcher{Dispatcher: tel.Instrument(d)})
 //
-// It passes Check and Runs on to Dispatcher when it has them, as Fanout
-// expects.
+// Its Unwrap lets a Fanout find Dispatcher's Check and Runs.
 type Dispatcher struct {
 	Dispatcher pilot.TaskDispatcher
 	Telemetry  *Telemetry
@@ -59,15 +46,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict,
 	return v, err
 }
 
-// Check passes on to Dispatcher's Check, if it has one.
-func (d *Dispatcher) Check(ctx context.Context, t pilot.Task) error {
-	return passthrough.Check(ctx, d.Dispatcher, t)
-}
-
-// Runs passes on to Dispatcher's Runs, if it has one; true otherwise.
-func (d *Dispatcher) Runs(t pilot.Task) bool {
-	return passthrough.Runs(d.Dispatcher, t)
-}
+// Unwrap returns the Dispatcher it wraps, whose Check and Runs a Fanout
+// uses.
+func (d *Dispatcher) Unwrap() pilot.TaskDispatcher { return d.Dispatcher }
 
 func taskAttrs(t pilot.Task) []attribute.KeyValue {
 	a := []attribute.KeyValue{semconv.GenAIProviderNameKey.String(t.Provider), KeyMode.String(string(t.Mode))}
@@ -93,6 +74,7 @@ type tracker struct {
 	model   string
 	runner  string
 	runIDs  []string
+	blocked bool // a retry.EventBlocked came
 }
 
 // metricAttrs are the attributes every metric of the task carries.
@@ -115,22 +97,23 @@ func (tr *tracker) event(e pilot.Event) {
 			tr.startAttempt(e.RunID, e.Time.Add(-time.Duration(v.DurationMS)*time.Millisecond), nil)
 		}
 		tr.endAttempt(v, e.Time, "")
-	case e.Retry != nil:
-		r := e.Retry
+	case retryInfo(e) != nil:
+		r := retryInfo(e)
 		a := []attribute.KeyValue{KeyAttempt.Int(r.Attempt), KeyFailureClass.String(string(r.FailureClass)),
 			KeyFailures.Int(r.Failures), KeyMaxFailures.Int(r.MaxFailures), KeyRetryCounted.Bool(r.Counted)}
-		if e.Type == typeRetry {
+		tr.blocked = tr.blocked || e.Type == retry.EventBlocked
+		if e.Type == retry.EventRetry {
 			a = append(a, KeyRetryResume.Bool(r.Resume), KeyRetryDelay.Float64(float64(r.DelayMS)/1000))
 			tr.tel.retries.Add(tr.ctx, 1, tr.metricAttrs(KeyFailureClass.String(string(r.FailureClass)), KeyRetryResume.Bool(r.Resume)))
 		}
 		tr.task.AddEvent(spanEventName(e.Type), trace.WithTimestamp(e.Time), trace.WithAttributes(a...))
-	case e.Session != nil && e.Type == typePhase:
+	case e.Session != nil && e.Type == pilot.EventPhase:
 		tr.attemptEvent(e, KeyPhase.String(string(e.Session.Phase)), KeyPhaseReason.String(e.Session.Reason))
 	case e.Inspection != nil:
 		in := e.Inspection
 		tr.attemptEvent(e, KeyStallAction.String(in.Action), KeyPhase.String(string(in.Phase)),
 			KeyStallSilence.Float64(in.SilenceSeconds), KeyPendingTools.Int(len(in.PendingToolCallIDs)))
-	case e.Type == typeTerminate || e.Type == typeIdleDeferred || e.Type == typeLeftovers:
+	case e.Type == pilot.EventTerminate || e.Type == pilot.EventIdleDeferred || e.Type == pilot.EventLeftovers:
 		tr.attemptEvent(e)
 	}
 }
@@ -264,15 +247,6 @@ func verdictAttrs(v pilot.Verdict) []attribute.KeyValue {
 			a = append(a, KeyCostUSD.Float64(*u.CostUSD))
 		}
 	}
-	if v.Synthesized {
-		a = append(a, KeySynthesized.Bool(true))
-	}
-	if v.Interrupted {
-		a = append(a, KeyInterrupted.Bool(true))
-	}
-	if v.Blocked {
-		a = append(a, KeyBlocked.Bool(true))
-	}
 	return a
 }
 
@@ -287,6 +261,7 @@ func (tr *tracker) end(v pilot.Verdict, err error) {
 	tr.endAttempt(nil, time.Now(), why)
 	runIDs := tr.runIDs
 	attempts := tr.attempt
+	blocked := tr.blocked
 	tr.mu.Unlock()
 	tr.tel.closeTask(runIDs)
 	if err != nil {
@@ -297,9 +272,26 @@ func (tr *tracker) end(v pilot.Verdict, err error) {
 	}
 	tr.task.SetAttributes(verdictAttrs(v)...)
 	tr.task.SetAttributes(KeyAttempts.Int(attempts))
+	// What the layers beneath add to the verdict, from their events: a
+	// block (with no attempt, a verdict made up), a cut-short wait.
+	if blocked {
+		tr.task.SetAttributes(KeyBlocked.Bool(true))
+		if attempts == 0 {
+			tr.task.SetAttributes(KeySynthesized.Bool(true))
+		}
+	}
 	if !v.Verdict.Success() {
+		if tr.ctx.Err() != nil {
+			tr.task.SetAttributes(KeyInterrupted.Bool(true))
+		}
 		tr.task.SetStatus(codes.Error, string(v.FailureClass))
 	}
-	tr.tel.verdicts.Add(tr.ctx, 1, tr.metricAttrs(append(outcomeAttrs(v), KeyBlocked.Bool(v.Blocked))...))
+	tr.tel.verdicts.Add(tr.ctx, 1, tr.metricAttrs(append(outcomeAttrs(v), KeyBlocked.Bool(blocked))...))
 	tr.task.End()
+}
+
+// retryInfo is e's retry account, nil for an event of no retry layer.
+func retryInfo(e pilot.Event) *retry.Info {
+	r, _ := e.Retry.(*retry.Info)
+	return r
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,11 +109,16 @@ func attrOf(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
 // failure, one retry and one stall.
 func TestFanoutSpansAndMetrics(t *testing.T) {
 	tel, exp, reader := setup(t)
+	var retried atomic.Int32 // the attempts of the retried job
 	d := &retry.Dispatcher{Dispatcher: scripted(), Policy: retry.Policy{
 		MaxFailures:  3,
 		NonRetryable: []pilot.FailureClass{pilot.FailSessionStall},
 		Sleep:        func(context.Context, time.Duration) error { return nil },
 		Backoff:      func(int) time.Duration { return 10 * time.Second },
+	}, OnResult: func(t pilot.Task, r retry.Result) {
+		if t.Provider == "retried" {
+			retried.Store(int32(r.Attempts))
+		}
 	}}
 	jobs := []pilot.Job{
 		{Name: "job-ok", Task: pilot.Task{Provider: "ok", Mode: pilot.ModeExplore, Prompt: "p"}},
@@ -124,7 +130,7 @@ func TestFanoutSpansAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(vs) != 4 || vs[2].Attempts != 2 || vs[2].Verdict != pilot.Completed {
+	if len(vs) != 4 || retried.Load() != 2 || vs[2].Verdict.Verdict != pilot.Completed {
 		t.Fatalf("verdicts: %+v", vs)
 	}
 

@@ -21,7 +21,7 @@ import (
 // f's Dispatcher is wrapped in a [Dispatcher] unless it is one already; f
 // is not changed. The span's status is Error when Run fails or a job's
 // verdict is not a success.
-func (t *Telemetry) Fanout(ctx context.Context, f *pilot.Fanout, jobs []pilot.Job) ([]pilot.Verdict, error) {
+func (t *Telemetry) Fanout(ctx context.Context, f *pilot.Fanout, jobs []pilot.Job) ([]pilot.JobResult, error) {
 	ctx, span := t.tracer.Start(ctx, "pilot.fanout", trace.WithAttributes(KeyJobs.Int(len(jobs))))
 	defer span.End()
 	c := *f
@@ -33,7 +33,7 @@ func (t *Telemetry) Fanout(ctx context.Context, f *pilot.Fanout, jobs []pilot.Jo
 		if e.Started != nil {
 			t.nameTask(e.RunID, e.Started.Job)
 		}
-		if e.Type == "fanout.warning" {
+		if e.Type == pilot.EventFanoutWarning {
 			span.AddEvent("pilot.fanout.warning", trace.WithTimestamp(e.Time))
 		}
 		if onEvent != nil {
@@ -48,7 +48,7 @@ func (t *Telemetry) Fanout(ctx context.Context, f *pilot.Fanout, jobs []pilot.Jo
 	}
 	failed := 0
 	for _, v := range vs {
-		if !v.Verdict.Success() {
+		if !v.Verdict.Verdict.Success() {
 			failed++
 		}
 	}

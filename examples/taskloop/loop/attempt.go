@@ -19,13 +19,14 @@ import (
 // runStage runs stage of task t: its attempts under the retry policy, each
 // a pilot dispatch between a START and a FINISH row of the work log.
 // control, for a review, judges what a successful attempt left.
-func (j *taskJobs) runStage(ctx context.Context, pt pilot.Task, t taskfile.Task, stage string, control func(after taskfile.Task, gone bool) string) (pilot.Verdict, error) {
+func (j *taskJobs) runStage(ctx context.Context, pt pilot.Task, t taskfile.Task, stage string, control func(after taskfile.Task, gone bool) string) (retry.Result, error) {
 	r := j.r
 	l := r.l
 	route, ok := l.seed().Route(t.Grade)
 	if !ok || route.ProviderFor(stage) == "" {
 		reason := fmt.Sprintf("no route for grade %d (lane %s) names a provider for the %s stage: add one to the routes file", t.Grade, t.Lane, stage)
-		return blockedVerdict(pilot.Task{Label: attemptName(t.Name, stage)}, reason, pilot.Verdict{}), nil
+		v := failedVerdict(pilot.Task{Label: attemptName(t.Name, stage)}, pilot.Verdict{})
+		return retry.Result{Verdict: v, Blocked: true, BlockedReason: reason}, nil
 	}
 	task := pilot.Task{
 		Provider:    route.ProviderFor(stage),
@@ -88,7 +89,7 @@ func (a *attempt) executionID(n int) string {
 func (a *attempt) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
 	l := a.j.r.l
 	path := workLogPath(a.task)
-	base := pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label}
+	base := pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label}
 	n, id, err := worklog.NextExecution(path, func() (int, error) { return l.State.nextAttempt(a.task.Name, a.stage) }, a.executionID)
 	if err != nil {
 		return fail(base, FailWorkLogWrite, err.Error()), nil

@@ -15,6 +15,7 @@ import (
 	"github.com/pilotworkers/pilot/examples/taskloop/taskfile"
 	"github.com/pilotworkers/pilot/examples/taskloop/worklog"
 	"github.com/pilotworkers/pilot/pilottest"
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // The seed's WorkLogInvokeIntegrationTest, the parts that are the task
@@ -116,7 +117,7 @@ func TestInvokeDoesNotRequireModelWrittenWorkLog(t *testing.T) {
 	var workers []pilot.Verdict
 	l.OnEvent = func(e loop.Event) {
 		if e.Type == loop.EventStageEnd && e.Stage == taskfile.StageWorker {
-			workers = append(workers, *e.Verdict)
+			workers = append(workers, e.Verdict.Verdict)
 		}
 	}
 	if rep := run(t, l, "g"); rep.Status != "complete" {
@@ -151,7 +152,7 @@ func TestRuntimeLogWriteFailureFinishesLocatorAsBlockedFailure(t *testing.T) {
 	ws := workspace(t)
 	addTask(t, ws, taskName, "src/a.go")
 	l := realLoop(t, ws, []string{"out=done"}, nil)
-	var worker *pilot.Verdict
+	var worker *retry.Result
 	l.OnEvent = func(e loop.Event) {
 		switch {
 		case e.Type == loop.EventDispatch && e.Dispatch.Type == "worker_runner.started":
@@ -193,7 +194,7 @@ func TestCancelledInvokeFinishesLocatorAndRuntimeRecord(t *testing.T) {
 	l := realLoop(t, ws, []string{"out=ready", "block"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var worker *pilot.Verdict
+	var worker *retry.Result
 	l.OnEvent = func(e loop.Event) {
 		switch {
 		case e.Type == loop.EventDispatch && e.Dispatch.Type == "worker_runner.started":

@@ -94,11 +94,12 @@ type Loop struct {
 // An Event is one step of the loop: Type is one of the Event constants;
 // Dispatch is set for a stage attempt's pilot events.
 type Event struct {
-	Type    string
-	Task    string
-	Stage   string
-	Reason  string
-	Verdict *pilot.Verdict
+	Type   string
+	Task   string
+	Stage  string
+	Reason string
+	// Verdict is a stage's end: its last attempt's verdict and retries.
+	Verdict *retry.Result
 	// Dispatch is a pilot event of the running attempt; Schedule a
 	// decision of the scheduler.
 	Dispatch *pilot.Event
@@ -355,7 +356,7 @@ func (r *loopRun) fill(ot *OrchestrationTask, res schedule.Result) {
 		ot.Status, ot.Reason = "waiting", "waits on "+strings.Join(res.WaitingOn, ", ")
 	default:
 		ot.Status = "failed"
-		if res.Verdict.Interrupted || res.Verdict.FailureClass == pilot.FailCancelled {
+		if res.Interrupted || res.Verdict.FailureClass == pilot.FailCancelled {
 			ot.Status = "active"
 			ot.Reason = "interrupted"
 		} else if ot.Reason == "" {

@@ -36,7 +36,7 @@ func TestRetriesTwoControlViolationsThenSucceeds(t *testing.T) {
 		return pilot.Verdict{}
 	})
 	l := newLoop(t, ws, f, nil)
-	var ends []pilot.Verdict
+	var ends []retry.Result
 	l.OnEvent = func(e loop.Event) {
 		if e.Type == loop.EventStageEnd {
 			ends = append(ends, *e.Verdict)
@@ -49,7 +49,7 @@ func TestRetriesTwoControlViolationsThenSucceeds(t *testing.T) {
 	if n := f.count("g/01_task", taskfile.StageReview); n != 3 {
 		t.Errorf("%d review attempts, want 3", n)
 	}
-	if len(ends) != 1 || ends[0].Attempts != 3 || !ends[0].Verdict.Success() {
+	if len(ends) != 1 || ends[0].Attempts != 3 || !ends[0].Verdict.Verdict.Success() {
 		t.Errorf("stage ends %+v; want one review stage that succeeded at its third attempt", ends)
 	}
 	if n := f.count("g/01_task", taskfile.StageWorker); n != 0 {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/examples/taskloop/taskfile"
@@ -20,18 +21,30 @@ type taskJobs struct{ r *loopRun }
 
 // verdicts of a task job, as the scheduler reads them.
 func completeVerdict(t pilot.Task) pilot.Verdict {
-	return pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Completed}
+	return pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Completed}
 }
 
+// blockedVerdict is the verdict of task job t, blocked for reason after
+// last; the scheduler learns of the block from the retry.EventBlocked event
+// it sends t's observer.
 func blockedVerdict(t pilot.Task, reason string, last pilot.Verdict) pilot.Verdict {
+	if t.Observer != nil {
+		t.Observer(pilot.Event{Type: retry.EventBlocked, Time: time.Now().UTC(), Message: reason,
+			Retry: &retry.Info{Key: t.Key, Reason: reason}})
+	}
+	return failedVerdict(t, last)
+}
+
+// failedVerdict is last as a failure, or a failure of t's when there is no
+// last verdict.
+func failedVerdict(t pilot.Task, last pilot.Verdict) pilot.Verdict {
 	v := last
 	if v.Type == "" {
-		v = pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label}
+		v = pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label}
 	}
 	if v.Verdict.Success() || v.Verdict == "" {
 		v.Verdict = pilot.Failed
 	}
-	v.Blocked, v.BlockedReason = true, reason
 	return v
 }
 
@@ -50,7 +63,7 @@ func (j *taskJobs) Dispatch(ctx context.Context, pt pilot.Task) (pilot.Verdict, 
 	for {
 		if err := ctx.Err(); err != nil {
 			v := last
-			v.Verdict, v.FailureClass, v.Interrupted = pilot.Failed, pilot.FailCancelled, true
+			v.Verdict, v.FailureClass = pilot.Failed, pilot.FailCancelled
 			return v, nil
 		}
 		t, ok, err := l.seed().Read(l.Workspace, dir)
@@ -112,7 +125,7 @@ func (j *taskJobs) Dispatch(ctx context.Context, pt pilot.Task) (pilot.Verdict, 
 		case next.archive != "":
 			return j.complete(pt, task, next.archive)
 		case next.blocked != "":
-			if b := st.Retry.Task(t.Name).Blocked; b == "" && !next.v.Interrupted {
+			if b := st.Retry.Task(t.Name).Blocked; b == "" {
 				if err := st.Retry.UpdateTask(t.Name, func(ts *retry.TaskState) { ts.Blocked = next.blocked }); err != nil {
 					return last, err
 				}
@@ -155,14 +168,15 @@ func (j *taskJobs) complete(pt pilot.Task, task taskfile.Task, archive string) (
 // stageEnd turns a stage's retried verdict into the pass's result: a
 // success goes on; a used-up budget, a work-log failure or a failure that
 // is not retried blocks the task; a cancelled run ends it for now.
-func stageEnd(v pilot.Verdict) (passResult, bool) {
+func stageEnd(r retry.Result) (passResult, bool) {
+	v := r.Verdict
 	switch {
 	case v.Verdict.Success():
 		return passResult{v: v}, true
-	case v.Interrupted || v.FailureClass == pilot.FailCancelled:
+	case r.Interrupted || v.FailureClass == pilot.FailCancelled:
 		return passResult{v: v, failed: true}, false
-	case v.Blocked:
-		return passResult{v: v, blocked: v.BlockedReason}, false
+	case r.Blocked:
+		return passResult{v: v, blocked: r.BlockedReason}, false
 	case v.FailureClass == FailWorkLogWrite:
 		return passResult{v: v, blocked: "the work log could not be written: " + v.EvidenceExcerpt}, false
 	}
@@ -172,7 +186,7 @@ func stageEnd(v pilot.Verdict) (passResult, bool) {
 func (j *taskJobs) worker(ctx context.Context, pt pilot.Task, t taskfile.Task) (passResult, error) {
 	v, err := j.runStage(ctx, pt, t, taskfile.StageWorker, nil)
 	if err != nil {
-		return passResult{v: v}, err
+		return passResult{v: v.Verdict}, err
 	}
 	res, ok := stageEnd(v)
 	if !ok {
@@ -190,7 +204,7 @@ func (j *taskJobs) selfcheck(ctx context.Context, pt pilot.Task, t taskfile.Task
 	}
 	v, err := j.runStage(ctx, pt, t, taskfile.StageSelfcheck, nil)
 	if err != nil {
-		return passResult{v: v}, err
+		return passResult{v: v.Verdict}, err
 	}
 	res, ok := stageEnd(v)
 	if !ok {
@@ -236,7 +250,7 @@ func (j *taskJobs) review(ctx context.Context, pt pilot.Task, t taskfile.Task) (
 		return j.reviewControl(t, after, gone)
 	})
 	if err != nil {
-		return passResult{v: v}, err
+		return passResult{v: v.Verdict}, err
 	}
 	res, ok := stageEnd(v)
 	if !ok {

@@ -115,8 +115,8 @@ func FanoutOK(ctx context.Context, d *pilot.Dispatcher, jobs []pilot.Job, parall
 	if err != nil {
 		return err
 	}
-	for i, v := range vs {
-		if v.Verdict != pilot.Completed {
+	for i, r := range vs {
+		if v := r.Verdict; v.Verdict != pilot.Completed {
 			return fmt.Errorf("job %d: verdict %s (%s)", i, v.Verdict, v.FailureClass)
 		}
 	}

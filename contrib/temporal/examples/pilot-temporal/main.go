@@ -232,7 +232,7 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	out, _ := json.MarshalIndent(results, "", "  ")
 	fmt.Fprintln(stdout, string(out))
 	for _, r := range results {
-		if !r.Verdict.Verdict.Success() {
+		if !r.Verdict.Verdict.Verdict.Success() {
 			return 1
 		}
 	}

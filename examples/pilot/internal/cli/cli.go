@@ -20,8 +20,8 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
-	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/sandbox"
+	"github.com/pilotworkers/pilot/worktrees"
 )
 
 // Exit statuses.
@@ -416,23 +416,28 @@ func cmdDispatch(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	}
 	d = h.dispatcher(d)
 	var td pilot.TaskDispatcher = d
+	var retried *retryResults
 	if policy != nil {
-		td = &retry.Dispatcher{Dispatcher: d, Policy: *policy}
+		retried = &retryResults{}
+		td = retried.layer(d, *policy)
 	}
 	td = h.task(logged(logger(), td))
-	var v pilot.Verdict
+	var v outVerdict
 	if *worktree {
-		f := &pilot.Fanout{Dispatcher: td, Worktrees: pilot.DefaultWorktrees(runDir, worktreeDir)}
-		var vs []pilot.Verdict
-		if vs, err = f.Run(ctx, []pilot.Job{{Task: t, Worktree: true}}); err == nil {
-			v = vs[0]
+		f := &pilot.Fanout{Dispatcher: td, Worktrees: worktrees.New(runDir, worktreeDir)}
+		var rs []pilot.JobResult
+		if rs, err = f.Run(ctx, []pilot.Job{{Task: t, Worktree: true}}); err == nil {
+			v = jobVerdict(rs[0], retried, t.Key)
 			v.Job, v.TaskFile = "", "" // a dispatch's verdict, as without --worktree
 		}
 		if unavailable := (*sandbox.UnavailableError)(nil); errors.As(err, &unavailable) {
 			err = unavailable // as without --worktree: a dispatch has no "job 1"
 		}
 	} else {
-		v, err = td.Dispatch(ctx, t)
+		v.Verdict, err = td.Dispatch(ctx, t)
+		if r, ok := retried.get(t.Key); ok {
+			v.addRetry(r)
+		}
 		if err != nil && v.RunID != "" {
 			// The attempt ran; its budget could not be kept.
 			fmt.Fprintf(stderr, "pilot %s: %v\n", name, err)
@@ -446,14 +451,14 @@ func cmdDispatch(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		if started == nil {
 			// No worker started (blocked, spawn-failed): keep the
 			// two-line contract with a started line that says so.
-			writeJSON(stdout, synthesizedStarted{Type: "worker_runner.started", Provider: v.Provider, Mode: v.Mode,
+			writeJSON(stdout, synthesizedStarted{Type: pilot.EventStarted, Provider: v.Provider, Mode: v.Mode,
 				RunID: v.RunID, Label: v.Label, Record: v.Record, Synthesized: true, Reason: notStartedReason(v)})
 		}
 		writeJSON(stdout, v)
 	} else {
-		fmt.Fprintln(stdout, summaryLine(v))
+		fmt.Fprintln(stdout, summaryLine(v.Verdict))
 	}
-	if v.Verdict.Success() {
+	if v.Verdict.Verdict.Success() {
 		return exitOK
 	}
 	return exitFailed
@@ -473,7 +478,7 @@ type synthesizedStarted struct {
 }
 
 // notStartedReason says why a verdict's worker never started.
-func notStartedReason(v pilot.Verdict) string {
+func notStartedReason(v outVerdict) string {
 	switch {
 	case v.Blocked:
 		return "blocked: " + v.BlockedReason

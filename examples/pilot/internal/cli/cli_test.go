@@ -216,7 +216,7 @@ func TestDispatchWorktree(t *testing.T) {
 	if strings.Contains(lines[0], `"job"`) {
 		t.Errorf("the started line of a dispatch names a job: %s", lines[0])
 	}
-	var v pilot.Verdict
+	var v outVerdict
 	if err := json.Unmarshal([]byte(lines[1]), &v); err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/sandbox"
+	"github.com/pilotworkers/pilot/worktrees"
 )
 
 // jobSpec is one job as the command line or the jobs file gives it.
@@ -338,14 +339,23 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 	}
 	d = h.dispatcher(d)
 	f := &pilot.Fanout{Dispatcher: d, MaxParallel: maxParallel, FailFast: failFast, OnEvent: prog.event,
-		Worktrees: pilot.DefaultWorktrees(d.RunDir, worktreeDir)}
+		Worktrees: worktrees.New(d.RunDir, worktreeDir)}
+	var retried *retryResults
 	if policy != nil {
 		retry.UniqueKeys(jobs)
-		f.Dispatcher = &retry.Dispatcher{Dispatcher: d, Policy: *policy}
+		retried = &retryResults{}
+		f.Dispatcher = retried.layer(d, *policy)
 	}
 	f.Dispatcher = h.task(logged(logger(), f.Dispatcher))
 	prog.start()
-	verdicts, err := h.fanout(ctx, f, jobs)
+	rs, err := h.fanout(ctx, f, jobs)
+	var verdicts []outVerdict
+	if err == nil {
+		verdicts = make([]outVerdict, len(rs))
+		for i, r := range rs {
+			verdicts[i] = jobVerdict(r, retried, jobs[i].Task.Key)
+		}
+	}
 	prog.finish(verdicts)
 	if err != nil {
 		// The guards refused the jobs; nothing ran.
@@ -357,12 +367,12 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 
 // fanoutExit is the exit status of a fanout: 0 when every verdict is a
 // success, 1 otherwise or when the run was interrupted.
-func fanoutExit(ctx context.Context, verdicts []pilot.Verdict) int {
+func fanoutExit(ctx context.Context, verdicts []outVerdict) int {
 	if ctx.Err() != nil {
 		return exitFailed
 	}
 	for _, v := range verdicts {
-		if v.Interrupted || !v.Verdict.Success() {
+		if v.Interrupted || !v.Verdict.Verdict.Success() {
 			return exitFailed
 		}
 	}

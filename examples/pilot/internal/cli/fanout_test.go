@@ -684,14 +684,14 @@ func TestRenderSummary(t *testing.T) {
 		{Label: "task.md#3", Worker: "glm:test"},
 	}
 	exit1 := 1
-	vs := []pilot.Verdict{
-		{Verdict: pilot.Completed, DurationMS: 7200, Worktree: &pilot.WorktreeInfo{Branch: "pilot/fix-login-1a2b3c4d", Kept: true, Commit: "abc"}},
-		{Verdict: pilot.Completed, DurationMS: 5100, Worktree: &pilot.WorktreeInfo{Branch: "pilot/task-1a2b3c4d"}},
-		{Verdict: pilot.Failed, DurationMS: 62000, Failure: pilot.Failure{FailureClass: pilot.FailTimeout, FailureSource: "pilot-policy"},
-			StderrTail: "working\nstill working\n"},
-		{Verdict: pilot.Failed, DurationMS: 900, ExitCode: &exit1, Failure: pilot.Failure{FailureClass: "provider-rate-limit",
-			EvidenceSource: "glm:stderr", EvidenceExcerpt: "429 Too Many\nRequests"}},
-		{Verdict: pilot.Failed, Synthesized: true, Interrupted: true, Failure: pilot.Failure{FailureClass: pilot.FailCancelled}},
+	vs := []outVerdict{
+		{Verdict: pilot.Verdict{Verdict: pilot.Completed, DurationMS: 7200}, Worktree: &pilot.WorktreeInfo{Branch: "pilot/fix-login-1a2b3c4d", Kept: true, Commit: "abc"}},
+		{Verdict: pilot.Verdict{Verdict: pilot.Completed, DurationMS: 5100}, Worktree: &pilot.WorktreeInfo{Branch: "pilot/task-1a2b3c4d"}},
+		{Verdict: pilot.Verdict{Verdict: pilot.Failed, DurationMS: 62000, Failure: pilot.Failure{FailureClass: pilot.FailTimeout, FailureSource: "pilot-policy"},
+			StderrTail: "working\nstill working\n"}},
+		{Verdict: pilot.Verdict{Verdict: pilot.Failed, DurationMS: 900, ExitCode: &exit1, Failure: pilot.Failure{FailureClass: "provider-rate-limit",
+			EvidenceSource: "glm:stderr", EvidenceExcerpt: "429 Too Many\nRequests"}}},
+		{Verdict: pilot.Verdict{Verdict: pilot.Failed, Failure: pilot.Failure{FailureClass: pilot.FailCancelled}}, Synthesized: true, Interrupted: true},
 	}
 	want := `pilot fanout: 5 job(s) in 1m05s: 2 succeeded, 2 failed, 1 interrupted
 #  JOB           WORKER          VERDICT                       TIME  WORKTREE

@@ -34,7 +34,7 @@ type Hooks struct {
 	Task func(pilot.TaskDispatcher) pilot.TaskDispatcher
 	// Fanout runs fanout's jobs in place of f.Run (f's Dispatcher is
 	// already wrapped by Task).
-	Fanout func(ctx context.Context, f *pilot.Fanout, jobs []pilot.Job) ([]pilot.Verdict, error)
+	Fanout func(ctx context.Context, f *pilot.Fanout, jobs []pilot.Job) ([]pilot.JobResult, error)
 	// Schedule runs schedule's graph in place of s.Run (s's Dispatcher is
 	// already wrapped by Task).
 	Schedule func(ctx context.Context, s *schedule.Scheduler, g schedule.Graph) ([]schedule.Result, error)
@@ -54,7 +54,7 @@ func (h Hooks) task(td pilot.TaskDispatcher) pilot.TaskDispatcher {
 	return h.Task(td)
 }
 
-func (h Hooks) fanout(ctx context.Context, f *pilot.Fanout, jobs []pilot.Job) ([]pilot.Verdict, error) {
+func (h Hooks) fanout(ctx context.Context, f *pilot.Fanout, jobs []pilot.Job) ([]pilot.JobResult, error) {
 	if h.Fanout == nil {
 		return f.Run(ctx, jobs)
 	}

@@ -93,7 +93,7 @@ func (p *progress) start() {
 // finish ends the live table. On a terminal it replaces the table with the
 // summary of verdicts, the jobs' verdicts in job order, when any job ran
 // (nil verdicts: the jobs were refused, and the table only goes).
-func (p *progress) finish(verdicts []pilot.Verdict) {
+func (p *progress) finish(verdicts []outVerdict) {
 	if p.stopc == nil {
 		return
 	}
@@ -118,7 +118,7 @@ func (p *progress) event(i int, e pilot.Event) {
 	defer p.mu.Unlock()
 	valid := i >= 0 && i < len(p.rows)
 	switch {
-	case e.Type == "fanout.warning":
+	case e.Type == pilot.EventFanoutWarning:
 		// The guards' warnings come before any job starts, so before
 		// the table.
 		p.print(e.Message)
@@ -139,7 +139,7 @@ func (p *progress) event(i int, e pilot.Event) {
 	r := &p.rows[i]
 	r.Last = now
 	switch {
-	case e.Type == "fanout.job_starting":
+	case e.Type == pilot.EventFanoutJobStarting:
 		r.Slot = true
 	case e.Started != nil:
 		r.Slot = true
@@ -150,9 +150,9 @@ func (p *progress) event(i int, e pilot.Event) {
 	case e.Verdict != nil:
 		r.Ended = now
 		r.Verdict, r.OK = verdictText(*e.Verdict), e.Verdict.Verdict.Success()
-	case e.Type == "worker_runner.phase" && e.Session != nil:
+	case e.Type == pilot.EventPhase && e.Session != nil:
 		r.Phase = string(e.Session.Phase)
-	case e.Type == "worker_runner.terminate":
+	case e.Type == pilot.EventTerminate:
 		r.Phase = "terminating"
 	case e.Type == retry.EventRetry:
 		r.Phase = "retry wait"
@@ -408,11 +408,11 @@ func renderProgress(rows []progressRow, now time.Time, width, height int, color 
 // failure class), duration and worktree (its branch when kept, with its
 // changes committed there), and under each job that failed one line of
 // evidence. Lines are cut to width-1 columns.
-func renderSummary(rows []progressRow, vs []pilot.Verdict, elapsed time.Duration, width int, color bool) string {
+func renderSummary(rows []progressRow, vs []outVerdict, elapsed time.Duration, width int, color bool) string {
 	ok, failed, interrupted := 0, 0, 0
 	for _, v := range vs {
 		switch {
-		case v.Verdict.Success():
+		case v.Verdict.Verdict.Success():
 			ok++
 		case v.Interrupted:
 			interrupted++
@@ -430,7 +430,7 @@ func renderSummary(rows []progressRow, vs []pilot.Verdict, elapsed time.Duration
 	numW := len(fmt.Sprint(len(rows)))
 	verdictW := len("VERDICT")
 	for _, v := range vs {
-		verdictW = max(verdictW, utf8.RuneCountInString(verdictText(v)))
+		verdictW = max(verdictW, utf8.RuneCountInString(verdictText(v.Verdict)))
 	}
 	verdictW = min(verdictW, 36)
 	labelW, workerW := columnWidths(rows, nil, width, numW+2+2+verdictW+2+5+2+2)
@@ -446,13 +446,13 @@ func renderSummary(rows []progressRow, vs []pilot.Verdict, elapsed time.Duration
 			took = shortDuration(time.Duration(v.DurationMS) * time.Millisecond)
 		}
 		sgr := sgrRed
-		if v.Verdict.Success() {
+		if v.Verdict.Verdict.Success() {
 			sgr = sgrGreen
 		}
 		verdictAt := numW + 2 + labelW + 2 + workerW + 2
-		t.painted(row(strconv.Itoa(i+1), rows[i].Label, rows[i].Worker, verdictText(v), took)+worktreeText(v.Worktree),
-			verdictAt, utf8.RuneCountInString(cut(verdictText(v), verdictW)), sgr)
-		if !v.Verdict.Success() {
+		t.painted(row(strconv.Itoa(i+1), rows[i].Label, rows[i].Worker, verdictText(v.Verdict), took)+worktreeText(v.Worktree),
+			verdictAt, utf8.RuneCountInString(cut(verdictText(v.Verdict), verdictW)), sgr)
+		if !v.Verdict.Verdict.Success() {
 			if ev := evidenceText(v); ev != "" {
 				t.line(fmt.Sprintf("%*s  ↳ %s", numW, "", ev), "", "")
 			}
@@ -482,7 +482,7 @@ func worktreeText(wt *pilot.WorktreeInfo) string {
 // evidenceText is one line saying why a job failed: its evidence and where
 // it comes from, else why it was blocked, else the last line of its
 // stderr, else how it exited.
-func evidenceText(v pilot.Verdict) string {
+func evidenceText(v outVerdict) string {
 	oneLine := func(s string) string { return strings.Join(strings.Fields(s), " ") }
 	switch {
 	case v.EvidenceExcerpt != "":

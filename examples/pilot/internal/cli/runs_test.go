@@ -495,7 +495,7 @@ func TestRunsPruneKeepsAWorktreeWithWork(t *testing.T) {
 	}
 	_, out, errOut := runCLI(args...)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	var v pilot.Verdict
+	var v outVerdict
 	if len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &v) != nil || v.Worktree == nil || !v.Worktree.Kept {
 		t.Fatalf("dispatch --worktree: %q, %q", out, errOut)
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
@@ -19,6 +20,7 @@ import (
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/sandbox"
 	"github.com/pilotworkers/pilot/schedule"
+	"github.com/pilotworkers/pilot/worktrees"
 )
 
 // exitNonTerminal is schedule's exit status when another live pilot owns a
@@ -88,7 +90,7 @@ type scheduledVerdict struct {
 	Status        schedule.Status `json:"status"`
 	BlockedReason string          `json:"blocked_reason,omitempty"`
 	WaitingOn     []string        `json:"waiting_on,omitempty"`
-	pilot.Verdict
+	outVerdict
 }
 
 func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.Writer) int {
@@ -180,8 +182,9 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	}
 	d = h.dispatcher(d)
 	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel}
+	wd := &worktreeDispatcher{next: d, wts: worktrees.New(d.RunDir, ""), ids: worktree}
 	if len(worktree) > 0 {
-		sched.Dispatcher = &worktreeDispatcher{next: d, wts: pilot.DefaultWorktrees(d.RunDir), ids: worktree}
+		sched.Dispatcher = wd
 	}
 	logSchedule := func(schedule.Event) {}
 	if l := logger(); l != nil {
@@ -214,20 +217,20 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		return badInput(stderr, "schedule", "%v", err)
 	}
 	out := make([]scheduledVerdict, len(rs))
-	summary := make([]pilot.Verdict, len(rs))
+	summary := make([]outVerdict, len(rs))
 	for i, r := range rs {
-		v := r.Verdict
+		v := outVerdict{Verdict: r.Verdict, Worktree: wd.worktree(r.ID), Synthesized: r.Interrupted, Interrupted: r.Interrupted}
 		if v.Type == "" { // it never ran here
 			t := g.Jobs[i].Task
 			// StderrTail is the scheduler's "pilot: ..." when its
 			// Dispatch failed (a sandbox refusal, say).
-			v = pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Failed, Synthesized: true,
-				StderrTail: r.Verdict.StderrTail}
+			v = outVerdict{Verdict: pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Failed,
+				StderrTail: r.Verdict.StderrTail}, Synthesized: true}
 			if r.Status == schedule.StatusComplete {
-				v.Verdict = pilot.Completed
+				v.Verdict.Verdict = pilot.Completed
 			}
 		}
-		out[i] = scheduledVerdict{ID: r.ID, Status: r.Status, BlockedReason: r.BlockedReason, WaitingOn: r.WaitingOn, Verdict: v}
+		out[i] = scheduledVerdict{ID: r.ID, Status: r.Status, BlockedReason: r.BlockedReason, WaitingOn: r.WaitingOn, outVerdict: v}
 		summary[i] = v
 	}
 	prog.finish(summary)
@@ -272,11 +275,15 @@ func schedulePlan(stdout io.Writer, g schedule.Graph, worktree map[string]bool) 
 }
 
 // worktreeDispatcher runs the jobs named in ids in git worktrees of their
-// own, as fanout does, and the rest as they are.
+// own, as fanout does, and the rest as they are; it keeps each job's
+// worktree for its verdict.
 type worktreeDispatcher struct {
 	next pilot.TaskDispatcher
 	wts  pilot.Worktrees
 	ids  map[string]bool
+
+	mu    sync.Mutex
+	infos map[string]*pilot.WorktreeInfo // by job id (Task.Key)
 }
 
 func (w *worktreeDispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
@@ -286,7 +293,7 @@ func (w *worktreeDispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.
 	if err := w.wts.CheckRepo(ctx, t.Workdir); err != nil {
 		return pilot.Verdict{}, err
 	}
-	info, err := w.wts.Create(ctx, t.Workdir, "schedule-"+t.Key) // DefaultWorktrees makes the name safe
+	info, err := w.wts.Create(ctx, t.Workdir, "schedule-"+t.Key) // worktrees.New makes the name safe
 	if err != nil {
 		return pilot.Verdict{}, errors.New("worktree: " + err.Error())
 	}
@@ -294,10 +301,22 @@ func (w *worktreeDispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.
 	v, err := w.next.Dispatch(ctx, t)
 	info.Job, info.TaskFile = t.Key+" ("+t.Provider+":"+string(t.Mode)+")", t.TaskFile
 	if fin, ferr := w.wts.Finish(context.WithoutCancel(ctx), info, v.RunID); ferr == nil {
-		v.Worktree = &fin
+		info = fin
 	} else {
 		info.Kept = true
-		v.Worktree = &info
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.infos == nil {
+		w.infos = map[string]*pilot.WorktreeInfo{}
+	}
+	w.infos[t.Key] = &info
 	return v, err
+}
+
+// worktree is the worktree of job id's last dispatch, nil without one.
+func (w *worktreeDispatcher) worktree(id string) *pilot.WorktreeInfo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.infos[id]
 }

@@ -1,4 +1,4 @@
-package pilot
+package worktrees
 
 import (
 	"context"
@@ -6,20 +6,19 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/text"
 	"github.com/pilotworkers/pilot/internal/worktree"
 )
 
-// DefaultWorktrees returns the Worktrees a Fanout uses when it has none:
-// git worktrees in <worktreeDir>/<name>, on branches pilot/<name>, made and removed
-// with the git CLI, with their inventory in
-// <runDir>/.worktrees/inventory.json; a name's characters other than ASCII
-// letters, digits, '-', '_' and '.' become '-'. Without worktreeDir, a
-// directory beside each repository's main work tree: <repo>.pilot-worktrees
-// for the repository in <repo> (out of the repository's own work tree, and
-// out of the state directory where a person would not look for work to
-// review). Directories are made with mode 0700. The worktrees package lists,
-// diffs, removes and prunes them.
+// New returns the Worktrees of a Fanout as the git CLI makes them: git
+// worktrees in <dir>/<name>, on branches pilot/<name>, with their inventory
+// in <runDir>/.worktrees/inventory.json ("" means pilot.DefaultRunDir()).
+// Without dir, they go beside each repository's main work tree, in
+// <repo>.pilot-worktrees: out of the work tree, and out of the state
+// directory where nobody looks for work to review. A name's characters
+// other than ASCII letters, digits, '-', '_' and '.' become '-';
+// directories are made with mode 0700.
 //
 // CheckRepo also makes the worktrees directory, so that a problem with it
 // shows before any job runs. Finish removes a worktree the job left as it
@@ -28,16 +27,9 @@ import (
 // respected), as "pilot <pilot@localhost>" with the message "pilot: job
 // <wt.Job>, run <runID>", without the repository's hooks, and keeps both,
 // so that git log, git diff and git merge see the work.
-//
-// An empty runDir means DefaultRunDir(). worktreeDir, optional, is where
-// the worktrees go; without it (or when it is ""), the default above.
-func DefaultWorktrees(runDir string, worktreeDir ...string) Worktrees {
+func New(runDir, dir string) pilot.Worktrees {
 	if runDir == "" {
-		runDir = DefaultRunDir()
-	}
-	dir := ""
-	if len(worktreeDir) > 0 {
-		dir = worktreeDir[0]
+		runDir = pilot.DefaultRunDir()
 	}
 	m := &worktree.Manager{Dir: dir, Inventory: filepath.Join(runDir, ".worktrees", "inventory.json")}
 	return &gitWorktrees{m: m, entries: map[string]*worktree.Entry{}}
@@ -54,18 +46,18 @@ func (g *gitWorktrees) CheckRepo(ctx context.Context, dir string) error {
 	return err
 }
 
-func (g *gitWorktrees) Create(ctx context.Context, dir, name string) (WorktreeInfo, error) {
+func (g *gitWorktrees) Create(ctx context.Context, dir, name string) (pilot.WorktreeInfo, error) {
 	e, err := g.m.Create(ctx, dir, text.SafeName(name, '-'))
 	if err != nil {
-		return WorktreeInfo{}, err
+		return pilot.WorktreeInfo{}, err
 	}
 	g.mu.Lock()
 	g.entries[e.Name] = e
 	g.mu.Unlock()
-	return WorktreeInfo{Name: e.Name, Path: e.Path, Branch: e.Branch, Repo: e.Repo, Base: e.Base}, nil
+	return pilot.WorktreeInfo{Name: e.Name, Path: e.Path, Branch: e.Branch, Repo: e.Repo, Base: e.Base}, nil
 }
 
-func (g *gitWorktrees) Finish(ctx context.Context, wt WorktreeInfo, runID string) (WorktreeInfo, error) {
+func (g *gitWorktrees) Finish(ctx context.Context, wt pilot.WorktreeInfo, runID string) (pilot.WorktreeInfo, error) {
 	g.mu.Lock()
 	e := g.entries[wt.Name]
 	delete(g.entries, wt.Name)
