@@ -32,7 +32,6 @@ const (
 	PhaseUnknown SessionPhase = "unknown"
 )
 
-// Reasons a SessionState gives for its phase. They are part of the CLI's
 // SessionState is the phase of a worker's native session and the facts
 // behind it. Its JSON form is part of the CLI's contract; the id lists are
 // always arrays, never null.
