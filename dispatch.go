@@ -1,9 +1,7 @@
 package pilot
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,13 +13,11 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"github.com/pilotworkers/pilot/internal/landlock"
 	"github.com/pilotworkers/pilot/internal/lines"
 	"github.com/pilotworkers/pilot/internal/supervise"
-	"github.com/pilotworkers/pilot/internal/text"
 	"github.com/pilotworkers/pilot/sandbox"
 )
 
@@ -35,130 +31,6 @@ const (
 	defaultHeartbeat    = time.Second
 	defaultFinishGrace  = 10 * time.Second
 )
-
-// defaultEnvAllow is the environment a worker inherits from pilot's own when
-// Dispatcher.EnvAllow is nil. Everything else is dropped.
-var defaultEnvAllow = []string{
-	"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE",
-	"TERM", "TMPDIR", "TZ", "NO_COLOR",
-}
-
-// Secret-looking variable names: Dispatch refuses one in EnvAllow unless a
-// provider names it as its CredentialEnv, for the allowlist would pass it
-// to every worker. This is the one list of them; names are compared in
-// upper case.
-var (
-	// secretSuffixes match a whole name, or its last words after an "_".
-	secretSuffixes = []string{
-		"API_KEY",     // the model providers' convention: OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY
-		"ACCESS_KEY",  // S3-style key pairs: AWS_SECRET_ACCESS_KEY, MINIO_ACCESS_KEY
-		"SECRET_KEY",  // MINIO_SECRET_KEY, Django's SECRET_KEY
-		"PRIVATE_KEY", // signing keys in CI: COSIGN_PRIVATE_KEY, TAURI_PRIVATE_KEY
-		"TOKEN",       // GITHUB_TOKEN, NPM_TOKEN, HF_TOKEN, claude's ANTHROPIC_AUTH_TOKEN
-		"SECRET",      // OAuth client secrets: AZURE_CLIENT_SECRET, GOOGLE_CLIENT_SECRET
-		"PASSWORD",    // logins: POSTGRES_PASSWORD, DOCKER_PASSWORD
-	}
-	// secretNames are well-known credentials, some of which match no
-	// suffix above.
-	secretNames = []string{
-		"AWS_ACCESS_KEY_ID",                 // AWS CLI and SDKs' environment credentials
-		"AWS_SECRET_ACCESS_KEY",             // (ditto)
-		"AWS_SESSION_TOKEN",                 // (ditto)
-		"GOOGLE_APPLICATION_CREDENTIALS",    // Google Cloud ADC: the path of a service-account key
-		"AZURE_CLIENT_SECRET",               // Azure Identity's EnvironmentCredential
-		"AZURE_CLIENT_CERTIFICATE_PASSWORD", // (ditto)
-		"GH_TOKEN", "GITHUB_TOKEN",          // the gh CLI; GitHub Actions
-		"PGPASSWORD", // libpq (psql)
-		"MYSQL_PWD",  // the mysql client
-	}
-)
-
-// secretLooking reports whether the variable name looks like it holds a
-// secret (secretSuffixes, secretNames).
-func secretLooking(name string) bool {
-	name = strings.ToUpper(name)
-	for _, s := range secretNames {
-		if name == s {
-			return true
-		}
-	}
-	for _, s := range secretSuffixes {
-		if name == s || strings.HasSuffix(name, "_"+s) {
-			return true
-		}
-	}
-	return false
-}
-
-// EnvRunID is set in every worker's environment to its run id. pilot also
-// uses it to recognise the worker's descendants.
-const EnvRunID = "PILOT_RUN_ID"
-
-// A Task is one bounded piece of work for one provider.
-type Task struct {
-	// Provider is the provider's name in the Dispatcher's registry.
-	Provider string
-	// Mode is the kind of work; required.
-	Mode Mode
-	// TaskFile is a file holding the task text, and Prompt is the text
-	// itself; set one (if both are set, TaskFile wins for {task_file} and
-	// Prompt for {prompt}).
-	TaskFile string
-	Prompt   string
-	// Workdir is the directory the worker runs in; empty means the
-	// current directory.
-	Workdir string
-	// Timeout bounds the whole run and IdleTimeout the time without any
-	// output; zero means the Dispatcher's defaults. Negative disables.
-	Timeout     time.Duration
-	IdleTimeout time.Duration
-	// Label is a free-form name carried into events and the verdict.
-	Label string
-	// Sandbox is how far the worker is confined; empty means the
-	// provider's mode, else the Dispatcher's, else sandbox.Secrets. A
-	// mode set here that the machine cannot enforce fails the dispatch
-	// (*sandbox.UnavailableError), spawning nothing.
-	Sandbox sandbox.Mode
-	// Resume continues an earlier session instead of starting a new one:
-	// the Resume field of that run's Verdict, from a provider of the same
-	// runner. That is the CLI's session id, or a path: pi's session file,
-	// or for an isolated worker (whose sessions live in its own run
-	// directory) its session file or store, which the runner carries over
-	// into the new worker's config dir. It is required in ModeResume,
-	// where the worker may write as in ModeCode; other modes may set it
-	// too. A runner that cannot resume refuses it.
-	Resume string
-
-	// Key names the task for layers that keep state about it across
-	// attempts and restarts (the retry package's budgets, a scheduler's
-	// jobs); empty means each derives one. Dispatch does not use it.
-	Key string
-	// Lineage links this attempt to the attempts of the same task before
-	// it, for its record (retry_key, attempt, previous_record,
-	// resumed_from, resume_fallback). A retry layer sets it; zero means
-	// a first attempt of its own.
-	Lineage Lineage
-	// Observer, when set, receives this dispatch's events after the
-	// Dispatcher's Observer, under the same rules. Orchestration layers
-	// use it to follow one task (Fanout's OnEvent does).
-	Observer func(Event)
-}
-
-// Lineage is what an attempt's record says of the attempts before it. It
-// lives in the root, not in retry, because the record is the root's and
-// layers other than retry (contrib/temporal) set it too.
-type Lineage struct {
-	// Key names the task and Attempt numbers this attempt (1 for the
-	// first).
-	Key     string
-	Attempt int
-	// PreviousRecord is the record of the attempt before; ResumedFrom
-	// the record whose session this attempt continues; ResumeFallback
-	// why this attempt starts afresh instead of resuming.
-	PreviousRecord string
-	ResumedFrom    string
-	ResumeFallback string
-}
 
 // A TaskDispatcher runs one task and reports its verdict, as
 // [Dispatcher.Dispatch] does. Orchestration layers ([Fanout], the retry and
@@ -344,20 +216,6 @@ func (d *Dispatcher) prepare(ctx context.Context, t Task) (prepared, error) {
 	return prepared{task: t, prov: prov, runner: runner, secret: secret}, nil
 }
 
-// checkEnvAllow refuses a secret-looking variable in the allowlist that no
-// provider names as its credential: pilot would pass it on to every worker,
-// whatever its provider. A provider's own credential variable may be there;
-// environ keeps it from every other worker.
-func (d *Dispatcher) checkEnvAllow() error {
-	creds := d.Providers.credentialEnvs("")
-	for _, k := range d.EnvAllow {
-		if secretLooking(k) && !creds[k] {
-			return fmt.Errorf("pilot: EnvAllow names %s, which looks like a secret: give it to the provider that needs it as its credential_env (Provider.CredentialEnv) or in its env, not to every worker", k)
-		}
-	}
-	return nil
-}
-
 func (d *Dispatcher) withDefaults() *Dispatcher {
 	c := *d
 	if c.Credentials == nil {
@@ -425,45 +283,6 @@ func (d *Dispatcher) runner(name string) Runner {
 	if name == runnerCommand {
 		return commandRunner{}
 	}
-	return nil
-}
-
-func validateTask(t *Task) error {
-	if !t.Mode.valid() {
-		return fmt.Errorf("pilot: unknown mode: %q (want one of code, explore, test, review, resume)", t.Mode)
-	}
-	if t.Mode == ModeResume && t.Resume == "" {
-		return errors.New("pilot: mode resume needs the session to continue: set Task.Resume to the earlier verdict's \"resume\" value")
-	}
-	if t.TaskFile == "" && t.Prompt == "" {
-		return errors.New("pilot: task has neither a task file nor a prompt: set Task.TaskFile or Task.Prompt")
-	}
-	if t.TaskFile != "" {
-		abs, err := filepath.Abs(t.TaskFile)
-		if err != nil {
-			return fmt.Errorf("pilot: task file: %w", err)
-		}
-		st, err := os.Stat(abs)
-		if err != nil || !st.Mode().IsRegular() {
-			return fmt.Errorf("pilot: task file not found: %s", t.TaskFile)
-		}
-		t.TaskFile = abs
-	}
-	if t.Workdir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return fmt.Errorf("pilot: no workdir given and the current directory is unknown: %w", err)
-		}
-		t.Workdir = wd
-	}
-	abs, err := filepath.Abs(t.Workdir)
-	if err != nil {
-		return fmt.Errorf("pilot: workdir: %w", err)
-	}
-	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
-		return fmt.Errorf("pilot: workdir is not an existing directory: %s", t.Workdir)
-	}
-	t.Workdir = abs
 	return nil
 }
 
@@ -701,41 +520,6 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	return v, nil
 }
 
-// resolved is what otherSecrets found.
-type resolved struct {
-	secrets []string
-	err     error
-}
-
-// awaitSecrets takes the other providers' secrets, resolved while the run
-// started, into the redactor, and sizes the output tails for the longest
-// secret. It fails when ctx ended before they were all resolved; later
-// calls do nothing more.
-func (r *run) awaitSecrets() error {
-	if r.others == nil {
-		return r.othersErr
-	}
-	o := <-r.others
-	r.others, r.othersErr = nil, o.err
-	r.red = newRedactor(append(o.secrets, r.secret)...)
-	// Enough bytes for 500 characters of any width, plus room to redact a
-	// secret cut by the window's start.
-	r.stderrTail.N = 4*stderrTailRunes + 2*r.red.longest + 64
-	r.streamTail.N = stallTailBytes + 2*r.red.longest + 64
-	return r.othersErr
-}
-
-// commandMentions reports whether the worker's argv, environment or stdin
-// refers to path.
-func commandMentions(cmd *Command, env []string, path string) bool {
-	for _, s := range append(append([]string(nil), cmd.Argv...), env...) {
-		if strings.Contains(s, path) {
-			return true
-		}
-	}
-	return bytes.Contains(cmd.Stdin, []byte(path))
-}
-
 func (r *run) writeTaskFile() error {
 	if r.pendingTask == nil {
 		return nil
@@ -794,40 +578,6 @@ func mkdir(dir string) error {
 	return err
 }
 
-// openLogs opens events.log and stream.log, once. It runs after the worker
-// has started, so that creating the files overlaps the worker's start-up;
-// the worker's output waits in its pipes meanwhile.
-func (r *run) openLogs() (err error) {
-	if r.events == nil {
-		if r.events, err = atomicfile.OpenFile(r.rec.EventsLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
-			return fmt.Errorf("pilot: %w", err)
-		}
-	}
-	if r.stream == nil {
-		if r.stream, err = atomicfile.OpenFile(r.rec.StreamLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
-			return fmt.Errorf("pilot: %w", err)
-		}
-		r.log = lines.NewBatch(r.stream, streamBatch)
-	}
-	return nil
-}
-
-// streamBatch is the most of a worker's output stream.log's writer gathers
-// before writing it (a read from the worker's pipe is at most as big).
-const streamBatch = 64 << 10
-
-func (r *run) closeLogs() {
-	if r.events != nil {
-		r.events.Close()
-	}
-	if r.log != nil {
-		r.log.Close()
-	}
-	if r.stream != nil {
-		r.stream.Close()
-	}
-}
-
 func (r *run) timeout() time.Duration {
 	if r.task.Timeout != 0 {
 		return r.task.Timeout
@@ -869,58 +619,6 @@ func (r *run) attempt(ctx context.Context) (Attempt, error) {
 		a.Prompt = string(data)
 	}
 	return a, nil
-}
-
-// environ builds the worker's whole environment: the allowlist from pilot's
-// environment, the provider's env, the runner's env, EnvRunID, and last the
-// provider's own credential. Other providers' credential variables never
-// pass.
-func (r *run) environ(runnerEnv map[string]string, secretEnv []string) []string {
-	others := r.d.Providers.credentialEnvs(r.prov.CredentialEnv)
-	vals := map[string]string{}
-	var order []string
-	set := func(k, v string) {
-		if others[k] {
-			return
-		}
-		if _, ok := vals[k]; !ok {
-			order = append(order, k)
-		}
-		vals[k] = v
-	}
-	for _, k := range r.d.EnvAllow {
-		if v, ok := r.d.LookupEnv(k); ok {
-			set(k, v)
-		}
-	}
-	// A private temp dir in every mode: the CLIs write conversations and
-	// shared libraries to the temp dir and leave them there.
-	set("TMPDIR", r.tmpDir())
-	for _, m := range []map[string]string{r.prov.Env, runnerEnv} {
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			set(k, m[k])
-		}
-	}
-	set(EnvRunID, r.id)
-	if r.prov.CredentialEnv != "" {
-		set(r.prov.CredentialEnv, r.secret)
-		for _, k := range secretEnv {
-			if envName.MatchString(k) {
-				delete(others, k) // the runner asked for it by name
-				set(k, r.secret)
-			}
-		}
-	}
-	env := make([]string, 0, len(order))
-	for _, k := range order {
-		env = append(env, k+"="+vals[k])
-	}
-	return env
 }
 
 // jobInfo is what the supervision of a started worker found beyond its exit.
@@ -1104,247 +802,4 @@ func (r *run) judge(e Exit, finishedFirst bool) (Result, Failure) {
 	f.EvidenceNote = r.red.string(f.EvidenceNote)
 	res.SessionID, res.Resume = r.red.string(res.SessionID), r.red.string(res.Resume)
 	return res, f
-}
-
-// read drains one output pipe into stream.log, the watcher and OnLine.
-func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64) {
-	defer wg.Done()
-	tag := []byte("out ")
-	if s == Stderr {
-		tag = []byte("err ")
-	}
-	clean := false // no secret can be in this read
-	sp := &lines.Splitter{
-		Max:      r.d.MaxLineBytes,
-		SpillDir: r.dir,
-		OnLine:   func(l lines.Line) { r.line(s, tag, l, clean && l.InPlace) },
-	}
-	bp := readBufs.Get().(*[readBuf]byte)
-	defer readBufs.Put(bp)
-	buf := bp[:]
-	for {
-		n, err := f.Read(buf)
-		if n > 0 {
-			r.lastOutput.Store(time.Now().UnixNano())
-			count.Add(int64(n))
-			// One lock for all the lines of a read (line runs under it).
-			r.lineMu.Lock()
-			if s == Stderr {
-				r.stderrTail.Write(buf[:n])
-			}
-			r.streamTail.Write(buf[:n])
-			// One look for the secrets in the whole read costs less
-			// than one in each of its lines.
-			clean = r.red.clean(buf[:n])
-			sp.Write(buf[:n])
-			// The lines of this read go to stream.log in one write, made
-			// while the next read is taken and split.
-			r.log.Flush()
-			r.lineMu.Unlock()
-		}
-		if err != nil {
-			break
-		}
-	}
-	r.lineMu.Lock()
-	sp.Close()
-	// Every line of this stream is in stream.log before the run's record
-	// can say it ended.
-	r.log.Sync()
-	r.lineMu.Unlock()
-}
-
-var newline = []byte("\n")
-
-// readBuf is the size of one read from a worker's pipe.
-const readBuf = 64 << 10
-
-// readBufs holds the read buffers of finished runs: a dispatch of a short
-// worker would otherwise allocate two of them, most of its garbage. Nothing
-// keeps a reference into a buffer once its reader returns (lines are copied
-// into stream.log's batch, and watchers and OnLine keep no line).
-var readBufs = sync.Pool{New: func() any { return new([readBuf]byte) }}
-
-// line handles one complete output line: stream.log gets all of it, the
-// watcher and OnLine get at most MaxLineBytes. A clean line is one in
-// which no secret can be. Called with lineMu held.
-func (r *run) line(s Stream, tag []byte, l lines.Line, clean bool) {
-	data := bytes.TrimSuffix(l.Data, []byte("\r"))
-	out := l.Data
-	if !clean {
-		out = r.red.bytes(l.Data)
-	}
-	switch {
-	case l.Spill != nil:
-		// A line too long to hold, copied from its spill file after
-		// what came before it.
-		r.log.Sync()
-		r.stream.Write(tag)
-		r.red.copy(r.stream, l.Spill)
-		r.stream.Write([]byte("\n"))
-	case len(out) > streamBatch:
-		// A long line: written where it is, not copied into a batch.
-		r.log.Sync()
-		r.stream.Write(tag)
-		r.stream.Write(out)
-		r.stream.Write([]byte("\n"))
-	default:
-		r.log.Append(tag, out, newline)
-	}
-	line := Line{Stream: s, Data: data, Size: l.Size, Truncated: l.Truncated}
-	r.noteDiagnostic(line)
-	r.noteDenial(line)
-	r.watcher.Line(line)
-	if r.d.OnLine != nil {
-		if !clean {
-			line.Data = r.red.bytes(data)
-		}
-		r.d.OnLine(r.id, line)
-	}
-}
-
-// maxDiagnosticText is the longest stderr line pilot classifies for a
-// watcher without Diagnose.
-const maxDiagnosticText = 64 << 10
-
-// noteDiagnostic classifies a line (the watcher's Diagnose, or
-// ClassifyFailure for a stderr line) and keeps the strongest diagnostic so
-// far, the latest of equals. Called with lineMu held.
-func (r *run) noteDiagnostic(l Line) {
-	if l.Truncated {
-		return
-	}
-	// The line is not copied (a megabyte-long line would cost a megabyte
-	// of garbage): a Diagnoser must keep nothing of it, and what it
-	// returns, which may alias it, is cloned.
-	line := unsafe.String(unsafe.SliceData(l.Data), len(l.Data))
-	var c Classification
-	if dw, ok := r.watcher.(Diagnoser); ok {
-		if c, ok = dw.Diagnose(l.Stream, line); !ok {
-			return
-		}
-	} else if l.Stream == Stderr && len(line) <= maxDiagnosticText {
-		c = ClassifyFailure(line)
-	}
-	if c.Evidence == "" {
-		return
-	}
-	c.Evidence, c.Note, c.Source = strings.Clone(c.Evidence), strings.Clone(c.Note), strings.Clone(c.Source)
-	if c.Source == "" {
-		c.Source = r.runner.Name() + ":" + string(l.Stream)
-	}
-	if r.diag == nil {
-		r.diag = new(Classification)
-	}
-	*r.diag = Strongest(*r.diag, c)
-}
-
-// diagnostic returns the strongest diagnostic seen, or nil.
-func (r *run) diagnostic() *Classification {
-	r.lineMu.Lock()
-	defer r.lineMu.Unlock()
-	if r.diag == nil {
-		return nil
-	}
-	d := *r.diag
-	return &d
-}
-
-func (r *run) emit(e Event) {
-	e.RunID = r.id
-	if e.Time.IsZero() {
-		e.Time = time.Now().UTC()
-	}
-	r.emitMu.Lock()
-	defer r.emitMu.Unlock()
-	if data, err := json.Marshal(e); err == nil {
-		r.events.Write(append(data, '\n'))
-	}
-	if r.delivery != nil {
-		r.delivery.push(e) // the observers get it from their own goroutine
-	}
-}
-
-// observe hands e to the Dispatcher's observer, then the task's.
-func (r *run) observe(e Event) {
-	if r.d.Observer != nil {
-		r.d.Observer(e)
-	}
-	if r.task.Observer != nil {
-		r.task.Observer(e)
-	}
-}
-
-// stderrTailRunes is the most characters a verdict's stderr_tail holds.
-const stderrTailRunes = 500
-
-func (r *run) tail() string {
-	r.lineMu.Lock()
-	raw := append([]byte(nil), r.stderrTail.Bytes()...)
-	r.lineMu.Unlock()
-	return text.LastRunes(strings.ToValidUTF8(string(r.red.bytes(raw)), "\uFFFD"), stderrTailRunes)
-}
-
-// pipe returns a pipe whose read end pilot reads through the runtime
-// poller (so Close unblocks a Read) and whose write end is blocking, as
-// ordinary programs expect their stdout to be.
-func pipe() (r, w *os.File, err error) {
-	return newPipe("worker-output", true)
-}
-
-// stdinFile returns the worker's stdin: /dev/null, or a pipe fed with data
-// by a goroutine that wait (the second result) waits for.
-func stdinFile(data []byte) (*os.File, func(), error) {
-	if data == nil {
-		// Opened as a plain file: nothing of pilot's reads it.
-		f, err := atomicfile.OpenFile(os.DevNull, os.O_RDONLY, 0)
-		if err != nil {
-			return nil, nil, fmt.Errorf("pilot: %w", err)
-		}
-		return f, func() {}, nil
-	}
-	rd, wr, err := newPipe("worker-stdin", false)
-	if err != nil {
-		return nil, nil, err
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		wr.Write(data)
-		wr.Close()
-	}()
-	return rd, func() {
-		wr.Close() // unblocks a write the worker never read
-		<-done
-	}, nil
-}
-
-// lookPath finds prog in the PATH of env, the worker's environment.
-func lookPath(prog string, env []string) (string, error) {
-	if strings.Contains(prog, "/") {
-		return prog, nil
-	}
-	path := ""
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			path = kv[len("PATH="):]
-		}
-	}
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			continue // never the current directory
-		}
-		p := filepath.Join(dir, prog)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("executable %q not found in the worker's PATH (%s)", prog, path)
-}
-
-func signalName(s syscall.Signal) string {
-	if n, ok := signalNames[s]; ok {
-		return n
-	}
-	return fmt.Sprintf("SIG%d", int(s))
 }

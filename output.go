@@ -1,0 +1,275 @@
+package pilot
+
+// A worker's output: its pipes and logs, the lines read and classified,
+// the events emitted, and the tails a verdict keeps.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/pilotworkers/pilot/internal/atomicfile"
+	"github.com/pilotworkers/pilot/internal/lines"
+	"github.com/pilotworkers/pilot/internal/text"
+)
+
+// openLogs opens events.log and stream.log, once. It runs after the worker
+// has started, so that creating the files overlaps the worker's start-up;
+// the worker's output waits in its pipes meanwhile.
+func (r *run) openLogs() (err error) {
+	if r.events == nil {
+		if r.events, err = atomicfile.OpenFile(r.rec.EventsLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+			return fmt.Errorf("pilot: %w", err)
+		}
+	}
+	if r.stream == nil {
+		if r.stream, err = atomicfile.OpenFile(r.rec.StreamLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+			return fmt.Errorf("pilot: %w", err)
+		}
+		r.log = lines.NewBatch(r.stream, streamBatch)
+	}
+	return nil
+}
+
+// streamBatch is the most of a worker's output stream.log's writer gathers
+// before writing it (a read from the worker's pipe is at most as big).
+const streamBatch = 64 << 10
+
+func (r *run) closeLogs() {
+	if r.events != nil {
+		r.events.Close()
+	}
+	if r.log != nil {
+		r.log.Close()
+	}
+	if r.stream != nil {
+		r.stream.Close()
+	}
+}
+
+// read drains one output pipe into stream.log, the watcher and OnLine.
+func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64) {
+	defer wg.Done()
+	tag := []byte("out ")
+	if s == Stderr {
+		tag = []byte("err ")
+	}
+	clean := false // no secret can be in this read
+	sp := &lines.Splitter{
+		Max:      r.d.MaxLineBytes,
+		SpillDir: r.dir,
+		OnLine:   func(l lines.Line) { r.line(s, tag, l, clean && l.InPlace) },
+	}
+	bp := readBufs.Get().(*[readBuf]byte)
+	defer readBufs.Put(bp)
+	buf := bp[:]
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			r.lastOutput.Store(time.Now().UnixNano())
+			count.Add(int64(n))
+			// One lock for all the lines of a read (line runs under it).
+			r.lineMu.Lock()
+			if s == Stderr {
+				r.stderrTail.Write(buf[:n])
+			}
+			r.streamTail.Write(buf[:n])
+			// One look for the secrets in the whole read costs less
+			// than one in each of its lines.
+			clean = r.red.clean(buf[:n])
+			sp.Write(buf[:n])
+			// The lines of this read go to stream.log in one write, made
+			// while the next read is taken and split.
+			r.log.Flush()
+			r.lineMu.Unlock()
+		}
+		if err != nil {
+			break
+		}
+	}
+	r.lineMu.Lock()
+	sp.Close()
+	// Every line of this stream is in stream.log before the run's record
+	// can say it ended.
+	r.log.Sync()
+	r.lineMu.Unlock()
+}
+
+var newline = []byte("\n")
+
+// readBuf is the size of one read from a worker's pipe.
+const readBuf = 64 << 10
+
+// readBufs holds the read buffers of finished runs: a dispatch of a short
+// worker would otherwise allocate two of them, most of its garbage. Nothing
+// keeps a reference into a buffer once its reader returns (lines are copied
+// into stream.log's batch, and watchers and OnLine keep no line).
+var readBufs = sync.Pool{New: func() any { return new([readBuf]byte) }}
+
+// line handles one complete output line: stream.log gets all of it, the
+// watcher and OnLine get at most MaxLineBytes. A clean line is one in
+// which no secret can be. Called with lineMu held.
+func (r *run) line(s Stream, tag []byte, l lines.Line, clean bool) {
+	data := bytes.TrimSuffix(l.Data, []byte("\r"))
+	out := l.Data
+	if !clean {
+		out = r.red.bytes(l.Data)
+	}
+	switch {
+	case l.Spill != nil:
+		// A line too long to hold, copied from its spill file after
+		// what came before it.
+		r.log.Sync()
+		r.stream.Write(tag)
+		r.red.copy(r.stream, l.Spill)
+		r.stream.Write([]byte("\n"))
+	case len(out) > streamBatch:
+		// A long line: written where it is, not copied into a batch.
+		r.log.Sync()
+		r.stream.Write(tag)
+		r.stream.Write(out)
+		r.stream.Write([]byte("\n"))
+	default:
+		r.log.Append(tag, out, newline)
+	}
+	line := Line{Stream: s, Data: data, Size: l.Size, Truncated: l.Truncated}
+	r.noteDiagnostic(line)
+	r.noteDenial(line)
+	r.watcher.Line(line)
+	if r.d.OnLine != nil {
+		if !clean {
+			line.Data = r.red.bytes(data)
+		}
+		r.d.OnLine(r.id, line)
+	}
+}
+
+// maxDiagnosticText is the longest stderr line pilot classifies for a
+// watcher without Diagnose.
+const maxDiagnosticText = 64 << 10
+
+// noteDiagnostic classifies a line (the watcher's Diagnose, or
+// ClassifyFailure for a stderr line) and keeps the strongest diagnostic so
+// far, the latest of equals. Called with lineMu held.
+func (r *run) noteDiagnostic(l Line) {
+	if l.Truncated {
+		return
+	}
+	// The line is not copied (a megabyte-long line would cost a megabyte
+	// of garbage): a Diagnoser must keep nothing of it, and what it
+	// returns, which may alias it, is cloned.
+	line := unsafe.String(unsafe.SliceData(l.Data), len(l.Data))
+	var c Classification
+	if dw, ok := r.watcher.(Diagnoser); ok {
+		if c, ok = dw.Diagnose(l.Stream, line); !ok {
+			return
+		}
+	} else if l.Stream == Stderr && len(line) <= maxDiagnosticText {
+		c = ClassifyFailure(line)
+	}
+	if c.Evidence == "" {
+		return
+	}
+	c.Evidence, c.Note, c.Source = strings.Clone(c.Evidence), strings.Clone(c.Note), strings.Clone(c.Source)
+	if c.Source == "" {
+		c.Source = r.runner.Name() + ":" + string(l.Stream)
+	}
+	if r.diag == nil {
+		r.diag = new(Classification)
+	}
+	*r.diag = Strongest(*r.diag, c)
+}
+
+// diagnostic returns the strongest diagnostic seen, or nil.
+func (r *run) diagnostic() *Classification {
+	r.lineMu.Lock()
+	defer r.lineMu.Unlock()
+	if r.diag == nil {
+		return nil
+	}
+	d := *r.diag
+	return &d
+}
+
+func (r *run) emit(e Event) {
+	e.RunID = r.id
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	r.emitMu.Lock()
+	defer r.emitMu.Unlock()
+	if data, err := json.Marshal(e); err == nil {
+		r.events.Write(append(data, '\n'))
+	}
+	if r.delivery != nil {
+		r.delivery.push(e) // the observers get it from their own goroutine
+	}
+}
+
+// observe hands e to the Dispatcher's observer, then the task's.
+func (r *run) observe(e Event) {
+	if r.d.Observer != nil {
+		r.d.Observer(e)
+	}
+	if r.task.Observer != nil {
+		r.task.Observer(e)
+	}
+}
+
+// stderrTailRunes is the most characters a verdict's stderr_tail holds.
+const stderrTailRunes = 500
+
+func (r *run) tail() string {
+	r.lineMu.Lock()
+	raw := append([]byte(nil), r.stderrTail.Bytes()...)
+	r.lineMu.Unlock()
+	return text.LastRunes(strings.ToValidUTF8(string(r.red.bytes(raw)), "\uFFFD"), stderrTailRunes)
+}
+
+// pipe returns a pipe whose read end pilot reads through the runtime
+// poller (so Close unblocks a Read) and whose write end is blocking, as
+// ordinary programs expect their stdout to be.
+func pipe() (r, w *os.File, err error) {
+	return newPipe("worker-output", true)
+}
+
+// stdinFile returns the worker's stdin: /dev/null, or a pipe fed with data
+// by a goroutine that wait (the second result) waits for.
+func stdinFile(data []byte) (*os.File, func(), error) {
+	if data == nil {
+		// Opened as a plain file: nothing of pilot's reads it.
+		f, err := atomicfile.OpenFile(os.DevNull, os.O_RDONLY, 0)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pilot: %w", err)
+		}
+		return f, func() {}, nil
+	}
+	rd, wr, err := newPipe("worker-stdin", false)
+	if err != nil {
+		return nil, nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wr.Write(data)
+		wr.Close()
+	}()
+	return rd, func() {
+		wr.Close() // unblocks a write the worker never read
+		<-done
+	}, nil
+}
+
+func signalName(s syscall.Signal) string {
+	if n, ok := signalNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("SIG%d", int(s))
+}
