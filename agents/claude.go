@@ -29,76 +29,17 @@ const RunnerClaude = "claude"
 var claudeProviders = []pilot.Provider{{Name: "claude", Runner: RunnerClaude, CredentialEnv: "ANTHROPIC_API_KEY"}}
 
 // ClaudeRunner runs Claude Code (the claude CLI) headless, one prompt per
-// worker:
+// worker, the prompt on stdin (out of the argument parser and process
+// listings):
 //
 //	claude -p --output-format stream-json --verbose [--model M]
 //	       <permission flags> [--resume=ID] [Provider.Args...]
 //
-// with the prompt on standard input: claude -p reads its prompt from stdin
-// when no prompt argument is given, so the task text never meets the
-// command line's length limit or its option parser, and never shows in a
-// process listing. stream-json needs --verbose in print mode (without it
-// the CLI refuses to start).
-//
-// Permissions follow the mode; a print-mode worker has nobody to ask, so a
-// tool call that would prompt is denied and the model is told so:
-//
-//   - code, test, resume: --allowedTools Bash --permission-mode acceptEdits,
-//     the headless example of Claude Code's own documentation: file edits
-//     are accepted, every shell command is pre-approved, and anything else
-//     that would prompt (web fetches, MCP tools) is denied. Claude Code
-//     never auto-approves writes to its protected paths (.git, .claude)
-//     outside bypassPermissions, which pilot does not use.
-//   - explore, review: --disallowedTools Edit,Write,NotebookEdit
-//     --permission-mode dontAsk. dontAsk is the mode upstream documents for
-//     unattended, restricted runs: every call that would prompt is denied,
-//     reads and read-only commands still run. The disallowed edit tools are
-//     removed from the model's tool set and, as deny rules, win over any
-//     allow rule a project's settings carry. Plan mode is not used: it makes
-//     the model write a plan for approval rather than answer, and no one is
-//     there to approve it. A shell command a project's settings pre-approve
-//     still runs; pilot cannot tell a writing command from a reading one.
-//
-// Isolation (Provider.Isolated, or a BaseURL): every worker gets its own
-// CLAUDE_CONFIG_DIR under its run directory, since concurrent instances
-// sharing one config dir corrupt it, and
-// CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 (no telemetry, update checks
-// or error reports). Such a worker has no login: its credential must come
-// from the environment. BaseURL becomes ANTHROPIC_BASE_URL, Claude Code's
-// own setting for a gateway that speaks the Anthropic Messages API. Claude
-// Code appends /v1/messages to it, so a base URL ending in /v1 is refused:
-// give the gateway's root. Claude Code reads its key from ANTHROPIC_API_KEY
-// (sent as x-api-key), ANTHROPIC_AUTH_TOKEN (sent as a bearer token) or
-// CLAUDE_CODE_OAUTH_TOKEN; a provider whose CredentialEnv is another name
-// gets its secret in ANTHROPIC_API_KEY as well (Command.SecretEnv).
-//
-// Resume: Task.Resume is the earlier verdict's "resume" value and the worker
-// runs with --resume=ID (the equals form, so an id that starts with a dash
-// cannot be read as an option). Claude Code keeps each session as a
-// transcript in its config dir, so an isolated worker's session lives in
-// that worker's run directory: for such a worker the verdict's "resume" is
-// the transcript's path, and resuming with it copies the transcript into the
-// new worker's own config dir first. A bare session id cannot be resumed by
-// an isolated worker (its config dir starts empty), and a transcript path
-// cannot be resumed by a worker that is not isolated (pilot does not write
-// into the user's own config dir): both are refused before anything starts.
-//
-// Unless the worker was killed or pilot ended it, the verdict comes from the
-// stream's final result event, whatever the exit code. Claude Code reports an API failure as a result with subtype
-// "success" and is_error true (then exits 1): that is a failure, classified
-// from the result's text and api_error_status. A result with subtype
-// error_max_turns (or terminal_reason max_turns) or error_max_budget_usd is
-// a limit the caller set, reported as step_capped_partial; other error
-// subtypes are failures. A successful result with no text, after no
-// assistant text, is empty. Exit 0 without a result is incomplete. The
-// api_retry notices Claude Code prints while it retries are retries, not
-// failures: they tell the stall policy how long the silence will last.
-//
-// Claude Code exits 143 on SIGTERM, but print-mode runs have been reported
-// to ignore SIGTERM, and to hang after their result until killed. The runner
-// does nothing about it: the Dispatcher's grace period ends in SIGKILL, and a
-// worker pilot ended is judged by why pilot ended it (a 143 or a signal pilot
-// did not send is process-terminated).
+// Code, test and resume run with --allowedTools Bash --permission-mode
+// acceptEdits; explore and review with --disallowedTools
+// Edit,Write,NotebookEdit --permission-mode dontAsk. README's "The agent
+// CLIs" gives isolation (CLAUDE_CONFIG_DIR), the key, resume and exits;
+// claudeWatcher reads the stream.
 type ClaudeRunner struct{}
 
 // Name implements Runner.
@@ -134,7 +75,9 @@ func (ClaudeRunner) SandboxNeeds(p pilot.Provider, home string) sandbox.Needs {
 var claudeKeyEnv = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
 
 // claudeReadOnlyDenied are the tools an explore or review worker does not
-// get: every built-in tool that writes a file.
+// get: every built-in tool that writes a file. It runs in dontAsk mode,
+// which denies whatever would prompt; plan mode would have the model write
+// a plan for approval, and no one is there to approve it.
 const claudeReadOnlyDenied = "Edit,Write,NotebookEdit"
 
 // Command implements Runner.
@@ -306,7 +249,9 @@ func claudeCopyTree(src, dst string) error {
 // result's errors, when the session it was asked to resume does not exist.
 const claudeSessionGone = "No conversation found"
 
-// claudeWatcher follows one Claude Code worker's stream-json output.
+// claudeWatcher follows one Claude Code worker's stream-json output. The
+// final result event decides; its api_retry notices are retries, not
+// failures, and tell the stall policy how long the silence will last.
 type claudeWatcher struct {
 	streamWatch
 	configDir string // the worker's isolated CLAUDE_CONFIG_DIR, or ""
@@ -593,7 +538,10 @@ func claudeErrorCategory(raw json.RawMessage) string {
 	return s
 }
 
-// Finish implements Watcher.
+// Finish implements Watcher. Claude Code reports an API failure as a
+// result with subtype "success" and is_error true (then exits 1), so the
+// result decides, whatever the exit; max turns or budget is the caller's
+// limit, step_capped_partial.
 func (w *claudeWatcher) Finish(e pilot.Exit) pilot.Result {
 	if w.usage == nil && len(w.msgOrder) > 0 {
 		// No result: the run's usage is what its messages reported.

@@ -28,102 +28,11 @@ var codexProviders = []pilot.Provider{{Name: "codex", Runner: RunnerCodex, Crede
 //	codex exec --json --skip-git-repo-check -C WORKDIR -s SANDBOX [-m MODEL] [ARGS...] -- PROMPT
 //	codex exec --json --skip-git-repo-check -C WORKDIR -s SANDBOX [-m MODEL] [ARGS...] resume -- THREAD PROMPT
 //
-// The command line:
-//
-//   - The prompt is the positional PROMPT, after "--" so that a prompt that
-//     starts with "-" is never read as a flag. codex exec reads stdin
-//     whenever it is not a terminal and appends it to the prompt (or waits
-//     on it: "Reading additional input from stdin"), so stdin is /dev/null.
-//     A prompt too long for one argument (over 96 KiB; Linux allows 128
-//     KiB), or the prompt "-" itself, goes on stdin instead, with "-" as
-//     PROMPT, which is how codex takes a prompt from stdin.
-//   - --skip-git-repo-check, because a worker's directory need not be a
-//     git repository, and -C for the worker's directory.
-//   - codex's own sandbox by mode: read-only for explore and review, and
-//     workspace-write for code, test and resume, without /tmp
-//     (sandbox_workspace_write.exclude_slash_tmp: codex would make /tmp
-//     writable and leave mount points in it, /tmp/.git, .codex, .aws and
-//     .agents, when it is killed; its TMPDIR, in the run directory, stays
-//     writable). codex exec never asks for approval (its approval policy
-//     is forced to never), so a command the sandbox refuses fails inside
-//     the turn and the model sees the failure. Inside pilot's sandbox
-//     (Attempt.Sandbox not Off) codex's cannot run: it is bubblewrap,
-//     whose mounts Landlock refuses a confined process, and its legacy
-//     Landlock mode refuses a filesystem policy without it. So there the
-//     worker runs with -s danger-full-access and pilot's sandbox alone
-//     confines its commands: in workspace and strict they write only
-//     where the worker may, but under secrets anywhere but the guarded
-//     paths, and an explore or review task is then read-only only by its
-//     instructions. Give such providers "sandbox": "workspace" or
-//     stricter.
-//   - -m Provider.Model when set; Provider.Args come after pilot's options
-//     and before the prompt (and before "resume"), so they may override
-//     them.
-//   - Task.Resume continues a thread with codex exec's resume subcommand.
-//     codex keeps nothing of the earlier run's flags, so every option is
-//     given again, before "resume" (where every codex version parses
-//     them).
-//
-// The credential: codex exec takes an API key from CODEX_API_KEY, before
-// any login it has stored (OPENAI_API_KEY is not read for exec's own
-// authentication), so when Provider.CredentialEnv names another variable,
-// pilot sets CODEX_API_KEY to the same secret ([pilot.Command].SecretEnv).
-//
-// Isolation: with Provider.Isolated or Provider.BaseURL, every worker gets
-// its own CODEX_HOME under its run directory, holding no login, so the key
-// must come from CredentialEnv (the runner refuses an isolated provider
-// without one, unless BaseURL names an endpoint that needs no key). With
-// BaseURL, pilot writes CODEX_HOME/config.toml with a custom model provider
-// "pilot" (and with plugin sync and analytics off, which would reach
-// beyond the endpoint): base_url is BaseURL (codex appends "/responses": the endpoint
-// must serve OpenAI's Responses API, since codex dropped wire_api "chat"),
-// env_key names CredentialEnv (the secret itself is never written), and
-// model is Provider.Model, which BaseURL requires. codex keeps its threads
-// in CODEX_HOME/sessions, so an isolated worker's Verdict.Resume is its
-// rollout file rather than the bare thread id; resuming from it copies the
-// file into the new worker's CODEX_HOME first. An isolated provider cannot
-// resume a bare thread id: its fresh CODEX_HOME holds no such thread.
-//
-// The stream (codex exec --json) and how pilot reads it:
-//
-//   - thread.started gives the session id (codex's thread id);
-//     turn.started means the model is working. codex prints an
-//     agent_message only when it is complete, never token by token, so a
-//     long silence while awaiting the model is normal.
-//   - item.started of a command_execution, mcp_tool_call, collab_tool_call,
-//     web_search or file_change item opens a tool run until the
-//     item.completed with the same id; several may be open at once. A
-//     sub-agent wait (a collab_tool_call "wait", [CodexSubagentWaits]) is a
-//     tool run too: waiting on a sub-agent is slow, not stalled.
-//   - A top-level error "Reconnecting... N/M (...)" is codex retrying the
-//     model request: activity, not a failure, but a retry loop
-//     ([pilot.RetryWatcher]) until an item or the turn's end shows the model
-//     answered. An error item is a warning. codex retries an endpoint that
-//     refuses connections forever ("Reconnecting... waiting for network
-//     (Connection failed: error sending request)", every few seconds);
-//     nothing in the stream says it has given up, so pilot ends it after
-//     StallPolicy.RetryLoop as provider-connection, that notice its
-//     evidence.
-//   - turn.completed ends the turn successfully: completed when an
-//     agent_message had text, empty when none did. Its usage is the
-//     thread's running total, so the last one replaces any earlier one:
-//     input_tokens (which, in OpenAI's reckoning, include the cached ones),
-//     cached_input_tokens as CacheReadTokens, and output_tokens. codex
-//     reports no cost.
-//   - turn.failed ends the turn with an error: a failure of the class its
-//     message proves (provider-auth for "unexpected status 401",
-//     provider-rate-limit for "exceeded retry limit, last status: 429",
-//     context-limit for "ran out of room in the model's context window",
-//     ...), or generic-error with the event as evidence. codex exits 1.
-//   - A turn.completed decides even when codex then exits non-zero: the
-//     stream comes first. A worker that exits 0 with neither turn.completed
-//     nor turn.failed (codex prints no terminal event for an interrupted
-//     turn) is incomplete. A non-zero exit with neither (a startup failure
-//     such as "Error loading config.toml: ...", exit 1) is judged by
-//     [pilot.JudgeExit] on its stderr.
-//
-// codex has no turn or step limit of its own, so its verdicts are never
-// step_capped_partial.
+// SANDBOX is read-only for explore and review, workspace-write otherwise,
+// and danger-full-access inside pilot's sandbox, where codex's cannot run.
+// Stdin is /dev/null (codex would wait on it) unless the prompt is too long
+// for one argument. README's "The agent CLIs" gives isolation (CODEX_HOME),
+// the key (CODEX_API_KEY), resume and exits; codexWatcher reads the stream.
 type CodexRunner struct{}
 
 // Name implements Runner.
@@ -341,7 +250,13 @@ func tomlString(s string) string {
 // agent_message): codex writes the event type, then the item's id and type.
 var codexItemPrefix = regexp.MustCompile(`^\s*\{"type":"(item\.started|item\.completed)","item":\{"id":"((?:[^"\\]|\\.)*)","type":"([a-z_]+)"`)
 
-// codexWatcher follows one codex exec --json worker.
+// codexWatcher follows one codex exec --json worker. thread.started gives
+// the session id; a tool item is running from item.started to the
+// item.completed with its id (several may be open; a sub-agent wait is one);
+// "Reconnecting..." error events are retries, and codex retries a refused
+// endpoint forever, so StallPolicy.RetryLoop ends it as provider-connection.
+// codex prints an agent_message only whole, so long silences are normal.
+// turn.completed's usage is the thread's running total: the last one wins.
 type codexWatcher struct {
 	streamWatch
 	home string // the worker's own CODEX_HOME, or ""
@@ -619,7 +534,9 @@ func codexReason(event string) string {
 	return "stream:" + event
 }
 
-// Finish implements Watcher.
+// Finish implements Watcher. The stream decides before the exit status;
+// codex prints no terminal event for an interrupted turn, and has no turn
+// cap, so it is never step_capped_partial.
 func (w *codexWatcher) Finish(e pilot.Exit) pilot.Result {
 	w.findRollout()
 	switch {

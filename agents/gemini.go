@@ -29,69 +29,11 @@ var geminiProviders = []pilot.Provider{{Name: "gemini", Runner: RunnerGemini, Cr
 //	gemini --output-format stream-json [--model M] --approval-mode MODE
 //	       [--admin-policy FILE] [--resume ID] [Args...] --prompt=<prompt>
 //
-// The prompt is one --prompt=… argument, so a prompt that starts with "-"
-// is never read as a flag. Linux limits one argument to 128 KiB, so a longer
-// prompt is refused.
-//
-// Modes: code, test and resume run with --approval-mode yolo: in a
-// non-interactive run gemini denies every tool that would ask for approval,
-// so without it the worker could neither edit files nor run commands.
-// Explore and review run in plan mode (--approval-mode plan), gemini's
-// read-only mode. A non-interactive run may leave plan mode on its own
-// (the exit_plan_mode tool is allowed without asking there, and it switches
-// the session to yolo), so pilot also writes RunDir/gemini-read-only.toml, a
-// policy that denies exit_plan_mode, and loads it with --admin-policy (a
-// supplement to the admin tier, which outranks the user's and gemini's own
-// rules; gemini ignores it, with a warning, where the system already has
-// admin policies; releases older than the flag, March 2026, refuse to start
-// with it). Task.Resume continues a session with --resume <id>;
-// gemini finds sessions per project directory, so a resumed task must run
-// in the same workdir. "latest" and bare indexes are refused: pilot resumes
-// by session id.
-//
-// gemini reads its key from GEMINI_API_KEY: when CredentialEnv names
-// another variable, the Command asks for the secret there too (SecretEnv).
-//
-// Isolation (Provider.Isolated or BaseURL): GEMINI_CLI_HOME points at
-// RunDir/gemini-home, so the worker's ~/.gemini (settings, login, trusted
-// folders, sessions) is its own, and GEMINI_CLI_TRUST_WORKSPACE=true trusts
-// the workdir, which an isolated home has no trust list for (gemini refuses
-// to run headless in an untrusted folder, exit 55). Without isolation the
-// user's own trust list decides. BaseURL is passed as GOOGLE_GEMINI_BASE_URL,
-// which makes gemini use its "gateway" auth: the endpoint must speak the
-// Gemini API (generateContent and streamGenerateContent under /v1beta),
-// not OpenAI's chat completions, and the key goes in the x-goog-api-key
-// header. An isolated worker's sessions stay in its home, so its verdict's
-// Resume is "<RunDir>/gemini-home/<session id>", and resuming from such a
-// value runs gemini with that home again; a bare session id cannot be
-// resumed by an isolated provider, and is refused.
-//
-// Its stream-json events: init (the session id), message (assistant text
-// arrives as deltas), tool_use and tool_result (paired by tool_id; several
-// open at once are parallel calls, and the phase is tool-running while any
-// is open), error (severity warning is a notice, not a failure) and result,
-// which ends every run that gemini itself ends: status success is completed
-// (empty without assistant text), status error a failure classified from
-// its error, and a turn limit (error type FatalTurnLimitedError or
-// MaxSessionTurnsError, the "Maximum session turns exceeded" error event,
-// or exit 53) step_capped_partial. Usage comes from the result's stats:
-// input tokens without the cached ones, output tokens, and cached tokens
-// as cache reads; gemini reports no cost. Failures before the session
-// starts have no result: exit 41 (auth) and the other documented codes are
-// classified by their documented meaning. Exit 0 without a result is incomplete.
-// gemini retries rate limits, server errors and failed connections itself;
-// its stderr notice "Attempt N failed: …. Retrying after Dms..." tells
-// pilot's stall policy to expect silence for D, and "Attempt N failed …
-// Retrying with backoff..." for the longest backoff after attempt N (5 s
-// doubling to 30 s, plus 30% jitter). Either notice is a retry loop
-// ([pilot.RetryWatcher]) until the model's next message, a tool call or the
-// result.
-//
-// A trap: after an API error gemini exits with the HTTP status itself
-// (process.exit(429)), which the system truncates to 8 bits, so a 400 to
-// 415 exits 144 to 159 and looks like a death by signal (128+N). When the
-// stream has reported the error in a result event, pilot judges by that
-// event and does not infer a signal from such a code.
+// The prompt is one --prompt= argument (a leading "-" is no flag; over
+// 128 KiB it is refused). MODE is yolo for code, test and resume, plan for
+// explore and review, with a policy file denying exit_plan_mode. README's
+// "The agent CLIs" gives isolation (GEMINI_CLI_HOME), the key
+// (GEMINI_API_KEY), resume and exit codes; geminiWatcher reads the stream.
 type GeminiRunner struct{}
 
 // Name implements Runner.
@@ -194,7 +136,12 @@ func (GeminiRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command,
 	return cmd, nil
 }
 
-// geminiWatcher follows one gemini --output-format stream-json stream.
+// geminiWatcher follows one gemini --output-format stream-json stream:
+// init (the session id), message deltas, tool_use and tool_result (paired
+// by tool_id; tool-running while any is open), error (severity warning is
+// a notice) and result. Usage is the result's stats, cached tokens as cache
+// reads; gemini reports no cost. Its stderr "Attempt N failed … Retrying"
+// notices are retry loops with the silence they announce.
 type geminiWatcher struct {
 	streamWatch
 	home string // the isolated gemini home, if any
@@ -432,7 +379,9 @@ func geminiHead(data []byte) (typ string, v []byte, ok bool) {
 	return "", nil, false
 }
 
-// Finish implements Watcher.
+// Finish implements Watcher. After an API error gemini exits with the HTTP
+// status (process.exit(429)), truncated to 8 bits, so a 400 to 415 looks
+// like a signal (144 to 159): when a result reported the error, it decides.
 func (w *geminiWatcher) Finish(e pilot.Exit) pilot.Result {
 	if w.home != "" && w.sessionID != "" {
 		w.resume = filepath.Join(w.home, w.sessionID)

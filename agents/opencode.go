@@ -25,98 +25,16 @@ var opencodeProviders = []pilot.Provider{
 	{Name: "kimi-k3", Runner: RunnerOpencode, Model: "moonshotai/kimi-k3", CredentialEnv: "MOONSHOT_API_KEY"},
 }
 
-// OpencodeRunner runs the opencode CLI non-interactively:
+// OpencodeRunner runs the opencode CLI non-interactively, the prompt on
+// stdin (arguments would be joined and quoted, changing the prompt):
 //
 //	opencode run --format json [--agent plan] [--model M] [--session ID] [Args...] < prompt
 //
-// The prompt goes on stdin: opencode reads stdin whole when it is not a
-// terminal and takes it as the message, whereas message arguments are
-// joined with spaces and each one that holds a space is wrapped in quotes
-// (its own quotes escaped), which would change the prompt the model sees.
-//
-// Modes: explore and review run opencode's built-in "plan" agent, which
-// denies the edit tools (it may still run shell commands: opencode's plan
-// agent allows bash, and opencode has no sandbox); code, test and resume run
-// the default "build" agent, which allows every tool without asking, so no
-// --auto is needed. In a run, opencode rejects the permissions its config
-// says to ask about (files outside the workdir, .env files) instead of
-// waiting for an answer.
-//
-// Model is opencode's "provider/model" ("zai-coding-plan/glm-4.6"); a model
-// without a provider is refused. Task.Resume continues a session with
-// --session.
-//
-// Isolation (Provider.Isolated or BaseURL): the worker gets XDG_CONFIG_HOME,
-// XDG_DATA_HOME, XDG_CACHE_HOME and XDG_STATE_HOME under RunDir/opencode, so
-// it sees none of the user's global opencode config, login (auth.json) or
-// session database (a project's own opencode.json in the workdir still
-// applies): its key must come from the environment (CredentialEnv named as
-// the variable opencode's provider reads). With BaseURL, pilot writes
-// $XDG_CONFIG_HOME/opencode/opencode.json defining a provider "pilot"
-// (@ai-sdk/openai-compatible, options.baseURL, and options.apiKey
-// "{env:<CredentialEnv>}" when there is a credential, so the key stays in
-// the environment) whose one model is Model, and runs it as
-// --model pilot/<Model>; Model is then required. An
-// isolated worker's session database stays in its run directory, so its
-// verdict's Resume is that store and the session id,
-// "<RunDir>/opencode/<session id>"; resuming from such a value points
-// XDG_DATA_HOME at that store again. A bare session id cannot be resumed by
-// an isolated provider, and is refused.
-//
-// Its stream (one JSON event per stdout line, each with the session id)
-// says when a model step's answer starts arriving (step_start) and ends
-// (step_finish, with the step's tokens and cost, which pilot sums), the
-// answer text, and a tool only once it has finished (tool_use, completed or
-// error); it says nothing while opencode waits for the model's first byte,
-// runs a tool, or retries a failed model call. So pilot runs it with
-// --print-logs and reads its log lines on stderr too (opencode 1.18.33):
-//
-//	message=stream … small=false         a model call goes out: awaiting-model
-//	message=evaluated … action.action=allow
-//	                                     a tool's permission was granted and
-//	                                     the tool runs: tool-running
-//	level=ERROR message="stream error" … error.error="AI_APICallError: …"
-//	                                     the model call failed; opencode
-//	                                     retries it (below): awaiting-model
-//
-// The small model's side requests (the session title, small=true) are not
-// the task's model calls and are skipped. After a tool_use the step goes
-// on (another tool, or the model's answer): the phase is unknown
-// ("stream:tool_use") until the next line says more; after a step_finish
-// asking for tools it is awaiting-model. A stream without INFO log lines
-// (an older build, or a --log-level WARN in Args) keeps the old reading: from
-// step_start to step_finish the phase is unknown ("stream:opencode-step"),
-// which gets the stall policy's conservative tool-sized threshold.
-//
-// Retries: opencode retries a failed model call that is retryable (HTTP 429
-// and 5xx, connection failures, isRetryable API errors; not 401 or a
-// context overflow) 5 times, waiting 2 s × 2^(n−1) plus up to 25 % jitter
-// before retry n, at most 30 s, or what a retry-after header asks (without
-// bound); then it reports the last error and exits 1. Its log says nothing
-// of the wait, so pilot counts the bound of that schedule after each
-// "stream error" as expected silence. opencode has no setting for the
-// number of retries. Each "stream error" is a retry notice ([pilot.RetryWatcher],
-// source opencode:stderr, the log line its evidence) until the model
-// answers (text, tool_use, step_finish) or opencode gives up (error):
-// StallPolicy.RetryLoop bounds such a loop, and a worker pilot ends inside
-// one is judged by the error it retries. The log line carries the error's
-// message but not its HTTP status: a 500 whose body says nothing
-// ("APICallError: boom") is generic-error there, while opencode's own error
-// event after its last try has statusCode 500.
-//
-// Verdict: an error event (APIError, ProviderAuthError,
-// ContextOverflowError, ...) is a failure, classified from its name, message
-// and statusCode (its own classification, when it proves a class, before
-// the log's earlier "stream error" lines); the done event (newer builds) or
-// a final step_finish (reason other than "tool-calls"; older builds have no
-// done) ends the run: completed with answer text, empty without, and
-// step_capped_partial when the last step stopped at the model's output
-// limit (reason "length"; opencode has no turn cap in a run). Exit 0
-// without either is incomplete.
-//
-// Some API errors have been reported to make opencode hang with no output
-// and no exit (issues #8203, #40747, #42268); the stall policy and the idle
-// timeout end such a worker.
+// Explore and review run the "plan" agent, which denies edits but may run
+// shell commands; code, test and resume the default "build" agent. M is
+// opencode's "provider/model". README's "The agent CLIs" gives isolation
+// (the XDG dirs), the key, resume and exits; opencodeWatcher reads the
+// stream, and opencode's --print-logs log on stderr too.
 type OpencodeRunner struct{}
 
 // Name implements Runner.
@@ -260,7 +178,12 @@ func writeOpencodeConfig(path string, p pilot.Provider) error {
 }
 
 // opencodeWatcher follows one `opencode run --format json --print-logs`
-// stream: the JSON events on stdout, the log lines on stderr.
+// stream: the JSON events on stdout, the log lines on stderr. The events
+// say when a step's answer starts (step_start) and ends (step_finish, with
+// tokens and cost, summed), and a tool only once it finished (tool_use);
+// they say nothing while opencode awaits the model, runs a tool or retries,
+// which is what the log is read for. Without INFO log lines a step's phase
+// is unknown ("stream:opencode-step"), the stall policy's tool-sized wait.
 type opencodeWatcher struct {
 	streamWatch
 	store string // the isolated session store, if any
@@ -789,8 +712,12 @@ func opencodeHead(data []byte) (typ string, sid []byte, ok bool) {
 	return typ, sid, ok
 }
 
-// logLine reads one of opencode's log lines (--print-logs, on stderr).
-// Other stderr lines are left to the diagnostics.
+// logLine reads one of opencode's log lines (--print-logs, on stderr):
+// "message=stream … small=false" is a model call going out
+// (awaiting-model; small=true, the session title, is skipped),
+// "message=evaluated … action.action=allow" a tool starting
+// (tool-running), and "stream error" a failed call opencode retries
+// (a retry notice). Other stderr lines are left to the diagnostics.
 func (w *opencodeWatcher) logLine(l pilot.Line) {
 	lg, ok := parseOpencodeLog(string(l.Data))
 	if !ok {
@@ -854,7 +781,9 @@ func (w *opencodeWatcher) noteUsage() {
 	w.usage = u
 }
 
-// Finish implements Watcher.
+// Finish implements Watcher: an error event, else done or a final
+// step_finish (older builds have no done); "length" is the output cap, as
+// opencode has no turn cap in a run.
 func (w *opencodeWatcher) Finish(e pilot.Exit) pilot.Result {
 	w.noteUsage() // the steps' sum, which only the result reads
 	if w.store != "" && w.sessionID != "" {

@@ -25,83 +25,17 @@ const RunnerPi = "pi"
 // piProviders are the built-in providers of the pi runner ([Providers]).
 var piProviders = []pilot.Provider{{Name: "pi", Runner: RunnerPi}}
 
-// PiRunner runs the pi coding agent (binary "pi") in print mode with its
-// JSON event stream, one prompt per worker:
+// PiRunner runs the pi coding agent in print mode with its JSON event
+// stream, one prompt per worker, the prompt on stdin (pi would read an
+// argument starting with "-" or "@" as a flag or a file):
 //
 //	pi -p --mode json --session FILE [--provider pilot] [--model MODEL]
 //	   [--tools read,grep,find,ls] [Provider.Args...]   < prompt
 //
-// The prompt goes to pi's standard input, which pi reads whole (trimmed) as
-// the first message when it is not a terminal. pi's own argument parser
-// drops or misreads a positional argument that starts with "-" (a flag to
-// it) and reads one that starts with "@" as a file to attach, and older
-// releases (0.58 among them) have no "--" to stop that, so a prompt passed
-// as an argument could be lost or misread; on stdin it cannot. (pi still
-// expands a prompt that starts with "/" as a slash command or prompt
-// template, as it would typed.)
-//
-// Sessions. pi always gets --session with a path, never an id: pi looks a
-// value with no "/" and no ".jsonl" up as a session id prefix, and when it
-// finds one in another project it asks for confirmation on stdout and
-// waits, which would corrupt the stream and hang the worker. A new session
-// goes to the attempt's SessionPath, made absolute (pi runs in the task's
-// workdir); pi creates the file only once the first model response exists.
-// The Command names the same file as its SessionPath, so pilot follows the
-// session's phase there for the stall policy, and the Result's Resume is
-// that path. To continue a session, Task.Resume must be such a path (the
-// earlier verdict's "resume"): an existing file whose first line is a pi
-// session header. A relative path is taken from pilot's working directory,
-// as Task.TaskFile is. An id is refused.
-//
-// Environment. With Provider.Isolated or a BaseURL, the worker gets its own
-// agent dir, <RunDir>/pi-agent, through PI_CODING_AGENT_DIR: no settings,
-// logins, extensions or sessions of the user's ~/.pi/agent, so its key must
-// come from the environment (pi reads the variable its provider names, such
-// as ANTHROPIC_API_KEY: set CredentialEnv to that name). With a BaseURL,
-// pilot writes <agent dir>/models.json with one OpenAI-compatible provider,
-// "pilot" (api openai-completions, baseUrl BaseURL, the one model
-// Provider.Model, which is then required), whose apiKey is the name of
-// Provider.CredentialEnv, never its value: pi resolves a name to the
-// variable's value. The worker then runs with --provider pilot --model
-// MODEL; without a BaseURL, Provider.Model becomes --model. Every worker
-// also gets PERSISTENT_STORE=jsonl, which asks pi builds that can keep
-// sessions in SQLite for the JSONL file pilot follows (pi releases that do
-// not know the variable write JSONL anyway), and PI_OFFLINE=1 unless the
-// provider's Env sets PI_OFFLINE: pi then makes no network calls at
-// start-up (no package installs or updates) and does not download the fd
-// and rg helpers its find and grep tools use, which then need them in PATH
-// or in the agent dir's bin directory.
-//
-// Project trust (pi 1.x). pi 1.x loads the workdir's trust-gated project
-// resources (.pi/settings.json, .pi/extensions, skills, prompts,
-// SYSTEM.md, mcp.json) in JSON mode only when the folder is trusted: a
-// saved decision in the agent dir, or --approve for the run. pilot passes
-// neither; add "--approve" to Provider.Args to trust the task's folder
-// (pi 0.x, which has no such gate, loads them always).
-//
-// Modes. ModeExplore and ModeReview run with pi's read-only built-in tools
-// only (--tools read,grep,find,ls); ModeCode, ModeTest and ModeResume keep
-// pi's default tools (read, bash, edit, write). Any mode may resume.
-//
-// Verdict. In JSON mode pi exits 0 even when the model call failed: the
-// outcome is in the stream. The watcher takes the last assistant message
-// (message_end, turn_end, or agent_end's messages) as the run's answer and
-// accepts both stream generations (whole-message message_update events up
-// to 0.80, delta-only ones from 0.84; auto_compaction_* and compaction_*;
-// agent_end with willRetry and agent_settled). A failed model call that pi
-// retries (auto_retry_start) is not the outcome; the message of the retry
-// is, and auto_retry_end with success false ends the retries. The last
-// assistant message's stopReason decides: "stop" with text is completed,
-// "stop" without text empty, "length" step_capped_partial (the model's
-// output cap cut the answer: pi has no turn cap of its own), and "error" or
-// "aborted" an error of the class its errorMessage proves
-// ([pilot.ClassifyFailure]; generic-error when it proves none), whatever the exit
-// status. Exit 0 without a final assistant message or without agent_end is
-// incomplete. Any other non-zero exit is judged by [pilot.JudgeExit]: pi's
-// pre-flight errors (such as "No API key found") go to stderr before any
-// model call. The session id is the stream's header line; usage is the sum
-// of the run's assistant messages (each one model call), with cost.total as
-// CostUSD.
+// Explore and review get the read-only tools; the other modes keep pi's
+// defaults. README's "The agent CLIs" says how it isolates the agent dir,
+// where the key comes from, how sessions resume and what its exits mean;
+// piWatcher says how the stream is read.
 type PiRunner struct{}
 
 // Name implements Runner.
@@ -272,8 +206,12 @@ func writePiModels(dir string, p pilot.Provider) error {
 // asked to resume (by id) does not exist.
 const piSessionGone = "No session found matching"
 
-// piWatcher follows one pi worker's --mode json stream. See PiRunner for
-// how it judges the run.
+// piWatcher follows one pi worker's --mode json stream, both generations
+// of it (whole-message message_update events up to 0.80, deltas from 0.84).
+// The last assistant message (message_end, turn_end, or agent_end's
+// messages) is the answer and its stopReason the outcome; a call pi retries
+// (auto_retry_start) is not, the retry's message is. The session id is the
+// header line; usage sums the assistant messages, cost.total as CostUSD.
 type piWatcher struct {
 	streamWatch
 	path string // the session file, the Result's Resume
@@ -727,7 +665,8 @@ func (w *piWatcher) addUsage(raw json.RawMessage) {
 	}
 }
 
-// Finish implements Watcher.
+// Finish implements Watcher. In JSON mode pi exits 0 even when the model
+// call failed, so the last assistant message decides, not the exit status.
 func (w *piWatcher) Finish(e pilot.Exit) pilot.Result {
 	last := w.last
 	switch {
