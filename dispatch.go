@@ -340,98 +340,16 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		return Verdict{}, fmt.Errorf("pilot: creating run directory: %w", err)
 	}
 	r.recPath = filepath.Join(r.dir, "record.json")
-	r.rec = Record{
-		RunID:       r.id,
-		Provider:    r.prov.Name,
-		Mode:        r.task.Mode,
-		Label:       r.task.Label,
-		Runner:      r.runner.Name(),
-		Model:       r.prov.Model,
-		Status:      statusRunning,
-		Workdir:     r.task.Workdir,
-		StartedAt:   start.UTC(),
-		Timeout:     r.timeout().Seconds(),
-		IdleTimeout: r.idleTimeout().Seconds(),
-		StreamLog:   filepath.Join(r.dir, "stream.log"),
-		EventsLog:   filepath.Join(r.dir, "events.log"),
-
-		RetryKey:       r.task.Lineage.Key,
-		Attempt:        r.task.Lineage.Attempt,
-		PreviousRecord: r.task.Lineage.PreviousRecord,
-		ResumedFrom:    r.task.Lineage.ResumedFrom,
-		ResumeFallback: r.task.Lineage.ResumeFallback,
-	}
+	r.rec = r.newRecord(start)
 	defer r.closeLogs()
 
 	// From here on the run directory exists and its record must be closed
 	// out on every path.
-	defer func() {
-		if err != nil {
-			now := time.Now().UTC()
-			r.rec.Status = string(Failed)
-			r.rec.EndedAt = &now
-			r.awaitSecrets() // those it found, for an error before the worker starts
-			r.rec.PilotError = r.red.string(err.Error())
-			r.prepared()
-			r.runningWritten()
-			if werr := writeRecord(r.recPath, r.final, &r.rec); werr != nil {
-				err = errors.Join(err, fmt.Errorf("pilot: closing out %s: %w", r.recPath, werr))
-				// A record that cannot be closed out (a full disk)
-				// must not go on saying "running": remove it.
-				if rerr := os.Remove(r.recPath); rerr == nil {
-					err = errors.Join(err, fmt.Errorf("pilot: removed %s, which still said running", r.recPath))
-				}
-			}
-		}
-		if r.final != nil {
-			r.final.Abort() // a no-op after a commit
-		}
-	}()
+	defer func() { err = r.closeOut(err) }()
 
-	a, err := r.attempt(ctx)
+	cmd, env, confinement, err := r.command(ctx)
 	if err != nil {
 		return Verdict{}, err
-	}
-	r.rec.TaskFile = a.TaskFile
-	cmd, err := r.runner.Command(ctx, a)
-	if err != nil {
-		return Verdict{}, fmt.Errorf("pilot: runner %s: %w", r.runner.Name(), err)
-	}
-	if len(cmd.Argv) == 0 {
-		return Verdict{}, fmt.Errorf("pilot: runner %s built an empty command", r.runner.Name())
-	}
-	r.watcher = cmd.Watcher
-	if r.watcher == nil {
-		r.watcher = exitCodeWatcher{}
-	}
-	env := r.environ(cmd.Env, cmd.SecretEnv)
-	// Nothing of the worker's is written, nor the worker started, before
-	// every secret is known.
-	if err := r.awaitSecrets(); err != nil {
-		return Verdict{}, err
-	}
-	confinement, report, err := r.confine(env)
-	r.rec.Sandbox = &report
-	r.confined = report.Enforced
-	if err != nil {
-		return Verdict{}, err
-	}
-	if err := mkdir(r.tmpDir()); err != nil {
-		return Verdict{}, fmt.Errorf("pilot: creating the worker's temp dir: %w", err)
-	}
-	r.rec.Argv = make([]string, len(cmd.Argv))
-	for i, s := range cmd.Argv {
-		r.rec.Argv[i] = r.red.string(s)
-	}
-	for _, kv := range env {
-		r.rec.EnvKeys = append(r.rec.EnvKeys, kv[:strings.IndexByte(kv, '=')])
-	}
-	sort.Strings(r.rec.EnvKeys)
-	if r.pendingTask != nil && commandMentions(cmd, env, a.TaskFile) {
-		// The worker reads it: it must exist before the worker starts.
-		if err := r.writeTaskFile(); err != nil {
-			return Verdict{}, err
-		}
 	}
 
 	// Create the run's other files while the supervisor starts the
@@ -460,7 +378,124 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	exit.Diagnostic = r.diagnostic()
 	res, failure := r.judge(exit, job.finishedFirst)
 
-	v = Verdict{
+	v = r.verdict(exit, job, res, failure)
+	r.closeRecord(&v, exit, start)
+	if err := writeRecord(r.recPath, r.final, &r.rec); err != nil {
+		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
+	}
+	r.final = nil
+	r.emit(Event{Type: EventVerdict, Verdict: &v})
+	return v, nil
+}
+
+// command builds the worker's command for the run's attempt, its
+// environment and its sandbox's rules, recording them; the task file is
+// written first when the worker reads it.
+func (r *run) command(ctx context.Context) (*Command, []string, *landlock.Ruleset, error) {
+	a, err := r.attempt(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r.rec.TaskFile = a.TaskFile
+	cmd, err := r.runner.Command(ctx, a)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("pilot: runner %s: %w", r.runner.Name(), err)
+	}
+	if len(cmd.Argv) == 0 {
+		return nil, nil, nil, fmt.Errorf("pilot: runner %s built an empty command", r.runner.Name())
+	}
+	r.watcher = cmd.Watcher
+	if r.watcher == nil {
+		r.watcher = exitCodeWatcher{}
+	}
+	env := r.environ(cmd.Env, cmd.SecretEnv)
+	// Nothing of the worker's is written, nor the worker started, before
+	// every secret is known.
+	if err := r.awaitSecrets(); err != nil {
+		return nil, nil, nil, err
+	}
+	confinement, report, err := r.confine(env)
+	r.rec.Sandbox = &report
+	r.confined = report.Enforced
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := mkdir(r.tmpDir()); err != nil {
+		return nil, nil, nil, fmt.Errorf("pilot: creating the worker's temp dir: %w", err)
+	}
+	r.rec.Argv = make([]string, len(cmd.Argv))
+	for i, s := range cmd.Argv {
+		r.rec.Argv[i] = r.red.string(s)
+	}
+	for _, kv := range env {
+		r.rec.EnvKeys = append(r.rec.EnvKeys, kv[:strings.IndexByte(kv, '=')])
+	}
+	sort.Strings(r.rec.EnvKeys)
+	if r.pendingTask != nil && commandMentions(cmd, env, a.TaskFile) {
+		// The worker reads it: it must exist before the worker starts.
+		if err := r.writeTaskFile(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return cmd, env, confinement, nil
+}
+
+// newRecord is the record of the run starting at start, status running.
+func (r *run) newRecord(start time.Time) Record {
+	return Record{
+		RunID:       r.id,
+		Provider:    r.prov.Name,
+		Mode:        r.task.Mode,
+		Label:       r.task.Label,
+		Runner:      r.runner.Name(),
+		Model:       r.prov.Model,
+		Status:      statusRunning,
+		Workdir:     r.task.Workdir,
+		StartedAt:   start.UTC(),
+		Timeout:     r.timeout().Seconds(),
+		IdleTimeout: r.idleTimeout().Seconds(),
+		StreamLog:   filepath.Join(r.dir, "stream.log"),
+		EventsLog:   filepath.Join(r.dir, "events.log"),
+
+		RetryKey:       r.task.Lineage.Key,
+		Attempt:        r.task.Lineage.Attempt,
+		PreviousRecord: r.task.Lineage.PreviousRecord,
+		ResumedFrom:    r.task.Lineage.ResumedFrom,
+		ResumeFallback: r.task.Lineage.ResumeFallback,
+	}
+}
+
+// closeOut closes out the record of a run that ends with err, which it
+// returns with whatever closing out added; the record of a run that ends
+// in a verdict is written by execute.
+func (r *run) closeOut(err error) error {
+	if err != nil {
+		now := time.Now().UTC()
+		r.rec.Status = string(Failed)
+		r.rec.EndedAt = &now
+		r.awaitSecrets() // those it found, for an error before the worker starts
+		r.rec.PilotError = r.red.string(err.Error())
+		r.prepared()
+		r.runningWritten()
+		if werr := writeRecord(r.recPath, r.final, &r.rec); werr != nil {
+			err = errors.Join(err, fmt.Errorf("pilot: closing out %s: %w", r.recPath, werr))
+			// A record that cannot be closed out (a full disk)
+			// must not go on saying "running": remove it.
+			if rerr := os.Remove(r.recPath); rerr == nil {
+				err = errors.Join(err, fmt.Errorf("pilot: removed %s, which still said running", r.recPath))
+			}
+		}
+	}
+	if r.final != nil {
+		r.final.Abort() // a no-op after a commit
+	}
+	return err
+}
+
+// verdict is the Verdict of a run that ended as exit says, judged res and
+// failure.
+func (r *run) verdict(exit Exit, job jobInfo, res Result, failure Failure) Verdict {
+	v := Verdict{
 		Type:             EventVerdict,
 		Provider:         r.prov.Name,
 		Mode:             r.task.Mode,
@@ -494,6 +529,12 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 			v.ExitCode = &code
 		}
 	}
+	return v
+}
+
+// closeRecord fills in the record of a run that ended in v, as exit says,
+// and marks v's sandbox with the access it denied a failed worker.
+func (r *run) closeRecord(v *Verdict, exit Exit, start time.Time) {
 	end := start.Add(exit.Duration).UTC()
 	r.rec.EndedAt = &end
 	r.rec.Status = string(v.Verdict)
@@ -512,12 +553,6 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		r.rec.Sandbox, v.Sandbox = &sb, &sb
 	}
 	r.rec.Provenance = currentProvenance() // the executable on disk now
-	if err := writeRecord(r.recPath, r.final, &r.rec); err != nil {
-		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
-	}
-	r.final = nil
-	r.emit(Event{Type: EventVerdict, Verdict: &v})
-	return v, nil
 }
 
 func (r *run) writeTaskFile() error {
@@ -645,22 +680,8 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	}
 	path, argv := wrapped(r.wrapper, path, cmd.Argv)
 
-	outR, outW, err := pipe()
+	outR, outW, errR, errW, stdin, stdinDone, err := workerFiles(cmd.Stdin)
 	if err != nil {
-		return exit, info, err
-	}
-	errR, errW, err := pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return exit, info, err
-	}
-	stdin, stdinDone, err := stdinFile(cmd.Stdin)
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
 		return exit, info, err
 	}
 
@@ -702,34 +723,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 		stdinDone()
 		return exit, info, err
 	}
-	r.emit(Event{Type: EventStarted, Started: &Started{
-		Type:      EventStarted,
-		Provider:  r.prov.Name,
-		Mode:      r.task.Mode,
-		RunID:     r.id,
-		Label:     r.task.Label,
-		Pid:       job.Pid,
-		Runner:    r.runner.Name(),
-		Model:     r.prov.Model,
-		Workdir:   r.task.Workdir,
-		RunDir:    r.dir,
-		Record:    r.recPath,
-		StartedAt: start.UTC(),
-	}})
-	// The "running" record is written while the worker runs; the final
-	// write waits for it.
-	running := r.rec
-	written := make(chan error, 1)
-	go func() { written <- writeRecord(r.recPath, nil, &running) }()
-	r.runningWritten = func() error {
-		if written != nil {
-			if err := <-written; err != nil {
-				r.runErr = fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
-			}
-			written = nil
-		}
-		return r.runErr
-	}
+	r.announce(job.Pid, start)
 
 	var readers sync.WaitGroup
 	readers.Add(2)
@@ -739,15 +733,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	go func() { readers.Wait(); close(readersDone) }()
 
 	watch := r.newSessionWatch(cmd, start)
-	m := &supervisor{
-		timeout:     r.timeout(),
-		idle:        r.idleTimeout(),
-		grace:       r.d.Grace,
-		finishGrace: r.d.FinishGrace,
-		heartbeat:   r.d.Heartbeat,
-		stall:       r.d.Stall,
-		view:        watch,
-	}
+	m := r.supervisor(watch)
 	r.drive(ctx, job, m, startedAt)
 	exit.Terminated, exit.Reason = m.terminated, m.reason
 	info.finishedFirst = m.finishedFirst
@@ -777,7 +763,27 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	r.rec.SessionRecord = watch.record(r.d.Stall)
 	info.phase = watch.state.Phase
 
-	st := job.Status()
+	r.ended(&exit, job.Status(), start)
+	return exit, info, nil
+}
+
+// supervisor is the policy that follows the worker whose session watch
+// shows: the Dispatcher's timeouts, grace periods and stall policy.
+func (r *run) supervisor(watch *sessionWatch) *supervisor {
+	return &supervisor{
+		timeout:     r.timeout(),
+		idle:        r.idleTimeout(),
+		grace:       r.d.Grace,
+		finishGrace: r.d.FinishGrace,
+		heartbeat:   r.d.Heartbeat,
+		stall:       r.d.Stall,
+		view:        watch,
+	}
+}
+
+// ended fills in how the worker that started at start ended: its exit
+// status st, and what it wrote.
+func (r *run) ended(exit *Exit, st supervise.Status, start time.Time) {
 	switch {
 	case st.Signaled():
 		exit.Code, exit.Signal = -1, int(st.Signal())
@@ -787,7 +793,60 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	exit.StdoutBytes = r.stdoutBytes.Load()
 	exit.StderrBytes = r.stderrBytes.Load()
 	exit.Duration = time.Since(start)
-	return exit, info, nil
+}
+
+// announce emits the started event of the worker pid and writes the
+// "running" record while it runs: runningWritten waits for that write,
+// which the final one must follow.
+func (r *run) announce(pid int, start time.Time) {
+	r.emit(Event{Type: EventStarted, Started: &Started{
+		Type:      EventStarted,
+		Provider:  r.prov.Name,
+		Mode:      r.task.Mode,
+		RunID:     r.id,
+		Label:     r.task.Label,
+		Pid:       pid,
+		Runner:    r.runner.Name(),
+		Model:     r.prov.Model,
+		Workdir:   r.task.Workdir,
+		RunDir:    r.dir,
+		Record:    r.recPath,
+		StartedAt: start.UTC(),
+	}})
+	// The "running" record is written while the worker runs; the final
+	// write waits for it.
+	running := r.rec
+	written := make(chan error, 1)
+	go func() { written <- writeRecord(r.recPath, nil, &running) }()
+	r.runningWritten = func() error {
+		if written != nil {
+			if err := <-written; err != nil {
+				r.runErr = fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
+			}
+			written = nil
+		}
+		return r.runErr
+	}
+}
+
+// workerFiles opens the worker's stdout and stderr pipes and its stdin (a
+// file holding data), closing what it opened when one fails.
+func workerFiles(data []byte) (outR, outW, errR, errW, stdin *os.File, stdinDone func(), err error) {
+	if outR, outW, err = pipe(); err != nil {
+		return
+	}
+	if errR, errW, err = pipe(); err != nil {
+		outR.Close()
+		outW.Close()
+		return
+	}
+	if stdin, stdinDone, err = stdinFile(data); err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+	}
+	return
 }
 
 // judge asks the watcher, then pilot's policy (verdictOf), and redacts
