@@ -17,6 +17,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/pilotslog"
 )
@@ -304,7 +305,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 		d.Stall = pilot.StallPolicy{Start: 20 * time.Millisecond, ModelResponse: 20 * time.Millisecond, Tool: 150 * time.Millisecond}
 		observe := func(e pilot.Event) {
 			note("event", e)
-			if e.Type == pilot.EventStallInspection {
+			if e.Type == event.StallInspection {
 				mu.Lock()
 				inspections++ // they quote the stream's tail
 				mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"github.com/pilotworkers/pilot/internal/landlock"
 	"github.com/pilotworkers/pilot/internal/lines"
@@ -384,7 +385,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
 	}
 	r.final = nil
-	r.emit(Event{Type: EventVerdict, Verdict: &v})
+	r.emit(Event{Type: event.Verdict, Verdict: &v})
 	return v, nil
 }
 
@@ -496,7 +497,7 @@ func (r *run) closeOut(err error) error {
 // failure.
 func (r *run) verdict(exit Exit, job jobInfo, res Result, failure Failure) Verdict {
 	v := Verdict{
-		Type:             EventVerdict,
+		Type:             event.Verdict,
 		Provider:         r.prov.Name,
 		Mode:             r.task.Mode,
 		RunID:            r.id,
@@ -746,7 +747,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	}
 	info.leftovers = job.Leftovers()
 	if info.leftovers > 0 {
-		r.emit(Event{Type: EventLeftovers, Message: fmt.Sprintf("the worker exited leaving %d process(es) running; pilot killed them", info.leftovers)})
+		r.emit(Event{Type: event.Leftovers, Message: fmt.Sprintf("the worker exited leaving %d process(es) running; pilot killed them", info.leftovers)})
 	}
 	select {
 	case <-readersDone:
@@ -799,8 +800,8 @@ func (r *run) ended(exit *Exit, st supervise.Status, start time.Time) {
 // "running" record while it runs: runningWritten waits for that write,
 // which the final one must follow.
 func (r *run) announce(pid int, start time.Time) {
-	r.emit(Event{Type: EventStarted, Started: &Started{
-		Type:      EventStarted,
+	r.emit(Event{Type: event.Started, Started: &Started{
+		Type:      event.Started,
 		Provider:  r.prov.Name,
 		Mode:      r.task.Mode,
 		RunID:     r.id,

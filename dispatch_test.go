@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/config"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/procfs"
 )
@@ -73,7 +74,7 @@ func TestDispatchOutcomes(t *testing.T) {
 			if diff := cmp.Diff(tt.want, summarize(v)); diff != "" {
 				t.Errorf("verdict (-want +got):\n%s", diff)
 			}
-			if v.Type != pilot.EventVerdict || v.Provider != "fake" || v.Mode != pilot.ModeCode || v.RunID == "" {
+			if v.Type != event.Verdict || v.Provider != "fake" || v.Mode != pilot.ModeCode || v.RunID == "" {
 				t.Errorf("verdict header = %+v", v)
 			}
 			rec := readRecord(t, v)
@@ -116,7 +117,7 @@ func TestDispatchStderrTailAndLogs(t *testing.T) {
 		t.Errorf("stream.log: stdout lines %q, %d stderr lines ending %q", outLines, len(errLines), errLines[len(errLines)-1])
 	}
 	events := readEvents(t, rec.EventsLog)
-	if len(events) < 2 || events[0]["type"] != pilot.EventStarted || events[len(events)-1]["type"] != pilot.EventVerdict {
+	if len(events) < 2 || events[0]["type"] != event.Started || events[len(events)-1]["type"] != event.Verdict {
 		t.Errorf("events.log types = %v, want started first and verdict last", eventTypes(events))
 	}
 	if rec.StderrBytes < 100000 || rec.StdoutBytes != int64(len("to stdout\n")) {
@@ -191,8 +192,8 @@ func TestDispatchContextCancel(t *testing.T) {
 		t.Errorf("verdict (-want +got):\n%s", diff)
 	}
 	events := readEvents(t, readRecord(t, v).EventsLog)
-	if !strings.Contains(strings.Join(anyStrings(eventTypes(events)), " "), pilot.EventTerminate) {
-		t.Errorf("events.log has no %s event: %v", pilot.EventTerminate, eventTypes(events))
+	if !strings.Contains(strings.Join(anyStrings(eventTypes(events)), " "), event.Terminate) {
+		t.Errorf("events.log has no %s event: %v", event.Terminate, eventTypes(events))
 	}
 }
 

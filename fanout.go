@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/text"
 	"golang.org/x/sync/semaphore"
 )
@@ -254,7 +255,7 @@ func (f *Fanout) runJob(ctx context.Context, i int, job Job, wts Worktrees, wtNa
 		return synthesized(job, nil, "", true)
 	}
 	if f.OnEvent != nil {
-		f.OnEvent(i, Event{Type: EventFanoutJobStarting, Time: time.Now().UTC()})
+		f.OnEvent(i, Event{Type: event.FanoutJobStarting, Time: time.Now().UTC()})
 	}
 	label := job.label()
 	task := job.Task
@@ -397,7 +398,7 @@ func capability[T any](d TaskDispatcher) (T, bool) {
 // synthesized is the result of a job that produced no verdict of its own.
 func synthesized(job Job, exitCode *int, stderrTail string, interrupted bool) JobResult {
 	v := Verdict{
-		Type:       EventVerdict,
+		Type:       event.Verdict,
 		Job:        job.label(),
 		Provider:   job.Task.Provider,
 		Mode:       job.Task.Mode,
@@ -494,7 +495,7 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 	}
 	for wd, n := range test {
 		if n >= 2 && f.OnEvent != nil {
-			f.OnEvent(-1, Event{Type: EventFanoutWarning, Time: time.Now().UTC(),
+			f.OnEvent(-1, Event{Type: event.FanoutWarning, Time: time.Now().UTC(),
 				Message: "note: concurrent test jobs share a workdir; caches may collide (" + wd + ")"})
 		}
 	}

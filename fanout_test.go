@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/procfs"
 	"github.com/pilotworkers/pilot/pilottest"
 	"github.com/pilotworkers/pilot/worktrees"
@@ -117,7 +118,7 @@ func TestFanoutWarnsAboutTestJobsSharingAWorkdir(t *testing.T) {
 	d := testDispatcher(t, fakeProvider(t, "a", "out=ok"), fakeProvider(t, "b", "out=ok"))
 	var warnings []string
 	f := &pilot.Fanout{Dispatcher: d, OnEvent: func(i int, e pilot.Event) {
-		if i == -1 && e.Type == pilot.EventFanoutWarning {
+		if i == -1 && e.Type == event.FanoutWarning {
 			warnings = append(warnings, e.Message)
 		}
 	}}
@@ -336,7 +337,7 @@ func TestFanoutJobStartingEvent(t *testing.T) {
 		return pilot.Verdict{Verdict: pilot.Completed}, nil
 	})
 	f := &pilot.Fanout{Dispatcher: d, MaxParallel: 1, OnEvent: func(i int, e pilot.Event) {
-		if e.Type == pilot.EventFanoutJobStarting {
+		if e.Type == event.FanoutJobStarting {
 			note(fmt.Sprintf("starting %d", i))
 		}
 	}}
@@ -390,7 +391,7 @@ func TestFanoutWorktreeNeedsARepository(t *testing.T) {
 type gate struct{ runs bool }
 
 func (g *gate) Dispatch(_ context.Context, t pilot.Task) (pilot.Verdict, error) {
-	return pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Verdict: pilot.Completed}, nil
+	return pilot.Verdict{Type: event.Verdict, Provider: t.Provider, Mode: t.Mode, Verdict: pilot.Completed}, nil
 }
 
 func (g *gate) Check(_ context.Context, t pilot.Task) error {

@@ -3,11 +3,13 @@ package pilot
 import (
 	"strconv"
 	"sync"
+
+	"github.com/pilotworkers/pilot/event"
 )
 
 // maxQueuedEvents bounds the events waiting for a slow observer. Past it,
 // events other than started and verdict are counted, not queued, and an
-// EventDropped event says how many once the observer catches up.
+// event.Dropped event says how many once the observer catches up.
 const maxQueuedEvents = 10000
 
 // delivery hands a run's events to its observers from a goroutine of its
@@ -35,7 +37,7 @@ func newDelivery(deliver func(Event)) *delivery {
 // push queues e; it never blocks on an observer.
 func (d *delivery) push(e Event) {
 	d.mu.Lock()
-	if len(d.queue) >= maxQueuedEvents && e.Type != EventStarted && e.Type != EventVerdict {
+	if len(d.queue) >= maxQueuedEvents && e.Type != event.Started && e.Type != event.Verdict {
 		d.dropped++
 		d.mu.Unlock()
 		return
@@ -72,7 +74,7 @@ func (d *delivery) run() {
 
 // droppedEvent says that n events were not delivered, after batch.
 func droppedEvent(n int, batch []Event) Event {
-	e := Event{Type: EventDropped, Message: strconv.Itoa(n) + " events were not delivered: an observer was too slow to take them (events.log has every one)"}
+	e := Event{Type: event.Dropped, Message: strconv.Itoa(n) + " events were not delivered: an observer was too slow to take them (events.log has every one)"}
 	if len(batch) > 0 {
 		e.RunID, e.Time = batch[len(batch)-1].RunID, batch[len(batch)-1].Time
 	}

@@ -2,6 +2,8 @@ package pilot
 
 import (
 	"testing"
+
+	"github.com/pilotworkers/pilot/event"
 )
 
 // A slow observer misses the events past the queue's bound, never the
@@ -16,30 +18,30 @@ func TestDeliveryCountsWhatASlowObserverMissed(t *testing.T) {
 		}
 		got = append(got, e)
 	})
-	d.push(Event{Type: EventStarted})
+	d.push(Event{Type: event.Started})
 	<-stuck
 	for range maxQueuedEvents + 5 {
-		d.push(Event{Type: EventPhase})
+		d.push(Event{Type: event.Phase})
 	}
-	d.push(Event{Type: EventVerdict})
+	d.push(Event{Type: event.Verdict})
 	close(gate)
 	d.close()
 	var types []string
 	phases := 0
 	for _, e := range got {
-		if e.Type == EventPhase {
+		if e.Type == event.Phase {
 			phases++
 			continue
 		}
 		types = append(types, e.Type)
-		if e.Type == EventDropped && e.Message != "5 events were not delivered: an observer was too slow to take them (events.log has every one)" {
+		if e.Type == event.Dropped && e.Message != "5 events were not delivered: an observer was too slow to take them (events.log has every one)" {
 			t.Errorf("dropped event %q, want 5 counted", e.Message)
 		}
 	}
 	if phases != maxQueuedEvents {
 		t.Errorf("%d phase events delivered, want %d", phases, maxQueuedEvents)
 	}
-	want := []string{EventStarted, EventVerdict, EventDropped}
+	want := []string{event.Started, event.Verdict, event.Dropped}
 	if len(types) != 3 || types[0] != want[0] || types[1] != want[1] || types[2] != want[2] {
 		t.Errorf("events other than phases %q, want %q", types, want)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 )
 
 // An observer stuck on the started event (for minutes, in the chaos
@@ -50,7 +51,7 @@ func TestABlockedObserverDoesNotDelaySupervision(t *testing.T) {
 	if !judgedWhileStuck {
 		t.Fatal("pilot did not judge the worker while the observer was stuck")
 	}
-	if len(types) < 3 || types[0] != "worker_runner.started" || types[len(types)-1] != "worker_runner.verdict" || !slices.Contains(types, pilot.EventTerminate) {
+	if len(types) < 3 || types[0] != "worker_runner.started" || types[len(types)-1] != "worker_runner.verdict" || !slices.Contains(types, event.Terminate) {
 		t.Errorf("events %q; want started first, a terminate, the verdict last", types)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
+	"github.com/pilotworkers/pilot/event"
 )
 
 // The keys of othersDispatcher's providers.
@@ -197,8 +198,8 @@ func TestDispatchRedactsSecretsFromSessionFields(t *testing.T) {
 	s.mu.Lock()
 	var phase, inspection bool
 	for _, e := range s.events {
-		phase = phase || strings.Contains(e, `"pending_tool_call_ids":["[REDACTED]"]`) && strings.Contains(e, pilot.EventPhase)
-		inspection = inspection || strings.Contains(e, `"pending_tool_call_ids":["[REDACTED]"]`) && strings.Contains(e, pilot.EventStallInspection)
+		phase = phase || strings.Contains(e, `"pending_tool_call_ids":["[REDACTED]"]`) && strings.Contains(e, event.Phase)
+		inspection = inspection || strings.Contains(e, `"pending_tool_call_ids":["[REDACTED]"]`) && strings.Contains(e, event.StallInspection)
 	}
 	s.mu.Unlock()
 	if !phase || !inspection {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/retry"
 )
 
@@ -47,7 +48,7 @@ func TestRetryResumesTheSessionThenFallsBackWhenItIsGone(t *testing.T) {
 	var stdins []string
 	observe := func(e pilot.Event) {
 		switch e.Type {
-		case pilot.EventVerdict:
+		case event.Verdict:
 			c, _ := readCall(t, p)
 			argvs, stdins = append(argvs, c.Argv), append(stdins, c.Stdin)
 		case retry.EventRetry:

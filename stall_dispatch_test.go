@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/pisession"
 )
 
@@ -71,7 +72,7 @@ func TestHeartbeatUpdatesOutputAndLocatorWithPiNativeSession(t *testing.T) {
 	d := stallDispatcher(t, script...)
 	var once sync.Once
 	d.Observer = func(e pilot.Event) {
-		if e.Type == pilot.EventPhase && e.Session.Reason == pisession.ReasonHeaderOnly {
+		if e.Type == event.Phase && e.Session.Reason == pisession.ReasonHeaderOnly {
 			once.Do(func() { os.WriteFile(release, nil, 0o600) })
 		}
 	}
@@ -94,7 +95,7 @@ func TestHeartbeatUpdatesOutputAndLocatorWithPiNativeSession(t *testing.T) {
 		t.Errorf("native_session_mtime_ns = %v; want the file's, %d", rec.NativeSessionMtimeNS, st.ModTime().UnixNano())
 	}
 	seen := false
-	for _, e := range eventsOfType(t, rec.EventsLog, pilot.EventPhase) {
+	for _, e := range eventsOfType(t, rec.EventsLog, event.Phase) {
 		if sess, _ := e["session"].(map[string]any); sess["reason"] == pisession.ReasonHeaderOnly {
 			seen = true
 		}
@@ -120,7 +121,7 @@ func TestPiSilentAwaitingModelIsInspectedWithoutTermination(t *testing.T) {
 	d.Stall = pilot.StallPolicy{ModelResponse: 50 * time.Millisecond, Tool: 50 * time.Millisecond}
 	var once sync.Once
 	d.Observer = func(e pilot.Event) {
-		if e.Type == pilot.EventStallInspection && e.Inspection.Phase == pilot.PhaseAwaitingModel {
+		if e.Type == event.StallInspection && e.Inspection.Phase == pilot.PhaseAwaitingModel {
 			once.Do(func() { os.WriteFile(release, nil, 0o600) })
 		}
 	}
@@ -159,7 +160,7 @@ func TestPiSilentAwaitingModelIsInspectedWithoutTermination(t *testing.T) {
 		t.Errorf("silence_inspection = %+v, want an inspection after >= 50ms in awaiting-model", insp)
 	}
 	// The inspection is in events.log too; nothing ended the worker.
-	insps := eventsOfType(t, rec.EventsLog, pilot.EventStallInspection)
+	insps := eventsOfType(t, rec.EventsLog, event.StallInspection)
 	if len(insps) == 0 {
 		t.Errorf("events.log has no stall inspection")
 	}
@@ -168,7 +169,7 @@ func TestPiSilentAwaitingModelIsInspectedWithoutTermination(t *testing.T) {
 			t.Errorf("events.log inspection %v; want action inspect", e)
 		}
 	}
-	if n := len(eventsOfType(t, rec.EventsLog, pilot.EventTerminate)); n != 0 {
+	if n := len(eventsOfType(t, rec.EventsLog, event.Terminate)); n != 0 {
 		t.Errorf("events.log has %d terminate events, want none", n)
 	}
 }
@@ -184,7 +185,7 @@ func TestPiSilentStartingStateIsInspectedWithoutTermination(t *testing.T) {
 	d.Stall = pilot.StallPolicy{Start: 50 * time.Millisecond, ModelResponse: 50 * time.Millisecond}
 	var once sync.Once
 	d.Observer = func(e pilot.Event) {
-		if e.Type == pilot.EventStallInspection {
+		if e.Type == event.StallInspection {
 			once.Do(func() { os.WriteFile(release, nil, 0o600) })
 		}
 	}
@@ -205,10 +206,10 @@ func TestPiSilentStartingStateIsInspectedWithoutTermination(t *testing.T) {
 	if insp == nil || insp.Action != "inspect" || insp.SilenceSeconds < 0.05 || insp.Phase != pilot.PhaseStarting {
 		t.Errorf("silence_inspection = %+v, want an inspection after >= 50ms in starting", insp)
 	}
-	if len(eventsOfType(t, rec.EventsLog, pilot.EventStallInspection)) == 0 {
+	if len(eventsOfType(t, rec.EventsLog, event.StallInspection)) == 0 {
 		t.Errorf("events.log has no stall inspection")
 	}
-	if n := len(eventsOfType(t, rec.EventsLog, pilot.EventTerminate)); n != 0 {
+	if n := len(eventsOfType(t, rec.EventsLog, event.Terminate)); n != 0 {
 		t.Errorf("events.log has %d terminate events, want none", n)
 	}
 }
@@ -251,15 +252,15 @@ func TestPiIncompleteSequentialBatchUsesToolTimeout(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch e.Type {
-		case pilot.EventPhase:
+		case event.Phase:
 			if deferred == 0 {
 				phaseAtTheDeferral = *e.Session
 			}
-		case pilot.EventStallInspection:
+		case event.StallInspection:
 			if deferred == 0 {
 				inspectedBefore = append(inspectedBefore, *e.Inspection)
 			}
-		case pilot.EventIdleDeferred:
+		case event.IdleDeferred:
 			if deferred++; deferred == 1 {
 				os.WriteFile(release, nil, 0o600)
 			}
@@ -361,7 +362,7 @@ func TestPhaseChangesAreEvents(t *testing.T) {
 	var phases []pilot.SessionPhase
 	observed := 0 // every phase event, starting included
 	d.Observer = func(e pilot.Event) {
-		if e.Type != pilot.EventPhase {
+		if e.Type != event.Phase {
 			return
 		}
 		mu.Lock()
@@ -384,7 +385,7 @@ func TestPhaseChangesAreEvents(t *testing.T) {
 	events := readEvents(t, readRecord(t, v).EventsLog)
 	n := 0
 	for _, e := range events {
-		if e["type"] == pilot.EventPhase {
+		if e["type"] == event.Phase {
 			n++
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 )
 
 // lineRunner runs the provider's Binary with its Args, and its watcher
@@ -71,7 +72,7 @@ func TestStreamPhaseDrivesTheStallPolicy(t *testing.T) {
 	d.Stall = pilot.StallPolicy{Tool: 100 * time.Millisecond}
 	var phases []pilot.SessionPhase
 	d.Observer = func(e pilot.Event) {
-		if e.Type == pilot.EventPhase {
+		if e.Type == event.Phase {
 			phases = append(phases, e.Session.Phase)
 		}
 	}
@@ -146,7 +147,7 @@ func TestModelStallEndsASilentModelWait(t *testing.T) {
 	d.Stall = pilot.StallPolicy{ModelResponse: 20 * time.Millisecond, ModelStall: 100 * time.Millisecond}
 	var inspected bool
 	d.Observer = func(e pilot.Event) {
-		if e.Type == pilot.EventStallInspection && e.Inspection.Phase == pilot.PhaseAwaitingModel {
+		if e.Type == event.StallInspection && e.Inspection.Phase == pilot.PhaseAwaitingModel {
 			inspected = true // the terminating check is an inspection too
 		}
 	}
@@ -187,7 +188,7 @@ func TestFinishedWorkerThatHangsIsEndedAfterTheFinishGrace(t *testing.T) {
 			d.FinishGrace = 100 * time.Millisecond
 			var msgs []string
 			d.Observer = func(e pilot.Event) {
-				if e.Type == pilot.EventTerminate {
+				if e.Type == event.Terminate {
 					msgs = append(msgs, e.Message)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/supervise"
 )
 
@@ -163,7 +164,7 @@ func (m *supervisor) timer(k loopTimer, now time.Time) []action {
 	case timerIdle:
 		m.idleOver(now)
 	case timerGrace:
-		m.emit(Event{Type: EventTerminate, Message: "grace period of " + m.grace.String() + " over: sending SIGKILL to the worker's process tree"})
+		m.emit(Event{Type: event.Terminate, Message: "grace period of " + m.grace.String() + " over: sending SIGKILL to the worker's process tree"})
 		m.out = append(m.out, signalAction(syscall.SIGKILL))
 	case timerFinished:
 		if !m.workerExited {
@@ -216,7 +217,7 @@ func (m *supervisor) idleOver(now time.Time) {
 		// judges it, not the idle timeout. One event per silence.
 		if !m.lastOutput.Equal(m.deferredFor) {
 			m.deferredFor = m.lastOutput
-			m.emit(Event{Type: EventIdleDeferred, Message: fmt.Sprintf("no output for %s while a tool runs: the tool threshold judges it, not the idle timeout", since.Round(time.Millisecond))})
+			m.emit(Event{Type: event.IdleDeferred, Message: fmt.Sprintf("no output for %s while a tool runs: the tool threshold judges it, not the idle timeout", since.Round(time.Millisecond))})
 		}
 		m.arm(timerIdle, m.heartbeat)
 	default:
@@ -230,9 +231,9 @@ func (m *supervisor) look(now time.Time) sight {
 	s := m.view.look(now)
 	switch s.stall {
 	case stallInspect:
-		m.emit(Event{Type: EventStallInspection, Inspection: s.inspection})
+		m.emit(Event{Type: event.StallInspection, Inspection: s.inspection})
 	case stallTerminate:
-		m.emit(Event{Type: EventStallInspection, Inspection: s.inspection})
+		m.emit(Event{Type: event.StallInspection, Inspection: s.inspection})
 		m.terminate(FailSessionStall, fmt.Sprintf("no activity for %s while %s", s.silence.Round(time.Millisecond), s.phase))
 		return s
 	}
@@ -253,7 +254,7 @@ func (m *supervisor) terminate(reason FailureClass, why string) {
 	}
 	m.terminated, m.reason = true, reason
 	m.finishedFirst = m.view.finished()
-	m.emit(Event{Type: EventTerminate, Message: why + ": sending SIGTERM to the worker's process tree"})
+	m.emit(Event{Type: event.Terminate, Message: why + ": sending SIGTERM to the worker's process tree"})
 	m.out = append(m.out, signalAction(syscall.SIGTERM))
 	m.arm(timerGrace, m.grace)
 	m.stop(timerTimeout)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pilotworkers/pilot/event"
 )
 
 // t0 is the fake clock's start: the worker starts then.
@@ -91,23 +93,23 @@ var finishes = loopInput{"finished", func(_ *supervisor, w *fakeWorker, _ time.T
 // The actions the tests expect.
 func sigterm(why string) []action {
 	return []action{
-		emitAction(Event{Type: EventTerminate, Message: why + ": sending SIGTERM to the worker's process tree"}),
+		emitAction(Event{Type: event.Terminate, Message: why + ": sending SIGTERM to the worker's process tree"}),
 		signalAction(syscall.SIGTERM),
 		armAction(timerGrace, 5*time.Second),
 	}
 }
 
 var sigkill = []action{
-	emitAction(Event{Type: EventTerminate, Message: "grace period of 5s over: sending SIGKILL to the worker's process tree"}),
+	emitAction(Event{Type: event.Terminate, Message: "grace period of 5s over: sending SIGKILL to the worker's process tree"}),
 	signalAction(syscall.SIGKILL),
 }
 
 func inspected(a stallAction, p SessionPhase, silence time.Duration) action {
-	return emitAction(Event{Type: EventStallInspection, Inspection: inspection(a, p, silence)})
+	return emitAction(Event{Type: event.StallInspection, Inspection: inspection(a, p, silence)})
 }
 
 func idleDeferred(silence string) action {
-	return emitAction(Event{Type: EventIdleDeferred, Message: "no output for " + silence + " while a tool runs: the tool threshold judges it, not the idle timeout"})
+	return emitAction(Event{Type: event.IdleDeferred, Message: "no output for " + silence + " while a tool runs: the tool threshold judges it, not the idle timeout"})
 }
 
 func join(parts ...any) []action {

@@ -72,7 +72,7 @@ const (
 // their own facts in types that embed a Verdict: Fanout's JobResult, the
 // retry package's Result.
 type Verdict struct {
-	Type string `json:"type"` // always EventVerdict
+	Type string `json:"type"` // always event.Verdict
 	// Job names a Fanout's job: Job.Name, else "provider:mode".
 	Job      string `json:"job,omitempty"`
 	Provider string `json:"provider"`
@@ -178,7 +178,7 @@ type Failure struct {
 // Started is the event that announces a running worker. Its JSON form is the
 // pilot-workers started contract.
 type Started struct {
-	Type      string    `json:"type"` // always EventStarted
+	Type      string    `json:"type"` // always event.Started
 	Job       string    `json:"job,omitempty"`
 	Provider  string    `json:"provider"`
 	Mode      Mode      `json:"mode"`
@@ -193,40 +193,25 @@ type Started struct {
 	StartedAt time.Time `json:"started_at"`
 }
 
-// The event types (Event.Type); see Event. Their strings are part of the
-// events.log contract.
-const (
-	EventStarted           = "worker_runner.started"
-	EventVerdict           = "worker_runner.verdict"
-	EventPhase             = "worker_runner.phase"
-	EventStallInspection   = "worker_runner.stall_inspection"
-	EventIdleDeferred      = "worker_runner.idle_deferred"
-	EventTerminate         = "worker_runner.terminate"
-	EventLeftovers         = "worker_runner.leftovers"
-	EventDropped           = "worker_runner.events_dropped"
-	EventFanoutWarning     = "fanout.warning"
-	EventFanoutJobStarting = "fanout.job_starting"
-)
-
 // An Event is one thing that happened during a dispatch. Events reach
 // Dispatcher.Observer, Task.Observer and the run's events.log. Its Type is
 // one of:
 //
-//	EventStarted            Started is set (the started contract)
-//	EventVerdict            Verdict is set (the verdict contract)
-//	EventPhase              Session holds the worker's new phase
-//	EventStallInspection    Inspection holds the stall check that acted
-//	EventIdleDeferred       the idle timeout came while a tool runs inside
+//	event.Started            Started is set (the started contract)
+//	event.Verdict            Verdict is set (the verdict contract)
+//	event.Phase              Session holds the worker's new phase
+//	event.StallInspection    Inspection holds the stall check that acted
+//	event.IdleDeferred       the idle timeout came while a tool runs inside
 //	                        the tool threshold (once per silence)
-//	EventTerminate          pilot is ending the worker (Message says why
+//	event.Terminate          pilot is ending the worker (Message says why
 //	                        and with which signal)
-//	EventLeftovers          the worker exited with descendants still
+//	event.Leftovers          the worker exited with descendants still
 //	                        running, which pilot killed
-//	EventDropped            a slow observer missed events (Message says
+//	event.Dropped            a slow observer missed events (Message says
 //	                        how many; events.log has them all)
-//	EventFanoutWarning      a Fanout's warning (test jobs sharing a
+//	event.FanoutWarning      a Fanout's warning (test jobs sharing a
 //	                        workdir), to Fanout.OnEvent only
-//	EventFanoutJobStarting  a Fanout's job has its slot and is starting
+//	event.FanoutJobStarting  a Fanout's job has its slot and is starting
 //	                        (its worktree being made, its worker spawned),
 //	                        to Fanout.OnEvent only
 //

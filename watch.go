@@ -4,6 +4,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/pilotworkers/pilot/event"
 )
 
 // sessionWatch follows one worker's activity and native session for the
@@ -88,7 +90,7 @@ func (w *sessionWatch) beat(now time.Time) stallAction {
 	if !samePhase(next, w.state) {
 		w.state = next
 		shown := w.r.red.state(next)
-		w.r.emit(Event{Type: EventPhase, Session: &shown})
+		w.r.emit(Event{Type: event.Phase, Session: &shown})
 	} else {
 		w.state = next
 	}

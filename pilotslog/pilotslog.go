@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/schedule"
 )
@@ -48,9 +49,9 @@ func Level(e pilot.Event) slog.Level {
 		return slog.LevelInfo
 	}
 	switch e.Type {
-	case pilot.EventPhase, pilot.EventFanoutJobStarting:
+	case event.Phase, event.FanoutJobStarting:
 		return slog.LevelDebug
-	case pilot.EventLeftovers, pilot.EventDropped, pilot.EventFanoutWarning, retry.EventBlocked:
+	case event.Leftovers, event.Dropped, event.FanoutWarning, retry.EventBlocked:
 		return slog.LevelWarn
 	}
 	return slog.LevelInfo

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/text"
 )
 
@@ -509,7 +510,7 @@ func resumeTask(t pilot.Task, resume, prompt string) pilot.Task {
 // because it is blocked.
 func blockedResult(t pilot.Task, ts TaskState) Result {
 	v := pilot.Verdict{
-		Type:       pilot.EventVerdict,
+		Type:       event.Verdict,
 		Provider:   t.Provider,
 		Mode:       t.Mode,
 		Label:      t.Label,

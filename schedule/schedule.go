@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/retry"
 )
 
@@ -584,7 +585,7 @@ func (r *runState) interrupt() {
 		if jb.state != stPending || jb.pending > 0 {
 			continue
 		}
-		jb.res.Verdict = pilot.Verdict{Type: pilot.EventVerdict, Provider: jb.Task.Provider, Mode: jb.Task.Mode,
+		jb.res.Verdict = pilot.Verdict{Type: event.Verdict, Provider: jb.Task.Provider, Mode: jb.Task.Mode,
 			Label: jb.Task.Label, Verdict: pilot.Failed}
 		jb.res.Verdict.FailureClass = pilot.FailCancelled
 		jb.res.Interrupted = true

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/pilottest"
 	"github.com/pilotworkers/pilot/retry"
 	"go.temporal.io/sdk/activity"
@@ -422,7 +423,7 @@ func TestHeartbeatsStopWhenPilotFindsTheWorkerStalled(t *testing.T) {
 	}
 	h.observe(pilot.Event{Type: "worker_runner.phase", Time: time.Unix(20, 0), Session: &pilot.SessionState{Phase: pilot.PhaseToolRunning}})
 	<-ticks
-	h.observe(pilot.Event{Type: pilot.EventStallInspection, Time: time.Unix(30, 0), Inspection: &pilot.StallInspection{Action: "inspect"}})
+	h.observe(pilot.Event{Type: event.StallInspection, Time: time.Unix(30, 0), Inspection: &pilot.StallInspection{Action: "inspect"}})
 	<-ticks
 	h.observe(pilot.Event{Type: "worker_runner.phase", Time: time.Unix(40, 0), Session: &pilot.SessionState{Phase: pilot.PhaseAwaitingModel}})
 	<-ticks
@@ -510,7 +511,7 @@ func TestRunJobStopsHeartbeatingAStalledWorker(t *testing.T) {
 	var inspected time.Time
 	var beats []time.Time
 	d.Observer = func(e pilot.Event) {
-		if e.Type == pilot.EventStallInspection {
+		if e.Type == event.StallInspection {
 			mu.Lock()
 			if inspected.IsZero() {
 				inspected = time.Now()

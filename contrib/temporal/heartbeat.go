@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"go.temporal.io/sdk/activity"
 )
 
@@ -44,7 +45,7 @@ func (h *heartbeater) observe(e pilot.Event) {
 		h.started = &s
 	case e.Session != nil:
 		h.p.Phase = string(e.Session.Phase)
-	case e.Type == pilot.EventStallInspection:
+	case e.Type == event.StallInspection:
 		// pilot's stall policy found the worker silent: Temporal is to
 		// notice through the heartbeat timeout, not be told all is well.
 		h.stalled = true

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -320,7 +321,7 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 // its own; err says why.
 func synthesized(j Job, err error) JobVerdict {
 	v := JobVerdict{Verdict: pilot.Verdict{
-		Type: pilot.EventVerdict, Job: j.Name, Provider: j.Provider, Mode: j.Mode,
+		Type: event.Verdict, Job: j.Name, Provider: j.Provider, Mode: j.Mode,
 		Label: j.Label, Verdict: pilot.Failed,
 	}, Synthesized: true}
 	if err != nil {

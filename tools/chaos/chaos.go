@@ -25,6 +25,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/procfs"
 	"github.com/pilotworkers/pilot/internal/rundir"
@@ -1113,7 +1114,7 @@ func runObserverBlocks(c *runCtx) {
 		log := filepath.Join(e.Started.RunDir, "events.log")
 		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
-			if data, _ := os.ReadFile(log); bytes.Contains(data, []byte(`"type":"`+pilot.EventVerdict+`"`)) {
+			if data, _ := os.ReadFile(log); bytes.Contains(data, []byte(`"type":"`+event.Verdict+`"`)) {
 				stuckThrough = true
 				return
 			}

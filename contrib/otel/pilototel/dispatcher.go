@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/retry"
 )
 
@@ -107,13 +108,13 @@ func (tr *tracker) event(e pilot.Event) {
 			tr.tel.retries.Add(tr.ctx, 1, tr.metricAttrs(KeyFailureClass.String(string(r.FailureClass)), KeyRetryResume.Bool(r.Resume)))
 		}
 		tr.task.AddEvent(spanEventName(e.Type), trace.WithTimestamp(e.Time), trace.WithAttributes(a...))
-	case e.Session != nil && e.Type == pilot.EventPhase:
+	case e.Session != nil && e.Type == event.Phase:
 		tr.attemptEvent(e, KeyPhase.String(string(e.Session.Phase)), KeyPhaseReason.String(e.Session.Reason))
 	case e.Inspection != nil:
 		in := e.Inspection
 		tr.attemptEvent(e, KeyStallAction.String(in.Action), KeyPhase.String(string(in.Phase)),
 			KeyStallSilence.Float64(in.SilenceSeconds), KeyPendingTools.Int(len(in.PendingToolCallIDs)))
-	case e.Type == pilot.EventTerminate || e.Type == pilot.EventIdleDeferred || e.Type == pilot.EventLeftovers:
+	case e.Type == event.Terminate || e.Type == event.IdleDeferred || e.Type == event.Leftovers:
 		tr.attemptEvent(e)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/schedule"
 )
 
@@ -33,7 +34,7 @@ func (t *Telemetry) Fanout(ctx context.Context, f *pilot.Fanout, jobs []pilot.Jo
 		if e.Started != nil {
 			t.nameTask(e.RunID, e.Started.Job)
 		}
-		if e.Type == pilot.EventFanoutWarning {
+		if e.Type == event.FanoutWarning {
 			span.AddEvent("pilot.fanout.warning", trace.WithTimestamp(e.Time))
 		}
 		if onEvent != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/examples/taskloop/taskfile"
 	"github.com/pilotworkers/pilot/examples/taskloop/worklog"
 	"github.com/pilotworkers/pilot/retry"
@@ -89,7 +90,7 @@ func (a *attempt) executionID(n int) string {
 func (a *attempt) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
 	l := a.j.r.l
 	path := workLogPath(a.task)
-	base := pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label}
+	base := pilot.Verdict{Type: event.Verdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label}
 	n, id, err := worklog.NextExecution(path, func() (int, error) { return l.State.nextAttempt(a.task.Name, a.stage) }, a.executionID)
 	if err != nil {
 		return fail(base, FailWorkLogWrite, err.Error()), nil

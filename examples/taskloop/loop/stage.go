@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/examples/taskloop/taskfile"
 	"github.com/pilotworkers/pilot/examples/taskloop/worklog"
 	"github.com/pilotworkers/pilot/retry"
@@ -21,7 +22,7 @@ type taskJobs struct{ r *loopRun }
 
 // verdicts of a task job, as the scheduler reads them.
 func completeVerdict(t pilot.Task) pilot.Verdict {
-	return pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Completed}
+	return pilot.Verdict{Type: event.Verdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Completed}
 }
 
 // blockedVerdict is the verdict of task job t, blocked for reason after
@@ -40,7 +41,7 @@ func blockedVerdict(t pilot.Task, reason string, last pilot.Verdict) pilot.Verdi
 func failedVerdict(t pilot.Task, last pilot.Verdict) pilot.Verdict {
 	v := last
 	if v.Type == "" {
-		v = pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label}
+		v = pilot.Verdict{Type: event.Verdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label}
 	}
 	if v.Verdict.Success() || v.Verdict == "" {
 		v.Verdict = pilot.Failed

@@ -20,6 +20,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/sandbox"
 	"github.com/pilotworkers/pilot/worktrees"
 )
@@ -451,7 +452,7 @@ func cmdDispatch(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		if started == nil {
 			// No worker started (blocked, spawn-failed): keep the
 			// two-line contract with a started line that says so.
-			writeJSON(stdout, synthesizedStarted{Type: pilot.EventStarted, Provider: v.Provider, Mode: v.Mode,
+			writeJSON(stdout, synthesizedStarted{Type: event.Started, Provider: v.Provider, Mode: v.Mode,
 				RunID: v.RunID, Label: v.Label, Record: v.Record, Synthesized: true, Reason: notStartedReason(v)})
 		}
 		writeJSON(stdout, v)

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/retry"
 )
 
@@ -118,7 +119,7 @@ func (p *progress) event(i int, e pilot.Event) {
 	defer p.mu.Unlock()
 	valid := i >= 0 && i < len(p.rows)
 	switch {
-	case e.Type == pilot.EventFanoutWarning:
+	case e.Type == event.FanoutWarning:
 		// The guards' warnings come before any job starts, so before
 		// the table.
 		p.print(e.Message)
@@ -139,7 +140,7 @@ func (p *progress) event(i int, e pilot.Event) {
 	r := &p.rows[i]
 	r.Last = now
 	switch {
-	case e.Type == pilot.EventFanoutJobStarting:
+	case e.Type == event.FanoutJobStarting:
 		r.Slot = true
 	case e.Started != nil:
 		r.Slot = true
@@ -150,9 +151,9 @@ func (p *progress) event(i int, e pilot.Event) {
 	case e.Verdict != nil:
 		r.Ended = now
 		r.Verdict, r.OK = verdictText(*e.Verdict), e.Verdict.Verdict.Success()
-	case e.Type == pilot.EventPhase && e.Session != nil:
+	case e.Type == event.Phase && e.Session != nil:
 		r.Phase = string(e.Session.Phase)
-	case e.Type == pilot.EventTerminate:
+	case e.Type == event.Terminate:
 		r.Phase = "terminating"
 	case e.Type == retry.EventRetry:
 		r.Phase = "retry wait"

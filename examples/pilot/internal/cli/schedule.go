@@ -16,6 +16,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/pilotslog"
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/sandbox"
@@ -224,7 +225,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 			t := g.Jobs[i].Task
 			// StderrTail is the scheduler's "pilot: ..." when its
 			// Dispatch failed (a sandbox refusal, say).
-			v = outVerdict{Verdict: pilot.Verdict{Type: pilot.EventVerdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Failed,
+			v = outVerdict{Verdict: pilot.Verdict{Type: event.Verdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: pilot.Failed,
 				StderrTail: r.Verdict.StderrTail}, Synthesized: true}
 			if r.Status == schedule.StatusComplete {
 				v.Verdict.Verdict = pilot.Completed
