@@ -423,27 +423,22 @@ func classifyGroups() []classifyGroup {
 // and text is read by ClassifyFailure alone.
 func classifyAs(t testing.TB, runner, text string) pilot.Classification {
 	t.Helper()
-	var d pilot.Diagnoser
-	for _, r := range agents.Runners() {
-		if r.Name() != runner || runner == "command" {
-			continue
+	var r pilot.Runner
+	for _, cand := range agents.Runners() {
+		if cand.Name() == runner && runner != "command" {
+			r = cand
 		}
-		dir := t.TempDir()
-		cmd, err := r.Command(context.Background(), pilot.Attempt{
-			Task: pilot.Task{Provider: runner, Mode: pilot.ModeReview, Prompt: "x"}, Provider: pilot.Provider{Name: runner, Runner: runner},
-			RunID: "run-1", RunDir: dir, Prompt: "x", Workdir: dir, SessionPath: filepath.Join(dir, "session"),
-		})
-		if err != nil {
-			t.Fatalf("%s: %v", runner, err)
-		}
-		d, _ = cmd.Watcher.(pilot.Diagnoser)
 	}
-	if d == nil {
+	if r == nil {
 		return pilot.ClassifyFailure(text)
+	}
+	d, err := agents.Classifier(r)
+	if err != nil {
+		t.Fatal(err)
 	}
 	c := pilot.Classification{Class: pilot.FailGeneric}
 	for _, line := range strings.Split(text, "\n") {
-		if lc, ok := d.Diagnose(pilot.Stderr, strings.TrimSuffix(line, "\r")); ok {
+		if lc, ok := d(pilot.Stderr, strings.TrimSuffix(line, "\r")); ok {
 			c = pilot.Strongest(c, lc)
 		}
 	}

@@ -21,6 +21,7 @@ package agents
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -46,6 +47,41 @@ func Runners() []pilot.Runner {
 		pilot.NewCommandRunner(ReadPiSession),
 		PiRunner{}, CodexRunner{}, ClaudeRunner{}, OpencodeRunner{}, GeminiRunner{},
 	}
+}
+
+// Classifier returns how a dispatch with runner r classifies one line of
+// its worker's output: its watcher's Diagnose, else (a watcher without
+// one) [pilot.ClassifyFailure] on stderr. The watcher is that of an
+// attempt no worker runs, in a directory removed before it returns; what
+// `pilot classify` and tests of a runner's failure classes read lines with.
+func Classifier(r pilot.Runner) (func(pilot.Stream, string) (pilot.Classification, bool), error) {
+	dir, err := os.MkdirTemp("", "pilot-classify-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	p := pilot.Provider{Name: r.Name(), Runner: r.Name()}
+	if p.Runner == "command" {
+		p.Argv = []string{"true"} // never run: only its watcher is asked
+	}
+	cmd, err := r.Command(context.Background(), pilot.Attempt{
+		Task:     pilot.Task{Provider: p.Name, Mode: pilot.ModeReview, Prompt: "classify", Workdir: dir},
+		Provider: p, RunID: "classify", RunDir: dir, Prompt: "classify", Workdir: dir,
+		TaskFile: filepath.Join(dir, "task.md"), SessionPath: filepath.Join(dir, "session"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := cmd.Watcher.(pilot.Diagnoser); ok {
+		return d.Diagnose, nil
+	}
+	return func(s pilot.Stream, line string) (pilot.Classification, bool) {
+		if s != pilot.Stderr {
+			return pilot.Classification{}, false
+		}
+		c := pilot.ClassifyFailure(line)
+		return c, c.Evidence != ""
+	}, nil
 }
 
 // ReadPiSession returns a reader of the pi session file at path, for

@@ -14,47 +14,28 @@ import (
 // The seed's provider line (tests/test_dispatch.py).
 const seedProviderLine = "provider_tunnel_error: dial tcp 192.0.2.1:8001: connect: connection refused"
 
-// diagnoser is how a dispatch with the runner named rn classifies a line
-// of its worker's output: its watcher's Diagnose, else (a runner of
-// pilot's users, "command") ClassifyFailure on stderr.
+// diagnoser is agents.Classifier of the runner named rn, or of a runner
+// without Diagnose (the command runner's watcher) for a name that is none
+// of pilot's.
 func diagnoser(tb testing.TB, rn string) func(pilot.Stream, string) (pilot.Classification, bool) {
 	tb.Helper()
-	for _, r := range agents.Runners() {
-		if r.Name() != rn || rn == "command" {
-			continue
-		}
-		cmd := agentCommand(tb, r, agentAttempt(tb, rn, pilot.Provider{}, pilot.ModeReview, "", "x", ""))
-		if d, ok := cmd.Watcher.(pilot.Diagnoser); ok {
-			return d.Diagnose
+	r := pilot.NewCommandRunner(nil)
+	for _, cand := range agents.Runners() {
+		if cand.Name() == rn {
+			r = cand
 		}
 	}
-	return func(s pilot.Stream, line string) (pilot.Classification, bool) {
-		if s != pilot.Stderr {
-			return pilot.Classification{}, false
-		}
-		c := pilot.ClassifyFailure(line)
-		return c, c.Evidence != ""
+	d, err := agents.Classifier(r)
+	if err != nil {
+		tb.Fatal(err)
 	}
+	return d
 }
 
 // diagnose is diagnoser(tb, rn)(s, line).
 func diagnose(tb testing.TB, rn string, s pilot.Stream, line string) (pilot.Classification, bool) {
 	tb.Helper()
 	return diagnoser(tb, rn)(s, line)
-}
-
-// diagnoseText classifies the lines of text as the Dispatcher does: each
-// line on its own, the strongest class winning, the last of equals.
-func diagnoseText(tb testing.TB, rn string, s pilot.Stream, text string) pilot.Classification {
-	tb.Helper()
-	d := diagnoser(tb, rn)
-	c := pilot.Classification{Class: pilot.FailGeneric}
-	for _, line := range strings.Split(text, "\n") {
-		if lc, ok := d(s, strings.TrimSuffix(line, "\r")); ok {
-			c = pilot.Strongest(c, lc)
-		}
-	}
-	return c
 }
 
 type diagnoseCase struct {

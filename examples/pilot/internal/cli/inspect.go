@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/pilotworkers/pilot"
@@ -56,7 +55,7 @@ func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stde
 		return badInput(stderr, "classify", "%v", err)
 	}
 	defer in.Close()
-	diagnose, err := diagnoser(runner)
+	diagnose, err := agents.Classifier(runner)
 	if err != nil {
 		return badInput(stderr, "classify", "--runner %s: %v", *runnerName, err)
 	}
@@ -95,39 +94,6 @@ func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	writeJSON(stdout, out)
 	return exitOK
-}
-
-// diagnoser returns how a dispatch with runner classifies one line of its
-// worker's output: its watcher's Diagnose, else ClassifyFailure on stderr.
-func diagnoser(runner pilot.Runner) (func(pilot.Stream, string) (pilot.Classification, bool), error) {
-	dir, err := os.MkdirTemp("", "pilot-classify-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	p := pilot.Provider{Name: runner.Name(), Runner: runner.Name()}
-	if p.Runner == "command" {
-		p.Argv = []string{"true"} // never run: only its watcher is asked
-	}
-	cmd, err := runner.Command(context.Background(), pilot.Attempt{
-		Task:     pilot.Task{Mode: pilot.ModeReview, Prompt: "classify", Workdir: dir},
-		Provider: p,
-		RunID:    "classify", RunDir: dir, Prompt: "classify", Workdir: dir,
-		SessionPath: filepath.Join(dir, "session"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := cmd.Watcher.(pilot.Diagnoser); ok {
-		return d.Diagnose, nil
-	}
-	return func(s pilot.Stream, line string) (pilot.Classification, bool) {
-		if s != pilot.Stderr {
-			return pilot.Classification{}, false
-		}
-		c := pilot.ClassifyFailure(line)
-		return c, c.Evidence != ""
-	}, nil
 }
 
 func cmdPhase(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
