@@ -153,15 +153,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 	// Every provider's secret pilot can find is redacted, for a worker may
 	// print any key it can read. The others' are resolved while the run
 	// directory and the command are made (see awaitSecrets).
-	others := make(chan resolved, 1)
-	go func() {
-		secrets, err := cfg.otherSecrets(ctx, p.prov.Name)
-		others <- resolved{secrets, err}
-	}()
-	r.others = others
+	r.others = inBackground(func() ([]string, error) { return cfg.otherSecrets(ctx, p.prov.Name) })
 	defer r.awaitSecrets()
-	r.prepared = func() error { return nil }
-	r.runningWritten = func() error { return nil }
 	if cfg.Observer != nil || r.task.Observer != nil {
 		// No observer may delay supervision; Dispatch returns once they
 		// have seen every event.
@@ -293,10 +286,10 @@ type run struct {
 	task      Task
 	prov      Provider
 	runner    Runner
-	secret    string          // the provider's own credential, for its worker
-	red       redactor        // every secret pilot found, taken out of what it writes
-	others    <-chan resolved // the other providers' secrets, until awaitSecrets
-	othersErr error
+	secret    string                // the provider's own credential, for its worker
+	red       redactor              // every secret pilot found, taken out of what it writes
+	others    *background[[]string] // the other providers' secrets
+	redacting bool                  // red holds them (awaitSecrets)
 
 	id      string
 	dir     string
@@ -311,13 +304,11 @@ type run struct {
 	pendingTask []byte              // task.md content not yet written
 	final       *atomicfile.Pending // the final record's temporary file
 
-	// prepared waits for prepareFiles, run in the background while the
-	// worker starts; runningWritten waits for the "running" record,
-	// written while it runs. Both may be called many times.
-	prepared       func() error
-	prepErr        error
-	runningWritten func() error
-	runErr         error
+	// prepared is prepareFiles, run while the worker starts; running is
+	// the write of the "running" record, while it runs. Either is nil
+	// until started.
+	prepared *background[struct{}]
+	running  *background[struct{}]
 
 	emitMu   sync.Mutex // serializes events.log writes and the queueing of events
 	delivery *delivery  // hands events to the observers; nil without any
@@ -355,25 +346,18 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 
 	// Create the run's other files while the supervisor starts the
 	// worker: on a slow disk that is most of pilot's own cost.
-	prep := make(chan error, 1)
-	go func() { prep <- r.prepareFiles() }()
-	r.prepared = func() error {
-		if prep != nil {
-			r.prepErr, prep = <-prep, nil
-		}
-		return r.prepErr
-	}
-	defer r.prepared()
+	r.prepared = inBackground(func() (struct{}, error) { return struct{}{}, r.prepareFiles() })
+	defer r.prepared.wait()
 
 	exit, job, err := r.supervise(ctx, cmd, env, confinement, start)
 	exit.Runner = r.runner.Name()
 	if err != nil {
 		return Verdict{}, err
 	}
-	if err := r.prepared(); err != nil { // the worker never started
+	if _, err := r.prepared.wait(); err != nil { // the worker never started
 		return Verdict{}, err
 	}
-	if err := r.runningWritten(); err != nil {
+	if _, err := r.running.wait(); err != nil {
 		return Verdict{}, err
 	}
 	exit.Diagnostic = r.diagnostic()
@@ -476,8 +460,8 @@ func (r *run) closeOut(err error) error {
 		r.rec.EndedAt = &now
 		r.awaitSecrets() // those it found, for an error before the worker starts
 		r.rec.PilotError = r.red.string(err.Error())
-		r.prepared()
-		r.runningWritten()
+		r.prepared.wait()
+		r.running.wait()
 		if werr := writeRecord(r.recPath, r.final, &r.rec); werr != nil {
 			err = errors.Join(err, fmt.Errorf("pilot: closing out %s: %w", r.recPath, werr))
 			// A record that cannot be closed out (a full disk)
@@ -673,20 +657,65 @@ type jobInfo struct {
 func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confinement *landlock.Ruleset, start time.Time) (Exit, jobInfo, error) {
 	var info jobInfo
 	exit := Exit{}
-	path, err := lookPath(cmd.Argv[0], env)
-	if err != nil {
-		exit.Err = err
-		exit.Duration = time.Since(start)
-		return exit, info, nil
+	job, w, notStarted, err := r.spawn(cmd, env, confinement)
+	if notStarted != nil {
+		exit.Err, exit.Duration = notStarted, time.Since(start)
 	}
-	path, argv := wrapped(r.wrapper, path, cmd.Argv)
-
-	outR, outW, errR, errW, stdin, stdinDone, err := workerFiles(cmd.Stdin)
-	if err != nil {
+	if job == nil {
 		return exit, info, err
 	}
+	defer job.Close()
+	exit.Started = true
+	r.rec.Pid, r.rec.Pgid = job.Pid, job.Pid
+	startedAt := time.Now()
+	r.lastOutput.Store(startedAt.UnixNano())
+	if _, err = r.prepared.wait(); err != nil {
+		// Pilot cannot keep its records: do not let the worker run
+		// unrecorded.
+		_ = job.Signal(syscall.SIGKILL)
+		<-job.Done()
+		w.close()
+		return exit, info, err
+	}
+	r.announce(job.Pid, start)
 
-	job, err := supervise.Start(supervise.Spec{
+	w.readInto(r)
+	watch := r.newSessionWatch(cmd, start)
+	m := r.supervisor(watch)
+	r.drive(ctx, job, m, startedAt)
+	exit.Terminated, exit.Reason = m.terminated, m.reason
+	info.finishedFirst = m.finishedFirst
+	if err := job.Err(); err != nil {
+		w.close()
+		return exit, info, fmt.Errorf("pilot: worker %d: %w (pilot killed the %d process(es) of its tree it found left)", job.Pid, err, job.Leftovers())
+	}
+	info.leftovers = job.Leftovers()
+	if info.leftovers > 0 {
+		r.emit(Event{Type: event.Leftovers, Message: fmt.Sprintf("the worker exited leaving %d process(es) running; pilot killed them", info.leftovers)})
+	}
+	info.incomplete = !w.drain(r.d.WaitDelay)
+	watch.beat(time.Now()) // the session as the worker left it, every line read
+	r.rec.SessionRecord = watch.record(r.d.Stall)
+	info.phase = watch.state.Phase
+
+	r.ended(&exit, job.Status(), start)
+	return exit, info, nil
+}
+
+// spawn starts cmd's worker, with pilot's ends of its stdio. A worker that
+// could not be started (no such program, a failed exec) is notStarted,
+// with a nil job; err is pilot's own failure.
+func (r *run) spawn(cmd *Command, env []string, confinement *landlock.Ruleset) (job *supervise.Job, w *workerIO, notStarted, err error) {
+	path, err := lookPath(cmd.Argv[0], env)
+	if err != nil {
+		return nil, nil, err, nil
+	}
+	path, argv := wrapped(r.wrapper, path, cmd.Argv)
+	w, outW, errW, stdin, err := openWorkerIO(cmd.Stdin)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	job, err = supervise.Start(supervise.Spec{
 		Path:    path,
 		Argv:    argv,
 		Env:     env,
@@ -698,74 +727,16 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	outW.Close()
 	errW.Close()
 	stdin.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		stdinDone()
-		if !errors.As(err, new(*supervise.StartError)) {
-			return exit, info, fmt.Errorf("pilot: %w", err)
-		}
-		exit.Err = err
-		exit.Duration = time.Since(start)
-		return exit, info, nil
+	switch {
+	case err == nil:
+		return job, w, nil, nil
+	case errors.As(err, new(*supervise.StartError)):
+		w.close()
+		return nil, nil, err, nil
+	default:
+		w.close()
+		return nil, nil, nil, fmt.Errorf("pilot: %w", err)
 	}
-	defer job.Close()
-	exit.Started = true
-	r.rec.Pid, r.rec.Pgid = job.Pid, job.Pid
-	startedAt := time.Now()
-	r.lastOutput.Store(startedAt.UnixNano())
-	if err = r.prepared(); err != nil {
-		// Pilot cannot keep its records: do not let the worker run
-		// unrecorded.
-		_ = job.Signal(syscall.SIGKILL)
-		<-job.Done()
-		outR.Close()
-		errR.Close()
-		stdinDone()
-		return exit, info, err
-	}
-	r.announce(job.Pid, start)
-
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go r.read(&readers, outR, Stdout, &r.stdoutBytes)
-	go r.read(&readers, errR, Stderr, &r.stderrBytes)
-	readersDone := make(chan struct{})
-	go func() { readers.Wait(); close(readersDone) }()
-
-	watch := r.newSessionWatch(cmd, start)
-	m := r.supervisor(watch)
-	r.drive(ctx, job, m, startedAt)
-	exit.Terminated, exit.Reason = m.terminated, m.reason
-	info.finishedFirst = m.finishedFirst
-	if err := job.Err(); err != nil {
-		outR.Close()
-		errR.Close()
-		<-readersDone
-		stdinDone()
-		return exit, info, fmt.Errorf("pilot: worker %d: %w (pilot killed the %d process(es) of its tree it found left)", job.Pid, err, job.Leftovers())
-	}
-	info.leftovers = job.Leftovers()
-	if info.leftovers > 0 {
-		r.emit(Event{Type: event.Leftovers, Message: fmt.Sprintf("the worker exited leaving %d process(es) running; pilot killed them", info.leftovers)})
-	}
-	select {
-	case <-readersDone:
-	case <-time.After(r.d.WaitDelay):
-		info.incomplete = true
-		outR.Close()
-		errR.Close()
-		<-readersDone
-	}
-	outR.Close()
-	errR.Close()
-	stdinDone()
-	watch.beat(time.Now()) // the session as the worker left it, every line read
-	r.rec.SessionRecord = watch.record(r.d.Stall)
-	info.phase = watch.state.Phase
-
-	r.ended(&exit, job.Status(), start)
-	return exit, info, nil
 }
 
 // supervisor is the policy that follows the worker whose session watch
@@ -797,8 +768,8 @@ func (r *run) ended(exit *Exit, st supervise.Status, start time.Time) {
 }
 
 // announce emits the started event of the worker pid and writes the
-// "running" record while it runs: runningWritten waits for that write,
-// which the final one must follow.
+// "running" record while it runs (r.running), which the final one must
+// follow.
 func (r *run) announce(pid int, start time.Time) {
 	r.emit(Event{Type: event.Started, Started: &Started{
 		Type:      event.Started,
@@ -814,40 +785,13 @@ func (r *run) announce(pid int, start time.Time) {
 		Record:    r.recPath,
 		StartedAt: start.UTC(),
 	}})
-	// The "running" record is written while the worker runs; the final
-	// write waits for it.
 	running := r.rec
-	written := make(chan error, 1)
-	go func() { written <- writeRecord(r.recPath, nil, &running) }()
-	r.runningWritten = func() error {
-		if written != nil {
-			if err := <-written; err != nil {
-				r.runErr = fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
-			}
-			written = nil
+	r.running = inBackground(func() (struct{}, error) {
+		if err := writeRecord(r.recPath, nil, &running); err != nil {
+			return struct{}{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
 		}
-		return r.runErr
-	}
-}
-
-// workerFiles opens the worker's stdout and stderr pipes and its stdin (a
-// file holding data), closing what it opened when one fails.
-func workerFiles(data []byte) (outR, outW, errR, errW, stdin *os.File, stdinDone func(), err error) {
-	if outR, outW, err = pipe(); err != nil {
-		return
-	}
-	if errR, errW, err = pipe(); err != nil {
-		outR.Close()
-		outW.Close()
-		return
-	}
-	if stdin, stdinDone, err = stdinFile(data); err != nil {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-	}
-	return
+		return struct{}{}, nil
+	})
 }
 
 // judge asks the watcher, then pilot's policy (verdictOf), and redacts

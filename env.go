@@ -80,28 +80,22 @@ func (d *Dispatcher) checkEnvAllow() error {
 	return nil
 }
 
-// resolved is what otherSecrets found.
-type resolved struct {
-	secrets []string
-	err     error
-}
-
 // awaitSecrets takes the other providers' secrets, resolved while the run
 // started, into the redactor, and sizes the output tails for the longest
 // secret. It fails when ctx ended before they were all resolved; later
 // calls do nothing more.
 func (r *run) awaitSecrets() error {
-	if r.others == nil {
-		return r.othersErr
+	others, err := r.others.wait()
+	if r.redacting {
+		return err
 	}
-	o := <-r.others
-	r.others, r.othersErr = nil, o.err
-	r.red = newRedactor(append(o.secrets, r.secret)...)
+	r.redacting = true
+	r.red = newRedactor(append(others, r.secret)...)
 	// Enough bytes for 500 characters of any width, plus room to redact a
 	// secret cut by the window's start.
 	r.stderrTail.N = 4*stderrTailRunes + 2*r.red.longest + 64
 	r.streamTail.N = stallTailBytes + 2*r.red.longest + 64
-	return r.othersErr
+	return err
 }
 
 // commandMentions reports whether the worker's argv, environment or stdin

@@ -233,6 +233,74 @@ func (r *run) tail() string {
 	return text.LastRunes(strings.ToValidUTF8(string(r.red.bytes(raw)), "\uFFFD"), stderrTailRunes)
 }
 
+// workerIO is pilot's side of a worker's stdio: the read ends of its
+// stdout and stderr pipes, and the feeder of its stdin.
+type workerIO struct {
+	outR, errR *os.File
+	stdinDone  func()
+	read       chan struct{} // closed when both pipes are read to their end; nil until readInto
+}
+
+// openWorkerIO opens the worker's stdout and stderr pipes and its stdin (a
+// file holding data), closing what it opened when one fails. The worker's
+// ends (outW, errW, stdin) are the caller's to hand over and close.
+func openWorkerIO(data []byte) (w *workerIO, outW, errW, stdin *os.File, err error) {
+	w = &workerIO{}
+	if w.outR, outW, err = pipe(); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if w.errR, errW, err = pipe(); err != nil {
+		w.outR.Close()
+		outW.Close()
+		return nil, nil, nil, nil, err
+	}
+	if stdin, w.stdinDone, err = stdinFile(data); err != nil {
+		w.outR.Close()
+		outW.Close()
+		w.errR.Close()
+		errW.Close()
+		return nil, nil, nil, nil, err
+	}
+	return w, outW, errW, stdin, nil
+}
+
+// readInto starts reading both pipes into r's logs, watcher and observers.
+func (w *workerIO) readInto(r *run) {
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go r.read(&readers, w.outR, Stdout, &r.stdoutBytes)
+	go r.read(&readers, w.errR, Stderr, &r.stderrBytes)
+	w.read = make(chan struct{})
+	go func() { readers.Wait(); close(w.read) }()
+}
+
+// drain waits up to d for both pipes to be read to their end, as when the
+// worker's tree is gone, then closes pilot's ends. It reports whether the
+// output was read whole: a grandchild pilot could not kill may hold a pipe
+// open.
+func (w *workerIO) drain(d time.Duration) (whole bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.read:
+		whole = true
+	case <-t.C:
+	}
+	w.close()
+	return whole
+}
+
+// close closes pilot's ends, waits for the readers (if any) to stop and
+// for the stdin feeder to give up.
+func (w *workerIO) close() {
+	w.outR.Close()
+	w.errR.Close()
+	if w.read != nil {
+		<-w.read
+	}
+	w.stdinDone()
+}
+
 // pipe returns a pipe whose read end pilot reads through the runtime
 // poller (so Close unblocks a Read) and whose write end is blocking, as
 // ordinary programs expect their stdout to be.
