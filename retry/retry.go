@@ -316,185 +316,223 @@ func TaskKey(t pilot.Task) string {
 // could not be written, the error comes with the result of the attempt
 // that ran.
 func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key, p Policy) (Result, error) {
-	p = p.withDefaults()
-	key = key.withDefaults(t)
-	store := p.State
-	if store == nil {
-		store = &Store{dryRun: true, now: time.Now}
-	}
-	observe := t.Observer
-	emit := func(typ, runID, eventsLog, msg string, info Info) {
-		e := pilot.Event{Type: typ, RunID: runID, Time: time.Now().UTC(), Message: msg, Retry: &info}
-		if eventsLog != "" {
-			appendEvent(eventsLog, e)
-		}
-		if observe != nil {
-			observe(e)
-		}
-	}
-	info := func(attempt int, v pilot.Verdict, fails int, counted bool) Info {
-		return Info{Key: key.Task, Stage: key.Stage, Attempt: attempt, Record: v.Record,
-			FailureClass: v.FailureClass, Failures: fails, MaxFailures: p.MaxFailures, Counted: counted}
-	}
-	update := func(f func(*TaskState)) error {
-		return store.UpdateTask(key.Task, func(s *TaskState) {
-			s.Group = key.Group
-			f(s)
-		})
-	}
-
-	ts := store.Task(key.Task)
-	fails := ts.RecoveryFailures[key.Stage]
-	if ts.Blocked == "" && fails >= p.MaxFailures {
-		// Block it, deciding again on the state as the file holds it now:
-		// another pilot may have changed it since.
-		if err := update(func(s *TaskState) {
-			if n := s.RecoveryFailures[key.Stage]; s.Blocked == "" && n >= p.MaxFailures {
-				s.Blocked = fmt.Sprintf("recovery failure limit exhausted: %d/%d", n, p.MaxFailures)
-			}
-			ts = s.clone()
-		}); err != nil {
-			return Result{}, err
-		}
-		fails = ts.RecoveryFailures[key.Stage]
+	r := newRetrying(t, key, p)
+	ts, err := r.budget()
+	if err != nil {
+		return Result{}, err
 	}
 	if ts.Blocked != "" {
-		r := blockedResult(t, ts)
-		emit(EventBlocked, "", "", "not dispatched: "+ts.Blocked,
-			Info{Key: key.Task, Stage: key.Stage, Record: ts.LastRecord, FailureClass: ts.LastFailureClass,
-				Failures: fails, MaxFailures: p.MaxFailures, Reason: ts.Blocked})
-		return r, nil
+		r.emit(EventBlocked, pilot.Verdict{}, "not dispatched: "+ts.Blocked,
+			Info{Key: r.key.Task, Stage: r.key.Stage, Record: ts.LastRecord, FailureClass: ts.LastFailureClass,
+				Failures: r.fails, MaxFailures: r.p.MaxFailures, Reason: ts.Blocked})
+		return blockedResult(t, ts), nil
 	}
-
-	cur := t
-	link := pilot.Lineage{Key: key.Task, Attempt: 1}
-	if t.Resume == "" && fails > 0 && ts.LastStage == key.Stage && ts.LastRecord != "" {
-		// A restart: continue the failed attempt's session if it can be.
-		if rec, err := pilot.ReadRecord(ts.LastRecord); err == nil && rec.Provider == t.Provider {
-			if res, err := resumeFromRecord(rec, p.Resume); err == nil {
-				cur = resumeTask(t, res, p.ResumePrompt)
-				link.PreviousRecord, link.ResumedFrom = ts.LastRecord, ts.LastRecord
-			}
-		}
-	}
-	var v pilot.Verdict
-	var resumed string // the record the last attempt resumed
-	attempts, free, fellBack := 0, 0, false
-	// result is the last attempt's verdict with the retries' facts.
-	result := func() Result { return Result{Verdict: v, Attempts: attempts, ResumedFrom: resumed} }
+	cur, link := r.first(ts)
 	for {
 		cur.Lineage = link
-		av, err := d.Dispatch(ctx, cur)
+		v, err := d.Dispatch(ctx, cur)
 		if err != nil {
-			if attempts > 0 {
-				err = fmt.Errorf("pilot: attempt %d of %s: %w", attempts+1, key.Task, err)
+			if r.out.Attempts > 0 {
+				err = fmt.Errorf("pilot: attempt %d of %s: %w", r.out.Attempts+1, r.key.Task, err)
 			}
 			return Result{}, err
 		}
-		attempts++
-		v, resumed = av, link.ResumedFrom
-		eventsLog := ""
-		if v.Record != "" {
-			eventsLog = filepath.Join(filepath.Dir(v.Record), "events.log")
+		r.out.Attempts++
+		r.out.Verdict, r.out.ResumedFrom = v, link.ResumedFrom
+		var again bool
+		if cur, link, again, err = r.next(ctx, cur, link); !again || err != nil {
+			return r.out, err
 		}
+	}
+}
 
-		if v.Verdict.Success() {
-			return result(), update(func(s *TaskState) {
-				delete(s.RecoveryFailures, key.Stage)
-				s.LastRecord, s.LastFailureClass, s.LastStage = v.Record, "", key.Stage
-			})
-		}
-		class := v.FailureClass
-		if class == pilot.FailCancelled || ctx.Err() != nil {
-			// The caller stopped it: not the task's failure.
-			r := result()
-			r.Interrupted = ctx.Err() != nil
-			return r, nil
-		}
-		if link.ResumedFrom != "" && !fellBack {
-			if line := v.SessionGone; line != "" {
-				fellBack = true
-				reason := "the session to resume is gone (" + line + "); starting a fresh session"
-				i := info(attempts, v, fails, false)
-				i.Reason = reason
-				emit(EventResumeFallback, v.RunID, eventsLog, reason, i)
-				cur = t
-				link = pilot.Lineage{Key: key.Task, Attempt: attempts + 1, PreviousRecord: v.Record, ResumeFallback: reason}
-				continue
-			}
-		}
-		if class == pilot.FailProviderRateLimit && free < p.RateLimitRetries && noWork(v) {
-			free++
-			delay := min(p.Backoff(free), p.RateLimitCap)
-			if v.RetryAfterMS > 0 {
-				delay = min(time.Duration(v.RetryAfterMS)*time.Millisecond, p.RateLimitCap)
-			}
-			i := info(attempts, v, fails, false)
-			i.DelayMS, i.Resume = delay.Milliseconds(), cur.Resume != t.Resume
-			emit(EventRetry, v.RunID, eventsLog, fmt.Sprintf("rate limited before doing any work: retrying in %s (not counted)", delay), i)
-			link = pilot.Lineage{Key: key.Task, Attempt: attempts + 1, PreviousRecord: v.Record, ResumedFrom: link.ResumedFrom}
-			if err := pilot.WithoutSlot(ctx, func() error { return p.Sleep(ctx, delay) }); err != nil {
-				r := result()
-				r.Interrupted = true
-				return r, nil
-			}
-			continue
-		}
-		free = 0
+// retrying is one Dispatch of the retry layer: the task, its key and
+// policy, and what its attempts came to so far.
+type retrying struct {
+	t        pilot.Task
+	key      Key
+	p        Policy
+	store    *Store
+	fails    int  // consecutive failures counted on the budget
+	free     int  // rate-limit retries in a row, not counted
+	fellBack bool // a resume fell back to a fresh session once
+	out      Result
+}
 
-		// Count the failure on the budget as the file holds it now, so
-		// that another pilot's count of the same task is not lost; a task
-		// another pilot blocked meanwhile stays blocked, and stops here.
-		reason := ""
-		if err := update(func(s *TaskState) {
-			if s.RecoveryFailures == nil {
-				s.RecoveryFailures = map[string]int{}
-			}
-			s.RecoveryFailures[key.Stage]++
-			fails = s.RecoveryFailures[key.Stage]
-			s.LastRecord, s.LastFailureClass, s.LastStage = v.Record, class, key.Stage
-			if s.Blocked == "" && fails >= p.MaxFailures {
-				s.Blocked = fmt.Sprintf("recovery failure limit exhausted: %d/%d", fails, p.MaxFailures)
-			}
-			reason = s.Blocked
-		}); err != nil {
-			return result(), err
+func newRetrying(t pilot.Task, key Key, p Policy) *retrying {
+	r := &retrying{t: t, key: key.withDefaults(t), p: p.withDefaults(), store: p.State}
+	if r.store == nil {
+		r.store = &Store{dryRun: true, now: time.Now}
+	}
+	return r
+}
+
+// budget is the task's state, blocked when its budget of failures is used
+// up: decided again on the state as the file holds it now, for another
+// pilot may have changed it.
+func (r *retrying) budget() (TaskState, error) {
+	ts := r.store.Task(r.key.Task)
+	r.fails = ts.RecoveryFailures[r.key.Stage]
+	if ts.Blocked != "" || r.fails < r.p.MaxFailures {
+		return ts, nil
+	}
+	err := r.update(func(s *TaskState) {
+		if n := s.RecoveryFailures[r.key.Stage]; s.Blocked == "" && n >= r.p.MaxFailures {
+			s.Blocked = fmt.Sprintf("recovery failure limit exhausted: %d/%d", n, r.p.MaxFailures)
 		}
-		if reason != "" {
-			r := result()
-			r.Blocked, r.BlockedReason = true, reason
-			i := info(attempts, v, fails, true)
-			i.Reason = reason
-			emit(EventBlocked, v.RunID, eventsLog, reason, i)
-			return r, nil
+		ts = s.clone()
+	})
+	r.fails = ts.RecoveryFailures[r.key.Stage]
+	return ts, err
+}
+
+// first is the first attempt's task: after a restart, one that continues
+// the failed attempt's session if it can be.
+func (r *retrying) first(ts TaskState) (pilot.Task, pilot.Lineage) {
+	link := pilot.Lineage{Key: r.key.Task, Attempt: 1}
+	if r.t.Resume != "" || r.fails == 0 || ts.LastStage != r.key.Stage || ts.LastRecord == "" {
+		return r.t, link
+	}
+	rec, err := pilot.ReadRecord(ts.LastRecord)
+	if err != nil || rec.Provider != r.t.Provider {
+		return r.t, link
+	}
+	res, err := resumeFromRecord(rec, r.p.Resume)
+	if err != nil {
+		return r.t, link
+	}
+	link.PreviousRecord, link.ResumedFrom = ts.LastRecord, ts.LastRecord
+	return resumeTask(r.t, res, r.p.ResumePrompt), link
+}
+
+// next decides what follows the attempt of cur (r.out.Verdict): again is
+// set, with the next attempt's task and lineage, when there is one.
+func (r *retrying) next(ctx context.Context, cur pilot.Task, link pilot.Lineage) (_ pilot.Task, _ pilot.Lineage, again bool, err error) {
+	v := r.out.Verdict
+	class := v.FailureClass
+	switch {
+	case v.Verdict.Success():
+		return cur, link, false, r.update(func(s *TaskState) {
+			delete(s.RecoveryFailures, r.key.Stage)
+			s.LastRecord, s.LastFailureClass, s.LastStage = v.Record, "", r.key.Stage
+		})
+	case class == pilot.FailCancelled || ctx.Err() != nil:
+		// The caller stopped it: not the task's failure.
+		r.out.Interrupted = ctx.Err() != nil
+		return cur, link, false, nil
+	case link.ResumedFrom != "" && !r.fellBack && v.SessionGone != "":
+		r.fellBack = true
+		reason := "the session to resume is gone (" + v.SessionGone + "); starting a fresh session"
+		i := r.info(v, false)
+		i.Reason = reason
+		r.emit(EventResumeFallback, v, reason, i)
+		return r.t, r.link(v, reason, ""), true, nil
+	case class == pilot.FailProviderRateLimit && r.free < r.p.RateLimitRetries && noWork(v):
+		r.free++
+		delay := min(r.p.Backoff(r.free), r.p.RateLimitCap)
+		if v.RetryAfterMS > 0 {
+			delay = min(time.Duration(v.RetryAfterMS)*time.Millisecond, r.p.RateLimitCap)
 		}
-		retry, resume := p.retries(class)
-		if !retry {
-			return result(), nil
+		i := r.info(v, false)
+		i.DelayMS, i.Resume = delay.Milliseconds(), cur.Resume != r.t.Resume
+		r.emit(EventRetry, v, fmt.Sprintf("rate limited before doing any work: retrying in %s (not counted)", delay), i)
+		return cur, r.link(v, "", link.ResumedFrom), r.wait(ctx, delay), nil
+	}
+	r.free = 0
+	blocked, err := r.count(v)
+	if err != nil || blocked {
+		return cur, link, false, err
+	}
+	retry, resume := r.p.retries(class)
+	if !retry {
+		return cur, link, false, nil
+	}
+	next, resumedFrom := r.t, ""
+	if resume && v.Resume != "" {
+		next, resumedFrom = resumeTask(r.t, v.Resume, r.p.ResumePrompt), v.Record
+	}
+	delay := r.p.Backoff(r.fails)
+	if class == pilot.FailProviderRateLimit && v.RetryAfterMS > 0 {
+		delay = max(delay, min(time.Duration(v.RetryAfterMS)*time.Millisecond, r.p.RateLimitCap))
+	}
+	i := r.info(v, true)
+	i.DelayMS, i.Resume = delay.Milliseconds(), resumedFrom != ""
+	how := "afresh"
+	if resumedFrom != "" {
+		how = "in the same session"
+	}
+	r.emit(EventRetry, v, fmt.Sprintf("attempt %d failed (%s, %d/%d): retrying %s in %s",
+		r.out.Attempts, class, r.fails, r.p.MaxFailures, how, delay.Round(time.Millisecond)), i)
+	return next, r.link(v, "", resumedFrom), r.wait(ctx, delay), nil
+}
+
+// count counts v's failure on the budget as the file holds it now, so
+// that another pilot's count of the same task is not lost, and reports
+// whether the task is blocked now (by this failure, or by another pilot
+// meanwhile): then it stops.
+func (r *retrying) count(v pilot.Verdict) (blocked bool, err error) {
+	reason := ""
+	if err := r.update(func(s *TaskState) {
+		if s.RecoveryFailures == nil {
+			s.RecoveryFailures = map[string]int{}
 		}
-		next, resumedFrom := t, ""
-		if resume && v.Resume != "" {
-			next, resumedFrom = resumeTask(t, v.Resume, p.ResumePrompt), v.Record
+		s.RecoveryFailures[r.key.Stage]++
+		r.fails = s.RecoveryFailures[r.key.Stage]
+		s.LastRecord, s.LastFailureClass, s.LastStage = v.Record, v.FailureClass, r.key.Stage
+		if s.Blocked == "" && r.fails >= r.p.MaxFailures {
+			s.Blocked = fmt.Sprintf("recovery failure limit exhausted: %d/%d", r.fails, r.p.MaxFailures)
 		}
-		delay := p.Backoff(fails)
-		if class == pilot.FailProviderRateLimit && v.RetryAfterMS > 0 {
-			delay = max(delay, min(time.Duration(v.RetryAfterMS)*time.Millisecond, p.RateLimitCap))
-		}
-		i := info(attempts, v, fails, true)
-		i.DelayMS, i.Resume = delay.Milliseconds(), resumedFrom != ""
-		how := "afresh"
-		if resumedFrom != "" {
-			how = "in the same session"
-		}
-		emit(EventRetry, v.RunID, eventsLog, fmt.Sprintf("attempt %d failed (%s, %d/%d): retrying %s in %s",
-			attempts, class, fails, p.MaxFailures, how, delay.Round(time.Millisecond)), i)
-		cur = next
-		link = pilot.Lineage{Key: key.Task, Attempt: attempts + 1, PreviousRecord: v.Record, ResumedFrom: resumedFrom}
-		if err := pilot.WithoutSlot(ctx, func() error { return p.Sleep(ctx, delay) }); err != nil {
-			r := result()
-			r.Interrupted = true
-			return r, nil
-		}
+		reason = s.Blocked
+	}); err != nil {
+		return false, err
+	}
+	if reason == "" {
+		return false, nil
+	}
+	r.out.Blocked, r.out.BlockedReason = true, reason
+	i := r.info(v, true)
+	i.Reason = reason
+	r.emit(EventBlocked, v, reason, i)
+	return true, nil
+}
+
+// link is the lineage of the attempt after v's.
+func (r *retrying) link(v pilot.Verdict, fallback, resumedFrom string) pilot.Lineage {
+	return pilot.Lineage{Key: r.key.Task, Attempt: r.out.Attempts + 1, PreviousRecord: v.Record,
+		ResumedFrom: resumedFrom, ResumeFallback: fallback}
+}
+
+// wait sleeps delay outside the caller's slot, and reports whether ctx
+// let it: when not, the result is marked interrupted.
+func (r *retrying) wait(ctx context.Context, delay time.Duration) bool {
+	if err := pilot.WithoutSlot(ctx, func() error { return r.p.Sleep(ctx, delay) }); err != nil {
+		r.out.Interrupted = true
+		return false
+	}
+	return true
+}
+
+func (r *retrying) info(v pilot.Verdict, counted bool) Info {
+	return Info{Key: r.key.Task, Stage: r.key.Stage, Attempt: r.out.Attempts, Record: v.Record,
+		FailureClass: v.FailureClass, Failures: r.fails, MaxFailures: r.p.MaxFailures, Counted: counted}
+}
+
+func (r *retrying) update(f func(*TaskState)) error {
+	return r.store.UpdateTask(r.key.Task, func(s *TaskState) {
+		s.Group = r.key.Group
+		f(s)
+	})
+}
+
+// emit sends a retry-layer event to the task's observer and to the
+// events.log of the attempt v it follows (none before the first).
+func (r *retrying) emit(typ string, v pilot.Verdict, msg string, info Info) {
+	e := pilot.Event{Type: typ, RunID: v.RunID, Time: time.Now().UTC(), Message: msg, Retry: &info}
+	if v.Record != "" {
+		appendEvent(filepath.Join(filepath.Dir(v.Record), "events.log"), e)
+	}
+	if r.t.Observer != nil {
+		r.t.Observer(e)
 	}
 }
 
