@@ -7,9 +7,6 @@ import (
 	"strings"
 )
 
-// runnerCommand is the name of the command runner.
-const runnerCommand = "command"
-
 // NewCommandRunner returns the command runner ("command"), which runs any
 // command line from the provider's Argv. Each
 // argument may contain these placeholders, replaced for every attempt:

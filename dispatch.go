@@ -9,28 +9,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"github.com/pilotworkers/pilot/internal/landlock"
-	"github.com/pilotworkers/pilot/internal/lines"
 	"github.com/pilotworkers/pilot/internal/supervise"
-	"github.com/pilotworkers/pilot/sandbox"
-)
-
-// Defaults for the Dispatcher's zero-valued fields.
-const (
-	defaultTimeout      = 3600 * time.Second
-	defaultIdleTimeout  = 900 * time.Second
-	defaultGrace        = 5 * time.Second
-	defaultWaitDelay    = 2 * time.Second
-	defaultMaxLineBytes = 8 << 20
-	defaultHeartbeat    = time.Second
-	defaultFinishGrace  = 10 * time.Second
 )
 
 // A TaskDispatcher runs one task and reports its verdict, as
@@ -41,88 +26,6 @@ const (
 // Fanout finds the optional methods of the layers beneath (Check, Runs).
 type TaskDispatcher interface {
 	Dispatch(ctx context.Context, t Task) (Verdict, error)
-}
-
-// A Dispatcher runs one task at a time per Dispatch call, each in a worker
-// process of its own. Its exported fields are configuration; the zero value
-// is ready to use for providers built with the command runner once
-// Providers is set. A Dispatcher is safe for concurrent use and is never
-// changed by Dispatch.
-type Dispatcher struct {
-	// Providers resolves Task.Provider.
-	Providers *Registry
-	// Runners adds runners (or replaces built-in ones) by Name. The
-	// command runner is built in.
-	Runners []Runner
-	// Credentials supplies provider secrets; nil means each provider's
-	// CredentialEnv variable in pilot's environment. Dispatch also asks it
-	// for every other provider's secret that has a CredentialEnv, to
-	// redact those too; their errors are ignored.
-	Credentials CredentialSource
-
-	// RunDir is where run directories are made; empty means
-	// DefaultRunDir().
-	RunDir string
-
-	// Sandbox is the mode of a task whose task and provider name none;
-	// empty means sandbox.Secrets, run unconfined (and recorded so) where
-	// the machine cannot enforce it. A mode set here is enforced or the
-	// dispatch fails, as a task's is.
-	Sandbox sandbox.Mode
-
-	// Timeout and IdleTimeout are the defaults for tasks that set none:
-	// 3600 s and 900 s when zero.
-	Timeout     time.Duration
-	IdleTimeout time.Duration
-	// Grace is the time between SIGTERM and SIGKILL when pilot ends a
-	// worker, and the time leftover descendants get after the worker
-	// exits; 5 s when zero.
-	Grace time.Duration
-	// FinishGrace is how long a worker that has printed its final result
-	// (its stream or session shows it finished) may take to exit before
-	// pilot ends it, keeping the verdict its stream gave; 10 s when zero,
-	// never when negative. Claude Code's -p mode, and opencode after some
-	// fatal errors, are known to hang there.
-	FinishGrace time.Duration
-	// WaitDelay bounds how long pilot keeps reading output once the whole
-	// process tree is gone; 2 s when zero.
-	WaitDelay time.Duration
-	// MaxLineBytes is the most of one output line held in memory (longer
-	// lines still reach stream.log whole); 8 MiB when zero.
-	MaxLineBytes int
-
-	// Stall decides, from the phase of the worker's native session, when
-	// a silent worker is inspected and when it is ended as a
-	// session-stall. Heartbeat is how often pilot looks at the session
-	// file and the silence; 1 s when zero.
-	Stall     StallPolicy
-	Heartbeat time.Duration
-
-	// EnvAllow names the variables a worker inherits from pilot's
-	// environment; nil means PATH, HOME, USER, LOGNAME, SHELL,
-	// LANG, LC_ALL, LC_CTYPE, TERM, TMPDIR, TZ and NO_COLOR. A name that
-	// looks like a secret (…_API_KEY, …_TOKEN, …_SECRET, …_PASSWORD,
-	// AWS_ACCESS_KEY_ID and the like) is refused unless a provider names
-	// it as its CredentialEnv: only that provider's worker then gets it,
-	// as always. LookupEnv reads them; nil means os.LookupEnv.
-	EnvAllow  []string
-	LookupEnv func(string) (string, bool)
-
-	// Observer, when set, receives every event of every dispatch. Events
-	// of one dispatch arrive in order and never concurrently, from a
-	// goroutine of the dispatch's own: a slow observer never delays the
-	// worker's supervision (its timeouts, stall checks and kills), and
-	// Dispatch returns once its observers have seen every event, the
-	// verdict last. An observer that falls more than 10000 events behind
-	// misses the events past that (never the started or verdict event)
-	// and then gets a worker_runner.events_dropped event counting them;
-	// events.log has every one.
-	Observer func(Event)
-	// OnLine, when set, receives every output line of every worker
-	// (every provider's secret redacted), for streaming display. It is
-	// called from the goroutines reading the worker's output, never
-	// concurrently within one dispatch.
-	OnLine func(runID string, l Line)
 }
 
 // Dispatch runs t in a worker process and returns its Verdict.
@@ -210,120 +113,6 @@ func (d *Dispatcher) prepare(ctx context.Context, t Task) (prepared, error) {
 	return prepared{task: t, prov: prov, runner: runner, secret: secret}, nil
 }
 
-func (d *Dispatcher) withDefaults() *Dispatcher {
-	c := *d
-	if c.Credentials == nil {
-		c.Credentials = envCredentials{}
-	}
-	if c.RunDir == "" {
-		c.RunDir = DefaultRunDir()
-	}
-	if abs, err := filepath.Abs(c.RunDir); err == nil {
-		// Workers run in their own directories: every path handed to
-		// them must be absolute.
-		c.RunDir = abs
-	}
-	if c.Timeout == 0 {
-		c.Timeout = defaultTimeout
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = defaultIdleTimeout
-	}
-	if c.Grace <= 0 {
-		c.Grace = defaultGrace
-	}
-	if c.WaitDelay <= 0 {
-		c.WaitDelay = defaultWaitDelay
-	}
-	if c.MaxLineBytes <= 0 {
-		c.MaxLineBytes = defaultMaxLineBytes
-	}
-	if c.Heartbeat <= 0 {
-		c.Heartbeat = defaultHeartbeat
-	}
-	if c.FinishGrace == 0 {
-		c.FinishGrace = defaultFinishGrace
-	}
-	if c.EnvAllow == nil {
-		c.EnvAllow = defaultEnvAllow
-	}
-	if c.LookupEnv == nil {
-		c.LookupEnv = os.LookupEnv
-	}
-	return &c
-}
-
-func (d *Dispatcher) resolve(t Task) (Provider, Runner, error) {
-	if t.Provider == "" {
-		return Provider{}, nil, errors.New("pilot: task has no provider: set Task.Provider")
-	}
-	p, ok := d.Providers.Lookup(t.Provider)
-	if !ok {
-		return Provider{}, nil, fmt.Errorf("pilot: unknown provider: %s (known: %s)", t.Provider, strings.Join(d.Providers.Names(), ", "))
-	}
-	r := d.runner(p.Runner)
-	if r == nil {
-		return Provider{}, nil, fmt.Errorf("pilot: provider %s uses runner %q, which this Dispatcher does not have", p.Name, p.Runner)
-	}
-	return p, r, nil
-}
-
-func (d *Dispatcher) runner(name string) Runner {
-	for i := len(d.Runners) - 1; i >= 0; i-- {
-		if d.Runners[i].Name() == name {
-			return d.Runners[i]
-		}
-	}
-	if name == runnerCommand {
-		return commandRunner{}
-	}
-	return nil
-}
-
-// run is the state of one dispatch.
-type run struct {
-	d         *Dispatcher
-	task      Task
-	prov      Provider
-	runner    Runner
-	secret    string                // the provider's own credential, for its worker
-	red       redactor              // every secret pilot found, taken out of what it writes
-	others    *background[[]string] // the other providers' secrets
-	redacting bool                  // red holds them (awaitSecrets)
-
-	id      string
-	dir     string
-	rec     Record
-	recPath string
-	events  *os.File
-	stream  *os.File
-	log     *lines.Batch // stream.log's writes, batched per read and written beside the reading
-	watcher Watcher
-	wrapper []string // what the worker runs beneath (macOS's sandbox-exec), or nil
-
-	pendingTask []byte              // task.md content not yet written
-	final       *atomicfile.Pending // the final record's temporary file
-
-	// prepared is prepareFiles, run while the worker starts; running is
-	// the write of the "running" record, while it runs. Either is nil
-	// until started.
-	prepared *background[struct{}]
-	running  *background[struct{}]
-
-	emitMu   sync.Mutex // serializes events.log writes and the queueing of events
-	delivery *delivery  // hands events to the observers; nil without any
-	lineMu   sync.Mutex // serializes watcher, OnLine and stream.log writes
-
-	lastOutput  atomic.Int64 // unix nanos of the last byte read
-	stdoutBytes atomic.Int64
-	stderrBytes atomic.Int64
-	stderrTail  lines.Tail
-	streamTail  lines.Tail      // both streams, for stall inspections
-	diag        *Classification // the strongest diagnostic so far; guarded by lineMu
-	confined    bool            // the sandbox was enforced
-	denial      string          // the latest line showing a denied access; guarded by lineMu
-}
-
 func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	start := time.Now()
 	r.id = newRunID(start, r.prov.Name)
@@ -346,15 +135,15 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 
 	// Create the run's other files while the supervisor starts the
 	// worker: on a slow disk that is most of pilot's own cost.
-	r.prepared = inBackground(func() (struct{}, error) { return struct{}{}, r.prepareFiles() })
-	defer r.prepared.wait()
+	r.files = inBackground(func() (struct{}, error) { return struct{}{}, r.prepareFiles() })
+	defer r.files.wait()
 
 	exit, job, err := r.supervise(ctx, cmd, env, confinement, start)
 	exit.Runner = r.runner.Name()
 	if err != nil {
 		return Verdict{}, err
 	}
-	if _, err := r.prepared.wait(); err != nil { // the worker never started
+	if _, err := r.files.wait(); err != nil { // the worker never started
 		return Verdict{}, err
 	}
 	if _, err := r.running.wait(); err != nil {
@@ -363,7 +152,7 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	exit.Diagnostic = r.diagnostic()
 	res, failure := r.judge(exit, job.finishedFirst)
 
-	v = r.verdict(exit, job, res, failure)
+	v = r.finalVerdict(exit, job, res, failure)
 	r.closeRecord(&v, exit, start)
 	if err := writeRecord(r.recPath, r.final, &r.rec); err != nil {
 		return Verdict{}, fmt.Errorf("pilot: writing %s: %w", r.recPath, err)
@@ -460,7 +249,7 @@ func (r *run) closeOut(err error) error {
 		r.rec.EndedAt = &now
 		r.awaitSecrets() // those it found, for an error before the worker starts
 		r.rec.PilotError = r.red.string(err.Error())
-		r.prepared.wait()
+		r.files.wait()
 		r.running.wait()
 		if werr := writeRecord(r.recPath, r.final, &r.rec); werr != nil {
 			err = errors.Join(err, fmt.Errorf("pilot: closing out %s: %w", r.recPath, werr))
@@ -477,9 +266,9 @@ func (r *run) closeOut(err error) error {
 	return err
 }
 
-// verdict is the Verdict of a run that ended as exit says, judged res and
+// finalVerdict is the Verdict of a run that ended as exit says, judged res and
 // failure.
-func (r *run) verdict(exit Exit, job jobInfo, res Result, failure Failure) Verdict {
+func (r *run) finalVerdict(exit Exit, job jobInfo, res Result, failure Failure) Verdict {
 	v := Verdict{
 		Type:             event.Verdict,
 		Provider:         r.prov.Name,
@@ -598,20 +387,6 @@ func mkdir(dir string) error {
 	return err
 }
 
-func (r *run) timeout() time.Duration {
-	if r.task.Timeout != 0 {
-		return r.task.Timeout
-	}
-	return r.d.Timeout
-}
-
-func (r *run) idleTimeout() time.Duration {
-	if r.task.IdleTimeout != 0 {
-		return r.task.IdleTimeout
-	}
-	return r.d.IdleTimeout
-}
-
 // attempt fills in the task file and prompt so both are always available.
 func (r *run) attempt(ctx context.Context) (Attempt, error) {
 	a := Attempt{
@@ -669,12 +444,12 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	r.rec.Pid, r.rec.Pgid = job.Pid, job.Pid
 	startedAt := time.Now()
 	r.lastOutput.Store(startedAt.UnixNano())
-	if _, err = r.prepared.wait(); err != nil {
+	if _, err = r.files.wait(); err != nil {
 		// Pilot cannot keep its records: do not let the worker run
 		// unrecorded.
 		_ = job.Signal(syscall.SIGKILL)
 		<-job.Done()
-		w.close()
+		w.closeAll()
 		return exit, info, err
 	}
 	r.announce(job.Pid, start)
@@ -686,7 +461,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	exit.Terminated, exit.Reason = m.terminated, m.reason
 	info.finishedFirst = m.finishedFirst
 	if err := job.Err(); err != nil {
-		w.close()
+		w.closeAll()
 		return exit, info, fmt.Errorf("pilot: worker %d: %w (pilot killed the %d process(es) of its tree it found left)", job.Pid, err, job.Leftovers())
 	}
 	info.leftovers = job.Leftovers()
@@ -731,10 +506,10 @@ func (r *run) spawn(cmd *Command, env []string, confinement *landlock.Ruleset) (
 	case err == nil:
 		return job, w, nil, nil
 	case errors.As(err, new(*supervise.StartError)):
-		w.close()
+		w.closeAll()
 		return nil, nil, err, nil
 	default:
-		w.close()
+		w.closeAll()
 		return nil, nil, nil, fmt.Errorf("pilot: %w", err)
 	}
 }

@@ -5,19 +5,13 @@ package pilot
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 )
-
-// defaultEnvAllow is the environment a worker inherits from pilot's own when
-// Dispatcher.EnvAllow is nil. Everything else is dropped.
-var defaultEnvAllow = []string{
-	"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE",
-	"TERM", "TMPDIR", "TZ", "NO_COLOR",
-}
 
 // Secret-looking variable names: Dispatch refuses one in EnvAllow unless a
 // provider names it as its CredentialEnv, for the allowlist would pass it
@@ -182,4 +176,24 @@ func lookPath(prog string, env []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("executable %q not found in the worker's PATH (%s)", prog, path)
+}
+
+// otherSecrets resolves the secret of every provider in the registry but
+// own, for redaction. A provider without a CredentialEnv needs none, and
+// a credential that is missing or refused is left out: another provider's
+// credential never fails this dispatch nor shows in its error. It fails
+// only when ctx ends before it could ask for them all, for then a key the
+// worker could print may be missing.
+func (d *Dispatcher) otherSecrets(ctx context.Context, own string) ([]string, error) {
+	var out []string
+	for _, p := range d.Providers.withCredential(own) {
+		s, err := d.Credentials.Secret(ctx, p)
+		if err != nil && ctx.Err() != nil {
+			return out, fmt.Errorf("pilot: dispatch not started: %w", context.Cause(ctx))
+		}
+		if err == nil && len(s) >= minSecretLen {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }

@@ -1,6 +1,9 @@
 package pilot
 
-import "syscall"
+import (
+	"fmt"
+	"syscall"
+)
 
 // seenExit is the exit a watcher judges: e, except that a worker pilot
 // ended after it had already finished (finishedFirst) is judged as if it
@@ -99,4 +102,11 @@ func failureOf(e Exit, res Result) Failure {
 		f.TransportConfirmed = false
 	}
 	return f
+}
+
+func signalName(s syscall.Signal) string {
+	if n, ok := signalNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("SIG%d", int(s))
 }

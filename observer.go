@@ -30,7 +30,7 @@ type delivery struct {
 
 func newDelivery(deliver func(Event)) *delivery {
 	d := &delivery{deliver: deliver, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go d.run()
+	go d.loop()
 	return d
 }
 
@@ -50,7 +50,7 @@ func (d *delivery) push(e Event) {
 	}
 }
 
-func (d *delivery) run() {
+func (d *delivery) loop() {
 	defer close(d.done)
 	for {
 		d.mu.Lock()

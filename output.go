@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -54,8 +53,8 @@ func (r *run) closeLogs() {
 	}
 }
 
-// read drains one output pipe into stream.log, the watcher and OnLine.
-func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64) {
+// readStream drains one output pipe into stream.log, the watcher and OnLine.
+func (r *run) readStream(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64) {
 	defer wg.Done()
 	tag := []byte("out ")
 	if s == Stderr {
@@ -65,7 +64,7 @@ func (r *run) read(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64
 	sp := &lines.Splitter{
 		Max:      r.d.MaxLineBytes,
 		SpillDir: r.dir,
-		OnLine:   func(l lines.Line) { r.line(s, tag, l, clean && l.InPlace) },
+		OnLine:   func(l lines.Line) { r.takeLine(s, tag, l, clean && l.InPlace) },
 	}
 	bp := readBufs.Get().(*[readBuf]byte)
 	defer readBufs.Put(bp)
@@ -113,10 +112,10 @@ const readBuf = 64 << 10
 // into stream.log's batch, and watchers and OnLine keep no line).
 var readBufs = sync.Pool{New: func() any { return new([readBuf]byte) }}
 
-// line handles one complete output line: stream.log gets all of it, the
+// takeLine handles one complete output line: stream.log gets all of it, the
 // watcher and OnLine get at most MaxLineBytes. A clean line is one in
 // which no secret can be. Called with lineMu held.
-func (r *run) line(s Stream, tag []byte, l lines.Line, clean bool) {
+func (r *run) takeLine(s Stream, tag []byte, l lines.Line, clean bool) {
 	data := bytes.TrimSuffix(l.Data, []byte("\r"))
 	out := l.Data
 	if !clean {
@@ -223,9 +222,6 @@ func (r *run) observe(e Event) {
 	}
 }
 
-// stderrTailRunes is the most characters a verdict's stderr_tail holds.
-const stderrTailRunes = 500
-
 func (r *run) tail() string {
 	r.lineMu.Lock()
 	raw := append([]byte(nil), r.stderrTail.Bytes()...)
@@ -238,7 +234,7 @@ func (r *run) tail() string {
 type workerIO struct {
 	outR, errR *os.File
 	stdinDone  func()
-	read       chan struct{} // closed when both pipes are read to their end; nil until readInto
+	drained    chan struct{} // closed when both pipes are read to their end; nil until readInto
 }
 
 // openWorkerIO opens the worker's stdout and stderr pipes and its stdin (a
@@ -246,10 +242,10 @@ type workerIO struct {
 // ends (outW, errW, stdin) are the caller's to hand over and close.
 func openWorkerIO(data []byte) (w *workerIO, outW, errW, stdin *os.File, err error) {
 	w = &workerIO{}
-	if w.outR, outW, err = pipe(); err != nil {
+	if w.outR, outW, err = outputPipe(); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	if w.errR, errW, err = pipe(); err != nil {
+	if w.errR, errW, err = outputPipe(); err != nil {
 		w.outR.Close()
 		outW.Close()
 		return nil, nil, nil, nil, err
@@ -268,10 +264,10 @@ func openWorkerIO(data []byte) (w *workerIO, outW, errW, stdin *os.File, err err
 func (w *workerIO) readInto(r *run) {
 	var readers sync.WaitGroup
 	readers.Add(2)
-	go r.read(&readers, w.outR, Stdout, &r.stdoutBytes)
-	go r.read(&readers, w.errR, Stderr, &r.stderrBytes)
-	w.read = make(chan struct{})
-	go func() { readers.Wait(); close(w.read) }()
+	go r.readStream(&readers, w.outR, Stdout, &r.stdoutBytes)
+	go r.readStream(&readers, w.errR, Stderr, &r.stderrBytes)
+	w.drained = make(chan struct{})
+	go func() { readers.Wait(); close(w.drained) }()
 }
 
 // drain waits up to d for both pipes to be read to their end, as when the
@@ -282,29 +278,29 @@ func (w *workerIO) drain(d time.Duration) (whole bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-w.read:
+	case <-w.drained:
 		whole = true
 	case <-t.C:
 	}
-	w.close()
+	w.closeAll()
 	return whole
 }
 
-// close closes pilot's ends, waits for the readers (if any) to stop and
+// closeAll closes pilot's ends, waits for the readers (if any) to stop and
 // for the stdin feeder to give up.
-func (w *workerIO) close() {
+func (w *workerIO) closeAll() {
 	w.outR.Close()
 	w.errR.Close()
-	if w.read != nil {
-		<-w.read
+	if w.drained != nil {
+		<-w.drained
 	}
 	w.stdinDone()
 }
 
-// pipe returns a pipe whose read end pilot reads through the runtime
+// outputPipe returns a pipe whose read end pilot reads through the runtime
 // poller (so Close unblocks a Read) and whose write end is blocking, as
 // ordinary programs expect their stdout to be.
-func pipe() (r, w *os.File, err error) {
+func outputPipe() (r, w *os.File, err error) {
 	return newPipe("worker-output", true)
 }
 
@@ -335,9 +331,22 @@ func stdinFile(data []byte) (*os.File, func(), error) {
 	}, nil
 }
 
-func signalName(s syscall.Signal) string {
-	if n, ok := signalNames[s]; ok {
-		return n
+// The words of a denied access, as the C library, Node.js, Python and Go
+// print one.
+var denialWords = [][]byte{[]byte("ermission denied"), []byte("not permitted"), []byte("EACCES"), []byte("EPERM")}
+
+// noteDenial keeps the latest output line of a confined worker that shows
+// an access it was denied: evidence beside the verdict of a worker that
+// failed, whose class stays what its own failure says. Called with lineMu
+// held.
+func (r *run) noteDenial(l Line) {
+	if !r.confined || l.Truncated {
+		return
 	}
-	return fmt.Sprintf("SIG%d", int(s))
+	for _, w := range denialWords {
+		if bytes.Contains(l.Data, w) {
+			r.denial = text.FirstRunes(strings.ToValidUTF8(string(l.Data), "\uFFFD"), stderrTailRunes)
+			return
+		}
+	}
 }

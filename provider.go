@@ -13,6 +13,10 @@ import (
 	"github.com/pilotworkers/pilot/sandbox"
 )
 
+// runnerCommand is the name of the command runner, a provider's when it
+// names none.
+const runnerCommand = "command"
+
 // Mode says what kind of work a task is. The mode does not change how pilot
 // supervises the worker; runners use it to pick flags (a read-only sandbox for
 // review, say) and fanout uses it for its workdir guards.

@@ -141,3 +141,28 @@ func newRunID(now time.Time, provider string) string {
 	_, _ = rand.Read(b[:])
 	return now.UTC().Format("20060102T150405.000000Z") + "-" + text.SafeName(provider, '_') + "-" + hex.EncodeToString(b[:])
 }
+
+// SessionRecord is what a record says about the worker's native session
+// and its silences.
+type SessionRecord struct {
+	// NativeSessionPath is the session file pilot followed, and
+	// NativeSessionMtimeNS its modification time when last seen (null
+	// when it never appeared).
+	NativeSessionPath    string `json:"native_session_path,omitempty"`
+	NativeSessionMtimeNS *int64 `json:"native_session_mtime_ns,omitempty"`
+	// SessionPhase and the rest are the session's state when the worker
+	// ended (see SessionState).
+	SessionPhase         SessionPhase `json:"session_phase"`
+	SessionPhaseReason   string       `json:"session_phase_reason"`
+	ExpectedToolCallIDs  []string     `json:"expected_tool_call_ids"`
+	CompletedToolCallIDs []string     `json:"completed_tool_call_ids"`
+	PendingToolCallIDs   []string     `json:"pending_tool_call_ids"`
+	// StallTimeoutSeconds is the silence after which that phase is ended
+	// as a stall; null when silence alone never ends it.
+	StallTimeoutSeconds *float64 `json:"stall_timeout_seconds"`
+	// ActivityState says what the worker's last activity was: "streaming"
+	// (output), "session" (its session file grew) or "none".
+	ActivityState string `json:"activity_state"`
+	// SilenceInspection is the last stall check that acted, if any.
+	SilenceInspection *StallInspection `json:"silence_inspection,omitempty"`
+}

@@ -2,8 +2,6 @@ package pilot
 
 import (
 	"bytes"
-	"context"
-	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -240,24 +238,4 @@ func (x *redactor) copy(dst io.Writer, src io.Reader) {
 		}
 		pend = copy(buf, data[pos:])
 	}
-}
-
-// otherSecrets resolves the secret of every provider in the registry but
-// own, for redaction. A provider without a CredentialEnv needs none, and
-// a credential that is missing or refused is left out: another provider's
-// credential never fails this dispatch nor shows in its error. It fails
-// only when ctx ends before it could ask for them all, for then a key the
-// worker could print may be missing.
-func (d *Dispatcher) otherSecrets(ctx context.Context, own string) ([]string, error) {
-	var out []string
-	for _, p := range d.Providers.withCredential(own) {
-		s, err := d.Credentials.Secret(ctx, p)
-		if err != nil && ctx.Err() != nil {
-			return out, fmt.Errorf("pilot: dispatch not started: %w", context.Cause(ctx))
-		}
-		if err == nil && len(s) >= minSecretLen {
-			out = append(out, s)
-		}
-	}
-	return out, nil
 }
