@@ -103,7 +103,10 @@ func (c FailureClass) Provider() bool {
 	return false
 }
 
-// A Classification is what [ClassifyFailure] read in a worker's diagnostics.
+// A Classification is why a worker failed and the proof: what
+// [ClassifyFailure] or a [Diagnoser] read in its output, and the failure
+// part of a watcher's [Result]. The verdict's failure fields are its JSON
+// form.
 type Classification struct {
 	// Class is the failure class the evidence proves; FailGeneric when
 	// nothing more specific was found.

@@ -519,8 +519,8 @@ func TestClassifySeedExit143IsTerminationNotProvider(t *testing.T) {
 			t.Fatalf("%s: %v", r.Name(), err)
 		}
 		e := pilot.Exit{Runner: r.Name(), Started: true, Code: 143}
-		if res := cmd.Watcher.Finish(e); res.FailureClass != pilot.FailProcessTerminated {
-			t.Errorf("%s: exit 143 is %s %s, want process-terminated", r.Name(), res.Outcome, res.FailureClass)
+		if res := cmd.Watcher.Finish(e); res.Class != pilot.FailProcessTerminated {
+			t.Errorf("%s: exit 143 is %s %s, want process-terminated", r.Name(), res.Outcome, res.Class)
 		}
 	}
 	sig, ok := pilot.SignalFromExitCode(143)

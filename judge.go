@@ -32,12 +32,12 @@ func seenExit(e Exit, finishedFirst bool) Exit {
 func verdictOf(e Exit, said Result, loop RetryLoop, retrying, finishedFirst bool) (Result, Failure) {
 	res := said
 	switch {
-	case res.Outcome == "", res.Outcome == Failed && res.FailureClass == "":
+	case res.Outcome == "", res.Outcome == Failed && res.Class == "":
 		fb := JudgeExit(seenExit(e, finishedFirst))
 		fb.SessionID, fb.Resume, fb.Usage, fb.SessionGone = res.SessionID, res.Resume, res.Usage, res.SessionGone
 		res = fb
-	case res.Outcome == Failed && res.Source == "":
-		res.Source = sourceWorkerReport
+	case res.Outcome == Failed && res.DecidedBy == "":
+		res.DecidedBy = sourceWorkerReport
 	}
 	var out Result
 	switch {
@@ -49,7 +49,7 @@ func verdictOf(e Exit, said Result, loop RetryLoop, retrying, finishedFirst bool
 		// work did not get done.
 		out = DiagnosticResult(loop.Diagnostic)
 	default:
-		out = Result{Outcome: Failed, FailureClass: e.Reason, Source: sourcePilotPolicy}
+		out = failedBy(e.Reason, sourcePilotPolicy)
 	}
 	// What the worker said about its session holds whatever the verdict.
 	out.SessionID, out.Resume, out.Usage, out.SessionGone = res.SessionID, res.Resume, res.Usage, res.SessionGone
@@ -66,13 +66,13 @@ const reasonFinished FailureClass = "finished-not-exited"
 func failureOf(e Exit, res Result) Failure {
 	var f Failure
 	if res.Outcome == Failed {
-		f.FailureClass = res.FailureClass
-		f.FailureSource = res.Source
+		f.FailureClass = res.Class
+		f.FailureSource = res.DecidedBy
 		f.TransportConfirmed = res.TransportConfirmed
 		f.RetryAfterMS = res.RetryAfter.Milliseconds()
 		if res.Evidence != "" {
-			f.EvidenceSource = res.EvidenceSource
-			f.EvidenceExcerpt, f.EvidenceNote = res.Evidence, res.EvidenceNote
+			f.EvidenceSource = res.Classification.Source
+			f.EvidenceExcerpt, f.EvidenceNote = res.Evidence, res.Note
 		}
 	}
 	if !e.Started {

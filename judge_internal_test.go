@@ -66,14 +66,14 @@ func TestVerdictOf(t *testing.T) {
 		{
 			name:        "a failure the worker's stream reports is a worker report",
 			exit:        Exit{Started: true, Code: 1},
-			said:        Result{Outcome: Failed, FailureClass: FailContextLimit},
-			want:        Result{Outcome: Failed, FailureClass: FailContextLimit, Source: sourceWorkerReport},
+			said:        Result{Outcome: Failed, Classification: Classification{Class: FailContextLimit}},
+			want:        Result{Outcome: Failed, Classification: Classification{Class: FailContextLimit}, DecidedBy: sourceWorkerReport},
 			wantFailure: Failure{FailureClass: FailContextLimit, FailureSource: sourceWorkerReport},
 		},
 		{
 			name: "exit 143 after a provider line: the signal wins, inferred",
 			exit: Exit{Started: true, Code: 143, Diagnostic: provider},
-			want: Result{Outcome: Failed, FailureClass: FailProcessTerminated, Source: sourceProcessTermination},
+			want: Result{Outcome: Failed, Classification: Classification{Class: FailProcessTerminated}, DecidedBy: sourceProcessTermination},
 			wantFailure: Failure{
 				FailureClass:              FailProcessTerminated,
 				FailureSource:             sourceProcessTermination,
@@ -85,8 +85,8 @@ func TestVerdictOf(t *testing.T) {
 		{
 			name: "a watcher that blames the provider for a SIGKILL: transport not confirmed",
 			exit: Exit{Started: true, Code: -1, Signal: 9},
-			said: Result{Outcome: Failed, FailureClass: FailProcessTerminated, Source: sourceProcessTermination, Evidence: line, EvidenceSource: "pi:stderr", TransportConfirmed: true},
-			want: Result{Outcome: Failed, FailureClass: FailProcessTerminated, Source: sourceProcessTermination, Evidence: line, EvidenceSource: "pi:stderr", TransportConfirmed: true},
+			said: Result{Outcome: Failed, Classification: Classification{Class: FailProcessTerminated, Evidence: line, Source: "pi:stderr", TransportConfirmed: true}, DecidedBy: sourceProcessTermination},
+			want: Result{Outcome: Failed, Classification: Classification{Class: FailProcessTerminated, Evidence: line, Source: "pi:stderr", TransportConfirmed: true}, DecidedBy: sourceProcessTermination},
 			wantFailure: Failure{
 				FailureClass:         FailProcessTerminated,
 				FailureSource:        sourceProcessTermination,
@@ -100,7 +100,7 @@ func TestVerdictOf(t *testing.T) {
 			name: "pilot's timeout, whatever the worker printed",
 			exit: pilotEnded(FailTimeout),
 			said: withSession(DiagnosticResult(*provider)),
-			want: withSession(Result{Outcome: Failed, FailureClass: FailTimeout, Source: sourcePilotPolicy}),
+			want: withSession(Result{Outcome: Failed, Classification: Classification{Class: FailTimeout}, DecidedBy: sourcePilotPolicy}),
 			wantFailure: func() Failure {
 				f := pilotTerm(FailTimeout)
 				f.FailureClass, f.FailureSource = FailTimeout, sourcePilotPolicy
@@ -133,9 +133,9 @@ func TestVerdictOf(t *testing.T) {
 		{
 			name:          "ended after it had finished, its stream says failed: pilot's reason",
 			exit:          pilotEnded(FailIdleTimeout),
-			said:          Result{Outcome: Failed, FailureClass: FailIncomplete},
+			said:          Result{Outcome: Failed, Classification: Classification{Class: FailIncomplete}},
 			finishedFirst: true,
-			want:          Result{Outcome: Failed, FailureClass: FailIdleTimeout, Source: sourcePilotPolicy},
+			want:          Result{Outcome: Failed, Classification: Classification{Class: FailIdleTimeout}, DecidedBy: sourcePilotPolicy},
 			wantFailure: func() Failure {
 				f := pilotTerm(FailIdleTimeout)
 				f.FailureClass, f.FailureSource = FailIdleTimeout, sourcePilotPolicy
@@ -174,7 +174,7 @@ func TestVerdictOf(t *testing.T) {
 			exit:     pilotEnded(FailCancelled),
 			loop:     retried,
 			retrying: true,
-			want:     Result{Outcome: Failed, FailureClass: FailCancelled, Source: sourcePilotPolicy},
+			want:     Result{Outcome: Failed, Classification: Classification{Class: FailCancelled}, DecidedBy: sourcePilotPolicy},
 			wantFailure: func() Failure {
 				f := pilotTerm(FailCancelled)
 				f.FailureClass, f.FailureSource = FailCancelled, sourcePilotPolicy
@@ -184,7 +184,7 @@ func TestVerdictOf(t *testing.T) {
 		{
 			name: "pilot ended it and it exited 0 on SIGTERM: the signal is pilot's SIGTERM",
 			exit: Exit{Started: true, Terminated: true, Reason: FailCancelled},
-			want: Result{Outcome: Failed, FailureClass: FailCancelled, Source: sourcePilotPolicy},
+			want: Result{Outcome: Failed, Classification: Classification{Class: FailCancelled}, DecidedBy: sourcePilotPolicy},
 			wantFailure: Failure{
 				FailureClass: FailCancelled, FailureSource: sourcePilotPolicy,
 				TerminationSignal: "SIGTERM", TerminationInitiator: "pilot", TerminationReason: FailCancelled,
@@ -193,7 +193,7 @@ func TestVerdictOf(t *testing.T) {
 		{
 			name: "pilot's SIGKILL after the grace period",
 			exit: Exit{Started: true, Code: -1, Signal: 9, Terminated: true, Reason: FailTimeout},
-			want: Result{Outcome: Failed, FailureClass: FailTimeout, Source: sourcePilotPolicy},
+			want: Result{Outcome: Failed, Classification: Classification{Class: FailTimeout}, DecidedBy: sourcePilotPolicy},
 			wantFailure: Failure{
 				FailureClass: FailTimeout, FailureSource: sourcePilotPolicy,
 				TerminationSignal: "SIGKILL", TerminationInitiator: "pilot", TerminationReason: FailTimeout,
@@ -202,7 +202,7 @@ func TestVerdictOf(t *testing.T) {
 		{
 			name: "never started: spawn-failed, no termination",
 			exit: Exit{Err: errors.New(`executable "nope" not found in the worker's PATH`)},
-			want: Result{Outcome: Failed, FailureClass: FailSpawn, Source: sourceSpawn, EvidenceSource: "pilot", Evidence: `executable "nope" not found in the worker's PATH`},
+			want: Result{Outcome: Failed, Classification: Classification{Class: FailSpawn, Source: "pilot", Evidence: `executable "nope" not found in the worker's PATH`}, DecidedBy: sourceSpawn},
 			wantFailure: Failure{
 				FailureClass: FailSpawn, FailureSource: sourceSpawn,
 				EvidenceSource: "pilot", EvidenceExcerpt: `executable "nope" not found in the worker's PATH`,
@@ -211,8 +211,8 @@ func TestVerdictOf(t *testing.T) {
 		{
 			name:        "a rate limit keeps its retry-after",
 			exit:        Exit{Started: true, Code: 1},
-			said:        Result{Outcome: Failed, FailureClass: FailProviderRateLimit, Source: sourceProviderDiagnostic, RetryAfter: 30 * time.Second, TransportConfirmed: true},
-			want:        Result{Outcome: Failed, FailureClass: FailProviderRateLimit, Source: sourceProviderDiagnostic, RetryAfter: 30 * time.Second, TransportConfirmed: true},
+			said:        Result{Outcome: Failed, Classification: Classification{Class: FailProviderRateLimit, RetryAfter: 30 * time.Second, TransportConfirmed: true}, DecidedBy: sourceProviderDiagnostic},
+			want:        Result{Outcome: Failed, Classification: Classification{Class: FailProviderRateLimit, RetryAfter: 30 * time.Second, TransportConfirmed: true}, DecidedBy: sourceProviderDiagnostic},
 			wantFailure: Failure{FailureClass: FailProviderRateLimit, FailureSource: sourceProviderDiagnostic, RetryAfterMS: 30000, TransportConfirmed: true},
 		},
 	}

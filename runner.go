@@ -166,23 +166,15 @@ const (
 // Result is a Watcher's judgement of an attempt. A zero Result leaves the
 // judgement to [JudgeExit].
 type Result struct {
-	Outcome      Outcome
-	FailureClass FailureClass // required when Outcome is Failed
-	// Source says what decided FailureClass, as the verdict's
+	Outcome Outcome
+	// Classification is why the attempt failed, when Outcome is Failed:
+	// its Class (required then) and the proof, as a Diagnoser gives them.
+	Classification
+	// DecidedBy says what decided the class, as the verdict's
 	// failure_source gives it: empty for a failure the worker's own stream
 	// reports ("worker-report"); "exit-code" for an exit code with a
 	// documented meaning; JudgeExit and DiagnosticResult set the others.
-	Source string
-	// Evidence is the line that proves FailureClass, untouched, and
-	// EvidenceSource where it came from ("<runner>:stdout", "pilot");
-	// EvidenceNote is the runner's own gloss of it, if any.
-	Evidence       string
-	EvidenceSource string
-	EvidenceNote   string
-	// TransportConfirmed and RetryAfter come from the evidence's
-	// Classification.
-	TransportConfirmed bool
-	RetryAfter         time.Duration
+	DecidedBy string
 
 	// SessionID is the worker's own id for its session (codex's thread
 	// id, Claude's session_id), when its stream gave one.
@@ -298,26 +290,31 @@ func JudgeExit(e Exit) Result {
 	_, inferred := signalFromExitCode(e.Code)
 	switch {
 	case !e.Started:
-		r := Result{Outcome: Failed, FailureClass: FailSpawn, Source: sourceSpawn}
+		r := failedBy(FailSpawn, sourceSpawn)
 		if e.Err != nil {
-			r.EvidenceSource, r.Evidence = "pilot", e.Err.Error()
+			r.Classification.Source, r.Evidence = "pilot", e.Err.Error()
 		}
 		return r
 	case e.Terminated:
-		return Result{Outcome: Failed, FailureClass: e.Reason, Source: sourcePilotPolicy}
+		return failedBy(e.Reason, sourcePilotPolicy)
 	case e.Signal != 0 || inferred:
-		return Result{Outcome: Failed, FailureClass: FailProcessTerminated, Source: sourceProcessTermination}
+		return failedBy(FailProcessTerminated, sourceProcessTermination)
 	}
 	if e.Code != 0 {
 		if d := e.Diagnostic; d != nil && d.Evidence != "" {
 			return DiagnosticResult(*d)
 		}
-		return Result{Outcome: Failed, FailureClass: FailGeneric, Source: sourceExitStatus}
+		return failedBy(FailGeneric, sourceExitStatus)
 	}
 	if e.StdoutBytes == 0 {
 		return Result{Outcome: Empty}
 	}
 	return Result{Outcome: Completed}
+}
+
+// failedBy is a failure of class c that by decided, with no evidence.
+func failedBy(c FailureClass, by string) Result {
+	return Result{Outcome: Failed, Classification: Classification{Class: c}, DecidedBy: by}
 }
 
 // DiagnosticResult is the failed Result a diagnostic proves.
@@ -326,12 +323,5 @@ func DiagnosticResult(d Classification) Result {
 	if d.Class.Provider() || d.Class == FailContextLimit || d.TransportConfirmed {
 		src = sourceProviderDiagnostic
 	}
-	return Result{
-		Outcome:        Failed,
-		FailureClass:   d.Class,
-		Source:         src,
-		EvidenceSource: d.Source, Evidence: d.Evidence, EvidenceNote: d.Note,
-		TransportConfirmed: d.TransportConfirmed,
-		RetryAfter:         d.RetryAfter,
-	}
+	return Result{Outcome: Failed, Classification: d, DecidedBy: src}
 }

@@ -324,15 +324,20 @@ func reportedFailure(e pilot.Exit, runner, line string) pilot.Result {
 	if d := e.Diagnostic; d != nil && d.Evidence != "" {
 		return pilot.DiagnosticResult(*d)
 	}
-	return pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric,
-		EvidenceSource: runner + ":stdout", Evidence: clip(line, 2000)}
+	return failed(pilot.FailGeneric, runner+":stdout", clip(line, 2000))
 }
 
 // incomplete is the Result for a worker that exited 0 without the terminal
 // event its stream always ends with.
 func incomplete(runner, missing string) pilot.Result {
-	return pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailIncomplete,
-		EvidenceSource: runner + ":stdout", Evidence: runner + " exited 0 without " + missing}
+	return failed(pilot.FailIncomplete, runner+":stdout", runner+" exited 0 without "+missing)
+}
+
+// failed is the Result of a worker whose own stream (or exit) shows it
+// failed in class, with evidence from source.
+func failed(class pilot.FailureClass, source, evidence string) pilot.Result {
+	return pilot.Result{Outcome: pilot.Failed, Classification: pilot.Classification{
+		Class: class, Source: source, Evidence: evidence}}
 }
 
 // clip shortens s to at most n bytes, on a rune boundary.

@@ -368,10 +368,10 @@ func TestClaudeWatcher(t *testing.T) {
 				}
 			}
 			res := w.Finish(tc.exit)
-			if res.Outcome != tc.want || res.FailureClass != tc.class {
-				t.Errorf("Finish = %s/%s, want %s/%s (%+v)", res.Outcome, res.FailureClass, tc.want, tc.class, res)
+			if res.Outcome != tc.want || res.Class != tc.class {
+				t.Errorf("Finish = %s/%s, want %s/%s (%+v)", res.Outcome, res.Class, tc.want, tc.class, res)
 			}
-			if tc.source != "" && res.Source != tc.source {
+			if tc.source != "" && res.DecidedBy != tc.source {
 				t.Errorf("source %q, want %q", res.Source, tc.source)
 			}
 		})
@@ -405,7 +405,7 @@ func TestClaudeWatcherIgnores(t *testing.T) {
 	if _, _, ok := w.StreamState(); ok {
 		t.Error("stderr or a truncated line showed a phase")
 	}
-	if res := w.Finish(pilot.Exit{Runner: "claude", Started: true, StdoutBytes: 1 << 30}); res.FailureClass != pilot.FailIncomplete {
+	if res := w.Finish(pilot.Exit{Runner: "claude", Started: true, StdoutBytes: 1 << 30}); res.Class != pilot.FailIncomplete {
 		t.Errorf("Finish = %+v, want incomplete", res)
 	}
 }
@@ -429,8 +429,8 @@ func TestClaudeWatcherUsageWithoutResult(t *testing.T) {
 	if diff := cmp.Diff(want, res.Usage); diff != "" {
 		t.Errorf("usage (-want +got):\n%s", diff)
 	}
-	if res.FailureClass != pilot.FailProcessTerminated {
-		t.Errorf("class %s, want process-terminated", res.FailureClass)
+	if res.Class != pilot.FailProcessTerminated {
+		t.Errorf("class %s, want process-terminated", res.Class)
 	}
 }
 

@@ -313,10 +313,10 @@ func TestExitCodes(t *testing.T) {
 			got := cmd.Watcher.Finish(e)
 			want := pilot.JudgeExit(e)
 			if tc.want != "" {
-				want = pilot.Result{Outcome: tc.want, FailureClass: tc.class}
+				want = pilot.Result{Outcome: tc.want, Classification: pilot.Classification{Class: tc.class}}
 			}
-			if got.Outcome != want.Outcome || got.FailureClass != want.FailureClass {
-				t.Errorf("exit %d: %s %s, want %s %s (%s)", tc.code, got.Outcome, got.FailureClass, want.Outcome, want.FailureClass, tc.why)
+			if got.Outcome != want.Outcome || got.Class != want.Class {
+				t.Errorf("exit %d: %s %s, want %s %s (%s)", tc.code, got.Outcome, got.Class, want.Outcome, want.Class, tc.why)
 			}
 		})
 	}

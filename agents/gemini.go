@@ -427,12 +427,9 @@ func geminiExit(e pilot.Exit) (pilot.Result, bool) {
 	if !ok {
 		return pilot.JudgeExit(e), false
 	}
-	return pilot.Result{
-		Outcome:        pilot.Failed,
-		FailureClass:   class,
-		Source:         "exit-code",
-		EvidenceSource: RunnerGemini + ":exit", Evidence: "exit status " + strconv.Itoa(e.Code),
-	}, true
+	r := failed(class, RunnerGemini+":exit", "exit status "+strconv.Itoa(e.Code))
+	r.DecidedBy = "exit-code"
+	return r, true
 }
 
 // geminiRetryDelay reads how long gemini will be silent from its retry

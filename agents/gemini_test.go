@@ -270,8 +270,8 @@ func TestGeminiWatcherFinish(t *testing.T) {
 			}
 			tc.exit.Runner = agents.RunnerGemini
 			res := w.Finish(tc.exit)
-			if res.Outcome != tc.want || res.FailureClass != tc.class {
-				t.Errorf("Finish = %s %s, want %s %s (%+v)", res.Outcome, res.FailureClass, tc.want, tc.class, res)
+			if res.Outcome != tc.want || res.Class != tc.class {
+				t.Errorf("Finish = %s %s, want %s %s (%+v)", res.Outcome, res.Class, tc.want, tc.class, res)
 			}
 		})
 	}
@@ -311,9 +311,9 @@ func TestGeminiWatcherResultEvidence(t *testing.T) {
 			w := geminiWatcher(t)
 			feed(w, `{"type":"init","session_id":"s1","model":"m"}`, tc.result)
 			res := w.Finish(pilot.Exit{Runner: agents.RunnerGemini, Started: true, Code: 144, Diagnostic: tc.diag})
-			if res.FailureClass != tc.class || res.EvidenceSource != tc.source ||
+			if res.Class != tc.class || res.Classification.Source != tc.source ||
 				!strings.Contains(res.Evidence, tc.evidenceIn) {
-				t.Errorf("Finish = %s (evidence %+v), want %s from %s", res.FailureClass, res.Evidence, tc.class, tc.source)
+				t.Errorf("Finish = %s (evidence %+v), want %s from %s", res.Class, res.Evidence, tc.class, tc.source)
 			}
 		})
 	}
@@ -329,8 +329,8 @@ func TestGeminiWatcherInvalidStreamEvidence(t *testing.T) {
 		`{"type":"result","status":"error","stats":{}}`,
 	)
 	res := w.Finish(pilot.Exit{Runner: agents.RunnerGemini, Started: true})
-	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailGeneric || res.Evidence == "" ||
-		!strings.Contains(res.Evidence, "invalid chunk") || res.EvidenceSource != "gemini:stdout" {
+	if res.Outcome != pilot.Failed || res.Class != pilot.FailGeneric || res.Evidence == "" ||
+		!strings.Contains(res.Evidence, "invalid chunk") || res.Classification.Source != "gemini:stdout" {
 		t.Errorf("Finish = %+v (evidence %+v); want generic-error with the error event as evidence", res, res.Evidence)
 	}
 }

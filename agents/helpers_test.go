@@ -198,11 +198,11 @@ func fuzzWatcher(t *testing.T, rn pilot.Runner, a pilot.Attempt, lines []pilot.L
 	res := w.Finish(exit)
 	switch res.Outcome {
 	case pilot.Completed, pilot.Empty, pilot.StepCappedPartial:
-		if res.FailureClass != "" {
-			t.Errorf("%s with failure class %s", res.Outcome, res.FailureClass)
+		if res.Class != "" {
+			t.Errorf("%s with failure class %s", res.Outcome, res.Class)
 		}
 	case pilot.Failed:
-		if res.FailureClass == "" {
+		if res.Class == "" {
 			t.Errorf("failed without a class: %+v", res)
 		}
 	default:

@@ -257,8 +257,8 @@ func TestOpencodeWatcherFinish(t *testing.T) {
 			feed(w, tc.lines...)
 			tc.exit.Runner = agents.RunnerOpencode
 			res := w.Finish(tc.exit)
-			if res.Outcome != tc.want || res.FailureClass != tc.class {
-				t.Errorf("Finish = %s %s, want %s %s (%+v)", res.Outcome, res.FailureClass, tc.want, tc.class, res)
+			if res.Outcome != tc.want || res.Class != tc.class {
+				t.Errorf("Finish = %s %s, want %s %s (%+v)", res.Outcome, res.Class, tc.want, tc.class, res)
 			}
 		})
 	}
@@ -396,8 +396,8 @@ func TestOpencodeWatcherRetries(t *testing.T) {
 	logDiag, _ := diagnose(t, agents.RunnerOpencode, pilot.Stderr, ocLogStreamError)
 	diag := withSource(logDiag, "opencode:stderr")
 	res := w.Finish(pilot.Exit{Runner: agents.RunnerOpencode, Started: true, Code: 1, Diagnostic: diag})
-	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailProviderServerError || res.SessionID != "ses_T" ||
-		res.EvidenceSource != "opencode:stdout" || !strings.Contains(res.EvidenceNote, "statusCode 500") {
+	if res.Outcome != pilot.Failed || res.Class != pilot.FailProviderServerError || res.SessionID != "ses_T" ||
+		res.Classification.Source != "opencode:stdout" || !strings.Contains(res.Note, "statusCode 500") {
 		t.Errorf("Finish = %+v (evidence %+v); want provider-server-error from the error event, session ses_T", res, res.Evidence)
 	}
 }

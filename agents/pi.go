@@ -679,8 +679,8 @@ func (w *piWatcher) Finish(e pilot.Exit) pilot.Result {
 	case last == nil:
 		return w.session(incomplete(RunnerPi, "a final assistant message"))
 	case last.truncated:
-		return w.session(pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric,
-			EvidenceSource: RunnerPi + ":stdout", Evidence: "pi's last assistant message is longer than the Dispatcher's MaxLineBytes: pilot cannot read how it ended"})
+		return w.session(failed(pilot.FailGeneric, RunnerPi+":stdout",
+			"pi's last assistant message is longer than the Dispatcher's MaxLineBytes: pilot cannot read how it ended"))
 	case last.stopReason == "error", last.stopReason == "aborted":
 		// pi exits 0 in JSON mode when the model call failed; the
 		// message says why.
@@ -703,8 +703,8 @@ func (w *piWatcher) Finish(e pilot.Exit) pilot.Result {
 	case "toolUse":
 		return w.session(incomplete(RunnerPi, "a final answer (its last assistant message asked for tools)"))
 	}
-	return w.session(pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric,
-		EvidenceSource: RunnerPi + ":stdout", Evidence: fmt.Sprintf("pi's last assistant message has stopReason %q", last.stopReason)})
+	return w.session(failed(pilot.FailGeneric, RunnerPi+":stdout",
+		fmt.Sprintf("pi's last assistant message has stopReason %q", last.stopReason)))
 }
 
 // failure is the Result of a run whose last assistant message failed:

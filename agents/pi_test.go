@@ -371,8 +371,8 @@ func TestPiWatcherFinish(t *testing.T) {
 			e := tt.exit
 			e.Runner, e.Started = "pi", true
 			res := w.Finish(e)
-			if res.Outcome != tt.want || res.FailureClass != tt.class {
-				t.Errorf("outcome %s %s, want %s %s (%+v)", res.Outcome, res.FailureClass, tt.want, tt.class, res.Evidence)
+			if res.Outcome != tt.want || res.Class != tt.class {
+				t.Errorf("outcome %s %s, want %s %s (%+v)", res.Outcome, res.Class, tt.want, tt.class, res.Evidence)
 			}
 			if tt.ev != "" && (!strings.Contains(res.Evidence, tt.ev)) {
 				t.Errorf("evidence %+v, want one containing %q", res.Evidence, tt.ev)
@@ -407,7 +407,7 @@ func TestPiWatcherTruncated(t *testing.T) {
 		t.Errorf("phase %s, want unknown", st.Phase)
 	}
 	res := w.Finish(pilot.Exit{Runner: "pi", Started: true})
-	if res.Outcome != pilot.Failed || res.FailureClass != pilot.FailGeneric || !strings.Contains(res.Evidence, "MaxLineBytes") {
+	if res.Outcome != pilot.Failed || res.Class != pilot.FailGeneric || !strings.Contains(res.Evidence, "MaxLineBytes") {
 		t.Errorf("result %+v %+v", res, res.Evidence)
 	}
 }

@@ -106,11 +106,9 @@ func (w *jsonlWatcher) Finish(e pilot.Exit) pilot.Result {
 	case e.Diagnostic != nil && e.Diagnostic.Evidence != "":
 		return pilot.DiagnosticResult(*e.Diagnostic) // classified by Diagnose
 	case w.failure != "":
-		return pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailGeneric,
-			EvidenceSource: "jsonl-agent:stdout", Evidence: w.failure}
+		return pilot.Result{Outcome: pilot.Failed, Classification: pilot.Classification{Class: pilot.FailGeneric, Source: "jsonl-agent:stdout", Evidence: w.failure}}
 	}
-	return pilot.Result{Outcome: pilot.Failed, FailureClass: pilot.FailIncomplete,
-		EvidenceSource: "jsonl-agent:stdout", Evidence: "jsonl-agent exited without a done event"}
+	return pilot.Result{Outcome: pilot.Failed, Classification: pilot.Classification{Class: pilot.FailIncomplete, Source: "jsonl-agent:stdout", Evidence: "jsonl-agent exited without a done event"}}
 }
 
 // A complete third-party runner: a Dispatcher given jsonlRunner runs providers of

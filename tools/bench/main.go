@@ -697,7 +697,7 @@ func runP7(cfg *config) (row, error) {
 			start := time.Now()
 			res, err := measure.WatchStream(agents.ClaudeRunner{}, f, 0, spill)
 			if err == nil && res.Outcome != pilot.Completed {
-				err = fmt.Errorf("pilot's watcher: %s (%s), want completed", res.Outcome, res.FailureClass)
+				err = fmt.Errorf("pilot's watcher: %s (%s), want completed", res.Outcome, res.Class)
 			}
 			ps = append(ps, mib/time.Since(start).Seconds())
 			return err
