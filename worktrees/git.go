@@ -27,27 +27,37 @@ import (
 // respected), as "pilot <pilot@localhost>" with the message "pilot: job
 // <wt.Job>, run <runID>", without the repository's hooks, and keeps both,
 // so that git log, git diff and git merge see the work.
-func New(runDir, dir string) pilot.Worktrees {
+func New(runDir, dir string) *Git {
 	if runDir == "" {
 		runDir = pilot.DefaultRunDir()
 	}
 	m := &worktree.Manager{Dir: dir, Inventory: filepath.Join(runDir, ".worktrees", "inventory.json")}
-	return &gitWorktrees{m: m, entries: map[string]*worktree.Entry{}}
+	return &Git{m: m, entries: map[string]*worktree.Entry{}}
 }
 
-type gitWorktrees struct {
+// Git is the worktrees New makes: a pilot.Worktrees for a Fanout, and for
+// a schedule.Scheduler, which also starts a job at its dependencies' work
+// (CreateAt, Merge) and merges finished work into a branch (Advance).
+type Git struct {
 	m       *worktree.Manager
 	mu      sync.Mutex
 	entries map[string]*worktree.Entry
 }
 
-func (g *gitWorktrees) CheckRepo(ctx context.Context, dir string) error {
+func (g *Git) CheckRepo(ctx context.Context, dir string) error {
 	_, err := g.m.Prepare(ctx, dir)
 	return err
 }
 
-func (g *gitWorktrees) Create(ctx context.Context, dir, name string) (pilot.WorktreeInfo, error) {
-	e, err := g.m.Create(ctx, dir, text.SafeName(name, '-'))
+func (g *Git) Create(ctx context.Context, dir, name string) (pilot.WorktreeInfo, error) {
+	return g.CreateAt(ctx, dir, name, "")
+}
+
+// CreateAt is Create with the branch starting at commit base (as Merge
+// returns it) rather than HEAD; "" means HEAD. The info's Base is that
+// commit, so that git diff Base Branch is still the job's own work.
+func (g *Git) CreateAt(ctx context.Context, dir, name, base string) (pilot.WorktreeInfo, error) {
+	e, err := g.m.CreateAt(ctx, dir, text.SafeName(name, '-'), base)
 	if err != nil {
 		return pilot.WorktreeInfo{}, err
 	}
@@ -57,7 +67,7 @@ func (g *gitWorktrees) Create(ctx context.Context, dir, name string) (pilot.Work
 	return pilot.WorktreeInfo{Name: e.Name, Path: e.Path, Branch: e.Branch, Repo: e.Repo, Base: e.Base}, nil
 }
 
-func (g *gitWorktrees) Finish(ctx context.Context, wt pilot.WorktreeInfo, runID string) (pilot.WorktreeInfo, error) {
+func (g *Git) Finish(ctx context.Context, wt pilot.WorktreeInfo, runID string) (pilot.WorktreeInfo, error) {
 	g.mu.Lock()
 	e := g.entries[wt.Name]
 	delete(g.entries, wt.Name)
@@ -68,4 +78,20 @@ func (g *gitWorktrees) Finish(ctx context.Context, wt pilot.WorktreeInfo, runID 
 	kept, err := g.m.Finish(ctx, e, worktree.Run{ID: runID, Job: wt.Job, TaskFile: wt.TaskFile})
 	wt.Kept, wt.Commit = kept, e.Commit
 	return wt, err
+}
+
+// Merge returns a commit of onto (a commit or ref of the repository holding
+// dir) with each of branches merged in, in order, without touching any work
+// tree, index or branch: git merge-tree computes each merge. A branch onto
+// holds already adds nothing. A conflict is a *Conflict.
+func (g *Git) Merge(ctx context.Context, dir, onto string, branches []string) (string, error) {
+	return worktree.Merge(ctx, dir, onto, branches)
+}
+
+// Advance merges branch from into branch into (created at base when
+// missing) as Merge does, and moves into by a compare-and-swap of its ref,
+// returning its new tip. A conflict (a *Conflict) leaves into as it was. It
+// refuses an into that is checked out in any work tree.
+func (g *Git) Advance(ctx context.Context, dir, into, base, from string) (string, error) {
+	return worktree.Advance(ctx, dir, into, base, from)
 }

@@ -1,7 +1,7 @@
 // Package worktrees is pilot's git worktrees layer: it makes the worktrees
-// of a Fanout's jobs ([New], for Fanout.Worktrees), and lists, diffs,
-// removes and prunes them through the inventory it keeps of them in the
-// run directory.
+// of a Fanout's jobs and of a schedule's worktree jobs ([New]), merges
+// their work without touching any checkout, and lists, diffs, removes and
+// prunes them through the inventory it keeps of them in the run directory.
 package worktrees
 
 import (
@@ -18,6 +18,11 @@ import (
 // file and run, which process owns it, whether it was kept or removed, and
 // the commit pilot made of the job's changes.
 type Entry = worktree.Entry
+
+// A Conflict is a merge that needs a person (Git.Merge, Git.Advance): the
+// branch, what it was merged onto, and the paths both sides changed. Find
+// it with errors.As.
+type Conflict = worktree.Conflict
 
 // Errors of Diff and Remove, matched with errors.Is: no worktree has the
 // name given; the worktree's run is going on; the worktree holds work found

@@ -277,6 +277,13 @@ func (m *Manager) Prepare(ctx context.Context, repoDir string) (string, error) {
 // entry Prune settles, never an unrecorded worktree. When git fails, or ctx
 // ends, Create removes what it made and the entry, and returns the error.
 func (m *Manager) Create(ctx context.Context, repoDir, name string) (*Entry, error) {
+	return m.CreateAt(ctx, repoDir, name, "")
+}
+
+// CreateAt is Create with the branch starting at commit base (a commit or
+// ref of the repository) rather than HEAD; "" means HEAD. The entry's Base
+// is that commit, so that its diff is the job's own work.
+func (m *Manager) CreateAt(ctx context.Context, repoDir, name, base string) (*Entry, error) {
 	if err := validName(name); err != nil {
 		return nil, err
 	}
@@ -287,9 +294,18 @@ func (m *Manager) Create(ctx context.Context, repoDir, name string) (*Entry, err
 	if err != nil {
 		return nil, err
 	}
-	top, base, err := checkRepo(ctx, repoDir)
+	top, head, err := checkRepo(ctx, repoDir)
 	if err != nil {
 		return nil, err
+	}
+	if base == "" {
+		base = head
+	} else if c, ok, err := revParse(ctx, top, base); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, fmt.Errorf("worktree %s: no commit %s in %s", name, base, top)
+	} else {
+		base = c
 	}
 	dir, err := m.worktreesDir(ctx, top)
 	if err != nil {
