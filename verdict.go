@@ -54,6 +54,10 @@ const (
 	// the task finished (codex without turn.completed or turn.failed, pi
 	// without a final assistant message, Claude without a result).
 	FailIncomplete FailureClass = "incomplete"
+	// FailPilot: pilot itself could not run the job (its worktree, git,
+	// the state store, the run directory): a verdict a layer over
+	// Dispatch makes up, with pilot's error as the evidence.
+	FailPilot FailureClass = "pilot-error"
 )
 
 // Verdict is what one dispatch of one worker, one attempt, came to. Read it
