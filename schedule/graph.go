@@ -37,6 +37,16 @@ type Job struct {
 	// review a person must do first, say): the job is blocked with Hold as
 	// its reason, and only what depends on it waits.
 	Hold string
+	// Worktree runs the job in a git worktree of its own, which
+	// Scheduler.Worktrees makes in the repository of Task.Workdir, on a
+	// branch that starts at the graph's base commit (that repository's
+	// HEAD when Run starts) with the work of every dependency, direct or
+	// not, merged in, in graph order. Its WriteSet is not used: its writes
+	// overlap nobody's.
+	Worktree bool
+	// Rerun runs the job even when the Store says an earlier run
+	// completed it.
+	Rerun bool
 }
 
 // A Graph is a group of jobs and the workspace they write in.

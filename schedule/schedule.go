@@ -51,6 +51,27 @@ type Result struct {
 	// Interrupted is set for a job that never started because ctx ended;
 	// its Verdict is made up (cancelled).
 	Interrupted bool
+	// Worktree is a worktree job's worktree as its last dispatch left it
+	// (Kept when it left work on its branch); nil for other jobs and for
+	// one that never got one.
+	Worktree *pilot.WorktreeInfo
+	// Integration is what Scheduler.Integrate made of the job's branch;
+	// nil when there was none to merge.
+	Integration *Integration
+}
+
+// Integration is what became of a complete job's branch under
+// Scheduler.Integrate.
+type Integration struct {
+	// Branch is the integration branch; Merged is set when the job's work
+	// is on it now.
+	Branch string
+	Merged bool
+	// Conflict lists the paths that kept the job's branch out (the merge
+	// needs a person; the branch is kept as it is), and Error says why it
+	// was not merged otherwise.
+	Conflict []string
+	Error    string
 }
 
 // The kinds of Event.
@@ -61,6 +82,9 @@ const (
 	EventBlocked  = "schedule.blocked"  // the job is blocked: Reason
 	EventDone     = "schedule.done"     // the job ended: Reason is its status
 	EventDispatch = "schedule.dispatch" // a dispatch event of the job: Dispatch
+	// EventIntegrated: the job's branch was merged into Scheduler.Integrate,
+	// or was not (Reason says why).
+	EventIntegrated = "schedule.integrated"
 )
 
 // An Event is one decision of the scheduler, or one dispatch event of a
@@ -95,6 +119,18 @@ type Scheduler struct {
 	// external-active), and jobs an earlier run completed are not run
 	// again.
 	Store *Store
+	// Worktrees makes the worktrees of the jobs that set Job.Worktree and
+	// merges their work; Run refuses such a job without it.
+	// worktrees.New's value is one.
+	Worktrees Worktrees
+	// Integrate, when set, names a branch of the workdir's repository into
+	// which, as the graph finishes, the branch of every complete worktree
+	// job that left work is merged, in graph order: a merge queue. It is
+	// created at the graph's base commit when missing, moved only by a
+	// compare-and-swap, never checked out, and never left mid-merge: a job
+	// whose work conflicts is left out (Result.Integration says why) and
+	// its branch kept. A branch that is checked out anywhere is refused.
+	Integrate string
 	// Now and After are the clock (tests inject their own); nil means
 	// time.Now and time.After.
 	Now   func() time.Time
@@ -118,6 +154,10 @@ type job struct {
 	state    int // one of the st* constants
 	res      Result
 	deferred string // the reason of the last deferred event, to say it once
+
+	def     string              // its definition, as the Store records it
+	changed bool                // the Store's completion was of another definition
+	active  *pilot.WorktreeInfo // its worktree while it runs, and while it is gated
 }
 
 const (
@@ -130,8 +170,11 @@ type finish struct {
 	i   int
 	v   pilot.Verdict
 	err error
-	// blocked is the reason of the dispatch's retry.EventBlocked event.
+	// blocked is the reason of the dispatch's retry.EventBlocked event, or
+	// why its worktree could not start from its dependencies' work.
 	blocked string
+	// wt is the worktree it ran in.
+	wt *pilot.WorktreeInfo
 }
 
 // gate is a provider's state: rate limited until until, or closed (its
@@ -166,6 +209,9 @@ func (s *Scheduler) Run(ctx context.Context, g Graph) ([]Result, error) {
 	}
 	r.full = fmt.Sprintf("all %d slots are running", s.MaxParallel)
 	r.init(g)
+	if err := r.prepareWorktrees(ctx, g); err != nil {
+		return nil, err
+	}
 	return r.run(ctx)
 }
 
@@ -187,6 +233,10 @@ type runState struct {
 
 	emitMu sync.Mutex
 	done   chan finish
+
+	workdir string // the graph's
+	base    string // the graph's base commit, for worktree jobs
+	token   string // unique to this run, in its worktrees' names
 }
 
 func (r *runState) init(g Graph) {
@@ -194,14 +244,15 @@ func (r *runState) init(g Graph) {
 	if workdir == "" {
 		workdir = "."
 	}
+	r.workdir = workdir
 	norm, nerr := newNormalizer(workdir)
 	index := map[string]int{}
 	for i, j := range g.Jobs {
 		index[j.ID] = i
-		jb := &job{Job: j}
+		jb := &job{Job: j, def: definition(j)}
 		jb.res.ID = j.ID
 		switch {
-		case len(j.WriteSet) == 0:
+		case len(j.WriteSet) == 0, j.Worktree:
 		case nerr != nil:
 			jb.unknown, jb.why = true, nerr.Error()
 		default:
@@ -243,11 +294,19 @@ func (r *runState) run(ctx context.Context) ([]Result, error) {
 			return nil, err
 		}
 		for i, jb := range r.jobs {
-			if done[jb.ID] && jb.Hold == "" {
-				jb.res.BlockedReason = ""
-				r.end(i, StatusComplete)
-				r.completed(i)
+			rec, ok := done[jb.ID]
+			if !ok || jb.Hold != "" || jb.Rerun {
+				continue
 			}
+			if rec.Def != "" && rec.Def != jb.def {
+				jb.changed = true // it runs again
+				continue
+			}
+			if rec.Branch != "" {
+				jb.res.Worktree = &pilot.WorktreeInfo{Branch: rec.Branch, Kept: true}
+			}
+			r.end(i, StatusComplete)
+			r.completed(i)
 		}
 	}
 	for i, jb := range r.jobs {
@@ -275,6 +334,7 @@ func (r *runState) run(ctx context.Context) ([]Result, error) {
 	if ctx.Err() != nil {
 		r.interrupt()
 	}
+	r.integrate(ctx)
 	return r.results(), nil
 }
 
@@ -408,7 +468,11 @@ func (r *runState) start(ctx context.Context, i int) {
 	for _, f := range jb.files {
 		r.writers[f] = i
 	}
-	r.emit(Event{Type: EventSelected, Job: jb.ID, Provider: jb.Task.Provider})
+	selected := Event{Type: EventSelected, Job: jb.ID, Provider: jb.Task.Provider}
+	if jb.changed {
+		selected.Reason = "its definition changed since it completed"
+	}
+	r.emit(selected)
 	t := jb.Task
 	orig := t.Observer
 	id := jb.ID
@@ -434,19 +498,33 @@ func (r *runState) start(ctx context.Context, i int) {
 		}
 		r.emit(Event{Type: EventDispatch, Job: id, Dispatch: &e})
 	}
+	var branches []string
+	if jb.Worktree && jb.active == nil {
+		branches = r.depBranches(i)
+	}
+	active := jb.active
 	go func() {
 		returned := false
 		defer func() {
 			if !returned { // runtime.Goexit (a fake's t.FailNow), or a panic on its way up
-				r.done <- finish{i: i, err: errDispatchExited}
+				r.done <- finish{i: i, err: errDispatchExited, wt: active}
 			}
 		}()
+		if jb.Worktree {
+			wt, conflict, err := r.enterWorktree(ctx, jb.ID, &t, active, branches)
+			if wt == nil {
+				returned = true
+				r.done <- finish{i: i, err: err, blocked: conflict}
+				return
+			}
+			active = wt
+		}
 		v, err := r.s.Dispatcher.Dispatch(ctx, t)
 		returned = true
 		mu.Lock()
 		reason := blocked
 		mu.Unlock()
-		r.done <- finish{i, v, err, reason}
+		r.done <- finish{i, v, err, reason, active}
 	}()
 }
 
@@ -473,13 +551,23 @@ func (r *runState) finish(f finish) {
 	v := f.v
 	jb.res.Verdict = v
 	until, gated := r.resetOf(jb, v)
-	if f.err != nil {
+	if f.err != nil || f.blocked != "" {
 		gated = false
+	}
+	jb.active = f.wt
+	if f.wt != nil && !gated { // a gated job resumes in its worktree
+		if err := r.leaveWorktree(jb, v.RunID); err != nil && f.err == nil {
+			f.err = err
+		}
 	}
 	if st := r.s.Store; st != nil {
 		if !gated { // a gated job stays claimed until it resumes
 			complete := f.err == nil && v.Verdict.Success()
-			if err := st.release(jb.ID, complete, r.now()); err != nil && complete {
+			branch := ""
+			if w := jb.res.Worktree; complete && w != nil && w.Kept {
+				branch = w.Branch
+			}
+			if err := st.release(jb.ID, complete, jb.def, branch, r.now()); err != nil && complete {
 				v.StderrTail += "\npilot: recording completion: " + err.Error()
 				jb.res.Verdict = v
 			}
@@ -487,12 +575,7 @@ func (r *runState) finish(f finish) {
 	}
 	switch {
 	case f.err != nil:
-		jb.res.Verdict.Verdict = pilot.Failed
-		msg := f.err.Error()
-		if !strings.HasPrefix(msg, "pilot: ") {
-			msg = "pilot: " + msg // pilot's own errors say so already
-		}
-		jb.res.Verdict.StderrTail = msg
+		jb.res.Verdict = pilotFailure(jb, v, f.err)
 		r.end(f.i, StatusFailed)
 	case v.Verdict.Success():
 		r.end(f.i, StatusComplete)
@@ -524,6 +607,24 @@ func (r *runState) finish(f finish) {
 	default:
 		r.end(f.i, StatusFailed)
 	}
+}
+
+// pilotFailure is the verdict of a job pilot itself could not run, or see
+// to the end (err): v as far as it got, failed in class pilot-error with
+// err as the evidence.
+func pilotFailure(jb *job, v pilot.Verdict, err error) pilot.Verdict {
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "pilot: ") {
+		msg = "pilot: " + msg // pilot's own errors say so already
+	}
+	if v.Type == "" {
+		v = pilot.Verdict{Type: event.Verdict, Provider: jb.Task.Provider, Mode: jb.Task.Mode, Label: jb.Task.Label}
+	}
+	v.Verdict = pilot.Failed
+	v.Failure = pilot.Failure{FailureClass: pilot.FailPilot, FailureSource: "pilot",
+		EvidenceSource: "pilot", EvidenceExcerpt: msg}
+	v.StderrTail = msg
+	return v
 }
 
 // completed makes the dependents of job i whose dependencies are now all

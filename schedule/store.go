@@ -8,6 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -53,6 +56,12 @@ type ownerRecord struct {
 	StreamLog  string    `json:"stream_log,omitempty"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	Reason     string    `json:"reason,omitempty"`
+	// Def is the job's definition when it completed (see Job.definition):
+	// a job whose definition changed since is not complete any more.
+	// Branch is a complete worktree job's branch, for its dependents and
+	// the integration of a later run.
+	Def    string `json:"def,omitempty"`
+	Branch string `json:"branch,omitempty"`
 }
 
 type storeDoc struct {
@@ -226,9 +235,10 @@ func (s *Store) started(id string, agentPid int, streamLog string, now time.Time
 	})
 }
 
-// release records how job id ended: complete, or released (its record
-// removed) so that another pilot may run it again.
-func (s *Store) release(id string, complete bool, now time.Time) error {
+// release records how job id ended: complete (with its definition def and
+// its worktree's branch, if any), or released (its record removed) so that
+// another pilot may run it again.
+func (s *Store) release(id string, complete bool, def, branch string, now time.Time) error {
 	return s.change(func(doc *storeDoc) bool {
 		rec := doc.Jobs[id]
 		if rec == nil || rec.Pid != os.Getpid() {
@@ -236,6 +246,7 @@ func (s *Store) release(id string, complete bool, now time.Time) error {
 		}
 		if complete {
 			rec.Status, rec.UpdatedAt, rec.AgentPid, rec.AgentStart = ownComplete, now.UTC(), 0, 0
+			rec.Def, rec.Branch = def, branch
 		} else {
 			delete(doc.Jobs, id)
 		}
@@ -243,16 +254,16 @@ func (s *Store) release(id string, complete bool, now time.Time) error {
 	})
 }
 
-// prepare reads the store at the start of a run: the jobs recorded
+// prepare reads the store at the start of a run: the records of the jobs
 // complete, and marks stale every running record whose owner is gone.
-func (s *Store) prepare(now time.Time) (complete map[string]bool, err error) {
-	complete = map[string]bool{}
+func (s *Store) prepare(now time.Time) (complete map[string]ownerRecord, err error) {
+	complete = map[string]ownerRecord{}
 	err = s.change(func(doc *storeDoc) bool {
 		changed := false
 		for id, rec := range doc.Jobs {
 			switch rec.Status {
 			case ownComplete:
-				complete[id] = true
+				complete[id] = *rec
 			case ownRunning:
 				if ok, _ := s.live(rec, now); !ok && rec.Pid != os.Getpid() {
 					rec.Status, rec.Reason, rec.UpdatedAt = ownStale, fmt.Sprintf("pilot pid %d is gone", rec.Pid), now.UTC()
@@ -263,4 +274,45 @@ func (s *Store) prepare(now time.Time) (complete map[string]bool, err error) {
 		return changed
 	})
 	return complete, err
+}
+
+// Reset clears the records of the jobs named in ids (every job when ids is
+// nil), so that the next run starts them afresh, and returns the ids it
+// cleared (in a dry-run store: would clear), sorted. A job a live pilot
+// owns is never cleared: it is an error that names it and its owner, and
+// nothing is cleared.
+func (s *Store) Reset(ids []string) ([]string, error) {
+	var cleared, live []string
+	now := time.Now()
+	err := s.change(func(doc *storeDoc) bool {
+		cleared, live = nil, nil
+		for id, rec := range doc.Jobs {
+			if ids != nil && !slices.Contains(ids, id) {
+				continue
+			}
+			if rec.Status == ownRunning {
+				if ok, why := s.live(rec, now); ok {
+					live = append(live, fmt.Sprintf("%s (pilot pid %d: %s)", id, rec.Pid, why))
+					continue
+				}
+			}
+			cleared = append(cleared, id)
+		}
+		if live != nil {
+			return false
+		}
+		for _, id := range cleared {
+			delete(doc.Jobs, id)
+		}
+		return len(cleared) > 0
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(live)
+	if live != nil {
+		return nil, fmt.Errorf("schedule: not resetting: a live pilot owns %s; wait for it, or stop it first", strings.Join(live, ", "))
+	}
+	sort.Strings(cleared)
+	return cleared, nil
 }

@@ -29,7 +29,7 @@ func BenchmarkStoreDecision(b *testing.B) {
 		if ok, _, err := s.claim(id, now); err != nil || !ok {
 			b.Fatal(err)
 		}
-		if err := s.release(id, true, now); err != nil {
+		if err := s.release(id, true, "", "", now); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,134 @@
+package schedule_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/pilottest"
+	"github.com/pilotworkers/pilot/schedule"
+)
+
+func TestRerunWhenTheDefinitionChanged(t *testing.T) {
+	dir := t.TempDir()
+	task := filepath.Join(dir, "b.md")
+	os.WriteFile(task, []byte("do b\n"), 0o644)
+	path := filepath.Join(dir, schedule.StoreFileName)
+	var mu sync.Mutex
+	var ran []string
+	var reasons []string
+	pass := func(g schedule.Graph) []string {
+		t.Helper()
+		st, err := schedule.OpenStore(path, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran, reasons = nil, nil
+		s := &schedule.Scheduler{Store: st, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+			mu.Lock()
+			ran = append(ran, tk.Label)
+			mu.Unlock()
+			return ok(ctx, tk)
+		}), MaxParallel: 1, OnEvent: func(e schedule.Event) {
+			if e.Type == schedule.EventSelected && e.Reason != "" {
+				reasons = append(reasons, e.Job+": "+e.Reason)
+			}
+		}}
+		run(t, s, g)
+		return ran
+	}
+	b := job("b", "a")
+	b.Task.Prompt, b.Task.TaskFile = "", task
+	g := schedule.Graph{Jobs: []schedule.Job{job("a"), b}}
+	if diff := cmp.Diff([]string{"a", "b"}, pass(g)); diff != "" {
+		t.Fatalf("first run (-want +got):\n%s", diff)
+	}
+	if got := pass(g); got != nil {
+		t.Fatalf("a second run of the same graph ran %v, want nothing", got)
+	}
+	os.WriteFile(task, []byte("do b, differently\n"), 0o644)
+	if diff := cmp.Diff([]string{"b"}, pass(g)); diff != "" {
+		t.Errorf("after b's task file changed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"b: its definition changed since it completed"}, reasons); diff != "" {
+		t.Errorf("selected reasons (-want +got):\n%s", diff)
+	}
+	g.Jobs[0].Task.Provider = "q"
+	if diff := cmp.Diff([]string{"a"}, pass(g)); diff != "" {
+		t.Errorf("after a's provider changed (-want +got):\n%s", diff)
+	}
+	g.Jobs[1].Rerun = true
+	if diff := cmp.Diff([]string{"b"}, pass(g)); diff != "" {
+		t.Errorf("with b's Rerun (-want +got):\n%s", diff)
+	}
+}
+
+func TestStoreReset(t *testing.T) {
+	path := filepath.Join(t.TempDir(), schedule.StoreFileName)
+	st, err := schedule.OpenStore(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &schedule.Scheduler{Store: st, Dispatcher: pilottest.DispatchFunc(ok)}
+	run(t, s, schedule.Graph{Jobs: []schedule.Job{job("a"), job("b"), job("c")}})
+
+	dry, err := schedule.OpenStore(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := dry.Reset(nil)
+	if err != nil || strings.Join(got, ",") != "a,b,c" {
+		t.Fatalf("dry-run Reset = %v, %v; want a, b, c", got, err)
+	}
+	got, err = st.Reset([]string{"b", "zz"})
+	if err != nil || strings.Join(got, ",") != "b" {
+		t.Fatalf("Reset(b, zz) = %v, %v; want b", got, err)
+	}
+	var ran []string
+	s.Dispatcher = pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		ran = append(ran, tk.Label)
+		return ok(ctx, tk)
+	})
+	run(t, s, schedule.Graph{Jobs: []schedule.Job{job("a"), job("b"), job("c")}})
+	if diff := cmp.Diff([]string{"b"}, ran); diff != "" {
+		t.Errorf("after resetting b (-want +got):\n%s", diff)
+	}
+}
+
+func TestStoreResetSparesALiveOwner(t *testing.T) {
+	// A real process of another owner, alive until the test ends.
+	owner := exec.Command("cat")
+	stdin, err := owner.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Start(); err != nil {
+		t.Skip("cannot start cat:", err)
+	}
+	t.Cleanup(func() { stdin.Close(); owner.Wait() })
+	path := filepath.Join(t.TempDir(), schedule.StoreFileName)
+	doc := fmt.Sprintf(`{"version": 1, "jobs": {"x": {"status": "running", "pid": %d, "updated_at": "2026-01-01T00:00:00Z"},
+		"y": {"status": "complete", "pid": 1, "updated_at": "2026-01-01T00:00:00Z"}}}`, owner.Process.Pid)
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := schedule.OpenStore(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Reset(nil)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("a live pilot owns x (pilot pid %d", owner.Process.Pid)) {
+		t.Fatalf("Reset = %v, want a refusal naming x and its owner", err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != doc {
+		t.Errorf("a refused Reset changed the file:\n%s", data)
+	}
+}
