@@ -410,8 +410,14 @@ func synthesized(job Job, exitCode *int, stderrTail string, interrupted bool) Jo
 	}
 	v.FailureClass = FailGeneric
 	v.FailureSource = "pilot"
-	if interrupted {
+	switch {
+	case interrupted:
 		v.FailureClass = FailCancelled
+	case v.StderrTail != "":
+		// Pilot's own failure (a worktree, a run directory): its error is
+		// the evidence.
+		v.FailureClass = FailPilot
+		v.EvidenceSource, v.EvidenceExcerpt = "pilot", v.StderrTail
 	}
 	return JobResult{Verdict: v, Synthesized: true, Interrupted: interrupted}
 }

@@ -220,7 +220,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	out := make([]scheduledVerdict, len(rs))
 	summary := make([]outVerdict, len(rs))
 	for i, r := range rs {
-		v := outVerdict{Verdict: r.Verdict, Worktree: wd.worktree(r.ID), Synthesized: r.Interrupted, Interrupted: r.Interrupted}
+		v := outVerdict{Verdict: r.Verdict, Worktree: wd.worktree(r.ID), Synthesized: r.Interrupted || r.Verdict.RunID == "", Interrupted: r.Interrupted}
 		if v.Type == "" { // it never ran here
 			t := g.Jobs[i].Task
 			// StderrTail is the scheduler's "pilot: ..." when its
