@@ -8,8 +8,11 @@
 //
 // It exits 0 when every task is complete (or, with --dry-run, when every
 // task is ready), 2 when a task is blocked or waits on one, 3 when the
-// group is not over (another task loop holds it, or the run was
+// group is not over (another live task loop owns a task of it, which is
+// reported external-active once the others are done, or the run was
 // interrupted), and 1 when it cannot run (bad flags, unreadable state).
+// Several task loops may run one group at once: each task runs in one of
+// them.
 package main
 
 import (
@@ -144,10 +147,6 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		}
 	}
 	st, err := loop.OpenState(o.stateDir, o.dryRun)
-	if errors.Is(err, loop.ErrLocked) {
-		fmt.Fprintf(stderr, "taskloop: %v\n", err)
-		return exitNonTerminal
-	}
 	if err != nil {
 		return fail(stderr, "%v", err)
 	}
@@ -221,6 +220,8 @@ func progress(w io.Writer, start time.Time) func(loop.Event) {
 			line = "complete, archived in " + e.Reason
 		case loop.EventBlocked:
 			line = "blocked: " + e.Reason
+		case loop.EventExternal:
+			line = "not run here, another task loop owns it: " + e.Reason
 		case loop.EventFollowUp:
 			line = "review wrote a follow-up: " + e.Reason
 		case loop.EventSchedule:

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,9 +18,40 @@ import (
 	"github.com/pilotworkers/pilot/examples/taskloop/loop"
 	"github.com/pilotworkers/pilot/pilottest"
 	"github.com/pilotworkers/pilot/retry"
+	"github.com/pilotworkers/pilot/schedule"
 )
 
-func TestMain(m *testing.M) { pilottest.Main(m) }
+// ownerEnv makes the test binary another task loop's process owning one
+// task (see holdTask): its value is the schedule store's path, a space,
+// and the task's name.
+const ownerEnv = "TASKLOOP_TEST_OWNER"
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(ownerEnv); v != "" {
+		path, task, _ := strings.Cut(v, " ")
+		os.Exit(holdTask(path, task))
+	}
+	pilottest.Main(m)
+}
+
+// holdTask claims task in the store at path, as a task loop does before it
+// runs a task, says "ready" on stdout, and holds the task until its stdin
+// closes.
+func holdTask(path, task string) int {
+	store, err := schedule.OpenStore(path, false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "owner:", err)
+		return 1
+	}
+	claimed, holder, err := store.Claim(task, time.Now())
+	if err != nil || !claimed {
+		fmt.Fprintf(os.Stderr, "owner: claiming %s: %v %s\n", task, err, holder)
+		return 1
+	}
+	os.Stdout.WriteString("ready\n")
+	io.Copy(io.Discard, os.Stdin)
+	return 0
+}
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
@@ -102,27 +137,71 @@ func TestDryRunRetryBlockedDoesNotClearPersistentLimits(t *testing.T) {
 	}
 }
 
+// The seed's test_external_active_task_returns_non_terminal_exit_three:
+// the group's one task is owned by another live task loop, a process of
+// its own recorded as the task's owner in the state's schedule store. The
+// loop never runs the task (it writes no work log row, starts no worker)
+// and exits 3: the group goes on in the other loop.
 func TestExternalActiveTaskReturnsNonTerminalExitThree(t *testing.T) {
-	ws := repoWithTask(t)
-	dir, err := loop.DefaultStateDir(context.Background(), ws, "")
+	ws := pilottest.GitRepo(t)
+	header := "<!-- task=01_active plan=0 tag=TEST -->\n"
+	task := filepath.Join(ws, "agent-task", "m-test", "01_active")
+	writeFile(t, filepath.Join(task, "PLAN-local-G05.md"), header+"## 수정 파일 요약\n\n| 파일 | 항목 |\n|---|---|\n| `src/active.go` | TEST-1 |\n")
+	writeFile(t, filepath.Join(task, "CODE_REVIEW-local-G05.md"), header)
+	dir, err := loop.DefaultStateDir(context.Background(), ws, "m-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Another task loop is running the group: it holds the state.
-	other, err := loop.OpenState(dir, false)
+
+	owner := exec.Command(os.Args[0], "-test.run=^$")
+	owner.Env = append(os.Environ(), ownerEnv+"="+filepath.Join(dir, schedule.StoreFileName)+" m-test/01_active")
+	hold, err := owner.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer other.Close()
-	code, stdout, stderr := runCmd(t, "--workspace", ws, "--json")
+	ready, err := owner.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ownerErr strings.Builder
+	owner.Stderr = &ownerErr
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		hold.Close() // lets the owner go
+		if err := owner.Wait(); err != nil {
+			t.Errorf("owner: %v\n%s", err, ownerErr.String())
+		}
+	}()
+	if line, err := bufio.NewReader(ready).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("owner said %q, %v; want ready\n%s", line, err, ownerErr.String())
+	}
+
+	runs := filepath.Join(t.TempDir(), "runs")
+	code, stdout, stderr := runCmd(t, "--workspace", ws, "--task-group", "m-test", "--run-dir", runs, "--json")
 	if code != 3 {
 		t.Fatalf("exit %d, want 3\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	if !strings.Contains(stderr, "another task loop holds the state") || !strings.Contains(stderr, "pid ") {
-		t.Errorf("stderr does not say who holds the group: %s", stderr)
+	var rep struct {
+		Status string `json:"status"`
+		Tasks  []struct {
+			Name, Status, Reason string
+		} `json:"tasks"`
 	}
-	if stdout != "" {
-		t.Errorf("nothing ran, yet stdout is %q", stdout)
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	pid := fmt.Sprintf("pid %d", owner.Process.Pid)
+	if rep.Status != "non-terminal" || len(rep.Tasks) != 1 || rep.Tasks[0].Name != "m-test/01_active" ||
+		rep.Tasks[0].Status != "external-active" || !strings.Contains(rep.Tasks[0].Reason, pid) {
+		t.Errorf("report %+v; want m-test/01_active external-active, naming the owner's %s, and the group non-terminal", rep, pid)
+	}
+	if _, err := os.Stat(filepath.Join(task, "WORK_LOG.md")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the task has a work log (%v): an attempt began", err)
+	}
+	if entries, err := os.ReadDir(runs); len(entries) != 0 {
+		t.Errorf("run records %v (%v): a worker was dispatched", entries, err)
 	}
 }
 

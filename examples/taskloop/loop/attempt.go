@@ -39,6 +39,11 @@ func (j *taskJobs) runStage(ctx context.Context, pt pilot.Task, t taskfile.Task,
 		Key:         t.Name,
 		Label:       attemptName(t.Name, stage),
 		Observer: func(e pilot.Event) {
+			if e.Started != nil {
+				// Best effort: the claim holds the task already; this
+				// lets other loops see its worker live.
+				_ = l.State.Owners.Started(t.Name, e.Started.Pid, filepath.Join(e.Started.RunDir, "stream.log"), l.now())
+			}
 			r.emit(Event{Type: EventDispatch, Task: t.Name, Stage: stage, Dispatch: &e})
 			if pt.Observer != nil {
 				pt.Observer(e)

@@ -11,6 +11,13 @@
 // attempt is a pilot dispatch, retried by the retry package within the
 // seed's budget of 10 consecutive failures per task and stage, between a
 // START and a FINISH row of the task's work log (package worklog).
+//
+// Task loops may share a group, in separate processes, when they share its
+// State directory: a loop claims a task in the State's Owners (a
+// schedule.Store) before it runs it and releases it when the task ends. A
+// task another live loop owns is external-active: this loop does not run
+// it (what depends on it waits), drains the others, and reports the group
+// non-terminal (exit 3), because the group goes on in the other loop.
 package loop
 
 import (
@@ -116,6 +123,7 @@ const (
 	EventBlocked  = "taskloop.blocked"   // the task is blocked: Reason
 	EventDispatch = "taskloop.dispatch"  // a pilot event of a stage attempt
 	EventSchedule = "taskloop.schedule"  // a scheduler decision
+	EventExternal = "taskloop.external"  // another live task loop owns the task, which is not run here: Reason says who
 )
 
 func (l *Loop) now() time.Time {
@@ -137,15 +145,18 @@ func (l *Loop) seed() *taskfile.Seed {
 type Report struct {
 	Group string
 	// Status is "complete" (every task is archived), "blocked" (a task
-	// is blocked, or waits on one), "non-terminal" (a task was cut short)
-	// or "empty" (no task).
+	// is blocked, or waits on one), "non-terminal" (a task was cut short,
+	// or another task loop owns one) or "empty" (no task).
 	Status string
 	Tasks  []TaskReport
 	// Errors are tasks that disappeared without completing, by name.
 	Errors map[string]string
 }
 
-// A TaskReport is one task's state after a Run.
+// A TaskReport is one task's state after a Run. Status is the
+// orchestration's ("complete", "blocked", "waiting", "failed", "active"),
+// or "external-active" for a task another live task loop owns (Reason
+// says which).
 type TaskReport struct {
 	Name      string
 	Status    string
@@ -234,7 +245,7 @@ func (l *Loop) Run(ctx context.Context, group string) (Report, error) {
 	if l.Dispatcher == nil || l.State == nil || l.Workspace == "" {
 		return Report{}, errors.New("taskloop: a Loop needs a Workspace, a Dispatcher and a State")
 	}
-	run := &loopRun{l: l, group: group, seen: map[string]bool{}, results: map[string]schedule.Result{}}
+	run := &loopRun{l: l, group: group, seen: map[string]bool{}, results: map[string]schedule.Result{}, external: map[string]string{}}
 	return run.run(ctx)
 }
 
@@ -245,6 +256,26 @@ type loopRun struct {
 	seen    map[string]bool
 	results map[string]schedule.Result
 	tasks   map[string]taskfile.Task
+
+	extMu    sync.Mutex
+	external map[string]string // the tasks another live loop owns: who
+}
+
+// owned records that another live loop owns task, as holder says.
+func (r *loopRun) owned(task, holder string) {
+	r.extMu.Lock()
+	r.external[task] = holder
+	r.extMu.Unlock()
+	r.emit(Event{Type: EventExternal, Task: task, Reason: holder})
+}
+
+// owner says who owns task when another live loop does (ok is false
+// when none does).
+func (r *loopRun) owner(task string) (holder string, ok bool) {
+	r.extMu.Lock()
+	defer r.extMu.Unlock()
+	holder, ok = r.external[task]
+	return holder, ok
 }
 
 func (r *loopRun) emit(e Event) {
@@ -327,6 +358,9 @@ func (r *loopRun) round(ctx context.Context, all, fresh []taskfile.Task) error {
 			if e.Type == schedule.EventDispatch {
 				return // the stage attempts report their own
 			}
+			if _, ok := r.owner(e.Job); ok && e.Type == schedule.EventDone {
+				e.Reason = string(schedule.StatusExternalActive)
+			}
 			r.emit(Event{Type: EventSchedule, Task: e.Job, Reason: e.Reason, Schedule: &e})
 		},
 		Now: l.Now,
@@ -336,8 +370,19 @@ func (r *loopRun) round(ctx context.Context, all, fresh []taskfile.Task) error {
 		return err
 	}
 	for _, res := range results {
+		if holder, ok := r.owner(res.ID); ok {
+			// The owner records the task's status; this loop reports it.
+			res.Status, res.BlockedReason = schedule.StatusExternalActive, holder
+			r.results[res.ID] = res
+			continue
+		}
 		r.results[res.ID] = res
-		if err := l.State.record(res.ID, func(ot *OrchestrationTask) { r.fill(ot, res) }); err != nil {
+		err := l.State.record(res.ID, func(ot *OrchestrationTask) {
+			if ot.Status != "complete" { // another loop may have completed it meanwhile
+				r.fill(ot, res)
+			}
+		})
+		if err != nil {
 			return err
 		}
 	}
@@ -499,11 +544,15 @@ func (r *loopRun) report(errs map[string]string) Report {
 	complete, nonTerminal := true, false
 	for _, n := range names {
 		ot := o.Tasks[n]
-		rep.Tasks = append(rep.Tasks, TaskReport{Name: n, Status: ot.Status, Stage: ot.Stage, Reason: ot.Reason, Archive: ot.Archive, WaitingOn: ot.WaitingOn})
-		if ot.Status != "complete" {
+		tr := TaskReport{Name: n, Status: ot.Status, Stage: ot.Stage, Reason: ot.Reason, Archive: ot.Archive, WaitingOn: ot.WaitingOn}
+		if holder, ok := r.owner(n); ok && ot.Status != "complete" {
+			tr.Status, tr.Reason = string(schedule.StatusExternalActive), holder
+		}
+		rep.Tasks = append(rep.Tasks, tr)
+		if tr.Status != "complete" {
 			complete = false
 		}
-		if ot.Status == "active" {
+		if tr.Status == "active" || tr.Status == string(schedule.StatusExternalActive) {
 			nonTerminal = true
 		}
 	}

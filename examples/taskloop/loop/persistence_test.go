@@ -12,6 +12,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/examples/taskloop/loop"
 	"github.com/pilotworkers/pilot/retry"
+	"github.com/pilotworkers/pilot/schedule"
 )
 
 // The seed's OrchestrationPersistenceTest (its liveness tests are the
@@ -101,7 +102,7 @@ func TestRetryBlockedOnlyClearsSelectedTaskGroup(t *testing.T) {
 }
 
 func TestCorruptPersistentStateFailsClosedAndReleasesLock(t *testing.T) {
-	for _, file := range []string{retry.StateFileName, "progress.json"} {
+	for _, file := range []string{retry.StateFileName, schedule.StoreFileName, "progress.json"} {
 		t.Run(file, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "state")
 			path := write(t, filepath.Join(dir, file), "{broken")
@@ -116,41 +117,52 @@ func TestCorruptPersistentStateFailsClosedAndReleasesLock(t *testing.T) {
 			if err := os.Remove(path); err != nil {
 				t.Fatal(err)
 			}
-			st = openState(t, dir) // the lock was released
-			_ = st
+			// Nothing was left locked: the state opens and changes.
+			st = openState(t, dir)
+			if err := st.Prepare("", workspace(t), nil, time.Now()); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }
 
-// The loop's own lock (loop.lock) keeps a second task loop out while the
-// first holds the state; the retry store inside stays shared (pilot state
-// may clear a block meanwhile), and Close lets the next loop in.
-func TestAnotherLoopHoldingTheStateIsErrLocked(t *testing.T) {
+// Task loops share a state directory: opening it takes no lock, and each
+// change of the progress file is made on the file as it is then, so that
+// neither State loses the other's; the retry store inside is shared too
+// (pilot state may clear a block meanwhile).
+func TestTwoStatesShareOneDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	first, err := loop.OpenState(dir, false)
-	if err != nil {
+	first, second := openState(t, dir), openState(t, dir)
+	ws := workspace(t)
+	addTask(t, ws, "g/01_a", "src/a.go")
+	addTask(t, ws, "g/02_b", "src/b.go")
+	tasks, err := loop.Scan(testSeed(), ws, "g")
+	if err != nil || len(tasks) != 2 {
+		t.Fatalf("scan: %v, %v", tasks, err)
+	}
+	if err := first.Prepare("g", ws, tasks[:1], time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	_, err = loop.OpenState(dir, false)
-	if !errors.Is(err, loop.ErrLocked) || !strings.Contains(err.Error(), "pid ") {
-		t.Errorf("second open: %v; want ErrLocked naming the holder's pid", err)
+	if err := second.Prepare("g", ws, tasks[1:], time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []*loop.State{first, second} {
+		o := st.Orchestration()
+		if o == nil || o.Tasks["g/01_a"] == nil || o.Tasks["g/02_b"] == nil {
+			t.Errorf("orchestration %+v; want both loops' tasks", o)
+		}
 	}
 	shared, err := retry.OpenStore(filepath.Join(dir, retry.StateFileName))
 	if err != nil {
-		t.Fatalf("the retry store while a loop holds the state: %v", err)
-	}
-	defer shared.Close()
-	if err := shared.UpdateTask("g/01_task", func(ts *retry.TaskState) { ts.Blocked = "x" }); err != nil {
 		t.Fatal(err)
 	}
-	if got := first.Retry.Task("g/01_task").Blocked; got != "x" {
+	defer shared.Close()
+	if err := shared.UpdateTask("g/01_a", func(ts *retry.TaskState) { ts.Blocked = "x" }); err != nil {
+		t.Fatal(err)
+	}
+	if got := first.Retry.Task("g/01_a").Blocked; got != "x" {
 		t.Errorf("the loop sees the block as %q", got)
 	}
-	first.Close()
-	if _, err := os.Stat(filepath.Join(dir, "owner.json")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("owner.json after Close: %v", err)
-	}
-	openState(t, dir) // the lock was released
 }
 
 func TestDryRunStateWritesNothing(t *testing.T) {

@@ -49,9 +49,32 @@ func failedVerdict(t pilot.Task, last pilot.Verdict) pilot.Verdict {
 	return v
 }
 
-// Dispatch runs task t.Key's stages, one pass after another: each pass
-// reads the task directory again and runs the stage it is at.
+// Dispatch claims task t.Key in the State's Owners and runs it, unless
+// another live task loop owns it: then the task is not run, and its
+// result is external-active (see loopRun.owned).
 func (j *taskJobs) Dispatch(ctx context.Context, pt pilot.Task) (pilot.Verdict, error) {
+	r := j.r
+	owners := r.l.State.Owners
+	claimed, holder, err := owners.Claim(pt.Key, r.l.now())
+	switch {
+	case err != nil:
+		why := "the task's owner cannot be recorded: " + err.Error()
+		r.emit(Event{Type: EventBlocked, Task: pt.Key, Reason: why})
+		return blockedVerdict(pt, why, pilot.Verdict{}), nil
+	case !claimed:
+		r.owned(pt.Key, holder)
+		return failedVerdict(pt, pilot.Verdict{}), nil
+	}
+	// Released, never recorded complete: the archive is the task's
+	// completion, and a task of the same name may come again. A release
+	// that fails leaves a record that is stale once this process ends.
+	defer owners.Release(pt.Key, false, r.l.now())
+	return j.drive(ctx, pt)
+}
+
+// drive runs task t.Key's stages, one pass after another: each pass reads
+// the task directory again and runs the stage it is at.
+func (j *taskJobs) drive(ctx context.Context, pt pilot.Task) (pilot.Verdict, error) {
 	r := j.r
 	l := r.l
 	st := l.State

@@ -16,24 +16,17 @@ import (
 
 	"github.com/pilotworkers/pilot/examples/taskloop/taskfile"
 	"github.com/pilotworkers/pilot/retry"
+	"github.com/pilotworkers/pilot/schedule"
 )
 
-// ErrLocked is returned by OpenState when another task loop holds the
-// state: it is running the same group now, so this one must not.
-var ErrLocked = errors.New("taskloop: another task loop holds the state")
-
-// errLoopHeld is lockLoop's: another holds the lock.
-var errLoopHeld = errors.New("taskloop: loop.lock is held")
-
-// LockFileName is the task loop's lock in its state directory.
-const LockFileName = "loop.lock"
-
 // State is what the task loop keeps across runs and restarts, in a
-// directory of the repository's git dir (see DefaultStateDir):
+// directory of the repository's git dir (see DefaultStateDir), which any
+// number of task loops share, in this process and others:
 //
-//   - loop.lock: the task loop's lock, held while the State is open, so
-//     that two task loops never run one group at once (a flock; where
-//     there is none, a file holding the pid, see lockLoop).
+//   - schedule.json, a schedule.Store: which loop owns which task. A loop
+//     claims a task before it runs it and releases it when the task ends;
+//     a task another live loop owns is external-active, not run. Owners
+//     are told apart by pid, so two loops in one process are one owner.
 //   - state.json, a retry.Store: the budgets of consecutive failures per
 //     task and stage, the repetition counters, why a task is blocked, the
 //     group's status. The store locks it per change, so pilot state may
@@ -41,19 +34,22 @@ const LockFileName = "loop.lock"
 //   - progress.json: each task's stage progress (its worker and selfcheck
 //     done, for which plan), its attempt counters (execution ids), and the
 //     orchestration of the group: each task's status, its archive, and the
-//     archive directories that existed when the orchestration began.
-//   - owner.json: which process holds the state.
+//     archive directories that existed when the orchestration began. Each
+//     change is made under progress.json.lock, on the file as it is then,
+//     and written atomically, so that no loop's change is lost to
+//     another's and no reader sees part of one.
 //
 // A dry-run State reads what exists and writes nothing, not even its
 // directory.
 type State struct {
 	Dir   string
 	Retry *retry.Store
+	// Owners is who runs which task (schedule.json).
+	Owners *schedule.Store
 
 	dryRun bool
-	unlock func() error // releases loop.lock; nil for a dry run
-	mu     sync.Mutex
-	doc    progressDoc
+	mu     sync.Mutex  // orders this State's reads and changes of doc
+	doc    progressDoc // the progress file as last read; a dry run's in memory
 }
 
 const progressVersion = 1
@@ -103,6 +99,8 @@ type OrchestrationTask struct {
 // DefaultStateDir is the state directory of group (every group when
 // empty) for the repository holding workspace: taskloop/<group> beside
 // pilot's retry state in the git common dir (.git/pilot/taskloop/<group>).
+// Task loops share their claims of tasks only through one directory: a
+// loop of every group and a loop of one group keep theirs apart.
 func DefaultStateDir(ctx context.Context, workspace, group string) (string, error) {
 	p, err := retry.DefaultStorePath(ctx, workspace)
 	if err != nil {
@@ -114,55 +112,29 @@ func DefaultStateDir(ctx context.Context, workspace, group string) (string, erro
 	return filepath.Join(filepath.Dir(p), "taskloop", strings.ReplaceAll(group, "/", "-")), nil
 }
 
-// OpenState opens the state in dir, creating dir, and takes the task
-// loop's lock (loop.lock) until Close. Another task loop holding it is
-// ErrLocked (the error names its pid when it recorded one); a state file
-// that cannot be read is refused (it fails closed) with the fix, and the
-// lock released. A dry run takes no lock and creates nothing.
+// OpenState opens the state in dir, creating dir. It takes no lock: task
+// loops sharing dir claim each task in Owners before they run it. A state
+// file that cannot be read is refused (it fails closed), with the fix.
 func OpenState(dir string, dryRun bool) (*State, error) {
 	path := filepath.Join(dir, retry.StateFileName)
+	owners, err := schedule.OpenStore(filepath.Join(dir, schedule.StoreFileName), dryRun)
+	if err != nil {
+		return nil, fmt.Errorf("taskloop: %w", err)
+	}
+	s := &State{Dir: dir, Owners: owners, dryRun: dryRun}
 	if dryRun {
-		rs, err := retry.OpenStoreDryRun(path)
-		if err != nil {
+		if s.Retry, err = retry.OpenStoreDryRun(path); err != nil {
 			return nil, err
 		}
-		s := &State{Dir: dir, Retry: rs, dryRun: true}
-		if err := s.read(); err != nil {
+	} else {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("taskloop: state directory: %w", err)
+		}
+		if s.Retry, err = retry.OpenStore(path); err != nil {
 			return nil, err
 		}
-		return s, nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("taskloop: state directory: %w", err)
-	}
-	unlock, err := lockLoop(filepath.Join(dir, LockFileName))
-	if errors.Is(err, errLoopHeld) {
-		who := ""
-		if data, rerr := os.ReadFile(filepath.Join(dir, "owner.json")); rerr == nil {
-			var o struct {
-				Pid int `json:"pid"`
-			}
-			if json.Unmarshal(data, &o) == nil && o.Pid > 0 {
-				who = fmt.Sprintf(" (pid %d)", o.Pid)
-			}
-		}
-		return nil, fmt.Errorf("%w%s: %s; it is running this group now, or wait for it to end", ErrLocked, who, dir)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("taskloop: locking the state directory: %w", err)
-	}
-	rs, err := retry.OpenStore(path)
-	if err != nil {
-		unlock()
-		return nil, err
-	}
-	s := &State{Dir: dir, Retry: rs, unlock: unlock}
-	if err := s.read(); err != nil {
-		s.Close()
-		return nil, err
-	}
-	owner, _ := json.Marshal(map[string]any{"pid": os.Getpid(), "since": time.Now().UTC()})
-	if err := writeFileAtomic(filepath.Join(dir, "owner.json"), append(owner, '\n')); err != nil {
+	if s.doc, err = readProgress(s.progressPath()); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -171,107 +143,136 @@ func OpenState(dir string, dryRun bool) (*State, error) {
 
 func (s *State) progressPath() string { return filepath.Join(s.Dir, "progress.json") }
 
-func (s *State) read() error {
-	s.doc = progressDoc{Version: progressVersion, Tasks: map[string]*taskProgress{}}
-	data, err := os.ReadFile(s.progressPath())
+// readProgress reads the progress file at path; a missing one is empty.
+func readProgress(path string) (progressDoc, error) {
+	doc := progressDoc{Version: progressVersion, Tasks: map[string]*taskProgress{}}
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return doc, nil
 	}
 	if err != nil {
-		return err
+		return doc, fmt.Errorf("taskloop: reading state file %s: %w", path, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s.doc); err != nil || s.doc.Version != progressVersion {
+	if err := dec.Decode(&doc); err != nil || doc.Version != progressVersion {
 		if err == nil {
-			err = fmt.Errorf("version %d, want %d", s.doc.Version, progressVersion)
+			err = fmt.Errorf("version %d, want %d", doc.Version, progressVersion)
 		}
-		return fmt.Errorf("taskloop: state file %s cannot be read (%v): move it aside (the tasks' stages start over) or fix it", s.progressPath(), err)
+		return doc, fmt.Errorf("taskloop: state file %s cannot be read (%v): move it aside (the tasks' stages start over) or fix it", path, err)
 	}
-	if s.doc.Tasks == nil {
-		s.doc.Tasks = map[string]*taskProgress{}
+	if doc.Tasks == nil {
+		doc.Tasks = map[string]*taskProgress{}
 	}
-	return nil
+	return doc, nil
 }
 
-// save writes the progress file; the caller holds s.mu.
-func (s *State) save() error {
-	if s.dryRun {
-		return nil
+// view runs f on the progress as the file holds it now (no lock: every
+// write is a rename, so the file is one change or the next); when it
+// cannot be read, on the progress last read. A dry run's is in memory.
+func (s *State) view(f func(doc *progressDoc)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.dryRun {
+		if doc, err := readProgress(s.progressPath()); err == nil {
+			s.doc = doc
+		}
 	}
-	data, err := json.MarshalIndent(s.doc, "", "  ")
+	f(&s.doc)
+}
+
+// change runs f on the progress file as it is now, holding its lock, and
+// writes the result when f reports a change; an error from f leaves the
+// file as it was. A dry run changes its progress in memory.
+func (s *State) change(f func(doc *progressDoc) (bool, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dryRun {
+		_, err := f(&s.doc)
+		return err
+	}
+	unlock, err := lockFile(s.progressPath() + ".lock")
+	if err != nil {
+		return fmt.Errorf("taskloop: locking state file %s: %w", s.progressPath(), err)
+	}
+	defer unlock()
+	doc, err := readProgress(s.progressPath())
+	if err != nil {
+		return err
+	}
+	changed, err := f(&doc)
+	if err != nil || !changed {
+		if err == nil {
+			s.doc = doc
+		}
+		return err
+	}
+	data, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := writeFileAtomic(s.progressPath(), append(data, '\n')); err != nil {
 		return fmt.Errorf("taskloop: writing state file %s: %w", s.progressPath(), err)
 	}
+	s.doc = doc
 	return nil
 }
 
-// Close releases the state's lock (loop.lock), after removing owner.json,
-// so that it never removes the next holder's.
-func (s *State) Close() error {
-	err := s.Retry.Close()
-	if s.unlock != nil {
-		os.Remove(filepath.Join(s.Dir, "owner.json"))
-		err = errors.Join(err, s.unlock())
-		s.unlock = nil
-	}
-	return err
-}
+// Close ends the state's use of its files. It holds no lock to release;
+// every change was written when it was made.
+func (s *State) Close() error { return s.Retry.Close() }
 
 // progress returns task t's progress, started over when t's plan is not
 // the one the progress is for.
 func (s *State) progress(t taskfile.Task) taskfile.Progress {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.doc.Tasks[t.Name]
-	if p == nil || p.Plan != t.Header {
-		return taskfile.Progress{}
-	}
-	return taskfile.Progress{WorkerDone: p.WorkerDone, SelfcheckDone: p.SelfcheckDone}
+	var out taskfile.Progress
+	s.view(func(doc *progressDoc) {
+		if p := doc.Tasks[t.Name]; p != nil && p.Plan == t.Header {
+			out = taskfile.Progress{WorkerDone: p.WorkerDone, SelfcheckDone: p.SelfcheckDone}
+		}
+	})
+	return out
 }
 
 // setProgress records task t's progress for its current plan.
 func (s *State) setProgress(t taskfile.Task, f func(p *taskProgress)) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.doc.Tasks[t.Name]
-	if p == nil {
-		p = &taskProgress{}
-		s.doc.Tasks[t.Name] = p
-	}
-	if p.Plan != t.Header {
-		*p = taskProgress{Plan: t.Header, Attempts: p.Attempts}
-	}
-	f(p)
-	return s.save()
+	return s.change(func(doc *progressDoc) (bool, error) {
+		p := doc.Tasks[t.Name]
+		if p == nil {
+			p = &taskProgress{}
+			doc.Tasks[t.Name] = p
+		}
+		if p.Plan != t.Header {
+			*p = taskProgress{Plan: t.Header, Attempts: p.Attempts}
+		}
+		f(p)
+		return true, nil
+	})
 }
 
 // nextAttempt returns the number of task's next attempt of stage (from 0)
 // and counts it.
-func (s *State) nextAttempt(task, stage string) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.doc.Tasks[task]
-	if p == nil {
-		p = &taskProgress{}
-		s.doc.Tasks[task] = p
-	}
-	if p.Attempts == nil {
-		p.Attempts = map[string]int{}
-	}
-	n := p.Attempts[stage]
-	p.Attempts[stage] = n + 1
-	return n, s.save()
+func (s *State) nextAttempt(task, stage string) (n int, err error) {
+	err = s.change(func(doc *progressDoc) (bool, error) {
+		p := doc.Tasks[task]
+		if p == nil {
+			p = &taskProgress{}
+			doc.Tasks[task] = p
+		}
+		if p.Attempts == nil {
+			p.Attempts = map[string]int{}
+		}
+		n = p.Attempts[stage]
+		p.Attempts[stage] = n + 1
+		return true, nil
+	})
+	return n, err
 }
 
 // ClearBlocked unblocks the tasks of group (every group when empty) and
 // resets their budgets and counters, and forgets the tasks the
 // orchestration recorded gone without completing; other groups are
-// untouched. A
-// dry-run State changes nothing on disk.
+// untouched. A dry-run State changes nothing on disk.
 func (s *State) ClearBlocked(group string) ([]string, error) {
 	if err := s.forgetFailed(group); err != nil {
 		return nil, err
@@ -300,36 +301,40 @@ func (s *State) ClearBlocked(group string) ([]string, error) {
 // group when empty) that it recorded failed (gone without completing), so
 // that a person who has looked can let the group complete.
 func (s *State) forgetFailed(group string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o := s.doc.Orchestration
-	if o == nil {
-		return nil
-	}
-	for name, ot := range o.Tasks {
-		if ot.Status == "failed" && (group == "" || groupOf(name) == group) {
-			delete(o.Tasks, name)
+	return s.change(func(doc *progressDoc) (bool, error) {
+		o := doc.Orchestration
+		if o == nil {
+			return false, nil
 		}
-	}
-	return s.save()
+		changed := false
+		for name, ot := range o.Tasks {
+			if ot.Status == "failed" && (group == "" || groupOf(name) == group) {
+				delete(o.Tasks, name)
+				changed = true
+			}
+		}
+		return changed, nil
+	})
 }
 
 // Orchestration returns a copy of the recorded orchestration, or nil.
 func (s *State) Orchestration() *Orchestration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o := s.doc.Orchestration
-	if o == nil {
-		return nil
-	}
-	c := *o
-	c.Tasks = map[string]*OrchestrationTask{}
-	for k, v := range o.Tasks {
-		t := *v
-		c.Tasks[k] = &t
-	}
-	c.Baseline = append([]string(nil), o.Baseline...)
-	return &c
+	var c *Orchestration
+	s.view(func(doc *progressDoc) {
+		o := doc.Orchestration
+		if o == nil {
+			return
+		}
+		cp := *o
+		cp.Tasks = map[string]*OrchestrationTask{}
+		for k, v := range o.Tasks {
+			t := *v
+			cp.Tasks[k] = &t
+		}
+		cp.Baseline = append([]string(nil), o.Baseline...)
+		c = &cp
+	})
+	return c
 }
 
 // Prepare begins an orchestration of group over tasks: every task is
@@ -337,24 +342,25 @@ func (s *State) Orchestration() *Orchestration {
 // whether it is still blocked), tasks an earlier run recorded stay
 // recorded, so that Reconcile can account for those gone since, and the
 // archive baseline is taken when none was (or the last orchestration
-// completed).
+// completed). A loop that joins another's running orchestration shares
+// its baseline.
 func (s *State) Prepare(group, workspace string, tasks []taskfile.Task, now time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o := s.doc.Orchestration
-	if o == nil || o.Group != group || o.Status == "complete" {
-		base, err := archiveDirs(workspace)
-		if err != nil {
-			return err
+	return s.change(func(doc *progressDoc) (bool, error) {
+		o := doc.Orchestration
+		if o == nil || o.Group != group || o.Status == "complete" {
+			base, err := archiveDirs(workspace)
+			if err != nil {
+				return false, err
+			}
+			o = &Orchestration{Group: group, StartedAt: now.UTC(), Baseline: base, Tasks: map[string]*OrchestrationTask{}}
+			doc.Orchestration = o
 		}
-		o = &Orchestration{Group: group, StartedAt: now.UTC(), Baseline: base, Tasks: map[string]*OrchestrationTask{}}
-		s.doc.Orchestration = o
-	}
-	o.Status, o.UpdatedAt = "running", now.UTC()
-	for _, t := range tasks {
-		o.Tasks[t.Name] = &OrchestrationTask{Status: "active"}
-	}
-	return s.save()
+		o.Status, o.UpdatedAt = "running", now.UTC()
+		for _, t := range tasks {
+			o.Tasks[t.Name] = &OrchestrationTask{Status: "active"}
+		}
+		return true, nil
+	})
 }
 
 // Reconcile accounts for the tasks the orchestration recorded active that
@@ -363,71 +369,72 @@ func (s *State) Prepare(group, workspace string, tasks []taskfile.Task, now time
 // the baseline) is complete; one that disappeared otherwise is an error,
 // by name. Completed tasks are recorded.
 func (s *State) Reconcile(workspace string, present map[string]bool) (completed, errs map[string]string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	completed, errs = map[string]string{}, map[string]string{}
-	o := s.doc.Orchestration
-	if o == nil {
-		return completed, errs, nil
-	}
-	names := make([]string, 0, len(o.Tasks))
-	for name := range o.Tasks {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		ot := o.Tasks[name]
-		if present[name] || ot.Status == "complete" {
-			continue
+	err = s.change(func(doc *progressDoc) (bool, error) {
+		completed, errs = map[string]string{}, map[string]string{}
+		o := doc.Orchestration
+		if o == nil {
+			return false, nil
 		}
-		archive, found, aerr := newArchive(workspace, name, o.Baseline)
-		if aerr != nil {
-			return completed, errs, aerr
+		names := make([]string, 0, len(o.Tasks))
+		for name := range o.Tasks {
+			names = append(names, name)
 		}
-		if found {
-			ot.Status, ot.Archive, ot.Reason = "complete", archive, ""
-			completed[name] = archive
-			continue
+		sort.Strings(names)
+		for _, name := range names {
+			ot := o.Tasks[name]
+			if present[name] || ot.Status == "complete" {
+				continue
+			}
+			archive, found, err := newArchive(workspace, name, o.Baseline)
+			if err != nil {
+				return false, err
+			}
+			if found {
+				ot.Status, ot.Archive, ot.Reason = "complete", archive, ""
+				completed[name] = archive
+				continue
+			}
+			why := fmt.Sprintf("task %s disappeared from agent-task/ without a new archive holding a complete.log", name)
+			ot.Status, ot.Reason = "failed", why
+			errs[name] = why
 		}
-		why := fmt.Sprintf("task %s disappeared from agent-task/ without a new archive holding a complete.log", name)
-		ot.Status, ot.Reason = "failed", why
-		errs[name] = why
-	}
-	return completed, errs, s.save()
+		return true, nil
+	})
+	return completed, errs, err
 }
 
 // record sets task name's status in the orchestration.
 func (s *State) record(name string, f func(*OrchestrationTask)) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o := s.doc.Orchestration
-	if o == nil {
-		return nil
-	}
-	ot := o.Tasks[name]
-	if ot == nil {
-		ot = &OrchestrationTask{}
-		o.Tasks[name] = ot
-	}
-	f(ot)
-	o.UpdatedAt = time.Now().UTC()
-	return s.save()
+	return s.change(func(doc *progressDoc) (bool, error) {
+		o := doc.Orchestration
+		if o == nil {
+			return false, nil
+		}
+		ot := o.Tasks[name]
+		if ot == nil {
+			ot = &OrchestrationTask{}
+			o.Tasks[name] = ot
+		}
+		f(ot)
+		o.UpdatedAt = time.Now().UTC()
+		return true, nil
+	})
 }
 
 // finish records the orchestration's status.
 func (s *State) finish(status string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if o := s.doc.Orchestration; o != nil {
+	var o *Orchestration
+	err := s.change(func(doc *progressDoc) (bool, error) {
+		if o = doc.Orchestration; o == nil {
+			return false, nil
+		}
 		o.Status, o.UpdatedAt = status, time.Now().UTC()
-	}
-	if err := s.save(); err != nil {
+		return true, nil
+	})
+	if err != nil || o == nil {
 		return err
 	}
-	if s.doc.Orchestration != nil {
-		return s.Retry.SetGroupStatus(s.doc.Orchestration.Group, status)
-	}
-	return nil
+	return s.Retry.SetGroupStatus(o.Group, status)
 }
 
 // writeFileAtomic writes data to path through a synced temporary file

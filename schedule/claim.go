@@ -1,0 +1,27 @@
+package schedule
+
+import "time"
+
+// Claim takes job id for this process, as a Scheduler does before it
+// starts a job, for a caller that runs its jobs itself (the task loop):
+// claimed is false when another live process owns the job, and holder
+// then says who and how that is known. A record whose owner is gone is
+// taken over. A dry-run store claims without writing.
+func (s *Store) Claim(id string, now time.Time) (claimed bool, holder string, err error) {
+	return s.claim(id, now)
+}
+
+// Started records the worker of job id, which this process has claimed:
+// while agentPid runs, or streamLog moves within the store's Stall window,
+// the owner counts as live to others even when its own pid is gone.
+func (s *Store) Started(id string, agentPid int, streamLog string, now time.Time) error {
+	return s.started(id, agentPid, streamLog, now)
+}
+
+// Release ends this process's claim of job id: complete records the job
+// done (a Scheduler sharing the store will not run it again), otherwise
+// the record is removed and another process may claim the job. A job this
+// process does not own is left as it is.
+func (s *Store) Release(id string, complete bool, now time.Time) error {
+	return s.release(id, complete, now)
+}
