@@ -21,7 +21,9 @@ func (s *Store) Started(id string, agentPid int, streamLog string, now time.Time
 // Release ends this process's claim of job id: complete records the job
 // done (a Scheduler sharing the store will not run it again), otherwise
 // the record is removed and another process may claim the job. A job this
-// process does not own is left as it is.
+// process does not own is left as it is. A job released complete this
+// way carries no definition: a Scheduler takes it as complete whatever its
+// definition now is.
 func (s *Store) Release(id string, complete bool, now time.Time) error {
-	return s.release(id, complete, now)
+	return s.release(id, complete, "", "", now)
 }
