@@ -77,24 +77,41 @@ func TestScheduleRunsAGraph(t *testing.T) {
 	}
 }
 
-// Bad input exits 2 with a message naming the problem, and runs nothing.
+// with sets one field of a graph job.
+func with(j map[string]any, field string, v any) map[string]any {
+	j[field] = v
+	return j
+}
+
+// Bad input exits 2 with a message naming the problem, after one prefix
+// ("pilot schedule: ", never "pilot schedule: schedule: " or ": pilot: "),
+// and runs nothing.
 func TestScheduleBadGraphExits2(t *testing.T) {
 	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
+	badState := filepath.Join(f.dir, "bad-state")
+	os.MkdirAll(badState, 0o755)
+	os.WriteFile(filepath.Join(badState, "schedule.json"), []byte("not json"), 0o644)
 	for _, tt := range []struct {
-		name string
-		jobs []map[string]any
-		want string
+		name  string
+		jobs  []map[string]any
+		extra []string
+		want  string
 	}{
-		{"unknown field", []map[string]any{{"id": "a", "provider": "ok", "mode": "code", "task_file": f.taskFile, "dependencies": []string{}}}, `unknown field "dependencies"`},
-		{"cycle", []map[string]any{gjob("a", "ok", f, "b"), gjob("b", "ok", f, "a")}, "cycle: a -> b -> a"},
-		{"unknown dep", []map[string]any{gjob("a", "ok", f, "zz")}, `depends on "zz"`},
-		{"unknown provider", []map[string]any{gjob("a", "nobody", f)}, "unknown provider: nobody"},
-		{"missing field", []map[string]any{{"id": "a", "provider": "ok"}}, "job 1 lacks mode, task_file"},
+		{"unknown field", []map[string]any{with(gjob("a", "ok", f), "dependencies", []string{})}, nil,
+			`unknown field "dependencies" (a graph is {"jobs": [...]}, a job has id, provider, mode, task_file, deps, write_set, worktree, sandbox)`},
+		{"cycle", []map[string]any{gjob("a", "ok", f, "b"), gjob("b", "ok", f, "a")}, nil, "pilot schedule: the graph is not valid: the dependencies have a cycle: a -> b -> a"},
+		{"unknown dep", []map[string]any{gjob("a", "ok", f, "zz")}, nil, `depends on "zz"`},
+		{"unknown provider", []map[string]any{gjob("a", "nobody", f)}, nil, "pilot schedule: job a: unknown provider: nobody"},
+		{"missing field", []map[string]any{{"id": "a", "provider": "ok"}}, nil, "job 1 lacks mode, task_file"},
+		{"state file not a store", []map[string]any{gjob("a", "ok", f)}, []string{"--state", badState}, "pilot schedule: state file " + filepath.Join(badState, "schedule.json") + " is not a schedule store"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			code, out, errOut := runCLI(f.scheduleArgs(f.writeGraph(t, tt.jobs...))...)
+			code, out, errOut := runCLI(f.scheduleArgs(f.writeGraph(t, tt.jobs...), tt.extra...)...)
 			if code != 2 || out != "" || !strings.Contains(errOut, tt.want) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and a message saying %q", code, out, errOut, tt.want)
+			}
+			if !strings.HasPrefix(errOut, "pilot schedule: ") || strings.Contains(errOut, ": schedule: ") || strings.Contains(errOut, ": pilot: ") || strings.Count(errOut, "\n") != 1 {
+				t.Errorf("stderr %q; want one line with one prefix, pilot schedule: ", errOut)
 			}
 			if entries, _ := os.ReadDir(f.runDir); len(entries) > 0 {
 				t.Errorf("something ran: %d run dirs", len(entries))
