@@ -3,12 +3,14 @@ package cli
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/pilottest"
 	"github.com/pilotworkers/pilot/sandbox"
 )
@@ -98,11 +100,17 @@ func TestScheduleBadGraphExits2(t *testing.T) {
 		want  string
 	}{
 		{"unknown field", []map[string]any{with(gjob("a", "ok", f), "dependencies", []string{})}, nil,
-			`unknown field "dependencies" (a graph is {"jobs": [...]}, a job has id, provider, mode, task_file, deps, write_set, worktree, sandbox)`},
+			`unknown field "dependencies" (a graph is {"jobs": [...]}, a job has id, provider, mode, task_file, deps, write_set, worktree, sandbox, timeout, idle_timeout)`},
 		{"cycle", []map[string]any{gjob("a", "ok", f, "b"), gjob("b", "ok", f, "a")}, nil, "pilot schedule: the graph is not valid: the dependencies have a cycle: a -> b -> a"},
 		{"unknown dep", []map[string]any{gjob("a", "ok", f, "zz")}, nil, `depends on "zz"`},
 		{"unknown provider", []map[string]any{gjob("a", "nobody", f)}, nil, "pilot schedule: job a: unknown provider: nobody"},
 		{"missing field", []map[string]any{{"id": "a", "provider": "ok"}}, nil, "job 1 lacks mode, task_file"},
+		{"negative timeout", []map[string]any{with(gjob("a", "ok", f), "timeout", "-5")}, nil, `job a: timeout: want a positive duration (30s, 5m, or seconds), got "-5"`},
+		{"zero idle_timeout", []map[string]any{with(gjob("a", "ok", f), "idle_timeout", 0)}, nil, `job a: idle_timeout: want a positive duration (30s, 5m, or seconds), got "0"`},
+		{"idle_timeout not a duration", []map[string]any{with(gjob("a", "ok", f), "idle_timeout", "soon")}, nil, `job a: idle_timeout: want a positive duration (30s, 5m, or seconds), got "soon"`},
+		{"timeout of the wrong type", []map[string]any{with(gjob("a", "ok", f), "timeout", true)}, nil, `timeout and idle_timeout take a number of seconds or a duration such as "30s", got true`},
+		{"bad --timeout", []map[string]any{gjob("a", "ok", f)}, []string{"--timeout", "soon"}, `pilot schedule: --timeout: want a positive duration (30s, 5m, or seconds), got "soon"`},
+		{"bad --idle-timeout", []map[string]any{gjob("a", "ok", f)}, []string{"--idle-timeout", "0"}, `pilot schedule: --idle-timeout: want a positive duration`},
 		{"state file not a store", []map[string]any{gjob("a", "ok", f)}, []string{"--state", badState}, "pilot schedule: state file " + filepath.Join(badState, "schedule.json") + " is not a schedule store"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -202,5 +210,50 @@ func TestScheduleSynthesizedVerdictSaysWhy(t *testing.T) {
 	}
 	if tail, _ := vs[0]["stderr_tail"].(string); vs[0]["synthesized"] != true || !strings.HasPrefix(tail, "pilot: ") || !strings.Contains(tail, f.workdir) {
 		t.Errorf("verdict %v; want a synthesized one whose stderr_tail says why the job did not run", vs[0])
+	}
+}
+
+// A job's own timeout and idle_timeout win over --timeout and
+// --idle-timeout, which set the others': a silent worker ends as
+// idle-timeout, and each record says the limits it ran with.
+func TestScheduleJobTimeouts(t *testing.T) {
+	f := newFixture(t, map[string][]string{"quiet": {"block"}})
+	own := with(with(gjob("own", "quiet", f), "idle_timeout", "300ms"), "timeout", 90)
+	graph := f.writeGraph(t, own, gjob("default", "quiet", f))
+	code, out, errOut := runCLI(f.scheduleArgs(graph, "--idle-timeout", "0.2", "--timeout", "120")...)
+	var vs []map[string]any
+	if err := json.Unmarshal([]byte(out), &vs); err != nil || code != 1 || len(vs) != 2 {
+		t.Fatalf("exit %d, %v\nstdout %s\nstderr %s", code, err, out, errOut)
+	}
+	type limits struct {
+		ID, Status, Class    string
+		Timeout, IdleTimeout float64
+	}
+	var got []limits
+	for _, v := range vs {
+		rec, err := pilot.ReadRecord(fmt.Sprint(v["record"]))
+		if err != nil {
+			t.Fatalf("job %v: %v", v["id"], err)
+		}
+		got = append(got, limits{v["id"].(string), v["status"].(string), fmt.Sprint(v["failure_class"]), rec.Timeout, rec.IdleTimeout})
+	}
+	want := []limits{{"own", "failed", "idle-timeout", 90, 0.3}, {"default", "failed", "idle-timeout", 120, 0.2}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("jobs (-want +got):\n%s", diff)
+	}
+	// The plan says the limits each job would run with.
+	code, out, _ = runCLI(f.scheduleArgs(graph, "--dry-run", "--idle-timeout", "5m")...)
+	if code != 0 || !strings.Contains(out, `"id":"own"`) || !strings.Contains(out, `"timeout_s":90,"idle_timeout_s":0.3}`) || !strings.Contains(out, `"idle_timeout_s":300}`) {
+		t.Errorf("--dry-run: exit %d\n%s", code, out)
+	}
+}
+
+// --help names the limits' flags and the graph's fields.
+func TestScheduleHelp(t *testing.T) {
+	code, out, _ := runCLI("schedule", "--help")
+	for _, want := range []string{"-timeout seconds", "-idle-timeout seconds", "timeout, idle_timeout}", `"timeout" and "idle_timeout" win over the flags`} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("exit %d; the help lacks %q:\n%s", code, want, out)
+		}
 	}
 }
