@@ -23,6 +23,7 @@ import (
 // (the started lines, JSON for programs, are left out: the table shows
 // each start). It never touches stdout.
 type progress struct {
+	cmd   string // the command, for the table's head: "fanout", "schedule"
 	w     io.Writer
 	term  *os.File // stderr when it is a terminal; nil otherwise
 	color bool
@@ -49,11 +50,12 @@ type progressJob struct {
 // redrawEvery bounds how often the table is redrawn.
 const redrawEvery = 200 * time.Millisecond
 
-// newProgress returns the progress of jobs written to stderr. The table is
-// drawn only when stderr is a terminal (not a pipe, a file or /dev/null) and
-// TERM is not "dumb"; NO_COLOR turns its colours off.
-func newProgress(stderr io.Writer, jobs []progressJob) *progress {
+// newProgress returns the progress of command cmd's jobs written to stderr.
+// The table is drawn only when stderr is a terminal (not a pipe, a file or
+// /dev/null) and TERM is not "dumb"; NO_COLOR turns its colours off.
+func newProgress(stderr io.Writer, cmd string, jobs []progressJob) *progress {
 	p := &progress{
+		cmd:   cmd,
 		w:     stderr,
 		color: os.Getenv("NO_COLOR") == "",
 		now:   time.Now,
@@ -110,7 +112,7 @@ func (p *progress) finish(verdicts []outVerdict) {
 	if !ok {
 		width = 80
 	}
-	io.WriteString(p.w, renderSummary(p.rows, verdicts, p.now().Sub(p.began), width, p.color))
+	io.WriteString(p.w, renderSummary(p.cmd, p.rows, verdicts, p.now().Sub(p.began), width, p.color))
 }
 
 // event is the Fanout's OnEvent.
@@ -128,7 +130,7 @@ func (p *progress) event(i int, e pilot.Event) {
 	case e.Started != nil:
 		p.printJSON(e.Started)
 	case e.Retry != nil && valid:
-		p.print("pilot fanout: " + p.rows[i].Label + " (" + p.rows[i].Worker + "): " + e.Message)
+		p.print("pilot " + p.cmd + ": " + p.rows[i].Label + " (" + p.rows[i].Worker + "): " + e.Message)
 	}
 	if !valid {
 		return
@@ -203,7 +205,7 @@ func (p *progress) redraw() {
 	if !ok {
 		width, height = 80, 24
 	}
-	s := renderProgress(p.rows, p.now(), width, height, p.color)
+	s := renderProgress(p.cmd, p.rows, p.now(), width, height, p.color)
 	if s == p.shown {
 		return
 	}
@@ -310,14 +312,14 @@ func columnWidths(rows []progressRow, show []bool, width, fixed int) (labelW, wo
 	return labelW, workerW
 }
 
-// renderProgress draws the table of rows at time now for a terminal of
-// width columns and height lines: a summary line, a header and one line per
-// job, each line ending in "\n". Lines are cut to width-1 columns so none
+// renderProgress draws command cmd's table of rows at time now for a
+// terminal of width columns and height lines: a summary line, a header and
+// one line per job, each line ending in "\n". Lines are cut to width-1 columns so none
 // wraps, and the table keeps to height-1 lines so that the cursor can
 // always climb back over it: when the jobs do not fit, running jobs are
 // shown first, then waiting ones, then finished ones, and one last line
 // counts the rest. Colour marks verdicts when color is set.
-func renderProgress(rows []progressRow, now time.Time, width, height int, color bool) string {
+func renderProgress(cmd string, rows []progressRow, now time.Time, width, height int, color bool) string {
 	var running, waiting, done int
 	for _, r := range rows {
 		switch {
@@ -330,7 +332,7 @@ func renderProgress(rows []progressRow, now time.Time, width, height int, color 
 		}
 	}
 	t := &tableWriter{width: width, color: color}
-	t.line(fmt.Sprintf("pilot fanout: %d/%d done, %d running, %d waiting", done, len(rows), running, waiting), "", "")
+	t.line(fmt.Sprintf("pilot %s: %d/%d done, %d running, %d waiting", cmd, done, len(rows), running, waiting), "", "")
 	if height-1 < 3 {
 		return t.b.String()
 	}
@@ -404,12 +406,12 @@ func renderProgress(rows []progressRow, now time.Time, width, height int, color 
 	return t.b.String()
 }
 
-// renderSummary is what stays on the terminal when the jobs are over: a
-// line of counts, then per job its label, worker, verdict (with the
+// renderSummary is what stays on the terminal when command cmd's jobs are
+// over: a line of counts, then per job its label, worker, verdict (with the
 // failure class), duration and worktree (its branch when kept, with its
 // changes committed there), and under each job that failed one line of
 // evidence. Lines are cut to width-1 columns.
-func renderSummary(rows []progressRow, vs []outVerdict, elapsed time.Duration, width int, color bool) string {
+func renderSummary(cmd string, rows []progressRow, vs []outVerdict, elapsed time.Duration, width int, color bool) string {
 	ok, failed, interrupted := 0, 0, 0
 	for _, v := range vs {
 		switch {
@@ -421,7 +423,7 @@ func renderSummary(rows []progressRow, vs []outVerdict, elapsed time.Duration, w
 			failed++
 		}
 	}
-	head := fmt.Sprintf("pilot fanout: %d job(s) in %s: %d succeeded, %d failed", len(vs), shortDuration(elapsed), ok, failed)
+	head := fmt.Sprintf("pilot %s: %d job(s) in %s: %d succeeded, %d failed", cmd, len(vs), shortDuration(elapsed), ok, failed)
 	if interrupted > 0 {
 		head += fmt.Sprintf(", %d interrupted", interrupted)
 	}

@@ -196,7 +196,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	for i, j := range g.Jobs {
 		rows[i], index[j.ID] = progressJob{Label: j.ID, Worker: j.Task.Provider + ":" + string(j.Task.Mode)}, i
 	}
-	prog := newProgress(stderr, rows)
+	prog := newProgress(stderr, "schedule", rows)
 	if prog.term != nil {
 		d.OnLine = prog.line
 	}
