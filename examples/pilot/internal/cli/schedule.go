@@ -101,12 +101,13 @@ func loadGraph(path string) ([]graphJob, error) {
 
 // scheduledVerdict is one job's entry in schedule's output: its verdict (the
 // last dispatch's, or one made up for a job that never ran) with its id and
-// status.
+// status, and for a waiting job why ("waiting on c because c failed").
 type scheduledVerdict struct {
 	ID            string          `json:"id"`
 	Status        schedule.Status `json:"status"`
 	BlockedReason string          `json:"blocked_reason,omitempty"`
 	WaitingOn     []string        `json:"waiting_on,omitempty"`
+	WaitingReason string          `json:"waiting_reason,omitempty"`
 	outVerdict
 }
 
@@ -201,7 +202,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		d.OnLine = prog.line
 	}
 	d = h.dispatcher(d)
-	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel}
+	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel, Now: scheduleNow, After: scheduleAfter}
 	wd := &worktreeDispatcher{next: d, wts: worktrees.New(d.RunDir, ""), ids: worktree}
 	if len(worktree) > 0 {
 		sched.Dispatcher = wd
@@ -223,10 +224,19 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 			return badInput(stderr, "schedule", "%v", err)
 		}
 	}
-	sched.Dispatcher = h.task(sched.Dispatcher)
+	att := &jobAttempts{next: sched.Dispatcher}
+	sched.Dispatcher = h.task(att)
+	dependents := map[string][]int{}
+	for i, j := range g.Jobs {
+		for _, dep := range j.Deps {
+			dependents[dep] = append(dependents[dep], i)
+		}
+	}
 	sched.OnEvent = func(e schedule.Event) {
 		if e.Dispatch != nil {
 			prog.event(index[e.Job], *e.Dispatch)
+		} else {
+			scheduleProgress(ctx, prog, index, dependents, maxParallel, e)
 		}
 		logSchedule(e)
 	}
@@ -250,8 +260,22 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 				v.Verdict.Verdict = pilot.Completed
 			}
 		}
-		out[i] = scheduledVerdict{ID: r.ID, Status: r.Status, BlockedReason: r.BlockedReason, WaitingOn: r.WaitingOn, outVerdict: v}
+		v.Attempts = att.attempts(r.ID)
+		st := r.Status
+		if interrupted(ctx, r) {
+			st, v.Interrupted = statusInterrupted, true
+		}
+		out[i] = scheduledVerdict{ID: r.ID, Status: st, BlockedReason: r.BlockedReason, WaitingOn: r.WaitingOn, outVerdict: v}
 		summary[i] = v
+	}
+	waitingReasons(out)
+	for i, v := range out {
+		switch v.Status {
+		case schedule.StatusWaiting:
+			prog.settle(i, string(v.Status), v.WaitingReason)
+		case schedule.StatusBlocked, schedule.StatusExternalActive:
+			prog.settle(i, string(v.Status), v.BlockedReason)
+		}
 	}
 	prog.finish(summary)
 	writeJSON(stdout, out)

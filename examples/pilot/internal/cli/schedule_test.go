@@ -1,13 +1,18 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
@@ -51,17 +56,22 @@ func TestScheduleRunsAGraph(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &vs); err != nil {
 		t.Fatalf("stdout is not one JSON array: %v\n%s", err, out)
 	}
-	type row struct{ ID, Status, Verdict, Waiting string }
+	type row struct {
+		ID, Status, Verdict, Waiting, Why string
+		Attempts                          float64
+	}
 	var got []row
 	for _, v := range vs {
 		w, _ := json.Marshal(v["waiting_on"])
-		got = append(got, row{v["id"].(string), v["status"].(string), v["verdict"].(string), string(w)})
+		why, _ := v["waiting_reason"].(string)
+		n, _ := v["attempts"].(float64)
+		got = append(got, row{v["id"].(string), v["status"].(string), v["verdict"].(string), string(w), why, n})
 	}
 	want := []row{
-		{"a", "complete", "completed", "null"},
-		{"b", "complete", "completed", "null"},
-		{"c", "failed", "error", "null"},
-		{"d", "waiting", "error", `["c"]`},
+		{"a", "complete", "completed", "null", "", 1},
+		{"b", "complete", "completed", "null", "", 1},
+		{"c", "failed", "error", "null", "", 1},
+		{"d", "waiting", "error", `["c"]`, "waiting on c because c failed", 0},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("verdicts (-want +got):\n%s", diff)
@@ -255,5 +265,178 @@ func TestScheduleHelp(t *testing.T) {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("exit %d; the help lacks %q:\n%s", code, want, out)
 		}
+	}
+}
+
+// schedClock is the scheduler's clock in a test (scheduleNow,
+// scheduleAfter): it starts at the real time and moves only when the
+// scheduler waits, by the wait. A wait ends at once, unless the clock is
+// held: then it ends when the test calls release.
+type schedClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	held  chan time.Time // closed by release
+	ahead time.Duration  // the longest wait asked for while held
+}
+
+func useSchedClock(t *testing.T, held bool) *schedClock {
+	c := &schedClock{now: time.Now()}
+	if held {
+		c.held = make(chan time.Time)
+	}
+	scheduleNow, scheduleAfter = c.Now, c.After
+	t.Cleanup(func() {
+		c.release()
+		scheduleNow, scheduleAfter = nil, nil
+	})
+	return c
+}
+
+func (c *schedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *schedClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held != nil {
+		c.ahead = max(c.ahead, d)
+		return c.held
+	}
+	c.now = c.now.Add(d)
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	return ch
+}
+
+// release ends the waits: the clock moves past the longest, and no longer
+// holds.
+func (c *schedClock) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held != nil {
+		c.now = c.now.Add(c.ahead)
+		close(c.held)
+		c.held = nil
+	}
+}
+
+// limitedProvider is a providers-file entry whose worker is rate limited
+// ("429 Too Many Requests: retry after 3s") on its first n runs, then
+// says done; it counts its runs in the file count.
+func limitedProvider(count string, n int) map[string]any {
+	script := fmt.Sprintf(`n=$(( $(cat '%[1]s' 2>/dev/null || echo 0) + 1 )); echo $n > '%[1]s'; `+
+		`if [ $n -le %[2]d ]; then echo "429 Too Many Requests: retry after 3s" >&2; exit 1; fi; echo done`, count, n)
+	return map[string]any{"runner": "command", "argv": []string{"/bin/sh", "-c", script}}
+}
+
+// A job its provider rate limits waits for the reset and runs again; its
+// JSON counts the dispatches (attempts), and --log numbers each one's
+// records, as its record does.
+func TestScheduleRateLimitedJobCountsItsAttempts(t *testing.T) {
+	useSchedClock(t, false)
+	f := newFixture(t, nil)
+	writeProviders(t, f.providers, map[string]map[string]any{"limited": limitedProvider(filepath.Join(f.dir, "count"), 2)})
+	code, out, errOut := runCLI(f.scheduleArgs(f.writeGraph(t, gjob("api", "limited", f)), "--log", "json")...)
+	var vs []map[string]any
+	if err := json.Unmarshal([]byte(out), &vs); err != nil || code != 0 || len(vs) != 1 {
+		t.Fatalf("exit %d, %v\nstdout %s\nstderr %s", code, err, out, errOut)
+	}
+	if v := vs[0]; v["status"] != "complete" || v["verdict"] != "completed" || v["attempts"] != 3.0 {
+		t.Errorf("verdict %v; want complete after 3 attempts", v)
+	}
+	attempts := map[string][]float64{}
+	for _, l := range strings.Split(errOut, "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(l), &rec) != nil || rec["msg"] == nil {
+			continue // the started lines, the notes
+		}
+		msg := rec["msg"].(string)
+		n, _ := rec["attempt"].(float64)
+		attempts[msg] = append(attempts[msg], n)
+	}
+	want := map[string][]float64{
+		"worker_runner.started": {1, 2, 3}, "worker_runner.verdict": {1, 2, 3},
+		"schedule.gated": {0, 0}, "schedule.selected": {0, 0, 0}, "schedule.done": {0},
+	}
+	if diff := cmp.Diff(want, attempts); diff != "" {
+		t.Errorf("attempt of each record, by message (-want +got):\n%s\n%s", diff, errOut)
+	}
+	if n := strings.Count(errOut, "pilot schedule: api (limited:code): rate limit until "); n != 2 {
+		t.Errorf("%d notes of the waits on stderr, want 2:\n%s", n, errOut)
+	}
+	rec, err := pilot.ReadRecord(vs[0]["record"].(string))
+	if err != nil || rec.Attempt != 3 || rec.RetryKey != "api" || rec.PreviousRecord == "" {
+		t.Fatalf("last record: attempt %d, key %q, previous %q (%v)", rec.Attempt, rec.RetryKey, rec.PreviousRecord, err)
+	}
+	if prev, err := pilot.ReadRecord(rec.PreviousRecord); err != nil || prev.Attempt != 2 || prev.FailureClass != pilot.FailProviderRateLimit {
+		t.Errorf("the record before: attempt %d, class %q (%v)", prev.Attempt, prev.FailureClass, err)
+	}
+}
+
+// TestScheduleOnATerminal runs a schedule with stderr on a
+// pseudo-terminal. The live table, headed pilot schedule, shows a job its
+// provider rate limits as waiting (not done, not running) until the reset,
+// and a job whose dependency failed as waiting on it, and why; the summary
+// that stays counts it waiting and says why under it. The JSON says the
+// same, with the attempts.
+func TestScheduleOnATerminal(t *testing.T) {
+	t.Setenv("TERM", "xterm")
+	t.Setenv("NO_COLOR", "1")
+	clock := useSchedClock(t, true)
+	f := newFixture(t, nil)
+	writeProviders(t, f.providers, map[string]map[string]any{
+		"limited": limitedProvider(filepath.Join(f.dir, "count"), 1),
+		"broken":  fakeProvider(t, "out=trying", "err=fatal: the model said no", "exit=3"),
+		"ok":      fakeProvider(t, "out=done"),
+	})
+	graph := f.writeGraph(t, gjob("api", "limited", f), gjob("first", "broken", f), gjob("after", "ok", f, "first"))
+	ptm, pts := openPTY(t, 150, 40)
+	defer ptm.Close()
+	term := readTerminal(ptm)
+	var out bytes.Buffer
+	code, ended := make(chan int, 1), make(chan struct{})
+	go func() {
+		defer close(ended)
+		code <- run(context.Background(), f.scheduleArgs(graph), nil, &out, pts)
+	}()
+	defer func() { clock.release(); <-ended; pts.Close() }()
+	for _, re := range []string{
+		`api +limited:code +waiting +- +- +rate limit until \d\d:\d\d:\d\d\r\n`,
+		`after +ok:code +waiting +- +- +waiting on first because first failed\r\n`,
+		`pilot schedule: 1/3 done, 0 running, 2 waiting\r\n`,
+	} {
+		term.waitFor(t, regexp.MustCompile(re), ended)
+	}
+	clock.release() // the rate limit resets: api runs again
+	if c := <-code; c != exitFailed {
+		t.Errorf("exit %d, want 1 (first failed)", c)
+	}
+	pts.Close()
+	<-term.done
+	raw := term.String()
+	if strings.Contains(raw, "pilot fanout") {
+		t.Errorf("the terminal says pilot fanout:\n%q", raw)
+	}
+	screen := strings.Join(screenOf(t, raw), "\n")
+	screen = regexp.MustCompile(`\b\d+(m\d\d)?s\b`).ReplaceAllString(screen, "Ns")
+	want := `pilot schedule: 3 job(s) in Ns: 1 succeeded, 1 failed, 1 waiting
+#  JOB    WORKER        VERDICT                 TIME  WORKTREE
+1  api    limited:code  completed                 Ns  -
+2  first  broken:code   error (generic-error)     Ns  -
+   ↳ stderr: fatal: the model said no
+3  after  ok:code       waiting                    -  -
+   ↳ waiting on first because first failed`
+	if diff := cmp.Diff(want, screen); diff != "" {
+		t.Errorf("the screen at the end (-want +got):\n%s\nraw: %q", diff, raw)
+	}
+	var vs []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &vs); err != nil || len(vs) != 3 {
+		t.Fatalf("stdout: %v\n%s", err, out.String())
+	}
+	if vs[0]["attempts"] != 2.0 || vs[0]["status"] != "complete" || vs[2]["status"] != "waiting" || vs[2]["waiting_reason"] != "waiting on first because first failed" {
+		t.Errorf("verdicts %v", vs)
 	}
 }
