@@ -246,7 +246,9 @@ func scheduleLevel(e schedule.Event) slog.Level {
 // Dispatcher is a pilot.TaskDispatcher that logs every event of the tasks
 // it runs to Logger (nil: slog.Default()), with the context Dispatch was
 // given (for handlers that read it) and the number of the attempt each
-// belongs to (attempt), and logs pilot's own failure, an error from
+// belongs to (attempt: counted from the task's Lineage.Attempt, so that a
+// layer above that dispatches a task again, a retry layer or a scheduler,
+// numbers its attempts), and logs pilot's own failure, an error from
 // Dispatch, at Error ("pilot.dispatch_error", with provider, mode, label
 // and error). Put it outside a retry layer to see the retry events too:
 //
@@ -265,8 +267,8 @@ type Dispatcher struct {
 func (d *Dispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
 	var (
 		mu      sync.Mutex
-		attempt int
-		open    bool // an attempt has started and has no verdict yet
+		attempt = max(t.Lineage.Attempt, 1) - 1 // the attempts before this call's first
+		open    bool                            // an attempt has started and has no verdict yet
 	)
 	next := t.Observer
 	t.Observer = func(e pilot.Event) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -174,6 +175,46 @@ func TestDispatcher(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), `"error":"pilot: creating run directory: disk full"`) {
 		t.Errorf("the dispatch error is not logged:\n%s", buf.String())
+	}
+}
+
+// Under a layer that dispatches a task again (here a retry layer), the
+// Dispatcher numbers each dispatch's events from its Task.Lineage.Attempt,
+// not from 1 every time.
+func TestDispatcherNumbersFromTheLineage(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	calls := 0
+	fake := pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		calls++
+		id := "run" + string(rune('0'+calls))
+		tk.Observer(pilot.Event{Type: "worker_runner.started", RunID: id, Time: t0, Started: &pilot.Started{Provider: tk.Provider, Mode: tk.Mode, RunID: id}})
+		v := pilot.Verdict{Provider: tk.Provider, Mode: tk.Mode, RunID: id, Verdict: pilot.Completed}
+		if calls < 3 {
+			v = *failed(pilot.FailProviderServerError)
+			v.RunID = id
+		}
+		tk.Observer(pilot.Event{Type: "worker_runner.verdict", RunID: id, Time: t0, Verdict: &v})
+		return v, nil
+	})
+	d := &retry.Dispatcher{Dispatcher: &pilotslog.Dispatcher{Logger: l, Dispatcher: fake}, Policy: retry.Policy{
+		MaxFailures: 3,
+		Sleep:       func(context.Context, time.Duration) error { return nil },
+	}}
+	if v, err := d.Dispatch(context.Background(), pilot.Task{Provider: "glm", Mode: pilot.ModeCode, Prompt: "p"}); err != nil || v.Verdict != pilot.Completed {
+		t.Fatalf("Dispatch = %v, %v", v.Verdict, err)
+	}
+	var got []string
+	for _, m := range jsonRecords(t, buf.String()) {
+		got = append(got, fmt.Sprintf("%s %s attempt=%v", m["msg"], m["run_id"], m["attempt"]))
+	}
+	want := []string{
+		"worker_runner.started run1 attempt=1", "worker_runner.verdict run1 attempt=1",
+		"worker_runner.started run2 attempt=2", "worker_runner.verdict run2 attempt=2",
+		"worker_runner.started run3 attempt=3", "worker_runner.verdict run3 attempt=3",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("records (-want +got):\n%s\n%s", diff, buf.String())
 	}
 }
 

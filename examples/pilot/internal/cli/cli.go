@@ -116,16 +116,23 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // badInput prints "pilot <cmd>: msg" and returns exitBadInput. An error
-// among a gets the command line's hint for it (see hinted).
+// among a gets the command line's hint for it (see hinted), without the
+// library's prefix (see trimPrefixes).
 func badInput(stderr io.Writer, cmd, format string, a ...any) int {
 	for i, v := range a {
 		if err, ok := v.(error); ok {
-			a[i] = hinted(err)
+			a[i] = trimPrefixes(hinted(err), cmd)
 		}
 	}
-	// The library's errors begin "pilot: ": one prefix is enough.
-	fmt.Fprintf(stderr, "pilot %s: %s\n", cmd, strings.TrimPrefix(fmt.Sprintf(format, a...), "pilot: "))
+	fmt.Fprintf(stderr, "pilot %s: %s\n", cmd, trimPrefixes(fmt.Sprintf(format, a...), cmd))
 	return exitBadInput
+}
+
+// trimPrefixes drops the prefixes the library's errors begin with,
+// "pilot: " and the package's own ("schedule: " for pilot schedule): the
+// command's prefix is enough.
+func trimPrefixes(msg, cmd string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(msg, "pilot: "), cmd+": ")
 }
 
 // hinted is err's message with what to do about it on the command line: the

@@ -332,7 +332,7 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 		return fanoutBadInput(stderr, "%v", err)
 	}
 	defer closeState()
-	prog := newProgress(stderr, rows)
+	prog := newProgress(stderr, "fanout", rows)
 	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners(), RunDir: runDir, Credentials: config.DefaultCredentials()}
 	if prog.term != nil {
 		d.OnLine = prog.line

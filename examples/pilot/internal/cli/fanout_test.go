@@ -617,11 +617,11 @@ func TestRenderProgress(t *testing.T) {
 5  task.md#3     glm:review      starting              -       -  -
 6  task.md#4     glm:review      waiting               -       -  -
 `
-	if diff := cmp.Diff(want, renderProgress(rows, now, 100, 24, false)); diff != "" {
+	if diff := cmp.Diff(want, renderProgress("fanout", rows, now, 100, 24, false)); diff != "" {
 		t.Errorf("table (-want +got):\n%s", diff)
 	}
 
-	colored := renderProgress(rows, now, 100, 24, true)
+	colored := renderProgress("fanout", rows, now, 100, 24, true)
 	for _, w := range []string{sgrGreen + "completed" + sgrReset, sgrRed + "error (timeout)" + sgrReset} {
 		if !strings.Contains(colored, w) {
 			t.Errorf("coloured table lacks %q:\n%s", w, colored)
@@ -631,7 +631,7 @@ func TestRenderProgress(t *testing.T) {
 		t.Errorf("coloured table without its colours (-want +got):\n%s", cmp.Diff(want, plain))
 	}
 
-	for _, l := range strings.Split(strings.TrimSuffix(renderProgress(rows, now, 30, 24, false), "\n"), "\n") {
+	for _, l := range strings.Split(strings.TrimSuffix(renderProgress("fanout", rows, now, 30, 24, false), "\n"), "\n") {
 		if n := utf8.RuneCountInString(l); n > 29 {
 			t.Errorf("line of %d columns in a 30-column terminal: %q", n, l)
 		}
@@ -646,7 +646,7 @@ func TestRenderProgress(t *testing.T) {
 5  task.md…  glm:rev…  starting              -       -  -
 6  task.md…  glm:rev…  waiting               -       -  -
 `
-	if diff := cmp.Diff(narrow, renderProgress(rows, now, 72, 24, false)); diff != "" {
+	if diff := cmp.Diff(narrow, renderProgress("fanout", rows, now, 72, 24, false)); diff != "" {
 		t.Errorf("table in 72 columns (-want +got):\n%s", diff)
 	}
 
@@ -662,7 +662,7 @@ func TestRenderProgress(t *testing.T) {
 		}
 		many = append(many, r)
 	}
-	small := renderProgress(many, now, 80, 7, false)
+	small := renderProgress("fanout", many, now, 80, 7, false)
 	wantSmall := `pilot fanout: 10/20 done, 1 running, 9 waiting
  #  JOB     WORKER    PHASE           ELAPSED    IDLE  VERDICT
 11  t11.md  p:review  waiting               -       -  -
@@ -705,10 +705,10 @@ func TestRenderSummary(t *testing.T) {
    ↳ interrupted
 each branch holds its job's work: pilot worktrees diff BRANCH; git merge BRANCH
 `
-	if diff := cmp.Diff(want, renderSummary(rows, vs, 65*time.Second, 120, false)); diff != "" {
+	if diff := cmp.Diff(want, renderSummary("fanout", rows, vs, 65*time.Second, 120, false)); diff != "" {
 		t.Errorf("summary (-want +got):\n%s", diff)
 	}
-	colored := renderSummary(rows, vs, 65*time.Second, 120, true)
+	colored := renderSummary("fanout", rows, vs, 65*time.Second, 120, true)
 	for _, w := range []string{sgrGreen + "completed" + sgrReset + strings.Repeat(" ", 18) + "     7s", sgrRed + "error (timeout)" + sgrReset} {
 		if !strings.Contains(colored, w) {
 			t.Errorf("coloured summary lacks %q:\n%s", w, colored)
@@ -718,7 +718,7 @@ each branch holds its job's work: pilot worktrees diff BRANCH; git merge BRANCH
 		t.Errorf("coloured summary without its colours (-want +got):\n%s", cmp.Diff(want, plain))
 	}
 	for _, width := range []int{20, 40, 60} {
-		for _, l := range strings.Split(strings.TrimSuffix(renderSummary(rows, vs, time.Second, width, true), "\n"), "\n") {
+		for _, l := range strings.Split(strings.TrimSuffix(renderSummary("fanout", rows, vs, time.Second, width, true), "\n"), "\n") {
 			plain := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(l, "")
 			if n := utf8.RuneCountInString(plain); n > width-1 {
 				t.Errorf("line of %d columns in a %d-column terminal: %q", n, width, l)

@@ -13,6 +13,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/retry"
+	"github.com/pilotworkers/pilot/schedule"
 )
 
 // progress is fanout's (and schedule's) stderr. When stderr is not a
@@ -23,6 +24,7 @@ import (
 // (the started lines, JSON for programs, are left out: the table shows
 // each start). It never touches stdout.
 type progress struct {
+	cmd   string // the command, for the table's head: "fanout", "schedule"
 	w     io.Writer
 	term  *os.File // stderr when it is a terminal; nil otherwise
 	color bool
@@ -49,11 +51,12 @@ type progressJob struct {
 // redrawEvery bounds how often the table is redrawn.
 const redrawEvery = 200 * time.Millisecond
 
-// newProgress returns the progress of jobs written to stderr. The table is
-// drawn only when stderr is a terminal (not a pipe, a file or /dev/null) and
-// TERM is not "dumb"; NO_COLOR turns its colours off.
-func newProgress(stderr io.Writer, jobs []progressJob) *progress {
+// newProgress returns the progress of command cmd's jobs written to stderr.
+// The table is drawn only when stderr is a terminal (not a pipe, a file or
+// /dev/null) and TERM is not "dumb"; NO_COLOR turns its colours off.
+func newProgress(stderr io.Writer, cmd string, jobs []progressJob) *progress {
 	p := &progress{
+		cmd:   cmd,
 		w:     stderr,
 		color: os.Getenv("NO_COLOR") == "",
 		now:   time.Now,
@@ -110,7 +113,7 @@ func (p *progress) finish(verdicts []outVerdict) {
 	if !ok {
 		width = 80
 	}
-	io.WriteString(p.w, renderSummary(p.rows, verdicts, p.now().Sub(p.began), width, p.color))
+	io.WriteString(p.w, renderSummary(p.cmd, p.rows, verdicts, p.now().Sub(p.began), width, p.color))
 }
 
 // event is the Fanout's OnEvent.
@@ -128,7 +131,7 @@ func (p *progress) event(i int, e pilot.Event) {
 	case e.Started != nil:
 		p.printJSON(e.Started)
 	case e.Retry != nil && valid:
-		p.print("pilot fanout: " + p.rows[i].Label + " (" + p.rows[i].Worker + "): " + e.Message)
+		p.note(i, e.Message)
 	}
 	if !valid {
 		return
@@ -146,19 +149,120 @@ func (p *progress) event(i int, e pilot.Event) {
 		r.Slot = true
 		r.Started = now
 		r.Phase = "running"
-		r.Ended, r.Verdict, r.OK = time.Time{}, "", false // a retry's attempt
+		r.Ended, r.Verdict, r.OK, r.Wait = time.Time{}, "", false, "" // a retry's attempt
 		p.runs[e.Started.RunID] = i
 	case e.Verdict != nil:
 		r.Ended = now
-		r.Verdict, r.OK = verdictText(*e.Verdict), e.Verdict.Verdict.Success()
+		r.Verdict, r.OK, r.Class = verdictText(*e.Verdict), e.Verdict.Verdict.Success(), e.Verdict.FailureClass
 	case e.Type == event.Phase && e.Session != nil:
 		r.Phase = string(e.Session.Phase)
 	case e.Type == event.Terminate:
 		r.Phase = "terminating"
 	case e.Type == retry.EventRetry:
-		r.Phase = "retry wait"
+		at := e.Time
+		if at.IsZero() {
+			at = now
+		}
+		if info, ok := e.Retry.(*retry.Info); ok {
+			at = at.Add(time.Duration(info.DelayMS) * time.Millisecond)
+		}
+		r.wait(retryNote(r.Class, at))
 	}
 }
+
+// row is job i's row, nil for no job, after marking the table live; p.mu
+// is held.
+func (p *progress) row(i int) *progressRow {
+	if i < 0 || i >= len(p.rows) {
+		return nil
+	}
+	if !p.live {
+		p.live, p.began = true, p.now()
+	}
+	return &p.rows[i]
+}
+
+// gated shows job i waiting, holding no slot, until its provider's limit
+// resets at until; then it runs again.
+func (p *progress) gated(i int, until time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.row(i); r != nil {
+		p.note(i, limitNote(r.Class, until)+", then it runs again")
+		r.wait(limitNote(r.Class, until))
+	}
+}
+
+// waiting shows job i waiting for why (its slot, a dependency), unless it
+// has started.
+func (p *progress) waiting(i int, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.row(i); r != nil && r.waiting() {
+		r.Wait = why
+	}
+}
+
+// selected shows job i given its slot: it is starting.
+func (p *progress) selected(i int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.row(i); r != nil {
+		r.Slot, r.Wait = true, ""
+	}
+}
+
+// ended shows job i over with status st when it has no verdict to show (it
+// never ran here, or its dispatch failed before one).
+func (p *progress) ended(i int, st schedule.Status) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.row(i); r != nil && r.Ended.IsZero() {
+		r.Ended, r.Verdict, r.OK, r.Wait = p.now(), string(st), st == schedule.StatusComplete, ""
+	}
+}
+
+// settle says what the summary shows of job i in place of its verdict: its
+// state when it has no verdict of its own ("waiting", "blocked"), and why.
+func (p *progress) settle(i int, state, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i >= 0 && i < len(p.rows) {
+		p.rows[i].State, p.rows[i].Wait = state, why
+	}
+}
+
+// note prints a line about job i when there is no table (the table shows
+// it in the job's row).
+func (p *progress) note(i int, msg string) {
+	if p.term == nil {
+		p.print("pilot " + p.cmd + ": " + p.rows[i].Label + " (" + p.rows[i].Worker + "): " + msg)
+	}
+}
+
+// retryNote says why a job waits for the retry of its failure of class c,
+// and until when.
+func retryNote(c pilot.FailureClass, at time.Time) string {
+	switch c {
+	case pilot.FailProviderRateLimit, pilot.FailProviderQuota:
+		return limitNote(c, at)
+	case "":
+		return "retry at " + clock(at)
+	}
+	return string(c) + ": retry at " + clock(at)
+}
+
+// limitNote says that a job waits for its provider's limit (of class c) to
+// reset at until.
+func limitNote(c pilot.FailureClass, until time.Time) string {
+	if c == pilot.FailProviderQuota {
+		return "usage limit until " + clock(until)
+	}
+	return "rate limit until " + clock(until)
+}
+
+// clock is t as the terminal shows it: the local time of day.
+func clock(t time.Time) string { return t.Local().Format("15:04:05") }
 
 // line is the Dispatcher's OnLine: output is activity.
 func (p *progress) line(runID string, _ pilot.Line) {
@@ -203,7 +307,7 @@ func (p *progress) redraw() {
 	if !ok {
 		width, height = 80, 24
 	}
-	s := renderProgress(p.rows, p.now(), width, height, p.color)
+	s := renderProgress(p.cmd, p.rows, p.now(), width, height, p.color)
 	if s == p.shown {
 		return
 	}
@@ -218,19 +322,36 @@ func eraseLines(n int) string {
 
 // A progressRow is one job in the live table.
 type progressRow struct {
-	Label   string    // the job's name, or its task file's base name
-	Worker  string    // "provider:mode"
-	Slot    bool      // the job has its slot: it is starting, or started
-	Phase   string    // session phase, "running", "terminating" or "retry wait"; "" before the start
-	Started time.Time // zero until the worker started
-	Last    time.Time // the job's last event or output line
-	Ended   time.Time // zero until the verdict
-	Verdict string    // "completed", "error (timeout)", ...; "" until the end
-	OK      bool      // Verdict is a success
+	Label   string             // the job's name, or its task file's base name
+	Worker  string             // "provider:mode"
+	Slot    bool               // the job has its slot: it is starting, or started
+	Phase   string             // session phase, "running" or "terminating"; "" before the start
+	Started time.Time          // zero until the worker started
+	Last    time.Time          // the job's last event or output line
+	Ended   time.Time          // zero until the verdict
+	Verdict string             // "completed", "error (timeout)", ...; "" until the end
+	OK      bool               // Verdict is a success
+	Class   pilot.FailureClass // the last verdict's failure class
+	// Wait says why a waiting job waits ("rate limit until 10:42:03",
+	// "waiting on a because a failed"); the summary shows it under a
+	// job whose State is set.
+	Wait string
+	// State is what the summary shows in place of the verdict of a job
+	// that has none of its own ("waiting", "blocked"); "" shows the
+	// verdict.
+	State string
 }
 
-// waiting reports whether the job waits for a slot.
+// waiting reports whether the job waits: for a slot, a dependency, or the
+// retry of a failed attempt.
 func (r progressRow) waiting() bool { return !r.Slot && r.Started.IsZero() && r.Ended.IsZero() }
+
+// wait makes the job wait again, for why: its attempt is over and another
+// follows.
+func (r *progressRow) wait(why string) {
+	r.Slot, r.Started, r.Ended = false, time.Time{}, time.Time{}
+	r.Phase, r.Verdict, r.OK, r.Wait = "", "", false, why
+}
 
 // verdictText is the verdict as the table shows it.
 func verdictText(v pilot.Verdict) string {
@@ -310,14 +431,15 @@ func columnWidths(rows []progressRow, show []bool, width, fixed int) (labelW, wo
 	return labelW, workerW
 }
 
-// renderProgress draws the table of rows at time now for a terminal of
-// width columns and height lines: a summary line, a header and one line per
-// job, each line ending in "\n". Lines are cut to width-1 columns so none
-// wraps, and the table keeps to height-1 lines so that the cursor can
+// renderProgress draws command cmd's table of rows at time now for a
+// terminal of width columns and height lines: a summary line, a header and
+// one line per job, each line ending in "\n"; a waiting job's last cell
+// says why it waits, when it is known. Lines are cut to width-1 columns so
+// none wraps, and the table keeps to height-1 lines so that the cursor can
 // always climb back over it: when the jobs do not fit, running jobs are
 // shown first, then waiting ones, then finished ones, and one last line
 // counts the rest. Colour marks verdicts when color is set.
-func renderProgress(rows []progressRow, now time.Time, width, height int, color bool) string {
+func renderProgress(cmd string, rows []progressRow, now time.Time, width, height int, color bool) string {
 	var running, waiting, done int
 	for _, r := range rows {
 		switch {
@@ -330,7 +452,7 @@ func renderProgress(rows []progressRow, now time.Time, width, height int, color 
 		}
 	}
 	t := &tableWriter{width: width, color: color}
-	t.line(fmt.Sprintf("pilot fanout: %d/%d done, %d running, %d waiting", done, len(rows), running, waiting), "", "")
+	t.line(fmt.Sprintf("pilot %s: %d/%d done, %d running, %d waiting", cmd, done, len(rows), running, waiting), "", "")
 	if height-1 < 3 {
 		return t.b.String()
 	}
@@ -391,6 +513,8 @@ func renderProgress(rows []progressRow, now time.Time, width, height int, color 
 		}
 		verdict, sgr := r.Verdict, sgrRed
 		switch {
+		case verdict == "" && r.Wait != "" && r.waiting():
+			verdict, sgr = r.Wait, "" // why it waits
 		case verdict == "":
 			verdict, sgr = "-", ""
 		case r.OK:
@@ -404,15 +528,22 @@ func renderProgress(rows []progressRow, now time.Time, width, height int, color 
 	return t.b.String()
 }
 
-// renderSummary is what stays on the terminal when the jobs are over: a
-// line of counts, then per job its label, worker, verdict (with the
-// failure class), duration and worktree (its branch when kept, with its
-// changes committed there), and under each job that failed one line of
-// evidence. Lines are cut to width-1 columns.
-func renderSummary(rows []progressRow, vs []outVerdict, elapsed time.Duration, width int, color bool) string {
+// renderSummary is what stays on the terminal when command cmd's jobs are
+// over: a line of counts, then per job its label, worker, verdict (with
+// the failure class; or its state, for a job whose row has one), duration
+// and worktree (its branch when kept, with its changes committed there),
+// and under each job that failed one line of evidence, or why it is in its
+// state. Lines are cut to width-1 columns.
+func renderSummary(cmd string, rows []progressRow, vs []outVerdict, elapsed time.Duration, width int, color bool) string {
 	ok, failed, interrupted := 0, 0, 0
-	for _, v := range vs {
+	var states []string // in order of first appearance
+	count := map[string]int{}
+	for i, v := range vs {
 		switch {
+		case rows[i].State != "":
+			if count[rows[i].State]++; count[rows[i].State] == 1 {
+				states = append(states, rows[i].State)
+			}
 		case v.Verdict.Verdict.Success():
 			ok++
 		case v.Interrupted:
@@ -421,17 +552,26 @@ func renderSummary(rows []progressRow, vs []outVerdict, elapsed time.Duration, w
 			failed++
 		}
 	}
-	head := fmt.Sprintf("pilot fanout: %d job(s) in %s: %d succeeded, %d failed", len(vs), shortDuration(elapsed), ok, failed)
+	head := fmt.Sprintf("pilot %s: %d job(s) in %s: %d succeeded, %d failed", cmd, len(vs), shortDuration(elapsed), ok, failed)
 	if interrupted > 0 {
 		head += fmt.Sprintf(", %d interrupted", interrupted)
+	}
+	for _, s := range states {
+		head += fmt.Sprintf(", %d %s", count[s], s)
 	}
 	t := &tableWriter{width: width, color: color}
 	t.line(head, "", "")
 
+	shown := func(i int) string {
+		if rows[i].State != "" {
+			return rows[i].State
+		}
+		return verdictText(vs[i].Verdict)
+	}
 	numW := len(fmt.Sprint(len(rows)))
 	verdictW := len("VERDICT")
-	for _, v := range vs {
-		verdictW = max(verdictW, utf8.RuneCountInString(verdictText(v.Verdict)))
+	for i := range vs {
+		verdictW = max(verdictW, utf8.RuneCountInString(shown(i)))
 	}
 	verdictW = min(verdictW, 36)
 	labelW, workerW := columnWidths(rows, nil, width, numW+2+2+verdictW+2+5+2+2)
@@ -447,16 +587,21 @@ func renderSummary(rows []progressRow, vs []outVerdict, elapsed time.Duration, w
 			took = shortDuration(time.Duration(v.DurationMS) * time.Millisecond)
 		}
 		sgr := sgrRed
-		if v.Verdict.Verdict.Success() {
+		if v.Verdict.Verdict.Success() && rows[i].State == "" {
 			sgr = sgrGreen
 		}
 		verdictAt := numW + 2 + labelW + 2 + workerW + 2
-		t.painted(row(strconv.Itoa(i+1), rows[i].Label, rows[i].Worker, verdictText(v.Verdict), took)+worktreeText(v.Worktree),
-			verdictAt, utf8.RuneCountInString(cut(verdictText(v.Verdict), verdictW)), sgr)
-		if !v.Verdict.Verdict.Success() {
-			if ev := evidenceText(v); ev != "" {
-				t.line(fmt.Sprintf("%*s  ↳ %s", numW, "", ev), "", "")
-			}
+		t.painted(row(strconv.Itoa(i+1), rows[i].Label, rows[i].Worker, shown(i), took)+worktreeText(v.Worktree),
+			verdictAt, utf8.RuneCountInString(cut(shown(i), verdictW)), sgr)
+		ev := ""
+		switch {
+		case rows[i].State != "":
+			ev = rows[i].Wait
+		case !v.Verdict.Verdict.Success():
+			ev = evidenceText(v)
+		}
+		if ev != "" {
+			t.line(fmt.Sprintf("%*s  ↳ %s", numW, "", ev), "", "")
 		}
 		kept = kept || v.Worktree != nil && v.Worktree.Kept
 	}

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -361,5 +363,59 @@ func TestDispatchBudgetAcrossProcesses(t *testing.T) {
 	}
 	if runs, _ := os.ReadDir(f.runDir); len(runs) != 2 {
 		t.Errorf("%d run directories, want 2: the blocked third process ran something", len(runs))
+	}
+}
+
+// A fanout job that waits for its retry shows as waiting in the live
+// table, not done: why, and when it runs again; its JSON counts both
+// attempts.
+func TestFanoutRetryWaitOnATerminal(t *testing.T) {
+	t.Setenv("TERM", "xterm")
+	t.Setenv("NO_COLOR", "1")
+	release := make(chan struct{})
+	old := retrySleep
+	retrySleep = func(ctx context.Context, _ time.Duration) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	t.Cleanup(func() { retrySleep = old })
+	f := newFixture(t, nil)
+	// Fails until the marker exists; the first attempt makes it.
+	marker := filepath.Join(f.dir, "marker")
+	writeProviders(t, f.providers, map[string]map[string]any{"flaky": {
+		"runner": "command",
+		"argv":   []string{"sh", "-c", "if [ -e " + marker + " ]; then echo done; else touch " + marker + "; echo boom >&2; exit 3; fi"},
+	}})
+	ptm, pts := openPTY(t, 150, 40)
+	defer ptm.Close()
+	term := readTerminal(ptm)
+	var out bytes.Buffer
+	code, ended := make(chan int, 1), make(chan struct{})
+	args := f.fanoutArgs("--job", "flaky:review:"+f.taskFile, "--max-failures", "2", "--state", filepath.Join(f.dir, "state"))
+	go func() {
+		defer close(ended)
+		code <- run(context.Background(), args, nil, &out, pts)
+	}()
+	closed := false
+	defer func() {
+		if !closed {
+			close(release)
+		}
+		<-ended
+		pts.Close()
+	}()
+	term.waitFor(t, regexp.MustCompile(`pilot fanout: 0/1 done, 0 running, 1 waiting\r\n.*\r\n1 +task\.md +flaky:review +waiting +- +- +generic-error: retry at \d\d:\d\d:\d\d\r\n`), ended)
+	close(release)
+	closed = true
+	if c := <-code; c != exitOK {
+		t.Errorf("exit %d, want 0", c)
+	}
+	vs := fanoutVerdicts(t, out.String())
+	if len(vs) != 1 || vs[0]["verdict"] != "completed" || vs[0]["attempts"] != 2.0 {
+		t.Errorf("verdicts %v", vs)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
@@ -39,14 +41,21 @@ type graphJob struct {
 	Worktree bool     `json:"worktree"`
 	// Sandbox is the job's own sandbox mode, which wins over --sandbox.
 	Sandbox string `json:"sandbox"`
+	// Timeout and IdleTimeout are the job's own limits, which win over
+	// --timeout and --idle-timeout; timeout and idleTimeout are them
+	// parsed (0 when not given).
+	Timeout              limit `json:"timeout"`
+	IdleTimeout          limit `json:"idle_timeout"`
+	timeout, idleTimeout time.Duration
 }
 
-const graphFields = "id, provider, mode, task_file, deps, write_set, worktree, sandbox"
+const graphFields = "id, provider, mode, task_file, deps, write_set, worktree, sandbox, timeout, idle_timeout"
 
 // loadGraph reads a graph file: {"jobs": [{"id", "provider", "mode",
-// "task_file", "deps", "write_set", "worktree", "sandbox"}]}. Unknown
-// fields are an error that names them and the known ones; so is a sandbox
-// mode that is not one.
+// "task_file", "deps", "write_set", "worktree", "sandbox", "timeout",
+// "idle_timeout"}]}. Unknown fields are an error that names them and the
+// known ones; so are a sandbox mode that is not one and a limit that is no
+// positive duration.
 func loadGraph(path string) ([]graphJob, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -79,18 +88,26 @@ func loadGraph(path string) ([]graphJob, error) {
 		if _, err := parseSandbox(j.Sandbox); err != nil {
 			return nil, fmt.Errorf("graph file %s: job %s: sandbox: %v", path, j.ID, err)
 		}
+		var err error
+		if doc.Jobs[i].timeout, err = j.Timeout.duration(); err != nil {
+			return nil, fmt.Errorf("graph file %s: job %s: timeout: %v", path, j.ID, err)
+		}
+		if doc.Jobs[i].idleTimeout, err = j.IdleTimeout.duration(); err != nil {
+			return nil, fmt.Errorf("graph file %s: job %s: idle_timeout: %v", path, j.ID, err)
+		}
 	}
 	return doc.Jobs, nil
 }
 
 // scheduledVerdict is one job's entry in schedule's output: its verdict (the
 // last dispatch's, or one made up for a job that never ran) with its id and
-// status.
+// status, and for a waiting job why ("waiting on c because c failed").
 type scheduledVerdict struct {
 	ID            string          `json:"id"`
 	Status        schedule.Status `json:"status"`
 	BlockedReason string          `json:"blocked_reason,omitempty"`
 	WaitingOn     []string        `json:"waiting_on,omitempty"`
+	WaitingReason string          `json:"waiting_reason,omitempty"`
 	outVerdict
 }
 
@@ -100,7 +117,8 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	var maxParallel int
 	var dryRun bool
 	var sandboxMode sandbox.Mode
-	fs.StringVar(&graphFile, "graph", "", "the graph `file`: {\"jobs\": [{"+graphFields+"}]} (required; a job's \"sandbox\" wins over --sandbox)")
+	var timeout, idleTimeout time.Duration
+	fs.StringVar(&graphFile, "graph", "", "the graph `file`: {\"jobs\": [{"+graphFields+"}]} (required; a job's \"sandbox\", \"timeout\" and \"idle_timeout\" win over the flags)")
 	fs.StringVar(&workdir, "workdir", "", "existing project `directory` the jobs run and write in (required)")
 	fs.Func("max-parallel", "run at most `N` jobs at once (0, the default: every ready job)", func(s string) error {
 		n, err := strconv.Atoi(s)
@@ -112,6 +130,8 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	})
 	fs.StringVar(&stateDir, "state", "", "`directory` of the state file ("+schedule.StoreFileName+") shared with other pilots running the graph (default: .git/pilot of the workdir's repository)")
 	fs.BoolVar(&dryRun, "dry-run", false, "check the graph, providers and credentials and print the plan; run and write nothing")
+	fs.Var(seconds{&timeout}, "timeout", "wall-clock limit of each job in `seconds` (default 3600)")
+	fs.Var(seconds{&idleTimeout}, "idle-timeout", "limit of each job in `seconds` without any output (default 900)")
 	sandboxFlag(fs, &sandboxMode)
 	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
@@ -147,7 +167,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		}
 		j := schedule.Job{ID: s.ID, Deps: s.Deps, WriteSet: s.WriteSet, Task: pilot.Task{
 			Provider: s.Provider, Mode: pilot.Mode(s.Mode), TaskFile: taskFile, Workdir: workdir, Label: s.ID, Key: s.ID,
-			Sandbox: mode,
+			Sandbox: mode, Timeout: cmp.Or(s.timeout, timeout), IdleTimeout: cmp.Or(s.idleTimeout, idleTimeout),
 		}}
 		if s.Worktree {
 			// Its own tree: its writes overlap nobody's.
@@ -177,12 +197,12 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	for i, j := range g.Jobs {
 		rows[i], index[j.ID] = progressJob{Label: j.ID, Worker: j.Task.Provider + ":" + string(j.Task.Mode)}, i
 	}
-	prog := newProgress(stderr, rows)
+	prog := newProgress(stderr, "schedule", rows)
 	if prog.term != nil {
 		d.OnLine = prog.line
 	}
 	d = h.dispatcher(d)
-	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel}
+	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel, Now: scheduleNow, After: scheduleAfter}
 	wd := &worktreeDispatcher{next: d, wts: worktrees.New(d.RunDir, ""), ids: worktree}
 	if len(worktree) > 0 {
 		sched.Dispatcher = wd
@@ -204,10 +224,19 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 			return badInput(stderr, "schedule", "%v", err)
 		}
 	}
-	sched.Dispatcher = h.task(sched.Dispatcher)
+	att := &jobAttempts{next: sched.Dispatcher}
+	sched.Dispatcher = h.task(att)
+	dependents := map[string][]int{}
+	for i, j := range g.Jobs {
+		for _, dep := range j.Deps {
+			dependents[dep] = append(dependents[dep], i)
+		}
+	}
 	sched.OnEvent = func(e schedule.Event) {
 		if e.Dispatch != nil {
 			prog.event(index[e.Job], *e.Dispatch)
+		} else {
+			scheduleProgress(ctx, prog, index, dependents, maxParallel, e)
 		}
 		logSchedule(e)
 	}
@@ -231,8 +260,22 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 				v.Verdict.Verdict = pilot.Completed
 			}
 		}
-		out[i] = scheduledVerdict{ID: r.ID, Status: r.Status, BlockedReason: r.BlockedReason, WaitingOn: r.WaitingOn, outVerdict: v}
+		v.Attempts = att.attempts(r.ID)
+		st := r.Status
+		if interrupted(ctx, r) {
+			st, v.Interrupted = statusInterrupted, true
+		}
+		out[i] = scheduledVerdict{ID: r.ID, Status: st, BlockedReason: r.BlockedReason, WaitingOn: r.WaitingOn, outVerdict: v}
 		summary[i] = v
+	}
+	waitingReasons(out)
+	for i, v := range out {
+		switch v.Status {
+		case schedule.StatusWaiting:
+			prog.settle(i, string(v.Status), v.WaitingReason)
+		case schedule.StatusBlocked, schedule.StatusExternalActive:
+			prog.settle(i, string(v.Status), v.BlockedReason)
+		}
 	}
 	prog.finish(summary)
 	writeJSON(stdout, out)
@@ -258,6 +301,8 @@ func schedulePlan(stdout io.Writer, g schedule.Graph, worktree map[string]bool) 
 		Why           string       `json:"write_set_unknown_because,omitempty"`
 		Worktree      bool         `json:"worktree,omitempty"`
 		Sandbox       sandbox.Mode `json:"sandbox,omitempty"`
+		Timeout       float64      `json:"timeout_s,omitempty"`
+		IdleTimeout   float64      `json:"idle_timeout_s,omitempty"`
 	}
 	plan := make([]planned, len(g.Jobs))
 	for i, j := range g.Jobs {
@@ -269,7 +314,8 @@ func schedulePlan(stdout io.Writer, g schedule.Graph, worktree map[string]bool) 
 		if deps == nil {
 			deps = []string{}
 		}
-		plan[i] = planned{j.ID, j.Task.Provider, string(j.Task.Mode), deps, set, known, why, worktree[j.ID], j.Task.Sandbox}
+		plan[i] = planned{j.ID, j.Task.Provider, string(j.Task.Mode), deps, set, known, why, worktree[j.ID], j.Task.Sandbox,
+			j.Task.Timeout.Seconds(), j.Task.IdleTimeout.Seconds()}
 	}
 	writeJSON(stdout, plan)
 	return exitOK
