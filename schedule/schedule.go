@@ -129,7 +129,9 @@ type Scheduler struct {
 	// created at the graph's base commit when missing, moved only by a
 	// compare-and-swap, never checked out, and never left mid-merge: a job
 	// whose work conflicts is left out (Result.Integration says why) and
-	// its branch kept. A branch that is checked out anywhere is refused.
+	// its branch kept. Run refuses, before anything runs, a branch that is
+	// checked out anywhere, is no valid name, or does not merge with the
+	// base (the base is merged into an existing one first).
 	Integrate string
 	// Now and After are the clock (tests inject their own); nil means
 	// time.Now and time.After.

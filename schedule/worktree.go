@@ -57,6 +57,13 @@ func (r *runState) prepareWorktrees(ctx context.Context, g Graph) error {
 		return fmt.Errorf("schedule: worktree jobs: reading the base commit: %w", err)
 	}
 	r.base = base
+	if into := r.s.Integrate; into != "" {
+		// Refused now, not after the graph ran: a branch that is checked
+		// out, a bad name, or one that does not take the base.
+		if _, err := r.s.Worktrees.Advance(ctx, r.workdir, into, base, base); err != nil {
+			return fmt.Errorf("schedule: Integrate: %w", err)
+		}
+	}
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	r.token = hex.EncodeToString(b[:])

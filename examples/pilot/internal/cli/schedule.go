@@ -5,14 +5,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pilotworkers/pilot"
@@ -20,7 +18,6 @@ import (
 	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/pilotslog"
-	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/sandbox"
 	"github.com/pilotworkers/pilot/schedule"
 	"github.com/pilotworkers/pilot/worktrees"
@@ -109,11 +106,20 @@ type scheduledVerdict struct {
 	WaitingOn     []string        `json:"waiting_on,omitempty"`
 	WaitingReason string          `json:"waiting_reason,omitempty"`
 	outVerdict
+	// Integrated says, under --integrate, whether the job's branch was
+	// merged into the integration branch; IntegrationConflict lists the
+	// paths that kept it out, IntegrationError why otherwise.
+	Integrated          *bool    `json:"integrated,omitempty"`
+	IntegrationConflict []string `json:"integration_conflict,omitempty"`
+	IntegrationError    string   `json:"integration_error,omitempty"`
 }
 
 func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("schedule", "--graph FILE --workdir D [flags]", stdout, stderr)
-	var graphFile, workdir, runDir, stateDir string
+	if len(args) > 0 && args[0] == "reset" {
+		return cmdScheduleReset(ctx, args[1:], stdout, stderr)
+	}
+	fs := newFlagSet("schedule", "--graph FILE --workdir D [flags] | reset --graph FILE --workdir D [--dry-run]", stdout, stderr)
+	var graphFile, workdir, runDir, stateDir, integrate, rerun string
 	var maxParallel int
 	var dryRun bool
 	var sandboxMode sandbox.Mode
@@ -130,6 +136,8 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	})
 	fs.StringVar(&stateDir, "state", "", "`directory` of the state file ("+schedule.StoreFileName+") shared with other pilots running the graph (default: .git/pilot of the workdir's repository)")
 	fs.BoolVar(&dryRun, "dry-run", false, "check the graph, providers and credentials and print the plan; run and write nothing")
+	fs.StringVar(&integrate, "integrate", "", "merge each complete worktree job's branch into `BRANCH` (created at the graph's base commit; never one that is checked out), in graph order, as the graph finishes")
+	fs.StringVar(&rerun, "rerun", "", "run these jobs again even if the state says they are complete: `ID,...` or all")
 	fs.Var(seconds{&timeout}, "timeout", "wall-clock limit of each job in `seconds` (default 3600)")
 	fs.Var(seconds{&idleTimeout}, "idle-timeout", "limit of each job in `seconds` without any output (default 900)")
 	sandboxFlag(fs, &sandboxMode)
@@ -170,8 +178,8 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 			Sandbox: mode, Timeout: cmp.Or(s.timeout, timeout), IdleTimeout: cmp.Or(s.idleTimeout, idleTimeout),
 		}}
 		if s.Worktree {
-			// Its own tree: its writes overlap nobody's.
-			worktree[s.ID], j.WriteSet = true, nil
+			// Its own tree, built on its dependencies' work.
+			worktree[s.ID], j.Worktree = true, true
 		}
 		if err := d.Check(ctx, j.Task); err != nil {
 			return badInput(stderr, "schedule", "job %s: %v", s.ID, err)
@@ -181,14 +189,13 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	if err := g.Check(); err != nil {
 		return badInput(stderr, "schedule", "%v", err)
 	}
-	statePath := ""
-	if stateDir != "" {
-		statePath = filepath.Join(stateDir, schedule.StoreFileName)
-	} else if p, err := retry.DefaultStorePath(ctx, workdir); err == nil {
-		statePath = filepath.Join(filepath.Dir(p), schedule.StoreFileName)
-	} else {
-		fmt.Fprintf(stderr, "pilot schedule: note: %s is not in a git repository; job ownership lasts for this run only (give --state DIR to share it)\n", workdir)
+	if err := markRerun(g.Jobs, rerun); err != nil {
+		return badInput(stderr, "schedule", "--rerun: %v", err)
 	}
+	if integrate != "" && len(worktree) == 0 {
+		return badInput(stderr, "schedule", "--integrate %s: no job of the graph is a worktree job (\"worktree\": true): only they leave branches to merge", integrate)
+	}
+	statePath := scheduleStatePath(ctx, stateDir, workdir, stderr)
 	if dryRun {
 		return schedulePlan(stdout, g, worktree)
 	}
@@ -202,10 +209,9 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		d.OnLine = prog.line
 	}
 	d = h.dispatcher(d)
-	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel, Now: scheduleNow, After: scheduleAfter}
-	wd := &worktreeDispatcher{next: d, wts: worktrees.New(d.RunDir, ""), ids: worktree}
+	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel, Now: scheduleNow, After: scheduleAfter, Integrate: integrate}
 	if len(worktree) > 0 {
-		sched.Dispatcher = wd
+		sched.Worktrees = worktrees.New(d.RunDir, "")
 	}
 	logSchedule := func(schedule.Event) {}
 	if l := logger(); l != nil {
@@ -249,7 +255,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	out := make([]scheduledVerdict, len(rs))
 	summary := make([]outVerdict, len(rs))
 	for i, r := range rs {
-		v := outVerdict{Verdict: r.Verdict, Worktree: wd.worktree(r.ID), Synthesized: r.Interrupted || r.Verdict.RunID == "", Interrupted: r.Interrupted}
+		v := outVerdict{Verdict: r.Verdict, Worktree: r.Worktree, Synthesized: r.Interrupted || r.Verdict.RunID == "", Interrupted: r.Interrupted}
 		if v.Type == "" { // it never ran here
 			t := g.Jobs[i].Task
 			// StderrTail is the scheduler's "pilot: ..." when its
@@ -266,6 +272,9 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 			st, v.Interrupted = statusInterrupted, true
 		}
 		out[i] = scheduledVerdict{ID: r.ID, Status: st, BlockedReason: r.BlockedReason, WaitingOn: r.WaitingOn, outVerdict: v}
+		if in := r.Integration; in != nil {
+			out[i].Integrated, out[i].IntegrationConflict, out[i].IntegrationError = &in.Merged, in.Conflict, in.Error
+		}
 		summary[i] = v
 	}
 	waitingReasons(out)
@@ -278,7 +287,14 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		}
 	}
 	prog.finish(summary)
+	pilotErrors(stderr, out)
+	integrationSummary(stderr, integrate, out)
 	writeJSON(stdout, out)
+	for _, v := range out {
+		if v.Integrated != nil && !*v.Integrated {
+			return exitFailed // its work is not where --integrate was to put it
+		}
+	}
 	switch schedule.GroupStatus(rs) {
 	case "complete":
 		return exitOK
@@ -319,51 +335,4 @@ func schedulePlan(stdout io.Writer, g schedule.Graph, worktree map[string]bool) 
 	}
 	writeJSON(stdout, plan)
 	return exitOK
-}
-
-// worktreeDispatcher runs the jobs named in ids in git worktrees of their
-// own, as fanout does, and the rest as they are; it keeps each job's
-// worktree for its verdict.
-type worktreeDispatcher struct {
-	next pilot.TaskDispatcher
-	wts  pilot.Worktrees
-	ids  map[string]bool
-
-	mu    sync.Mutex
-	infos map[string]*pilot.WorktreeInfo // by job id (Task.Key)
-}
-
-func (w *worktreeDispatcher) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
-	if !w.ids[t.Key] {
-		return w.next.Dispatch(ctx, t)
-	}
-	if err := w.wts.CheckRepo(ctx, t.Workdir); err != nil {
-		return pilot.Verdict{}, err
-	}
-	info, err := w.wts.Create(ctx, t.Workdir, "schedule-"+t.Key) // worktrees.New makes the name safe
-	if err != nil {
-		return pilot.Verdict{}, errors.New("worktree: " + err.Error())
-	}
-	t.Workdir = info.Path
-	v, err := w.next.Dispatch(ctx, t)
-	info.Job, info.TaskFile = t.Key+" ("+t.Provider+":"+string(t.Mode)+")", t.TaskFile
-	if fin, ferr := w.wts.Finish(context.WithoutCancel(ctx), info, v.RunID); ferr == nil {
-		info = fin
-	} else {
-		info.Kept = true
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.infos == nil {
-		w.infos = map[string]*pilot.WorktreeInfo{}
-	}
-	w.infos[t.Key] = &info
-	return v, err
-}
-
-// worktree is the worktree of job id's last dispatch, nil without one.
-func (w *worktreeDispatcher) worktree(id string) *pilot.WorktreeInfo {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.infos[id]
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -189,37 +190,66 @@ func FuzzLoadGraph(f *testing.F) {
 }
 
 // A worktree job runs in a git worktree of its own, even when its id is not
-// a safe branch name (the default worktrees make the name safe).
+// a safe branch name (the default worktrees make the name safe), named
+// after the job and the run: a second run, or a second pilot, never
+// collides with the first.
 func TestScheduleWorktreeJob(t *testing.T) {
 	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
 	f.workdir = pilottest.GitRepo(t)
 	j := gjob("grp/01 first", "ok", f)
 	j["worktree"] = true
-	code, out, errOut := runCLI(f.scheduleArgs(f.writeGraph(t, j))...)
-	var vs []map[string]any
-	if err := json.Unmarshal([]byte(out), &vs); err != nil || code != 0 || len(vs) != 1 {
-		t.Fatalf("exit %d, %v\nstdout %s\nstderr %s", code, err, out, errOut)
+	graph := f.writeGraph(t, j)
+	var names []string
+	for run := range 2 {
+		// A fresh state the second time: the job is not complete there.
+		code, out, errOut := runCLI(f.scheduleArgs(graph, "--state", filepath.Join(f.dir, "state", strconv.Itoa(run)))...)
+		var vs []map[string]any
+		if err := json.Unmarshal([]byte(out), &vs); err != nil || code != 0 || len(vs) != 1 {
+			t.Fatalf("run %d: exit %d, %v\nstdout %s\nstderr %s", run+1, code, err, out, errOut)
+		}
+		wt, _ := vs[0]["worktree"].(map[string]any)
+		name, _ := wt["name"].(string)
+		if ok, _ := regexp.MatchString(`^schedule-grp-01-first-[0-9a-f]{6}$`, name); !ok {
+			t.Errorf("run %d: worktree %v; want one named schedule-grp-01-first-<run>", run+1, vs[0]["worktree"])
+		}
+		names = append(names, name)
 	}
-	wt, _ := vs[0]["worktree"].(map[string]any)
-	if wt == nil || wt["name"] != "schedule-grp-01-first" {
-		t.Errorf("worktree %v; want one named schedule-grp-01-first", vs[0]["worktree"])
+	if names[0] == names[1] {
+		t.Errorf("both runs named their worktree %s", names[0])
 	}
 }
 
-// A job whose dispatch failed before a worker ran (here: a worktree job in
-// a workdir that is no git repository) gets a synthesized verdict that
-// says why.
+// A job pilot itself could not run (here: its run directory cannot be
+// made) fails as pilot-error with pilot's error as the evidence, in the
+// JSON and on stderr.
 func TestScheduleSynthesizedVerdictSaysWhy(t *testing.T) {
 	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
-	j := gjob("a", "ok", f)
-	j["worktree"] = true
-	code, out, errOut := runCLI(f.scheduleArgs(f.writeGraph(t, j))...)
+	notADir := filepath.Join(f.dir, "file")
+	os.WriteFile(notADir, nil, 0o600)
+	args := f.scheduleArgs(f.writeGraph(t, gjob("a", "ok", f)), "--run-dir", notADir)
+	code, out, errOut := runCLI(args...)
 	var vs []map[string]any
 	if err := json.Unmarshal([]byte(out), &vs); err != nil || code != 1 || len(vs) != 1 {
 		t.Fatalf("exit %d, %v\nstdout %s\nstderr %s", code, err, out, errOut)
 	}
-	if tail, _ := vs[0]["stderr_tail"].(string); vs[0]["synthesized"] != true || !strings.HasPrefix(tail, "pilot: ") || !strings.Contains(tail, f.workdir) {
-		t.Errorf("verdict %v; want a synthesized one whose stderr_tail says why the job did not run", vs[0])
+	ev, _ := vs[0]["failure_evidence_excerpt"].(string)
+	if vs[0]["synthesized"] != true || vs[0]["failure_class"] != "pilot-error" || !strings.HasPrefix(ev, "pilot: ") || !strings.Contains(ev, notADir) {
+		t.Errorf("verdict %v; want a synthesized pilot-error whose evidence says why the job did not run", vs[0])
+	}
+	if !strings.Contains(errOut, "pilot schedule: job a: "+ev) {
+		t.Errorf("stderr does not say why job a failed:\n%s", errOut)
+	}
+}
+
+// A worktree job in a workdir that is no git repository is refused before
+// anything runs.
+func TestScheduleWorktreeJobNeedsARepository(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
+	j := gjob("a", "ok", f)
+	j["worktree"] = true
+	code, out, errOut := runCLI(f.scheduleArgs(f.writeGraph(t, j))...)
+	if code != 2 || out != "" || !strings.Contains(errOut, "is not a git repository") || !strings.Contains(errOut, f.workdir) {
+		t.Errorf("exit %d\nstdout %s\nstderr %s; want exit 2 naming the workdir", code, out, errOut)
 	}
 }
 
