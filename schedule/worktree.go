@@ -107,6 +107,7 @@ func (r *runState) enterWorktree(ctx context.Context, id string, t *pilot.Task, 
 		start, err := r.s.Worktrees.Merge(ctx, dir, r.base, branches)
 		var c *worktrees.Conflict
 		if errors.As(err, &c) {
+			c.Onto = "the base " + c.Onto[:min(len(c.Onto), 12)]
 			return nil, "its dependencies' work does not merge: " + c.Error(), nil
 		}
 		if err != nil {

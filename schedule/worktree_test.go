@@ -116,7 +116,7 @@ func TestDependentsBuildOnTheirDependencies(t *testing.T) {
 			name:   "b and c edit one line",
 			shared: []string{"b", "c"},
 			status: map[string]string{"a": "a: complete", "b": "b: complete", "c": "c: complete",
-				"d": "d: blocked (its dependencies' work does not merge: merging pilot/schedule-c-* onto * with pilot/schedule-a-*, pilot/schedule-b-*: conflict in shared.txt)"},
+				"d": "d: blocked (its dependencies' work does not merge: merging pilot/schedule-c-* onto the base * with pilot/schedule-a-*, pilot/schedule-b-*: conflict in shared.txt)"},
 			integrated: map[string]bool{"a": true, "b": true, "c": false},
 			conflict:   map[string][]string{"c": {"shared.txt"}},
 			intFiles:   []string{"a.txt", "b.txt", "shared.txt"},

@@ -11,16 +11,21 @@ import (
 )
 
 // A Conflict is a merge git cannot make without a person: Branch merged
-// onto Onto (a branch, or the work of the branches named) changes Paths on
-// both sides.
+// onto Onto (a branch or commit) with the branches Merged before it changes
+// Paths on both sides.
 type Conflict struct {
 	Branch string
 	Onto   string
+	Merged []string
 	Paths  []string
 }
 
 func (c *Conflict) Error() string {
-	return fmt.Sprintf("merging %s onto %s: conflict in %s", c.Branch, c.Onto, strings.Join(c.Paths, ", "))
+	onto := c.Onto
+	if len(c.Merged) > 0 {
+		onto += " with " + strings.Join(c.Merged, ", ")
+	}
+	return fmt.Sprintf("merging %s onto %s: conflict in %s", c.Branch, onto, strings.Join(c.Paths, ", "))
 }
 
 // commitEnv is the identity of the commits pilot makes.
@@ -51,10 +56,7 @@ func Merge(ctx context.Context, dir, onto string, branches []string) (string, er
 		if err != nil {
 			var c *Conflict
 			if errors.As(err, &c) {
-				c.Onto = onto
-				if len(merged) > 0 {
-					c.Onto += " with " + strings.Join(merged, ", ")
-				}
+				c.Onto, c.Merged = onto, merged
 			}
 			return "", err
 		}

@@ -70,11 +70,11 @@ func TestMerge(t *testing.T) {
 		if !errors.As(err, &c) {
 			t.Fatalf("err = %v, want a *Conflict", err)
 		}
-		want := &Conflict{Branch: "d", Onto: "HEAD with a, c", Paths: []string{"README"}}
+		want := &Conflict{Branch: "d", Onto: "HEAD", Merged: []string{"a", "c"}, Paths: []string{"README"}}
 		if diff := cmp.Diff(want, c); diff != "" {
 			t.Errorf("conflict (-want +got):\n%s", diff)
 		}
-		if !strings.Contains(err.Error(), "conflict in README") {
+		if !strings.Contains(err.Error(), "merging d onto HEAD with a, c: conflict in README") {
 			t.Errorf("message %q does not name the path", err)
 		}
 	})

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -220,5 +223,33 @@ func TestScheduleRerun(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"a", "b"}, ran()); diff != "" {
 		t.Errorf("after reset (-want +got):\n%s", diff)
+	}
+}
+
+// On a terminal, the conflict diamond says in the table why d never ran,
+// and under it what was integrated and what was not.
+func TestScheduleDiamondConflictOnATerminal(t *testing.T) {
+	t.Setenv("TERM", "xterm")
+	t.Setenv("NO_COLOR", "1")
+	f, graph := diamondFixture(t, "b", "c")
+	ptm, pts := openPTY(t, 200, 40)
+	defer ptm.Close()
+	term := readTerminal(ptm)
+	var out bytes.Buffer
+	code := run(context.Background(), f.scheduleArgs(graph, "--integrate", "main-int"), nil, &out, pts)
+	pts.Close()
+	<-term.done
+	if code != exitFailed {
+		t.Errorf("exit %d, want 1", code)
+	}
+	screen := strings.Join(screenOf(t, term.String()), "\n")
+	for _, re := range []string{
+		`pilot schedule: 4 job\(s\) in \S+: 3 succeeded, 0 failed, 1 blocked\n`,
+		`\n4  d +pd:code +blocked +- +-\n   ↳ its dependencies' work does not merge: merging pilot/schedule-c-\w+ onto the base [0-9a-f]{12} with pilot/schedule-a-\w+, pilot/schedule-b-\w+: conflict in shared.txt`,
+		`\npilot schedule: integrated into main-int: a, b\npilot schedule: not integrated: c \(conflict in shared.txt; its branch pilot/schedule-c-\w+ is kept\)`,
+	} {
+		if !regexp.MustCompile(re).MatchString(screen) {
+			t.Errorf("the screen does not match %s:\n%s", re, screen)
+		}
 	}
 }
