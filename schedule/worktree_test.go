@@ -2,6 +2,7 @@ package schedule_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -217,5 +219,43 @@ func TestPilotsOwnFailureHasAClass(t *testing.T) {
 	}
 	if rs[3].Status != schedule.StatusWaiting {
 		t.Errorf("d: %s, want waiting", rs[3])
+	}
+}
+
+// A worktree job its provider rate limits resumes in the worktree it had,
+// and its work there is kept once.
+func TestGatedWorktreeJobResumesInItsWorktree(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	var dirs []string
+	s := &schedule.Scheduler{
+		Worktrees: worktrees.New(t.TempDir(), t.TempDir()),
+		After: func(time.Duration) <-chan time.Time {
+			c := make(chan time.Time, 1)
+			c <- time.Now()
+			return c
+		},
+		Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+			dirs = append(dirs, tk.Workdir)
+			os.WriteFile(filepath.Join(tk.Workdir, fmt.Sprintf("part%d.txt", len(dirs))), []byte("x\n"), 0o644)
+			v := pilot.Verdict{Provider: tk.Provider, Mode: tk.Mode, RunID: fmt.Sprint("run-", len(dirs)), Verdict: pilot.Completed}
+			if len(dirs) == 1 {
+				v.Verdict = pilot.Failed
+				v.FailureClass, v.RetryAfterMS = pilot.FailProviderRateLimit, 1
+			}
+			return v, nil
+		}),
+	}
+	j := job("a")
+	j.Worktree, j.Task.Workdir = true, repo
+	rs := run(t, s, schedule.Graph{Workdir: repo, Jobs: []schedule.Job{j}})
+	if len(dirs) != 2 || dirs[0] != dirs[1] {
+		t.Fatalf("the dispatches ran in %v, want twice in one worktree", dirs)
+	}
+	w := rs[0].Worktree
+	if rs[0].Status != schedule.StatusComplete || rs[0].Gated != 1 || w == nil || !w.Kept {
+		t.Fatalf("result %s, gated %d, worktree %+v", rs[0], rs[0].Gated, w)
+	}
+	if diff := cmp.Diff([]string{"part1.txt", "part2.txt"}, strings.Fields(gitOut(t, repo, "ls-tree", "-r", "--name-only", w.Branch))); diff != "" {
+		t.Errorf("the job's branch (-want +got):\n%s", diff)
 	}
 }
