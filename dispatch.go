@@ -151,6 +151,9 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	}
 	exit.Diagnostic = r.diagnostic()
 	res, failure := r.judge(exit, job.finishedFirst)
+	if exit.Terminated && exit.Reason == FailBudget {
+		failure.EvidenceSource, failure.EvidenceExcerpt = "pilot", job.spent
+	}
 
 	v = r.finalVerdict(exit, job, res, failure)
 	r.closeRecord(&v, exit, start)
@@ -181,6 +184,9 @@ func (r *run) command(ctx context.Context) (*Command, []string, *landlock.Rulese
 	r.watcher = cmd.Watcher
 	if r.watcher == nil {
 		r.watcher = exitCodeWatcher{}
+	}
+	if err := r.checkBudget(); err != nil {
+		return nil, nil, nil, err
 	}
 	env := r.environ(cmd.Env, cmd.SecretEnv)
 	// Nothing of the worker's is written, nor the worker started, before
@@ -424,6 +430,8 @@ type jobInfo struct {
 	// finishedFirst is set when the worker's session or stream already
 	// showed it finished when pilot began to end it.
 	finishedFirst bool
+	// spent is the usage that ended a worker past its budget.
+	spent string
 }
 
 // supervise starts the worker and follows it until its tree is gone and
@@ -459,7 +467,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	m := r.supervisor(watch)
 	r.drive(ctx, job, m, startedAt)
 	exit.Terminated, exit.Reason = m.terminated, m.reason
-	info.finishedFirst = m.finishedFirst
+	info.finishedFirst, info.spent = m.finishedFirst, m.spent
 	if err := job.Err(); err != nil {
 		w.closeAll()
 		return exit, info, fmt.Errorf("pilot: worker %d: %w (pilot killed the %d process(es) of its tree it found left)", job.Pid, err, job.Leftovers())
@@ -525,6 +533,7 @@ func (r *run) supervisor(watch *sessionWatch) *supervisor {
 		heartbeat:   r.d.Heartbeat,
 		stall:       r.d.Stall,
 		view:        watch,
+		budget:      r.budget(),
 	}
 }
 

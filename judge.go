@@ -43,7 +43,7 @@ func verdictOf(e Exit, said Result, loop RetryLoop, retrying, finishedFirst bool
 	switch {
 	case !e.Terminated, finishedFirst && res.Outcome.Success(), e.Reason == reasonFinished:
 		return res, failureOf(e, res)
-	case retrying && e.Reason != FailCancelled:
+	case retrying && e.Reason != FailCancelled && e.Reason != FailBudget:
 		// Pilot ended a worker that was retrying a failing model call
 		// (for too long, or past a deadline): that failure is why the
 		// work did not get done.

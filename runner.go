@@ -204,6 +204,17 @@ type Watcher interface {
 	Finish(e Exit) Result
 }
 
+// A UsageWatcher is a Watcher that knows, while the worker runs, the usage
+// its stream has reported so far, so that pilot can hold Task.MaxTokens and
+// Task.MaxCostUSD. Reports says what the stream reports as it goes: tokens,
+// cost, or both. Pilot calls Usage between Line calls, never concurrently
+// with them.
+type UsageWatcher interface {
+	Watcher
+	Reports() (tokens, cost bool)
+	Usage() Usage
+}
+
 // A Diagnoser is a Watcher that classifies its worker's output lines
 // itself: it knows which lines are its CLI's reports of how the run went
 // wrong, and what class they prove. Without one, each stderr line is

@@ -109,6 +109,10 @@ type supervisor struct {
 	finishSeen  bool // the worker's final result was seen
 	stall       StallPolicy
 	view        workerView
+	// budget says whether the worker spent past its caps, and what it
+	// spent; nil without caps.
+	budget func() (string, bool)
+	spent  string
 
 	lastOutput  time.Time
 	deferredFor time.Time // lastOutput of the silence last deferred; zero for none
@@ -144,6 +148,12 @@ func (m *supervisor) output(at time.Time) { m.lastOutput = at }
 func (m *supervisor) tick(now time.Time) []action {
 	if !m.workerExited {
 		m.look(now)
+		if m.budget != nil && !m.terminated {
+			if why, over := m.budget(); over {
+				m.spent = why
+				m.terminate(FailBudget, why)
+			}
+		}
 		if m.finishGrace > 0 && !m.finishSeen && !m.terminated && m.view.finished() {
 			m.finishSeen = true
 			m.arm(timerFinished, m.finishGrace)

@@ -34,6 +34,14 @@ type Task struct {
 	// output; zero means the Dispatcher's defaults. Negative disables.
 	Timeout     time.Duration
 	IdleTimeout time.Duration
+	// MaxTokens and MaxCostUSD cap what the worker may spend: past either,
+	// by the usage its stream reports as it runs (every token it counts:
+	// input, output, cache reads and writes; the cost in US dollars),
+	// pilot ends it as budget-exceeded. Zero means no cap. A cap the
+	// runner cannot follow while the worker runs (see UsageWatcher) is an
+	// error: nothing starts.
+	MaxTokens  int64
+	MaxCostUSD float64
 	// Label is a free-form name carried into events and the verdict.
 	Label string
 	// Sandbox is how far the worker is confined; empty means the
@@ -88,6 +96,9 @@ func validateTask(t *Task) error {
 	}
 	if t.Mode == ModeResume && t.Resume == "" {
 		return errors.New("pilot: mode resume needs the session to continue: set Task.Resume to the earlier verdict's \"resume\" value")
+	}
+	if t.MaxTokens < 0 || t.MaxCostUSD < 0 || t.MaxCostUSD != t.MaxCostUSD {
+		return fmt.Errorf("pilot: a negative budget (MaxTokens %d, MaxCostUSD %v): set a positive cap, or 0 for none", t.MaxTokens, t.MaxCostUSD)
 	}
 	if t.TaskFile == "" && t.Prompt == "" {
 		return errors.New("pilot: task has neither a task file nor a prompt: set Task.TaskFile or Task.Prompt")

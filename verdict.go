@@ -58,6 +58,9 @@ const (
 	// the state store, the run directory): a verdict a layer over
 	// Dispatch makes up, with pilot's error as the evidence.
 	FailPilot FailureClass = "pilot-error"
+	// FailBudget: the worker spent past Task.MaxTokens or Task.MaxCostUSD
+	// and pilot terminated it; the evidence is the usage.
+	FailBudget FailureClass = "budget-exceeded"
 )
 
 // Verdict is what one dispatch of one worker, one attempt, came to. Read it

@@ -223,6 +223,20 @@ func (s *streamWatch) StreamState() (pilot.SessionState, time.Time, bool) {
 	return st, s.quietUntil, s.seen
 }
 
+// Usage is the usage the stream has reported so far (UsageWatcher's, for
+// the watchers whose streams report it as they go).
+func (s *streamWatch) Usage() pilot.Usage {
+	if s.usage == nil {
+		return pilot.Usage{}
+	}
+	u := *s.usage
+	if u.CostUSD != nil {
+		c := *u.CostUSD
+		u.CostUSD = &c
+	}
+	return u
+}
+
 // session adds what the stream said about the session to r.
 func (s *streamWatch) session(r pilot.Result) pilot.Result {
 	r.SessionID, r.Resume, r.SessionGone = s.sessionID, s.resume, s.gone

@@ -538,6 +538,27 @@ func claudeErrorCategory(raw json.RawMessage) string {
 	return s
 }
 
+// Reports implements pilot.UsageWatcher: each assistant message carries
+// its tokens as the run goes; the cost comes only with the final result.
+func (w *claudeWatcher) Reports() (tokens, cost bool) { return true, false }
+
+// Usage implements pilot.UsageWatcher: the result's, once it came, else
+// the sum of the messages' latest usage.
+func (w *claudeWatcher) Usage() pilot.Usage {
+	if w.usage != nil {
+		return w.streamWatch.Usage()
+	}
+	var u pilot.Usage
+	for _, id := range w.msgOrder {
+		m := w.msgUsage[id]
+		u.InputTokens += m.InputTokens
+		u.OutputTokens += m.OutputTokens
+		u.CacheReadTokens += m.CacheReadTokens
+		u.CacheWriteTokens += m.CacheWriteTokens
+	}
+	return u
+}
+
 // Finish implements Watcher. Claude Code reports an API failure as a
 // result with subtype "success" and is_error true (then exits 1), so the
 // result decides, whatever the exit; max turns or budget is the caller's
@@ -545,14 +566,7 @@ func claudeErrorCategory(raw json.RawMessage) string {
 func (w *claudeWatcher) Finish(e pilot.Exit) pilot.Result {
 	if w.usage == nil && len(w.msgOrder) > 0 {
 		// No result: the run's usage is what its messages reported.
-		var u pilot.Usage
-		for _, id := range w.msgOrder {
-			m := w.msgUsage[id]
-			u.InputTokens += m.InputTokens
-			u.OutputTokens += m.OutputTokens
-			u.CacheReadTokens += m.CacheReadTokens
-			u.CacheWriteTokens += m.CacheWriteTokens
-		}
+		u := w.Usage()
 		w.usage = &u
 	}
 	w.resume = w.transcript()

@@ -769,16 +769,27 @@ func (w *opencodeWatcher) logLine(l pilot.Line) {
 	}
 }
 
+// noteUsage makes the steps' sum the run's usage.
 func (w *opencodeWatcher) noteUsage() {
 	if !w.tokensSeen && !w.costSeen {
 		return
 	}
-	u := &pilot.Usage{InputTokens: w.in, OutputTokens: w.out, CacheReadTokens: w.cacheRead, CacheWriteTokens: w.cacheWrite}
+	u := w.Usage()
+	w.usage = &u
+}
+
+// Reports implements pilot.UsageWatcher: every step_finish carries its
+// tokens and cost as the run goes.
+func (w *opencodeWatcher) Reports() (tokens, cost bool) { return true, true }
+
+// Usage implements pilot.UsageWatcher: the sum of the steps so far.
+func (w *opencodeWatcher) Usage() pilot.Usage {
+	u := pilot.Usage{InputTokens: w.in, OutputTokens: w.out, CacheReadTokens: w.cacheRead, CacheWriteTokens: w.cacheWrite}
 	if w.costSeen {
 		c := w.cost
 		u.CostUSD = &c
 	}
-	w.usage = u
+	return u
 }
 
 // Finish implements Watcher: an error event, else done or a final

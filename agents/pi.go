@@ -636,6 +636,10 @@ func (w *piWatcher) endPhase() pilot.SessionPhase {
 	return pilot.PhaseFinished
 }
 
+// Reports implements pilot.UsageWatcher: every assistant message (one model
+// call) carries its tokens and cost as the run goes.
+func (w *piWatcher) Reports() (tokens, cost bool) { return true, true }
+
 // addUsage adds one assistant message's usage (one model call) to the
 // run's.
 func (w *piWatcher) addUsage(raw json.RawMessage) {
