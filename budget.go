@@ -1,6 +1,9 @@
 package pilot
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // checkBudget refuses a cap the run's watcher cannot follow while the
 // worker runs: a cap pilot could not hold must not pass for one it holds.
@@ -46,4 +49,43 @@ func overBudget(u Usage, maxTokens int64, maxCost float64) (string, bool) {
 		return fmt.Sprintf("$%.4f spent, past the task's MaxCostUSD $%.4f", *u.CostUSD, maxCost), true
 	}
 	return "", false
+}
+
+// spending is what the finished jobs of a Fanout cost, held against its
+// MaxCostUSD (max; zero: none). It is safe for concurrent use.
+type spending struct {
+	max   float64
+	mu    sync.Mutex
+	total float64
+}
+
+func (s *spending) add(u *Usage) {
+	if s.max > 0 && u != nil && u.CostUSD != nil {
+		s.mu.Lock()
+		s.total += *u.CostUSD
+		s.mu.Unlock()
+	}
+}
+
+// over says, with the total as the reason, whether the spending reached
+// its bound: then no job of what (a "fanout") starts.
+func (s *spending) over(what string) (string, bool) {
+	if s.max <= 0 {
+		return "", false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.total < s.max {
+		return "", false
+	}
+	return fmt.Sprintf("budget: the %s's finished jobs spent $%.4f of its MaxCostUSD $%.4f; no further job starts", what, s.total, s.max), true
+}
+
+// skipped is the result of a Fanout job that never started for the
+// budget: why.
+func skipped(job Job, why string) JobResult {
+	r := synthesized(job, nil, why, false)
+	r.FailureClass = FailBudget
+	r.Skipped = "budget"
+	return r
 }

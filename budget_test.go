@@ -130,3 +130,33 @@ func TestBudgetTheRunnerCannotFollowIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// Once a fanout's finished jobs have spent its MaxCostUSD, no further job
+// starts: they end skipped for the budget, the total as evidence.
+func TestFanoutStopsStartingJobsAtItsBudget(t *testing.T) {
+	var started []string
+	f := &pilot.Fanout{MaxParallel: 1, MaxCostUSD: 1, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		started = append(started, tk.Label)
+		c := 0.4
+		return pilot.Verdict{Provider: tk.Provider, Mode: tk.Mode, RunID: "r-" + tk.Label, Verdict: pilot.Completed, Usage: &pilot.Usage{CostUSD: &c}}, nil
+	})}
+	var jobs []pilot.Job
+	for _, l := range []string{"a", "b", "c", "d", "e"} {
+		tk := task("p")
+		tk.Label, tk.Workdir = l, t.TempDir()
+		jobs = append(jobs, pilot.Job{Name: l, Task: tk})
+	}
+	rs, err := f.Run(context.Background(), jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(started, ","); got != "a,b,c" {
+		t.Errorf("started %s, want a,b,c (the third passes $1)", got)
+	}
+	for _, r := range rs[3:] {
+		if r.Skipped != "budget" || r.FailureClass != pilot.FailBudget || !r.Synthesized ||
+			r.EvidenceExcerpt != "budget: the fanout's finished jobs spent $1.2000 of its MaxCostUSD $1.0000; no further job starts" {
+			t.Errorf("%s: %+v; want skipped for the budget", r.Job, r)
+		}
+	}
+}

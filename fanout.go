@@ -85,6 +85,12 @@ type Fanout struct {
 	// set, which it requires: the worktrees package's New makes git
 	// worktrees. The root package runs no git itself.
 	Worktrees Worktrees
+	// MaxCostUSD, when set, bounds what the fanout spends: once its
+	// finished jobs' cost (their verdicts' usage) reaches it, no further
+	// job starts. Those end skipped for the budget (a synthesized
+	// budget-exceeded verdict, the total as evidence); running jobs
+	// finish. A job whose CLI reports no cost counts nothing.
+	MaxCostUSD float64
 }
 
 // Worktrees makes per-job git worktrees for a Fanout. The worktrees
@@ -137,6 +143,9 @@ type JobResult struct {
 	// produced none of its own; Interrupted one cut short by ctx.
 	Synthesized bool `json:"synthesized,omitempty"`
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Skipped says why a job never started though it could have:
+	// "budget" (Fanout.MaxCostUSD was spent).
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Run runs jobs and returns their results in job order, one per job,
@@ -179,10 +188,16 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]JobResult, error) {
 	// waiters first come, first served); a retry waits its turn behind
 	// them.
 	sem := semaphore.NewWeighted(int64(limit))
+	spent := &spending{max: f.MaxCostUSD}
 	var wg sync.WaitGroup
 	for i := range jobs {
 		if err := sem.Acquire(runCtx, 1); err != nil {
 			results[i] = synthesized(jobs[i], nil, "", true)
+			continue
+		}
+		if why, over := spent.over("fanout"); over {
+			sem.Release(1)
+			results[i] = skipped(jobs[i], why)
 			continue
 		}
 		s := &fanoutSlot{sem: sem, held: true}
@@ -191,6 +206,7 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]JobResult, error) {
 			defer wg.Done()
 			defer s.release()
 			r := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, jobs[i], wts, names[i])
+			spent.add(r.Usage)
 			if v := r.Verdict; f.FailFast && !v.Verdict.Success() {
 				cancel(fmt.Errorf("fail-fast: job %d (%s) ended %s", i, jobs[i].label(), v.Verdict))
 			}

@@ -132,3 +132,27 @@ func TestStoreResetSparesALiveOwner(t *testing.T) {
 		t.Errorf("a refused Reset changed the file:\n%s", data)
 	}
 }
+
+// Once a graph's finished jobs have spent its MaxCostUSD no further job
+// starts: they end skipped, their dependents wait.
+func TestScheduleStopsStartingJobsAtItsBudget(t *testing.T) {
+	var mu sync.Mutex
+	var started []string
+	s := &schedule.Scheduler{MaxParallel: 1, MaxCostUSD: 1, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		mu.Lock()
+		started = append(started, tk.Label)
+		mu.Unlock()
+		c := 0.6
+		return pilot.Verdict{Provider: tk.Provider, Mode: tk.Mode, Verdict: pilot.Completed, Usage: &pilot.Usage{CostUSD: &c}}, nil
+	})}
+	rs := run(t, s, schedule.Graph{Jobs: []schedule.Job{job("a"), job("b"), job("c"), job("d", "c")}})
+	if got := strings.Join(started, ","); got != "a,b" {
+		t.Errorf("started %s, want a,b", got)
+	}
+	want := map[string]string{"a": "a: complete", "b": "b: complete",
+		"c": "c: skipped (budget: the graph's finished jobs spent $1.2000 of its MaxCostUSD $1.0000; no further job starts)",
+		"d": "d: waiting on c"}
+	if diff := cmp.Diff(want, statuses(rs)); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+}

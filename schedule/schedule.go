@@ -35,6 +35,9 @@ const (
 	// the job, so this one did not start it; BlockedReason says who. The
 	// group is not over.
 	StatusExternalActive Status = "external-active"
+	// StatusSkipped: it never started because the graph's finished jobs
+	// had spent Scheduler.MaxCostUSD; BlockedReason says how much.
+	StatusSkipped Status = "skipped"
 )
 
 // A Result is one job's outcome.
@@ -133,6 +136,11 @@ type Scheduler struct {
 	// checked out anywhere, is no valid name, or does not merge with the
 	// base (the base is merged into an existing one first).
 	Integrate string
+	// MaxCostUSD, when set, bounds what the graph spends: once its
+	// finished jobs' cost (their verdicts' usage) reaches it, no further
+	// job starts; those end skipped, and what depends on them waits.
+	// Running jobs finish. A job whose CLI reports no cost counts nothing.
+	MaxCostUSD float64
 	// Now and After are the clock (tests inject their own); nil means
 	// time.Now and time.After.
 	Now   func() time.Time
@@ -236,9 +244,10 @@ type runState struct {
 	emitMu sync.Mutex
 	done   chan finish
 
-	workdir string // the graph's
-	base    string // the graph's base commit, for worktree jobs
-	token   string // unique to this run, in its worktrees' names
+	spent   float64 // the finished jobs' cost, for MaxCostUSD
+	workdir string  // the graph's
+	base    string  // the graph's base commit, for worktree jobs
+	token   string  // unique to this run, in its worktrees' names
 }
 
 func (r *runState) init(g Graph) {
@@ -380,6 +389,11 @@ func (r *runState) pass(ctx context.Context) time.Time {
 		}
 		if c, why := r.conflict(jb); why != "" {
 			r.defer1(jb, why, c)
+			continue
+		}
+		if m := r.s.MaxCostUSD; m > 0 && r.spent >= m {
+			keep = keep[:len(keep)-1]
+			r.skip(i, fmt.Sprintf("budget: the graph's finished jobs spent $%.4f of its MaxCostUSD $%.4f; no further job starts", r.spent, m))
 			continue
 		}
 		r.start(ctx, i)
@@ -552,6 +566,9 @@ func (r *runState) finish(f finish) {
 	}
 	v := f.v
 	jb.res.Verdict = v
+	if u := v.Usage; u != nil && u.CostUSD != nil {
+		r.spent += *u.CostUSD
+	}
 	until, gated := r.resetOf(jb, v)
 	if f.err != nil || f.blocked != "" {
 		gated = false
@@ -673,6 +690,14 @@ func (r *runState) block(i int, reason string) {
 	jb.res.BlockedReason = reason
 	r.emit(Event{Type: EventBlocked, Job: jb.ID, Reason: reason, Provider: jb.Task.Provider})
 	r.end(i, StatusBlocked)
+}
+
+// skip ends job i, which never started, as skipped for reason.
+func (r *runState) skip(i int, reason string) {
+	jb := r.jobs[i]
+	jb.res.BlockedReason = reason
+	r.emit(Event{Type: EventBlocked, Job: jb.ID, Reason: reason, Provider: jb.Task.Provider})
+	r.end(i, StatusSkipped)
 }
 
 func (r *runState) end(i int, st Status) {
