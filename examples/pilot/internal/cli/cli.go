@@ -335,6 +335,7 @@ func cmdDispatch(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	worktreeDirFlag(fs, &worktreeDir)
 	fs.Var(seconds{&t.Timeout}, "timeout", "wall-clock limit in `seconds` (default 3600)")
 	fs.Var(seconds{&t.IdleTimeout}, "idle-timeout", "limit in `seconds` without any output (default 900)")
+	taskBudgetFlags(fs, &t.MaxTokens, &t.MaxCostUSD)
 	sandboxFlag(fs, &t.Sandbox)
 	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")

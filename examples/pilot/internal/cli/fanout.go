@@ -30,6 +30,9 @@ type jobSpec struct {
 	Worktree                 bool
 	Name                     string       // "" when none was given
 	Sandbox                  sandbox.Mode // the jobs file's; "" when none was given
+	// MaxTokens and MaxCostUSD are the job's own caps (0: none).
+	MaxTokens  int64
+	MaxCostUSD float64
 }
 
 // jobFlags are the flags that make the job list, in pilot-workers' grammar.
@@ -176,7 +179,7 @@ func loadJobsFile(path string) ([]jobSpec, error) {
 	if !ok {
 		return nil, errors.New("jobs file must be a JSON array of job objects")
 	}
-	known := []string{"provider", "mode", "task_file", "worktree", "name", "sandbox"}
+	known := []string{"provider", "mode", "task_file", "worktree", "name", "sandbox", "max_tokens", "max_cost_usd"}
 	var specs []jobSpec
 	for n, e := range entries {
 		obj, ok := e.(map[string]any)
@@ -232,6 +235,10 @@ func loadJobsFile(path string) ([]jobSpec, error) {
 				return nil, fmt.Errorf("jobs file field sandbox: %v (entry %d)", err, n+1)
 			}
 		}
+		var err error
+		if spec.MaxTokens, spec.MaxCostUSD, err = jobBudget(obj); err != nil {
+			return nil, fmt.Errorf("jobs file field %v (entry %d)", err, n+1)
+		}
 		specs = append(specs, spec)
 	}
 	return specs, nil
@@ -263,7 +270,7 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 		jf.jobs = append(jf.jobs, s)
 		return nil
 	})
-	fs.StringVar(&jf.jobsFile, "jobs-file", "", "`JSON` array of jobs: {\"provider\",\"mode\",\"task_file\",\"worktree\",\"name\",\"sandbox\"} (a job's \"sandbox\" wins over --sandbox)")
+	fs.StringVar(&jf.jobsFile, "jobs-file", "", "`JSON` array of jobs: {\"provider\",\"mode\",\"task_file\",\"worktree\",\"name\",\"sandbox\",\"max_tokens\",\"max_cost_usd\"} (a job's \"sandbox\" wins over --sandbox)")
 	fs.StringVar(&jf.providers, "providers", "", "comma-separated provider `names`, one job each (with --mode and --task-file)")
 	fs.StringVar(&jf.mode, "mode", "", "worker `mode` for --providers")
 	fs.StringVar(&jf.taskFile, "task-file", "", "task `file` for --providers")
@@ -282,6 +289,8 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
 	worktreeDirFlag(fs, &worktreeDir)
 	fs.BoolVar(&failFast, "fail-fast", false, "cancel the other jobs as soon as one fails")
+	var maxCost float64
+	totalBudgetFlag(fs, "fanout", &maxCost)
 	var rf retryFlags
 	addRetryFlags(fs, &rf)
 	logger := logFlag(fs, stderr)
@@ -321,6 +330,8 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 				Timeout:     timeout,
 				IdleTimeout: idleTimeout,
 				Sandbox:     mode,
+				MaxTokens:   s.MaxTokens,
+				MaxCostUSD:  s.MaxCostUSD,
 			},
 			Worktree: s.Worktree,
 			Name:     s.Name,
@@ -338,7 +349,7 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 		d.OnLine = prog.line
 	}
 	d = h.dispatcher(d)
-	f := &pilot.Fanout{Dispatcher: d, MaxParallel: maxParallel, FailFast: failFast, OnEvent: prog.event,
+	f := &pilot.Fanout{Dispatcher: d, MaxParallel: maxParallel, FailFast: failFast, OnEvent: prog.event, MaxCostUSD: maxCost,
 		Worktrees: worktrees.New(d.RunDir, worktreeDir)}
 	var retried *retryResults
 	if policy != nil {

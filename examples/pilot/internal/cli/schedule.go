@@ -44,9 +44,12 @@ type graphJob struct {
 	Timeout              limit `json:"timeout"`
 	IdleTimeout          limit `json:"idle_timeout"`
 	timeout, idleTimeout time.Duration
+	// MaxTokens and MaxCostUSD are the job's own caps (see Task).
+	MaxTokens  int64   `json:"max_tokens"`
+	MaxCostUSD float64 `json:"max_cost_usd"`
 }
 
-const graphFields = "id, provider, mode, task_file, deps, write_set, worktree, sandbox, timeout, idle_timeout"
+const graphFields = "id, provider, mode, task_file, deps, write_set, worktree, sandbox, timeout, idle_timeout, max_tokens, max_cost_usd"
 
 // loadGraph reads a graph file: {"jobs": [{"id", "provider", "mode",
 // "task_file", "deps", "write_set", "worktree", "sandbox", "timeout",
@@ -91,6 +94,9 @@ func loadGraph(path string) ([]graphJob, error) {
 		}
 		if doc.Jobs[i].idleTimeout, err = j.IdleTimeout.duration(); err != nil {
 			return nil, fmt.Errorf("graph file %s: job %s: idle_timeout: %v", path, j.ID, err)
+		}
+		if j.MaxTokens < 0 || j.MaxCostUSD < 0 {
+			return nil, fmt.Errorf("graph file %s: job %s: max_tokens and max_cost_usd must be positive (or left out for no cap)", path, j.ID)
 		}
 	}
 	return doc.Jobs, nil
@@ -137,6 +143,8 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	fs.StringVar(&stateDir, "state", "", "`directory` of the state file ("+schedule.StoreFileName+") shared with other pilots running the graph (default: .git/pilot of the workdir's repository)")
 	fs.BoolVar(&dryRun, "dry-run", false, "check the graph, providers and credentials and print the plan; run and write nothing")
 	fs.StringVar(&integrate, "integrate", "", "merge each complete worktree job's branch into `BRANCH` (created at the graph's base commit; never one that is checked out), in graph order, as the graph finishes")
+	var maxCost float64
+	totalBudgetFlag(fs, "graph", &maxCost)
 	fs.StringVar(&rerun, "rerun", "", "run these jobs again even if the state says they are complete: `ID,...` or all")
 	fs.Var(seconds{&timeout}, "timeout", "wall-clock limit of each job in `seconds` (default 3600)")
 	fs.Var(seconds{&idleTimeout}, "idle-timeout", "limit of each job in `seconds` without any output (default 900)")
@@ -176,6 +184,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		j := schedule.Job{ID: s.ID, Deps: s.Deps, WriteSet: s.WriteSet, Task: pilot.Task{
 			Provider: s.Provider, Mode: pilot.Mode(s.Mode), TaskFile: taskFile, Workdir: workdir, Label: s.ID, Key: s.ID,
 			Sandbox: mode, Timeout: cmp.Or(s.timeout, timeout), IdleTimeout: cmp.Or(s.idleTimeout, idleTimeout),
+			MaxTokens: s.MaxTokens, MaxCostUSD: s.MaxCostUSD,
 		}}
 		if s.Worktree {
 			// Its own tree, built on its dependencies' work.
@@ -209,7 +218,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		d.OnLine = prog.line
 	}
 	d = h.dispatcher(d)
-	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel, Now: scheduleNow, After: scheduleAfter, Integrate: integrate}
+	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel, Now: scheduleNow, After: scheduleAfter, Integrate: integrate, MaxCostUSD: maxCost}
 	if len(worktree) > 0 {
 		sched.Worktrees = worktrees.New(d.RunDir, "")
 	}
@@ -282,7 +291,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		switch v.Status {
 		case schedule.StatusWaiting:
 			prog.settle(i, string(v.Status), v.WaitingReason)
-		case schedule.StatusBlocked, schedule.StatusExternalActive:
+		case schedule.StatusBlocked, schedule.StatusExternalActive, schedule.StatusSkipped:
 			prog.settle(i, string(v.Status), v.BlockedReason)
 		}
 	}

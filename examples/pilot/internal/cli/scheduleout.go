@@ -126,6 +126,8 @@ func depState(v scheduledVerdict) string {
 		return v.ID + " is blocked"
 	case schedule.StatusExternalActive:
 		return v.ID + " runs in another pilot"
+	case schedule.StatusSkipped:
+		return v.ID + " was skipped for the budget"
 	case schedule.StatusWaiting:
 		return v.ID + " waits on " + strings.Join(v.WaitingOn, ", ")
 	}

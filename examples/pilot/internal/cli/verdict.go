@@ -19,11 +19,12 @@ type outVerdict struct {
 	ResumedFrom   string              `json:"resumed_from,omitempty"`
 	Blocked       bool                `json:"blocked,omitempty"`
 	BlockedReason string              `json:"blocked_reason,omitempty"`
+	Skipped       string              `json:"skipped,omitempty"`
 }
 
 // jobVerdict is a fanout job's result, with its retries' when r has them.
 func jobVerdict(j pilot.JobResult, r *retryResults, key string) outVerdict {
-	v := outVerdict{Verdict: j.Verdict, Worktree: j.Worktree, Synthesized: j.Synthesized, Interrupted: j.Interrupted}
+	v := outVerdict{Verdict: j.Verdict, Worktree: j.Worktree, Synthesized: j.Synthesized, Interrupted: j.Interrupted, Skipped: j.Skipped}
 	if res, ok := r.get(key); ok {
 		v.addRetry(res)
 	}
