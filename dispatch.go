@@ -15,6 +15,7 @@ import (
 	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"github.com/pilotworkers/pilot/internal/landlock"
+	"github.com/pilotworkers/pilot/internal/rundir"
 	"github.com/pilotworkers/pilot/internal/supervise"
 )
 
@@ -257,6 +258,7 @@ func (r *run) closeOut(err error) error {
 		r.rec.PilotError = r.red.string(err.Error())
 		r.files.wait()
 		r.running.wait()
+		r.rec.RunDirBytes = r.dirSize()
 		if werr := writeRecord(r.recPath, r.final, &r.rec); werr != nil {
 			err = errors.Join(err, fmt.Errorf("pilot: closing out %s: %w", r.recPath, werr))
 			// A record that cannot be closed out (a full disk)
@@ -327,12 +329,21 @@ func (r *run) closeRecord(v *Verdict, exit Exit, start time.Time) {
 	r.rec.SessionID, r.rec.Resume, r.rec.Usage = v.SessionID, v.Resume, v.Usage
 	r.rec.StdoutBytes = exit.StdoutBytes
 	r.rec.StderrBytes = exit.StderrBytes
+	r.rec.RunDirBytes = r.dirSize()
+	v.RunDirBytes = r.rec.RunDirBytes
 	if r.denial != "" && !v.Verdict.Success() {
 		sb := *r.rec.Sandbox
 		sb.Denied = r.red.string(r.denial)
 		r.rec.Sandbox, v.Sandbox = &sb, &sb
 	}
 	r.rec.Provenance = currentProvenance() // the executable on disk now
+}
+
+// dirSize is the size of the run directory's files: a walk of it, cheap
+// beside a dispatch; a lower bound where part of it cannot be read.
+func (r *run) dirSize() int64 {
+	n, _ := rundir.Size(r.dir)
+	return n
 }
 
 func (r *run) writeTaskFile() error {

@@ -21,6 +21,7 @@ import (
 	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/procfs"
+	"github.com/pilotworkers/pilot/internal/rundir"
 )
 
 func dispatch(t *testing.T, d *pilot.Dispatcher, tk pilot.Task) pilot.Verdict {
@@ -122,6 +123,31 @@ func TestDispatchStderrTailAndLogs(t *testing.T) {
 	}
 	if rec.StderrBytes < 100000 || rec.StdoutBytes != int64(len("to stdout\n")) {
 		t.Errorf("record byte counts: stdout %d, stderr %d", rec.StdoutBytes, rec.StderrBytes)
+	}
+}
+
+// The record and the verdict carry the run directory's size when the run
+// ended: what the worker wrote there, and pilot's own files.
+func TestRecordHasTheRunDirSize(t *testing.T) {
+	checkGoroutines(t)
+	const blob = 64 << 10
+	d := testDispatcher(t, fakeProvider(t, "fake", "write={run_dir}/blob="+strings.Repeat("x", blob), "out=done"),
+		fakeProvider(t, "small", "out=done"))
+	v := dispatch(t, d, task("fake"))
+	rec := readRecord(t, v)
+	dir := filepath.Dir(v.Record)
+	now, err := rundir.Size(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Since the size was taken, only the final record and the verdict's
+	// line in events.log were written; the blob is the rest's bulk.
+	if rec.RunDirBytes <= blob || rec.RunDirBytes > now || v.RunDirBytes != rec.RunDirBytes {
+		t.Errorf("run_dir_bytes: record %d, verdict %d; want more than the worker's %d bytes, at most the %d there now",
+			rec.RunDirBytes, v.RunDirBytes, blob, now)
+	}
+	if small := readRecord(t, dispatch(t, d, task("small"))); small.RunDirBytes <= 0 || small.RunDirBytes >= blob {
+		t.Errorf("run_dir_bytes of a run that wrote nothing there: %d, want pilot's own few bytes", small.RunDirBytes)
 	}
 }
 
@@ -498,6 +524,10 @@ func TestRecordIsClosedOutOnEveryPath(t *testing.T) {
 			}
 			if rec.Status == "running" || rec.EndedAt == nil {
 				t.Errorf("record left open: status %q, ended_at %v", rec.Status, rec.EndedAt)
+			}
+			// A runner that fails leaves the directory empty.
+			if data, _ := os.ReadFile(recs[0]); !bytes.Contains(data, []byte(`"run_dir_bytes"`)) || rec.RunDirBytes <= 0 && !c.wantErr {
+				t.Errorf("record's run_dir_bytes: %d, want the run directory's size", rec.RunDirBytes)
 			}
 			if c.wantErr && rec.PilotError == "" {
 				t.Errorf("record of a failed dispatch has no pilot_error")

@@ -77,6 +77,9 @@ type Record struct {
 
 	StdoutBytes int64 `json:"stdout_bytes"`
 	StderrBytes int64 `json:"stderr_bytes"`
+	// RunDirBytes is the size of the run directory's files when the record
+	// was closed out (the final record itself aside); 0 while it runs.
+	RunDirBytes int64 `json:"run_dir_bytes"`
 
 	StreamLog string `json:"stream_log"`
 	EventsLog string `json:"events_log"`

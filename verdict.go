@@ -104,6 +104,8 @@ type Verdict struct {
 	// stderr, secrets redacted.
 	StderrTail string `json:"stderr_tail"`
 	DurationMS int64  `json:"duration_ms"`
+	// RunDirBytes is the record's run_dir_bytes: the run directory's size.
+	RunDirBytes int64 `json:"run_dir_bytes"`
 
 	// Record is the path of the run's record.json.
 	Record string `json:"record,omitempty"`

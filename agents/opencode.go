@@ -116,6 +116,9 @@ func (OpencodeRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Comman
 				return nil, err
 			}
 		}
+		if err := keepPluginSDKOut(filepath.Join(store, "config", "opencode")); err != nil {
+			return nil, err
+		}
 	}
 
 	if r := a.Task.Resume; r != "" {
@@ -143,6 +146,22 @@ func (OpencodeRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Comman
 		Stdin:   []byte(a.Prompt),
 		Watcher: &opencodeWatcher{store: store},
 	}, nil
+}
+
+// keepPluginSDKOut leaves opencode nothing to install in the config dir
+// dir: it installs its plugin SDK, @opencode-ai/plugin (57 MB), where
+// node_modules is missing or package-lock.json lacks it, and an isolated
+// worker's config dir holds no plugin to use it (README's "opencode's
+// plugin SDK").
+func keepPluginSDKOut(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "node_modules"), 0o700); err != nil {
+		return fmt.Errorf("keeping opencode's plugin install out: %w", err)
+	}
+	const lock = `{"lockfileVersion":3,"packages":{"":{"dependencies":{"@opencode-ai/plugin":"*"}}}}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "package-lock.json"), []byte(lock), 0o600); err != nil {
+		return fmt.Errorf("keeping opencode's plugin install out: %w", err)
+	}
+	return nil
 }
 
 // writeOpencodeConfig writes the opencode config that makes p.BaseURL a

@@ -155,6 +155,21 @@ func TestOpencodeBaseURLIsolationAndResume(t *testing.T) {
 	}
 	noSecretIn(t, runDir, secret)
 
+	// opencode's install of its plugin SDK into the config dir finds
+	// nothing to do: an empty node_modules, a lock that lists the SDK.
+	cfgDir := filepath.Join(store, "config", "opencode")
+	if ents, err := os.ReadDir(filepath.Join(cfgDir, "node_modules")); err != nil || len(ents) != 0 {
+		t.Errorf("config node_modules: %v, %d entries; want an empty dir", err, len(ents))
+	}
+	var lock struct {
+		Packages map[string]struct {
+			Dependencies map[string]string `json:"dependencies"`
+		} `json:"packages"`
+	}
+	if data := readPrivateFile(t, filepath.Join(cfgDir, "package-lock.json")); json.Unmarshal(data, &lock) != nil || lock.Packages[""].Dependencies["@opencode-ai/plugin"] == "" {
+		t.Errorf("config package-lock.json does not list @opencode-ai/plugin:\n%s", data)
+	}
+
 	// The verdict's resume value names the store and the session.
 	const sid = "ses_1a2b3c4d5e6fPilotOcAbCdEf"
 	if v.SessionID != sid || v.Resume != filepath.Join(store, sid) {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/rundir"
+	"github.com/pilotworkers/pilot/internal/size"
 	"github.com/pilotworkers/pilot/worktrees"
 )
 
@@ -20,6 +22,11 @@ import (
 type PruneOptions struct {
 	// OlderThan is how long ago a run must have ended to be removed.
 	OlderThan time.Duration
+	// MaxSize, when positive, is the total size in bytes the run
+	// directories may take: Prune removes only the oldest of the runs it
+	// may remove, as many as it takes for the total (of every run, kept
+	// ones too) to fit, and keeps the rest. Zero means no size limit.
+	MaxSize int64
 	// KeepFailed keeps the runs whose verdict is not completed.
 	KeepFailed bool
 	// DryRun decides as Prune would, and removes nothing.
@@ -31,6 +38,9 @@ type PruneOptions struct {
 // Pruned is what Prune did, or on a dry run would do, with one run.
 type Pruned struct {
 	Run Run
+	// Bytes is the size of the run's directory when Prune looked (see
+	// [pilot.Record].RunDirBytes).
+	Bytes int64
 	// Kept says why the run was kept; "" means it was removed (on a dry
 	// run: would be).
 	Kept string
@@ -45,6 +55,12 @@ type Pruned struct {
 // uncommitted changes, or commits of its branch on no other branch,
 // remote-tracking branch or tag. A record that still says StatusRunning
 // after its pilot died is kept too: Reconcile first to make it prunable.
+//
+// With opt.MaxSize it removes, of those runs, the oldest first, and stops
+// once the run directories left (kept runs counted) take at most MaxSize;
+// when the runs it must keep take more, it removes every run it may. Sizes
+// are measured as Prune starts (the sum of each directory's file sizes,
+// symlinks not followed), not read from the records.
 //
 // Without the worktree inventory no run can be cleared of holding work:
 // then Prune removes nothing and returns the error. Otherwise the error
@@ -65,21 +81,35 @@ func Prune(ctx context.Context, dir string, opt PruneOptions) ([]Pruned, error) 
 		opt.Now = time.Now()
 	}
 	out := make([]Pruned, 0, len(runs))
+	var total int64
 	slices.Reverse(runs) // oldest first
 	for _, r := range runs {
-		p := Pruned{Run: r, Kept: opt.keep(ctx, r, wts)}
-		if p.Kept == "" && !opt.DryRun {
-			if err := os.RemoveAll(r.Dir); err != nil {
-				p.Err = fmt.Errorf("runs: removing run %s: %w", r.ID, err)
+		n, _ := rundir.Size(r.Dir) // a lower bound where part cannot be read
+		out = append(out, Pruned{Run: r, Bytes: n})
+		total += n
+	}
+	for i := range out {
+		p := &out[i]
+		p.Kept = opt.keep(ctx, p.Run, wts, total)
+		if p.Kept != "" {
+			continue
+		}
+		if !opt.DryRun {
+			if err := os.RemoveAll(p.Run.Dir); err != nil {
+				p.Err = fmt.Errorf("runs: removing run %s: %w", p.Run.ID, err)
+				left, _ := rundir.Size(p.Run.Dir)
+				total -= p.Bytes - left
+				continue
 			}
 		}
-		out = append(out, p)
+		total -= p.Bytes
 	}
 	return out, listErr
 }
 
-// keep says why Prune keeps run r, or "" to remove it.
-func (opt PruneOptions) keep(ctx context.Context, r Run, wts []worktrees.Entry) string {
+// keep says why Prune keeps run r, or "" to remove it; total is what the
+// runs not removed so far take.
+func (opt PruneOptions) keep(ctx context.Context, r Run, wts []worktrees.Entry, total int64) string {
 	rec := r.Record
 	if rec.Status == StatusRunning {
 		if alive, ev := r.Owner(); !alive {
@@ -99,6 +129,9 @@ func (opt PruneOptions) keep(ctx context.Context, r Run, wts []worktrees.Entry) 
 			v = rec.Status
 		}
 		return "its verdict is " + v + ", and failed runs are kept"
+	}
+	if opt.MaxSize > 0 && total <= opt.MaxSize {
+		return fmt.Sprintf("the runs left take %s, within the size limit %s", size.Format(total), size.Format(opt.MaxSize))
 	}
 	var matched bool
 	for _, e := range wts {

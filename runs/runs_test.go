@@ -16,6 +16,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/rundir"
+	"github.com/pilotworkers/pilot/internal/size"
 	"github.com/pilotworkers/pilot/runs"
 )
 
@@ -267,4 +269,129 @@ func TestDuration(t *testing.T) {
 			t.Errorf("Duration(%v) = %q, want %q", d, got, want)
 		}
 	}
+}
+
+func TestPruneMaxSize(t *testing.T) {
+	// Oldest first: a live run, then four that ended (started later, for
+	// the live run to come first), each with a stream.log of its own size.
+	base := time.Now().Add(time.Hour)
+	now := base.Add(24 * time.Hour)
+	setup := func(t *testing.T) (string, map[string]int64) {
+		dir := t.TempDir()
+		writeRun(t, dir, "live", pilot.Record{Status: runs.StatusRunning, StartedAt: time.Now(),
+			Provenance: pilot.Provenance{Pid: os.Getpid()}}, strings.Repeat("l", 4000))
+		for i, r := range []struct {
+			id string
+			v  pilot.Outcome
+		}{{"a", pilot.Completed}, {"b", pilot.Failed}, {"c", pilot.Completed}, {"d", pilot.Completed}} {
+			writeRun(t, dir, r.id, ended(base.Add(time.Duration(i)*time.Hour), time.Minute, r.v), strings.Repeat("x", 1000*(i+1)))
+		}
+		sizes := map[string]int64{}
+		for _, id := range []string{"live", "a", "b", "c", "d"} {
+			n, err := rundir.Size(filepath.Join(dir, id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes[id] = n
+		}
+		return dir, sizes
+	}
+	type decision struct {
+		ID    string
+		Bytes int64
+		Kept  string
+	}
+	prune := func(t *testing.T, dir string, opt runs.PruneOptions) []decision {
+		t.Helper()
+		opt.Now = now
+		pruned, err := runs.Prune(context.Background(), dir, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []decision
+		for _, p := range pruned {
+			if p.Err != nil {
+				t.Errorf("%s: %v", p.Run.ID, p.Err)
+			}
+			out = append(out, decision{p.Run.ID, p.Bytes, p.Kept})
+		}
+		return out
+	}
+	within := func(left, limit int64) string {
+		return "the runs left take " + size.Format(left) + ", within the size limit " + size.Format(limit)
+	}
+	left := func(t *testing.T, dir string) []string {
+		t.Helper()
+		list, err := runs.List(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids(list)
+	}
+
+	t.Run("dry run", func(t *testing.T) {
+		dir, s := setup(t)
+		limit := s["live"] + s["b"] + s["c"] + s["d"]
+		want := []decision{
+			{"live", s["live"], "still running"},
+			{"a", s["a"], ""},
+			{"b", s["b"], within(limit, limit)},
+			{"c", s["c"], within(limit, limit)},
+			{"d", s["d"], within(limit, limit)},
+		}
+		if diff := cmp.Diff(want, prune(t, dir, runs.PruneOptions{MaxSize: limit, DryRun: true})); diff != "" {
+			t.Errorf("decisions (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"d", "c", "b", "a", "live"}, left(t, dir)); diff != "" {
+			t.Errorf("a dry run removed runs (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("newest kept within the size", func(t *testing.T) {
+		dir, s := setup(t)
+		limit := s["live"] + s["c"] + s["d"] + 1
+		want := []decision{
+			{"live", s["live"], "still running"},
+			{"a", s["a"], ""},
+			{"b", s["b"], ""},
+			{"c", s["c"], within(limit-1, limit)},
+			{"d", s["d"], within(limit-1, limit)},
+		}
+		if diff := cmp.Diff(want, prune(t, dir, runs.PruneOptions{MaxSize: limit})); diff != "" {
+			t.Errorf("decisions (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"d", "c", "live"}, left(t, dir)); diff != "" {
+			t.Errorf("runs left (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("keep failed", func(t *testing.T) {
+		dir, s := setup(t)
+		limit := s["live"] + s["b"] + s["d"]
+		want := []decision{
+			{"live", s["live"], "still running"},
+			{"a", s["a"], ""},
+			{"b", s["b"], "its verdict is error, and failed runs are kept"},
+			{"c", s["c"], ""},
+			{"d", s["d"], within(limit, limit)},
+		}
+		if diff := cmp.Diff(want, prune(t, dir, runs.PruneOptions{MaxSize: limit, KeepFailed: true})); diff != "" {
+			t.Errorf("decisions (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"d", "b", "live"}, left(t, dir)); diff != "" {
+			t.Errorf("runs left (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("the kept runs alone are too big", func(t *testing.T) {
+		dir, _ := setup(t)
+		// Age still counts: d ended within OlderThan and stays.
+		got := prune(t, dir, runs.PruneOptions{MaxSize: 1, OlderThan: 21*time.Hour + 30*time.Minute})
+		if got[0].Kept != "still running" || got[1].Kept != "" || got[2].Kept != "" || got[3].Kept != "" || got[4].Kept == "" {
+			t.Errorf("decisions: %+v; want all but the live run and the recent one removed", got)
+		}
+		if diff := cmp.Diff([]string{"d", "live"}, left(t, dir)); diff != "" {
+			t.Errorf("runs left (-want +got):\n%s", diff)
+		}
+	})
 }

@@ -89,8 +89,9 @@ const envRunID = "PILOT_RUN_ID"
 //     writes' ".NAME.tmp-N", and ".line-spill-N"), and no other file;
 //   - rewrites record.json atomically with status "abandoned", ended_at,
 //     and the evidence (failure_evidence_source "pilot:reconcile",
-//     failure_evidence_excerpt), keeping every other field, even ones it
-//     does not know.
+//     failure_evidence_excerpt) and run_dir_bytes (the run directory's
+//     size after that), keeping every other field, even ones it does not
+//     know.
 //
 // A run whose pilot is alive is left alone, and so is a directory with no
 // record.json. A missing dir is an empty report.
@@ -204,7 +205,8 @@ func closeOut(path string) (Run, bool, error) {
 	if n := len(run.Survivors); n > 0 {
 		excerpt += fmt.Sprintf("; %d still alive after SIGKILL: %v", n, run.Survivors)
 	}
-	out, err := abandon(data, excerpt, time.Now().UTC())
+	size, _ := Size(dir) // a lower bound if part cannot be read
+	out, err := abandon(data, excerpt, time.Now().UTC(), size)
 	if err == nil {
 		perm := os.FileMode(0o600)
 		if st, serr := os.Stat(path); serr == nil {
@@ -218,9 +220,9 @@ func closeOut(path string) (Run, bool, error) {
 	return run, true, errors.Join(errs...)
 }
 
-// abandon returns the record data with status "abandoned", ended_at now and
-// the evidence, keeping every other field as it was.
-func abandon(data []byte, evidence string, now time.Time) ([]byte, error) {
+// abandon returns the record data with status "abandoned", ended_at now,
+// the evidence and run_dir_bytes size, keeping every other field as it was.
+func abandon(data []byte, evidence string, now time.Time, size int64) ([]byte, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, err
@@ -231,7 +233,7 @@ func abandon(data []byte, evidence string, now time.Time) ([]byte, error) {
 		return err
 	}
 	if err := errors.Join(set("status", Abandoned), set("ended_at", now), set("failure_evidence_source", EvidenceSource),
-		set("failure_evidence_excerpt", evidence)); err != nil {
+		set("failure_evidence_excerpt", evidence), set("run_dir_bytes", size)); err != nil {
 		return nil, err
 	}
 	out, err := json.MarshalIndent(raw, "", "  ")

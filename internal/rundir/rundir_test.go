@@ -105,6 +105,11 @@ func TestReconcileMarksARunWhosePilotIsGone(t *testing.T) {
 		}
 	}
 
+	recBefore, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	rep, err := rundir.Reconcile(runDir)
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +152,14 @@ func TestReconcileMarksARunWhosePilotIsGone(t *testing.T) {
 	want.Status, want.EndedAt, want.Verdict, want.ExitCode = after.Status, after.EndedAt, "", nil
 	want.Provenance.Pid = pid
 	want.EvidenceSource, want.EvidenceExcerpt = after.EvidenceSource, after.EvidenceExcerpt
+	// run_dir_bytes is the directory's size once the temporary files were
+	// removed, before the record was rewritten.
+	recAfter, _ := os.Stat(path)
+	if size, err := rundir.Size(dir); err != nil || after.RunDirBytes != size-recAfter.Size()+recBefore.Size() {
+		t.Errorf("run_dir_bytes %d; want %d (the dir's %d bytes, with the record's %d before instead of %d now; %v)",
+			after.RunDirBytes, size-recAfter.Size()+recBefore.Size(), size, recBefore.Size(), recAfter.Size(), err)
+	}
+	want.RunDirBytes = after.RunDirBytes
 	if diff := cmp.Diff(want, after); diff != "" {
 		t.Errorf("record (-want +got):\n%s", diff)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/size"
 	"github.com/pilotworkers/pilot/runs"
 	"github.com/pilotworkers/pilot/worktrees"
 )
@@ -35,7 +36,7 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runsPrune(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fs := newFlagSet("runs", "[show ID | logs ID [-f] | prune --older-than D] [--run-dir DIR] [--json] [--reconcile]", stdout, stderr)
+	fs := newFlagSet("runs", "[show ID | logs ID [-f] | prune --older-than D | --max-size SIZE] [--run-dir DIR] [--json] [--reconcile]", stdout, stderr)
 	runDir := runDirFlag(fs)
 	asJSON := fs.Bool("json", false, "print the runs as a JSON array")
 	reconcile := fs.Bool("reconcile", false, "first close out the runs whose pilot died (marked \"abandoned\"; what is done goes to stderr)")
@@ -384,22 +385,38 @@ func runsLogs(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 // runsPrune removes the run directories of runs that ended long enough
-// ago, keeping live runs and runs whose worktree holds work.
+// ago, or the oldest until the rest fit in --max-size, keeping live runs
+// and runs whose worktree holds work.
 func runsPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("runs prune", "--older-than D [--keep-failed] [--dry-run] [--run-dir DIR]", stdout, stderr)
+	fs := newFlagSet("runs prune", "--older-than D | --max-size SIZE [--keep-failed] [--dry-run] [--run-dir DIR]", stdout, stderr)
 	runDir := runDirFlag(fs)
-	olderThan := fs.String("older-than", "", "remove runs that ended longer ago than this `age`: a Go duration (72h) or days (7d) (required)")
+	olderThan := fs.String("older-than", "", "remove runs that ended longer ago than this `age`: a Go duration (72h) or days (7d)")
+	maxSize := fs.String("max-size", "", "remove the oldest runs until the run directories take at most this `size` (5GiB, 500MB, bytes); with --older-than, only runs older than that")
 	keepFailed := fs.Bool("keep-failed", false, "keep runs whose verdict is not completed")
 	dryRun := fs.Bool("dry-run", false, "say what would be removed, and change nothing")
 	if code := fs.parse(args); code >= 0 {
 		return code
 	}
-	if *olderThan == "" {
-		return badInput(stderr, "runs prune", "--older-than is required (e.g. --older-than 7d)")
+	if *olderThan == "" && *maxSize == "" {
+		return badInput(stderr, "runs prune", "give --older-than (e.g. --older-than 7d), --max-size (e.g. --max-size 5GiB), or both")
 	}
-	age, err := parseAge(*olderThan)
-	if err != nil {
-		return badInput(stderr, "runs prune", "--older-than: %v", err)
+	var opt runs.PruneOptions
+	if *olderThan != "" {
+		age, err := parseAge(*olderThan)
+		if err != nil {
+			return badInput(stderr, "runs prune", "--older-than: %v", err)
+		}
+		opt.OlderThan = age
+	}
+	if *maxSize != "" {
+		n, err := size.Parse(*maxSize)
+		if err == nil && n <= 0 {
+			err = fmt.Errorf("%q: want a size above 0 (to remove every old run, use --older-than alone)", *maxSize)
+		}
+		if err != nil {
+			return badInput(stderr, "runs prune", "--max-size: %v", err)
+		}
+		opt.MaxSize = n
 	}
 	dir := resolveRunDir(*runDir)
 	if !*dryRun {
@@ -413,7 +430,7 @@ func runsPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(stderr, "pilot runs prune: reconcile: %v\n", err)
 		}
 	}
-	opt := runs.PruneOptions{OlderThan: age, KeepFailed: *keepFailed, DryRun: *dryRun, Now: runsNow()}
+	opt.KeepFailed, opt.DryRun, opt.Now = *keepFailed, *dryRun, runsNow()
 	pruned, err := runs.Prune(ctx, dir, opt)
 	if err := skipped("runs prune", err, stderr); err != nil {
 		fmt.Fprintf(stderr, "pilot runs prune: %v\n", err)
@@ -424,21 +441,28 @@ func runsPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		verb = "would remove"
 	}
 	removed, kept, code := 0, 0, exitOK
+	var removedBytes, keptBytes int64
 	for _, p := range pruned {
 		switch {
 		case p.Kept != "":
 			fmt.Fprintf(stdout, "kept %s: %s\n", p.Run.ID, p.Kept)
 			kept++
+			keptBytes += p.Bytes
 		case p.Err != nil:
 			fmt.Fprintf(stderr, "pilot runs prune: %v\n", p.Err)
 			code = exitFailed
 		default:
 			rec := p.Run.Record
-			fmt.Fprintf(stdout, "%s %s (%s, ended %s ago)\n", verb, p.Run.ID, rec.Status, runs.Duration(opt.Now.Sub(*rec.EndedAt)))
+			fmt.Fprintf(stdout, "%s %s (%s, ended %s ago, %s)\n", verb, p.Run.ID, rec.Status, runs.Duration(opt.Now.Sub(*rec.EndedAt)), size.Format(p.Bytes))
 			removed++
+			removedBytes += p.Bytes
 		}
 	}
-	fmt.Fprintf(stdout, "%s %d run(s), kept %d\n", verb, removed, kept)
+	fmt.Fprintf(stdout, "%s %d run(s) (%s), kept %d (%s)\n", verb, removed, size.Format(removedBytes), kept, size.Format(keptBytes))
+	if opt.MaxSize > 0 && keptBytes > opt.MaxSize {
+		fmt.Fprintf(stderr, "pilot runs prune: the runs kept take %s, more than --max-size %s: each is kept for the reason given\n",
+			size.Format(keptBytes), size.Format(opt.MaxSize))
+	}
 	return code
 }
 

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/rundir"
 	"github.com/pilotworkers/pilot/pilottest"
 	"github.com/pilotworkers/pilot/runs"
 )
@@ -445,8 +447,8 @@ func TestRunsPrune(t *testing.T) {
 	setClock(t, newerEnd.Add(time.Hour))
 	age := (time.Hour + newerEnd.Sub(olderEnd)/2).String()
 	code, out, errOut := runCLI("runs", "prune", "--older-than", age, "--dry-run", "--run-dir", f.runDir)
-	for _, want := range []string{"would remove " + older.RunID + " (completed, ended 1h00m ago)",
-		"kept " + newer.RunID + ": ended 1h00m ago, not longer than", "kept " + live + ": still running", "would remove 1 run(s), kept 2"} {
+	for _, want := range []string{"would remove " + older.RunID + " (completed, ended 1h00m ago, ",
+		"kept " + newer.RunID + ": ended 1h00m ago, not longer than", "kept " + live + ": still running", "would remove 1 run(s) ("} {
 		if !strings.Contains(out, want) {
 			t.Errorf("prune --dry-run: stdout lacks %q:\n%s", want, out)
 		}
@@ -474,10 +476,78 @@ func TestRunsPrune(t *testing.T) {
 		t.Errorf("the live run: exit %d", code)
 	}
 
-	for _, args := range [][]string{{}, {"--older-than", "soon"}, {"--older-than", "-1d"}, {"--older-than", "7d", "extra"}} {
+	for _, args := range [][]string{{}, {"--older-than", "soon"}, {"--older-than", "-1d"}, {"--older-than", "7d", "extra"},
+		{"--max-size", "5G"}, {"--max-size", "0"}, {"--max-size", "-1GiB"}, {"--max-size", "lots"}} {
 		if code, out, errOut := runCLI(append([]string{"runs", "prune", "--run-dir", f.runDir}, args...)...); code != 2 || out != "" || errOut == "" {
 			t.Errorf("prune %v: exit %d, stdout %q, stderr %q; want 2 and a message", args, code, out, errOut)
 		}
+	}
+}
+
+// prune --max-size removes the oldest runs until the rest fit, keeps
+// failed ones with --keep-failed and never removes a live run; a dry run
+// changes nothing.
+func TestRunsPruneMaxSize(t *testing.T) {
+	release := filepath.Join(t.TempDir(), "release")
+	blob := "write={run_dir}/blob=" + strings.Repeat("x", 64<<10)
+	f := newFixture(t, map[string][]string{"big": {blob, "out=hello"}, "broken": {blob, "err=boom", "exit=3"},
+		"held": heldScript(release)})
+	oldest, failed, newest := dispatched(t, f, "big"), dispatched(t, f, "broken"), dispatched(t, f, "big")
+	live, finish := startHeld(t, f, "held", release)
+	setClock(t, time.Now().Add(time.Hour))
+	dirOf := func(id string) string { return filepath.Join(f.runDir, id) }
+	sizeOf := func(id string) int64 {
+		t.Helper()
+		n, err := rundir.Size(dirOf(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// A margin far below a blob: the held run's files may still grow a
+	// little.
+	const margin = 1 << 10
+	prune := func(args ...string) (string, string) {
+		t.Helper()
+		code, out, errOut := runCLI(append([]string{"runs", "prune", "--run-dir", f.runDir}, args...)...)
+		if code != 0 {
+			t.Fatalf("prune %v: exit %d, stderr %q", args, code, errOut)
+		}
+		return out, errOut
+	}
+	fits := strconv.FormatInt(sizeOf(newest.RunID)+sizeOf(live)+margin, 10)
+	out, _ := prune("--max-size", fits, "--dry-run")
+	for _, want := range []string{"would remove " + oldest.RunID + " (completed, ended ", "would remove " + failed.RunID + " (error, ended ",
+		"kept " + newest.RunID + ": the runs left take ", "kept " + live + ": still running", "would remove 2 run(s) ("} {
+		if !strings.Contains(out, want) {
+			t.Errorf("prune --max-size --dry-run: stdout lacks %q:\n%s", want, out)
+		}
+	}
+	for _, id := range []string{oldest.RunID, failed.RunID, newest.RunID, live} {
+		if !exists(dirOf(id)) {
+			t.Fatalf("a dry run removed %s", id)
+		}
+	}
+
+	withFailed := strconv.FormatInt(sizeOf(failed.RunID)+sizeOf(newest.RunID)+sizeOf(live)+margin, 10)
+	out, _ = prune("--max-size", withFailed, "--keep-failed")
+	if exists(dirOf(oldest.RunID)) || !exists(dirOf(failed.RunID)) || !exists(dirOf(newest.RunID)) ||
+		!strings.Contains(out, "kept "+failed.RunID+": its verdict is error, and failed runs are kept") || !strings.Contains(out, "removed 1 run(s) (") {
+		t.Errorf("prune --max-size --keep-failed:\n%s", out)
+	}
+
+	// Nothing but the live run fits in a byte: the rest go, and stderr
+	// says the limit is not met.
+	out, errOut := prune("--max-size", "1")
+	if exists(dirOf(failed.RunID)) || exists(dirOf(newest.RunID)) || !exists(dirOf(live)) || !strings.Contains(out, "kept "+live+": still running") ||
+		!strings.Contains(errOut, "more than --max-size 1 B") {
+		t.Errorf("prune --max-size 1: stdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+	if code := finish(); code != 0 {
+		t.Errorf("the live run: exit %d", code)
+	}
+	if rec := readRecord(t, f, live); rec.Status != string(pilot.Completed) || rec.RunDirBytes <= 0 {
+		t.Errorf("the live run's record after the prunes: status %q, run_dir_bytes %d", rec.Status, rec.RunDirBytes)
 	}
 }
 
