@@ -234,6 +234,9 @@ type Started struct {
 //	event.FanoutJobStarting  a Fanout's job has its slot and is starting
 //	                        (its worktree being made, its worker spawned),
 //	                        to Fanout.OnEvent only
+//	event.FanoutJobWaiting   a Fanout's job waits before it starts (Message
+//	                        says for what: "waiting for memory: ..."), to
+//	                        Fanout.OnEvent only
 //
 // and the retry package's EventRetry, EventResumeFallback and EventBlocked,
 // with Retry set. Other kinds carry Message.

@@ -17,4 +17,5 @@ const (
 	Dropped           = "worker_runner.events_dropped"
 	FanoutWarning     = "fanout.warning"
 	FanoutJobStarting = "fanout.job_starting"
+	FanoutJobWaiting  = "fanout.job_waiting"
 )
