@@ -2,7 +2,6 @@ package pilot
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -119,15 +118,9 @@ func (m *fanoutMemory) acquire(ctx context.Context, i int, job Job) (*membudget.
 	}
 	return m.budget.Acquire(ctx, int64(want), func(u membudget.Usage) {
 		if m.f.OnEvent != nil {
-			m.f.OnEvent(i, Event{Type: event.FanoutJobWaiting, Time: time.Now().UTC(), Message: memoryWait(u, want)})
+			m.f.OnEvent(i, Event{Type: event.FanoutJobWaiting, Time: time.Now().UTC(), Message: u.Waiting(int64(want))})
 		}
 	})
-}
-
-// memoryWait says why a job expected to peak at want waits, in u.
-func memoryWait(u membudget.Usage, want Bytes) string {
-	return fmt.Sprintf("waiting for memory: %d running job(s) count %s of the %s budget, and this one expects %s",
-		u.Running, Bytes(u.InUse).approx(), Bytes(u.Limit), want.approx())
 }
 
 // follow is job with its task's memory events counted against hold: what

@@ -87,7 +87,7 @@ func TestFanoutMemoryBudgetRunsWhatFits(t *testing.T) {
 		t.Errorf("jobs that waited: %v; want the %d after the first two", waited, n-2)
 	}
 	for i, msg := range waited {
-		if !strings.HasPrefix(msg, "waiting for memory: 2 running job(s) count 200.0MiB of the 250MiB budget") {
+		if !strings.HasPrefix(msg, "waiting for memory: 2 running job(s) count 200MiB of the 250MiB budget, and this one expects 100MiB") {
 			t.Errorf("job %d waited saying %q", i, msg)
 		}
 	}

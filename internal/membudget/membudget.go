@@ -11,6 +11,7 @@ package membudget
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -38,6 +39,26 @@ type Usage struct {
 	Limit   int64 // the budget
 	InUse   int64 // what the running jobs count
 	Running int   // how many jobs run
+}
+
+// Waiting says why a job expected to peak at expected bytes waits, when
+// the running jobs count u: "waiting for memory: 2 running job(s) count
+// 1.2GiB of the 1.5GiB budget, and this one expects 640MiB".
+func (u Usage) Waiting(expected int64) string {
+	return fmt.Sprintf("waiting for memory: %d running job(s) count %s of the %s budget, and this one expects %s",
+		u.Running, approx(u.InUse), approx(u.Limit), approx(expected))
+}
+
+// approx is n bytes to a tenth of a MiB or GiB, or whole when exact.
+func approx(n int64) string {
+	unit, name := int64(1<<20), "MiB"
+	if n >= 1<<30 {
+		unit, name = 1<<30, "GiB"
+	}
+	if n%unit == 0 {
+		return fmt.Sprintf("%d%s", n/unit, name)
+	}
+	return fmt.Sprintf("%.1f%s", float64(n)/float64(unit), name)
 }
 
 // New returns a budget of limit bytes.

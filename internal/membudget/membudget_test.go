@@ -112,3 +112,11 @@ func TestAtMostWhatFitsRuns(t *testing.T) {
 		t.Errorf("%d ran, at most %d at once; want all 20, at most 2", ran.Load(), most.Load())
 	}
 }
+
+func TestWaiting(t *testing.T) {
+	u := Usage{Limit: 12 << 30, InUse: 11<<30 + 1<<29, Running: 18}
+	want := "waiting for memory: 18 running job(s) count 11.5GiB of the 12GiB budget, and this one expects 640MiB"
+	if got := u.Waiting(640 << 20); got != want {
+		t.Errorf("Waiting = %q, want %q", got, want)
+	}
+}
