@@ -79,6 +79,8 @@ const (
 //   - process-terminated: something outside pilot killed the worker (the
 //     OOM killer, an operator); retrying blindly may be killed the same
 //     way, so the caller decides.
+//   - memory-limit: the same task is likely to need the same memory; raise
+//     the limit or split the task first.
 //
 // Classes pilot does not know are not retryable.
 func (c FailureClass) Retryable() bool {

@@ -101,6 +101,9 @@ func (d *Dispatcher) prepare(ctx context.Context, t Task) (prepared, error) {
 	if err := d.checkSandbox(t, prov); err != nil {
 		return prepared{}, err
 	}
+	if err := checkMemoryLimit(t, prov); err != nil {
+		return prepared{}, err
+	}
 	secret, err := d.Credentials.Secret(ctx, prov)
 	var missing *CredentialError
 	switch {
@@ -154,6 +157,10 @@ func (r *run) execute(ctx context.Context) (v Verdict, err error) {
 	res, failure := r.judge(exit, job.finishedFirst)
 	if exit.Terminated && exit.Reason == FailBudget {
 		failure.EvidenceSource, failure.EvidenceExcerpt = "pilot", job.spent
+	}
+	if failure.FailureClass == FailMemoryLimit && job.memOver != nil {
+		failure.EvidenceSource = "pilot:memory"
+		failure.EvidenceExcerpt = memoryOver(*job.memOver, r.memoryLimit())
 	}
 
 	v = r.finalVerdict(exit, job, res, failure)
@@ -235,8 +242,10 @@ func (r *run) newRecord(start time.Time) Record {
 		StartedAt:   start.UTC(),
 		Timeout:     r.timeout().Seconds(),
 		IdleTimeout: r.idleTimeout().Seconds(),
-		StreamLog:   filepath.Join(r.dir, "stream.log"),
-		EventsLog:   filepath.Join(r.dir, "events.log"),
+
+		MemoryLimitBytes: int64(r.memoryLimit()),
+		StreamLog:        filepath.Join(r.dir, "stream.log"),
+		EventsLog:        filepath.Join(r.dir, "events.log"),
 
 		RetryKey:       r.task.Lineage.Key,
 		Attempt:        r.task.Lineage.Attempt,
@@ -290,6 +299,7 @@ func (r *run) finalVerdict(exit Exit, job jobInfo, res Result, failure Failure) 
 		Record:           r.recPath,
 		OutputIncomplete: job.incomplete,
 		Leftovers:        job.leftovers,
+		PeakRSSBytes:     job.peak.RSSBytes,
 		SessionPhase:     job.phase,
 		SessionID:        res.SessionID,
 		Resume:           res.Resume,
@@ -302,6 +312,10 @@ func (r *run) finalVerdict(exit Exit, job jobInfo, res Result, failure Failure) 
 	}
 	if v.Resume == "" {
 		v.Resume = v.SessionID
+	}
+	if job.peak.Top.Pid != 0 {
+		top := job.peak.Top
+		v.PeakRSSProcess = &top
 	}
 	if exit.Started {
 		if exit.Signal != 0 {
@@ -326,6 +340,7 @@ func (r *run) closeRecord(v *Verdict, exit Exit, start time.Time) {
 	r.rec.Failure = v.Failure
 	r.rec.OutputIncomplete = v.OutputIncomplete
 	r.rec.Leftovers = v.Leftovers
+	r.rec.PeakRSSBytes, r.rec.PeakRSSProcess = v.PeakRSSBytes, v.PeakRSSProcess
 	r.rec.SessionID, r.rec.Resume, r.rec.Usage = v.SessionID, v.Resume, v.Usage
 	r.rec.StdoutBytes = exit.StdoutBytes
 	r.rec.StderrBytes = exit.StderrBytes
@@ -443,6 +458,10 @@ type jobInfo struct {
 	finishedFirst bool
 	// spent is the usage that ended a worker past its budget.
 	spent string
+	// peak is the tree's memory at its peak; memOver the sample that
+	// went past the memory limit, when one ended the worker.
+	peak    TreeMemory
+	memOver *TreeMemory
 }
 
 // supervise starts the worker and follows it until its tree is gone and
@@ -475,10 +494,12 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 
 	w.readInto(r)
 	watch := r.newSessionWatch(cmd, start)
+	r.mem = r.newMemoryWatch()
 	m := r.supervisor(watch)
 	r.drive(ctx, job, m, startedAt)
 	exit.Terminated, exit.Reason = m.terminated, m.reason
 	info.finishedFirst, info.spent = m.finishedFirst, m.spent
+	info.peak, info.memOver = r.mem.final(job.Pid, job.MaxRSS(), cmd.Argv[0]), m.memOver
 	if err := job.Err(); err != nil {
 		w.closeAll()
 		return exit, info, fmt.Errorf("pilot: worker %d: %w (pilot killed the %d process(es) of its tree it found left)", job.Pid, err, job.Leftovers())
@@ -534,7 +555,8 @@ func (r *run) spawn(cmd *Command, env []string, confinement *landlock.Ruleset) (
 }
 
 // supervisor is the policy that follows the worker whose session watch
-// shows: the Dispatcher's timeouts, grace periods and stall policy.
+// shows: the Dispatcher's timeouts, grace periods and stall policy, and
+// the task's memory limit.
 func (r *run) supervisor(watch *sessionWatch) *supervisor {
 	return &supervisor{
 		timeout:     r.timeout(),
@@ -545,6 +567,8 @@ func (r *run) supervisor(watch *sessionWatch) *supervisor {
 		stall:       r.d.Stall,
 		view:        watch,
 		budget:      r.budget(),
+		sample:      followsMemory,
+		memLimit:    r.memoryLimit(),
 	}
 }
 

@@ -73,7 +73,9 @@ type Dispatcher struct {
 	// Stall decides, from the phase of the worker's native session, when
 	// a silent worker is inspected and when it is ended as a
 	// session-stall. Heartbeat is how often pilot looks at the session
-	// file and the silence; 1 s when zero.
+	// file and the silence, and (on Linux) measures the resident memory
+	// of the worker's tree, for its memory limit and its peak; 1 s when
+	// zero.
 	Stall     StallPolicy
 	Heartbeat time.Duration
 

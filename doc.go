@@ -17,9 +17,12 @@
 // pilot left running. The Runner's
 // [Watcher] reads every line and judges the attempt.
 //
-// A cancelled context, the wall-clock Timeout and the IdleTimeout (no output)
-// each end the worker the same way: SIGTERM to every process of its tree,
-// the Grace period, then SIGKILL. Their failure classes stay distinct.
+// A cancelled context, the wall-clock Timeout, the IdleTimeout (no output)
+// and the MemoryLimit (the resident memory of the whole tree, sampled at
+// every Heartbeat; Linux) each end the worker the same way: SIGTERM to
+// every process of its tree, the Grace period, then SIGKILL. Their failure
+// classes stay distinct. Every verdict says how much memory its tree held
+// at its peak.
 //
 // # Runners, and the packages around this one
 //

@@ -73,6 +73,16 @@ type Fanout struct {
 	// MaxParallel bounds how many jobs run at once; zero means all of
 	// them.
 	MaxParallel int
+	// MemoryBudget bounds the resident memory of the running jobs' trees:
+	// a job starts only when what the running ones count (each the more
+	// of what its tree holds now and its expected peak) plus its own
+	// expected peak fits, or when no job runs (so one always does). The
+	// expected peak is [ExpectedRSS]'s: the provider's peaks in the run
+	// history, else its memory limit, else DefaultExpectedRSS. Jobs wait
+	// in job order, and say so (event.FanoutJobWaiting), holding no slot;
+	// a job keeps its share until it ends, waits between its retries
+	// included. Zero means no budget.
+	MemoryBudget Bytes
 	// FailFast cancels the jobs still running or waiting as soon as one
 	// job's verdict is not a success. By default siblings are
 	// independent: one failure cancels nothing.
@@ -189,14 +199,23 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]JobResult, error) {
 	// them.
 	sem := semaphore.NewWeighted(int64(limit))
 	spent := &spending{max: f.MaxCostUSD}
+	mem := f.memory() // nil without a MemoryBudget
 	var wg sync.WaitGroup
 	for i := range jobs {
+		// Memory first: a job waiting for it holds no slot.
+		hold, err := mem.acquire(runCtx, i, jobs[i])
+		if err != nil {
+			results[i] = synthesized(jobs[i], nil, "", true)
+			continue
+		}
 		if err := sem.Acquire(runCtx, 1); err != nil {
+			hold.Release()
 			results[i] = synthesized(jobs[i], nil, "", true)
 			continue
 		}
 		if why, over := spent.over("fanout"); over {
 			sem.Release(1)
+			hold.Release()
 			results[i] = skipped(jobs[i], why)
 			continue
 		}
@@ -204,8 +223,9 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]JobResult, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer hold.Release()
 			defer s.release()
-			r := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, jobs[i], wts, names[i])
+			r := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, mem.follow(jobs[i], hold), wts, names[i])
 			spent.add(r.Usage)
 			if v := r.Verdict; f.FailFast && !v.Verdict.Success() {
 				cancel(fmt.Errorf("fail-fast: job %d (%s) ended %s", i, jobs[i].label(), v.Verdict))

@@ -25,10 +25,11 @@ func seenExit(e Exit, finishedFirst bool) Exit {
 // keeping what it said about the session. A worker pilot ended is judged by
 // why pilot ended it, whatever it printed on the way out (or, when it was
 // retrying a failing model call then, by that failure, unless pilot ended
-// it for a cancel), unless it had already finished when pilot began to end
-// it (a CLI that hangs after its final result, as Claude Code's -p mode is
-// known to) and its own stream says the task succeeded. Then the work
-// stands; the Failure's termination fields still say pilot ended it.
+// it for a cancel or its memory), unless it had already finished when
+// pilot began to end it (a CLI that hangs after its final result, as
+// Claude Code's -p mode is known to) and its own stream says the task
+// succeeded. Then the work stands; the Failure's termination fields still
+// say pilot ended it.
 func verdictOf(e Exit, said Result, loop RetryLoop, retrying, finishedFirst bool) (Result, Failure) {
 	res := said
 	switch {
@@ -43,10 +44,11 @@ func verdictOf(e Exit, said Result, loop RetryLoop, retrying, finishedFirst bool
 	switch {
 	case !e.Terminated, finishedFirst && res.Outcome.Success(), e.Reason == reasonFinished:
 		return res, failureOf(e, res)
-	case retrying && e.Reason != FailCancelled && e.Reason != FailBudget:
+	case retrying && e.Reason != FailCancelled && e.Reason != FailBudget && e.Reason != FailMemoryLimit:
 		// Pilot ended a worker that was retrying a failing model call
 		// (for too long, or past a deadline): that failure is why the
-		// work did not get done.
+		// work did not get done. (Not when the memory limit ended it:
+		// the memory is why.)
 		out = DiagnosticResult(loop.Diagnostic)
 	default:
 		out = failedBy(e.Reason, sourcePilotPolicy)

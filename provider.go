@@ -98,6 +98,11 @@ type Provider struct {
 	// come from CredentialEnv.
 	Isolated bool `json:"isolated,omitempty"`
 
+	// MemoryLimit bounds the resident memory of each worker's process
+	// tree, as Task.MemoryLimit does for a task that sets none; zero
+	// means none. In a providers file: "memory_limit": "2GiB".
+	MemoryLimit Bytes `json:"memory_limit,omitempty"`
+
 	// Sandbox is how far this provider's workers are confined when the
 	// task names no mode (sandbox.Secrets when empty; see package
 	// sandbox). A mode named here, or by the task, that the machine
@@ -205,6 +210,9 @@ func (p Provider) validate() error {
 		if n, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || host == "" || n == 0 {
 			return fmt.Errorf("pilot: provider %q: sandbox_connect %q is not host:port: write it like \"127.0.0.1:8080\"", p.Name, hp)
 		}
+	}
+	if p.MemoryLimit < 0 {
+		return fmt.Errorf("pilot: provider %q: memory_limit %d is negative: give a size like \"2GiB\", or leave it out for none", p.Name, int64(p.MemoryLimit))
 	}
 	if p.CredentialEnv != "" && !envName.MatchString(p.CredentialEnv) {
 		return fmt.Errorf("pilot: provider %q: credential_env %q is not an environment variable name", p.Name, p.CredentialEnv)

@@ -50,6 +50,12 @@ type Record struct {
 	Pgid      int `json:"pgid,omitempty"`
 	Leftovers int `json:"leftovers,omitempty"`
 
+	// MemoryLimitBytes is the limit on the tree's resident memory, if
+	// any; PeakRSSBytes and PeakRSSProcess are the verdict's.
+	MemoryLimitBytes int64       `json:"memory_limit_bytes,omitempty"`
+	PeakRSSBytes     int64       `json:"peak_rss_bytes,omitempty"`
+	PeakRSSProcess   *ProcessRSS `json:"peak_rss_process,omitempty"`
+
 	StartedAt time.Time  `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
 

@@ -54,6 +54,7 @@ type run struct {
 	stderrTail  lines.Tail
 	streamTail  lines.Tail      // both streams, for stall inspections
 	diag        *Classification // the strongest diagnostic so far; guarded by lineMu
+	mem         *memoryWatch    // the tree's memory; nil until the worker started
 	confined    bool            // the sandbox was enforced
 	denial      string          // the latest line showing a denied access; guarded by lineMu
 }

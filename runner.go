@@ -126,7 +126,8 @@ type Exit struct {
 	// Signal is the signal that ended the worker, or 0.
 	Signal int
 	// Terminated is set when pilot ended the worker itself, with Reason
-	// (FailTimeout, FailIdleTimeout, FailSessionStall or FailCancelled).
+	// (FailTimeout, FailIdleTimeout, FailSessionStall, FailMemoryLimit or
+	// FailCancelled).
 	Terminated bool
 	Reason     FailureClass
 	// Diagnostic is the strongest terminal diagnostic pilot found in the

@@ -51,6 +51,7 @@ const (
 	actSignal                   // send sig to the worker's process tree
 	actArm                      // (re)start timer to fire after the duration
 	actStop                     // stop timer: it no longer applies
+	actSample                   // measure the tree's memory
 )
 
 // An action is one thing the machine asks its driver to do.
@@ -95,8 +96,9 @@ type workerView interface {
 // It ends the worker (SIGTERM, then SIGKILL after the grace period) at
 // most once: when ctx is done, the timeout runs out, the idle timeout runs
 // out (unless a tool runs inside the tool threshold), the stall policy
-// says so, or the worker has retried a failing model call for longer than
-// the retry-loop limit. Once the worker has exited, none of these apply;
+// says so, the worker has retried a failing model call for longer than
+// the retry-loop limit, or a sample of its tree's memory is over the
+// memory limit. Once the worker has exited, none of these apply;
 // a grace period already running still ends its leftovers.
 type supervisor struct {
 	timeout   time.Duration // zero or negative: none
@@ -113,6 +115,12 @@ type supervisor struct {
 	// spent; nil without caps.
 	budget func() (string, bool)
 	spent  string
+	// sample asks for a sample of the tree's memory at every heartbeat
+	// while the worker runs; memLimit is the most it may hold (zero or
+	// negative: no limit), and memOver the sample that was over it.
+	sample   bool
+	memLimit Bytes
+	memOver  *TreeMemory
 
 	lastOutput  time.Time
 	deferredFor time.Time // lastOutput of the silence last deferred; zero for none
@@ -154,6 +162,9 @@ func (m *supervisor) tick(now time.Time) []action {
 				m.terminate(FailBudget, why)
 			}
 		}
+		if m.sample {
+			m.out = append(m.out, action{kind: actSample})
+		}
 		if m.finishGrace > 0 && !m.finishSeen && !m.terminated && m.view.finished() {
 			m.finishSeen = true
 			m.arm(timerFinished, m.finishGrace)
@@ -188,6 +199,17 @@ func (m *supervisor) timer(k loopTimer, now time.Time) []action {
 func (m *supervisor) cancel(cause error) []action {
 	if !m.workerExited {
 		m.terminate(FailCancelled, "context done ("+cause.Error()+")")
+	}
+	return m.take()
+}
+
+// memory handles a sample of the tree's memory: past the limit, the
+// worker is ended. Once it has exited, its leftovers are the process
+// supervisor's to end.
+func (m *supervisor) memory(tm TreeMemory) []action {
+	if m.memLimit > 0 && tm.RSSBytes > int64(m.memLimit) && !m.workerExited && !m.terminated {
+		m.memOver = &tm
+		m.terminate(FailMemoryLimit, memoryOver(tm, m.memLimit))
 	}
 	return m.take()
 }
@@ -326,6 +348,8 @@ func (r *run) drive(ctx context.Context, job *supervise.Job, m *supervisor, star
 				}
 			case actStop:
 				timers[a.timer].Stop()
+			case actSample:
+				_ = job.Sample() // a lost supervisor ends the job anyway
 			}
 		}
 	}
@@ -351,6 +375,8 @@ func (r *run) drive(ctx context.Context, job *supervise.Job, m *supervisor, star
 			do(m.timer(timerFinished, time.Now()))
 		case now := <-heartbeat.C:
 			do(m.tick(now))
+		case s := <-job.Memory():
+			do(m.memory(r.mem.sampled(s)))
 		case <-exited:
 			exited = nil
 			do(m.exited())

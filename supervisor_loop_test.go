@@ -71,6 +71,15 @@ func cancel(cause string) loopInput {
 	return loopInput{"cancel", func(m *supervisor, _ *fakeWorker, _ time.Time) []action { return m.cancel(errors.New(cause)) }}
 }
 
+// sampled is a sample of the tree's memory: rss in all, top in pid 42.
+func sampled(rss, top Bytes) loopInput {
+	return loopInput{"memory " + rss.String(), func(m *supervisor, _ *fakeWorker, _ time.Time) []action {
+		return m.memory(TreeMemory{RSSBytes: int64(rss), Processes: 2, Top: ProcessRSS{Pid: 42, Command: "node", RSSBytes: int64(top)}})
+	}}
+}
+
+var sample = []action{{kind: actSample}}
+
 func phase(p SessionPhase) loopInput {
 	return loopInput{"phase " + string(p), func(_ *supervisor, w *fakeWorker, _ time.Time) []action {
 		w.phase = p
@@ -146,6 +155,7 @@ func TestSupervisorLoop(t *testing.T) {
 		idle    time.Duration
 		finish  time.Duration
 		stall   StallPolicy
+		memory  Bytes // the memory limit; a test that sets one samples
 		steps   []step
 		want    end
 	}{
@@ -366,6 +376,31 @@ func TestSupervisorLoop(t *testing.T) {
 			want: end{},
 		},
 		{
+			name:    "a sample over the memory limit ends the worker, once; samples stop when it exits",
+			timeout: time.Hour,
+			stall:   stallOff,
+			memory:  256 * MiB,
+			steps: []step{
+				{0, start, []action{armAction(timerTimeout, time.Hour)}},
+				{time.Second, tick, sample},
+				{time.Second, sampled(100*MiB, 90*MiB), nil},
+				{2 * time.Second, tick, sample},
+				{2 * time.Second, sampled(256*MiB, 250*MiB), nil}, // at the limit is not past it
+				{3 * time.Second, tick, sample},
+				{3 * time.Second, sampled(300*MiB, 290*MiB), join(
+					sigterm("the process tree holds 300.0MiB, over its memory limit of 256MiB; pid 42 (node) holds the most, 290.0MiB"),
+					stopAction(timerTimeout))},
+				{3 * time.Second, sampled(400*MiB, 390*MiB), nil},
+				{4 * time.Second, tick, sample}, // the looks go on while it is ended
+				{5 * time.Second, exited, nil},
+				{6 * time.Second, tick, nil},
+				{6 * time.Second, sampled(400*MiB, 390*MiB), nil},
+				{8 * time.Second, fire(timerGrace), sigkill},
+				{8 * time.Second, done, nil},
+			},
+			want: end{terminated: true, reason: FailMemoryLimit},
+		},
+		{
 			name:    "without a finish grace a finished worker is left to the other limits",
 			timeout: time.Hour,
 			stall:   stallOff,
@@ -381,7 +416,8 @@ func TestSupervisorLoop(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &fakeWorker{policy: tt.stall, clock: newStallClock(t0), phase: PhaseStarting}
-			m := &supervisor{timeout: tt.timeout, idle: tt.idle, finishGrace: tt.finish, grace: 5 * time.Second, heartbeat: time.Second, stall: tt.stall, view: w}
+			m := &supervisor{timeout: tt.timeout, idle: tt.idle, finishGrace: tt.finish, grace: 5 * time.Second, heartbeat: time.Second, stall: tt.stall, view: w,
+				memLimit: tt.memory, sample: tt.memory > 0}
 			for i, s := range tt.steps {
 				got := s.in.do(m, w, t0.Add(s.at))
 				if diff := cmp.Diff(s.want, got, cmp.AllowUnexported(action{})); diff != "" {
@@ -414,6 +450,20 @@ func TestVerdictOfKeepsTheSession(t *testing.T) {
 		res, _ := verdictOf(tc.e, said, RetryLoop{}, false, false)
 		if res.SessionID != "s1" || res.Resume != "r1" || res.SessionGone != "No conversation found" {
 			t.Errorf("%s: %+v lost the session", tc.name, res)
+		}
+	}
+}
+
+// A worker ended for its memory while it retried a failing model call is
+// judged by its memory, as one ended for a cancel is by the cancel: pilot
+// ended it for that, not for the retries.
+func TestVerdictOfMemoryLimitWhileRetrying(t *testing.T) {
+	loop := RetryLoop{Diagnostic: Classification{Class: FailProviderConnection, Evidence: "Reconnecting..."}, Since: t0, Retries: 2}
+	for _, reason := range []FailureClass{FailMemoryLimit, FailCancelled} {
+		e := Exit{Started: true, Terminated: true, Reason: reason, Code: -1, Signal: 15}
+		res, f := verdictOf(e, Result{}, loop, true, false)
+		if res.Class != reason || f.FailureClass != reason || f.FailureSource != sourcePilotPolicy || f.TerminationReason != reason {
+			t.Errorf("ended for %s while retrying: %+v, %+v; want class %s decided by pilot policy", reason, res, f, reason)
 		}
 	}
 }

@@ -42,6 +42,13 @@ type Task struct {
 	// error: nothing starts.
 	MaxTokens  int64
 	MaxCostUSD float64
+	// MemoryLimit bounds the resident memory of the worker's whole process
+	// tree: past it, pilot ends the tree as it ends a timeout, with class
+	// FailMemoryLimit. Zero means the provider's MemoryLimit; negative
+	// disables. Pilot samples the tree every Dispatcher.Heartbeat, so a
+	// tree may overshoot between samples. Linux only: elsewhere a limit
+	// fails the dispatch ([ErrMemoryLimitUnsupported]), spawning nothing.
+	MemoryLimit Bytes
 	// Label is a free-form name carried into events and the verdict.
 	Label string
 	// Sandbox is how far the worker is confined; empty means the

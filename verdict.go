@@ -61,6 +61,11 @@ const (
 	// FailBudget: the worker spent past Task.MaxTokens or Task.MaxCostUSD
 	// and pilot terminated it; the evidence is the usage.
 	FailBudget FailureClass = "budget-exceeded"
+	// FailMemoryLimit: the resident memory of the worker's process tree
+	// went past its memory limit (Task.MemoryLimit, else the provider's)
+	// and pilot terminated it. The evidence names the tree's memory and
+	// the process that held the most.
+	FailMemoryLimit FailureClass = "memory-limit"
 )
 
 // Verdict is what one dispatch of one worker, one attempt, came to. Read it
@@ -106,6 +111,14 @@ type Verdict struct {
 	DurationMS int64  `json:"duration_ms"`
 	// RunDirBytes is the record's run_dir_bytes: the run directory's size.
 	RunDirBytes int64 `json:"run_dir_bytes"`
+
+	// PeakRSSBytes is the most resident memory the worker's process tree
+	// was seen to hold (see [Dispatcher].Heartbeat), and PeakRSSProcess
+	// the process of the tree that held the most then; zero and nil where
+	// pilot does not measure it (all but Linux, but for the worker's own
+	// peak on darwin).
+	PeakRSSBytes   int64       `json:"peak_rss_bytes,omitempty"`
+	PeakRSSProcess *ProcessRSS `json:"peak_rss_process,omitempty"`
 
 	// Record is the path of the run's record.json.
 	Record string `json:"record,omitempty"`
@@ -214,6 +227,9 @@ type Started struct {
 //	                        the tool threshold (once per silence)
 //	event.Terminate          pilot is ending the worker (Message says why
 //	                        and with which signal)
+//	event.Memory             Memory holds the resident memory of the
+//	                        worker's tree, when it moved since the last
+//	                        such event (Linux)
 //	event.Leftovers          the worker exited with descendants still
 //	                        running, which pilot killed
 //	event.Dropped            a slow observer missed events (Message says
@@ -223,6 +239,9 @@ type Started struct {
 //	event.FanoutJobStarting  a Fanout's job has its slot and is starting
 //	                        (its worktree being made, its worker spawned),
 //	                        to Fanout.OnEvent only
+//	event.FanoutJobWaiting   a Fanout's job waits before it starts (Message
+//	                        says for what: "waiting for memory: ..."), to
+//	                        Fanout.OnEvent only
 //
 // and the retry package's EventRetry, EventResumeFallback and EventBlocked,
 // with Retry set. Other kinds carry Message.
@@ -237,6 +256,8 @@ type Event struct {
 	// stall check of a stall_inspection event.
 	Session    *SessionState
 	Inspection *StallInspection
+	// Memory is the tree's memory of a memory event.
+	Memory *TreeMemory
 	// Retry is a retry layer's account of its event (the retry
 	// package's *retry.Info), written as "retry".
 	Retry any
@@ -258,6 +279,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Message    string           `json:"message,omitempty"`
 		Session    *SessionState    `json:"session,omitempty"`
 		Inspection *StallInspection `json:"inspection,omitempty"`
+		Memory     *TreeMemory      `json:"memory,omitempty"`
 		Retry      any              `json:"retry,omitempty"`
-	}{e.Type, e.RunID, e.Time, e.Message, e.Session, e.Inspection, e.Retry})
+	}{e.Type, e.RunID, e.Time, e.Message, e.Session, e.Inspection, e.Memory, e.Retry})
 }

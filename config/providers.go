@@ -40,7 +40,8 @@ func DefaultProvidersFile() string {
 //	  "NAME": {"runner": "command", "argv": ["prog", "{task_file}"],
 //	    "model": "m", "credential_env": "NAME_API_KEY", "env": {"K": "V"}},
 //	  "local": {"runner": "codex", "model": "my-model",
-//	    "base_url": "http://127.0.0.1:8080/v1", "credential_env": "LOCAL_API_KEY"}}}
+//	    "base_url": "http://127.0.0.1:8080/v1", "credential_env": "LOCAL_API_KEY",
+//	    "memory_limit": "2GiB"}}}
 //
 // Every error names the file: unknown fields (with the known ones, or the
 // right spelling when only the case differs), a provider or field given
@@ -76,8 +77,15 @@ func ParseProviders(r io.Reader, name string) (*pilot.Registry, error) {
 	}
 	ps := make([]pilot.Provider, 0, len(byName.keys))
 	for i, key := range byName.keys {
-		if _, err := jsonObject(byName.vals[i], "field", providerFields, `{"runner": "command", "argv": [...], ...}`); err != nil {
+		fields, err := jsonObject(byName.vals[i], "field", providerFields, `{"runner": "command", "argv": [...], ...}`)
+		if err != nil {
 			return fail("provider %q: %v", key, err)
+		}
+		if raw, ok := fields.get("memory_limit"); ok {
+			var b pilot.Bytes
+			if err := json.Unmarshal(raw, &b); err != nil {
+				return fail("provider %q: memory_limit: %v", key, err)
+			}
 		}
 		var p pilot.Provider
 		if err := json.Unmarshal(byName.vals[i], &p); err != nil {

@@ -30,8 +30,8 @@ const validProviders = `{
       "credential_env": "GLM_API_KEY",
       "env": {"GLM_REGION": "eu", "NO_COLOR": "1"}
     },
-    "local": {"runner": "command", "argv": ["local-agent"]},
-    "kimi-k3": {"runner": "kimi", "model": "k3", "credential_env": "KIMI_API_KEY"}
+    "local": {"runner": "command", "argv": ["local-agent"], "memory_limit": 1073741824},
+    "kimi-k3": {"runner": "kimi", "model": "k3", "credential_env": "KIMI_API_KEY", "memory_limit": "2GiB"}
   }
 }
 `
@@ -45,8 +45,8 @@ var validProvidersWant = []pilot.Provider{
 		CredentialEnv: "GLM_API_KEY",
 		Env:           map[string]string{"GLM_REGION": "eu", "NO_COLOR": "1"},
 	},
-	{Name: "kimi-k3", Runner: "kimi", Model: "k3", CredentialEnv: "KIMI_API_KEY"},
-	{Name: "local", Runner: "command", Argv: []string{"local-agent"}},
+	{Name: "kimi-k3", Runner: "kimi", Model: "k3", CredentialEnv: "KIMI_API_KEY", MemoryLimit: 2 * pilot.GiB},
+	{Name: "local", Runner: "command", Argv: []string{"local-agent"}, MemoryLimit: pilot.GiB},
 }
 
 // writeProviders writes content to a providers file in a fresh directory
@@ -163,6 +163,9 @@ func TestLoadProvidersErrors(t *testing.T) {
 		{name: "argv holds a number", input: `{"providers": {"glm": {"runner": "command", "argv": [1]}}}`, mention: []string{`"glm"`, `"argv"`}},
 		{name: "env value is a number", input: `{"providers": {"glm": {"runner": "kimi", "env": {"K": 1}}}}`, mention: []string{`"glm"`, `"env"`}},
 		{name: "credential_env is a list", input: `{"providers": {"glm": {"runner": "kimi", "credential_env": ["K"]}}}`, mention: []string{`"glm"`, `"credential_env"`}},
+		{name: "memory_limit without a unit it knows", input: `{"providers": {"glm": {"runner": "kimi", "memory_limit": "2 gigs"}}}`, mention: []string{`"glm"`, "memory_limit", `"2 gigs"`, `"2GiB"`}},
+		{name: "memory_limit negative", input: `{"providers": {"glm": {"runner": "kimi", "memory_limit": -1}}}`, mention: []string{`"glm"`, "memory_limit", "negative"}},
+		{name: "memory_limit a boolean", input: `{"providers": {"glm": {"runner": "kimi", "memory_limit": true}}}`, mention: []string{`"glm"`, "memory_limit"}},
 		{name: "trailing garbage", input: `{"providers": {}} x`},
 		{name: "trailing second object", input: `{"providers": {}} {"providers": {}}`},
 		{name: "trailing number", input: `{"providers": {}} 1`},

@@ -13,7 +13,9 @@ const (
 	IdleDeferred      = "worker_runner.idle_deferred"
 	Terminate         = "worker_runner.terminate"
 	Leftovers         = "worker_runner.leftovers"
+	Memory            = "worker_runner.memory"
 	Dropped           = "worker_runner.events_dropped"
 	FanoutWarning     = "fanout.warning"
 	FanoutJobStarting = "fanout.job_starting"
+	FanoutJobWaiting  = "fanout.job_waiting"
 )

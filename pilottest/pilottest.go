@@ -131,6 +131,8 @@ func Goroutines() []string {
 //	printenv=NAME   print "NAME=value" or "NAME unset" on stdout
 //	stdin           copy stdin to stdout
 //	sleep=DURATION  sleep (a Go duration)
+//	alloc=SIZE      allocate SIZE bytes ("300MiB"; B, KiB, MiB, GiB), make
+//	                them resident, and hold them until the process exits
 //	block           wait forever
 //	ignore-term     ignore SIGTERM from now on
 //	session=PATH    use PATH as the native session file for sess= steps

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/event"
+	"github.com/pilotworkers/pilot/internal/membudget"
 	"github.com/pilotworkers/pilot/retry"
 )
 
@@ -80,7 +81,7 @@ type Integration struct {
 // The kinds of Event.
 const (
 	EventSelected = "schedule.selected" // the job starts now
-	EventDeferred = "schedule.deferred" // a ready job waits: Reason, and Conflict when a running job's write set overlaps
+	EventDeferred = "schedule.deferred" // a ready job waits: Reason, and Conflict when a running job's write set overlaps, or ForMemory
 	EventGated    = "schedule.gated"    // the job's provider is rate limited until Until: the job waits, holding no slot
 	EventBlocked  = "schedule.blocked"  // the job is blocked: Reason
 	EventDone     = "schedule.done"     // the job ended: Reason is its status
@@ -100,6 +101,9 @@ type Event struct {
 	Provider string
 	Until    time.Time
 	Dispatch *pilot.Event
+	// ForMemory is set on a deferred event of a job that waits for
+	// memory (Scheduler.MemoryBudget).
+	ForMemory bool
 }
 
 // A Scheduler runs graphs of jobs. Its fields are configuration; Dispatcher
@@ -111,6 +115,11 @@ type Scheduler struct {
 	// MaxParallel bounds how many jobs run at once; zero means no bound
 	// (every ready job starts).
 	MaxParallel int
+	// MemoryBudget bounds the resident memory of the running jobs' trees,
+	// as Fanout.MemoryBudget does: a ready job starts only when it fits,
+	// or when no job runs; until then it, and the ready jobs after it,
+	// wait (deferred, ForMemory). Zero means no budget.
+	MemoryBudget pilot.Bytes
 	// MaxGated bounds how often one job waits for its provider's rate
 	// limit before its rate limit counts as a failure; zero means 10.
 	MaxGated int
@@ -168,6 +177,7 @@ type job struct {
 	def     string              // its definition, as the Store records it
 	changed bool                // the Store's completion was of another definition
 	active  *pilot.WorktreeInfo // its worktree while it runs, and while it is gated
+	hold    *membudget.Hold     // its share of the memory budget while it runs
 }
 
 const (
@@ -218,6 +228,7 @@ func (s *Scheduler) Run(ctx context.Context, g Graph) ([]Result, error) {
 		r.maxGated = 10
 	}
 	r.full = fmt.Sprintf("all %d slots are running", s.MaxParallel)
+	r.mem = s.memory()
 	r.init(g)
 	if err := r.prepareWorktrees(ctx, g); err != nil {
 		return nil, err
@@ -240,6 +251,7 @@ type runState struct {
 	ready   []int  // pending jobs whose dependencies are complete, in graph order
 	full    string // the reason a job waits for a slot
 	fresh   []int  // jobs that became ready since the last pass
+	mem     *memoryState
 
 	emitMu sync.Mutex
 	done   chan finish
@@ -338,6 +350,7 @@ func (r *runState) run(ctx context.Context) ([]Result, error) {
 		case f := <-r.done:
 			r.finish(f)
 		case <-wake:
+		case <-r.mem.wake():
 		case <-ctxDone:
 			ctxDone = nil // the running dispatches end themselves
 		}
@@ -357,6 +370,7 @@ func (r *runState) pass(ctx context.Context) time.Time {
 	}
 	now := r.now()
 	var wake time.Time
+	r.mem.pass()
 	keep := r.ready[:0]
 	for idx, i := range r.ready {
 		jb := r.jobs[i]
@@ -396,6 +410,15 @@ func (r *runState) pass(ctx context.Context) time.Time {
 			r.skip(i, fmt.Sprintf("budget: the graph's finished jobs spent $%.4f of its MaxCostUSD $%.4f; no further job starts", r.spent, m))
 			continue
 		}
+		hold, why := r.admit(jb)
+		if why != "" {
+			// It waits for memory, and the ready jobs after it wait
+			// behind it.
+			keep = append(keep, r.ready[idx+1:]...)
+			r.deferForMemory(jb, why)
+			break
+		}
+		jb.hold = hold
 		r.start(ctx, i)
 	}
 	r.ready = keep
@@ -463,9 +486,13 @@ func (r *runState) start(ctx context.Context, i int) {
 		claimed, holder, err := st.claim(jb.ID, r.now())
 		switch {
 		case err != nil:
+			jb.hold.Release()
+			jb.hold = nil
 			r.block(i, "the state store refused the job: "+err.Error())
 			return
 		case !claimed:
+			jb.hold.Release()
+			jb.hold = nil
 			jb.res.BlockedReason = holder
 			r.emit(Event{Type: EventBlocked, Job: jb.ID, Reason: holder, Provider: jb.Task.Provider})
 			r.end(i, StatusExternalActive)
@@ -495,10 +522,12 @@ func (r *runState) start(ctx context.Context, i int) {
 	store := r.s.Store
 	var mu sync.Mutex
 	blocked := ""
+	hold := jb.hold
 	t.Observer = func(e pilot.Event) {
 		if orig != nil {
 			orig(e)
 		}
+		followMemory(hold, e)
 		if e.Type == retry.EventBlocked {
 			mu.Lock()
 			blocked = e.Message
@@ -552,6 +581,8 @@ var errDispatchExited = errors.New("the job's Dispatch did not return: its gorou
 // waits for its provider's rate limit and resumes its session then.
 func (r *runState) finish(f finish) {
 	jb := r.jobs[f.i]
+	jb.hold.Release()
+	jb.hold = nil
 	r.running--
 	if jb.unknown {
 		r.unknown--

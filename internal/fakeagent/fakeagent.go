@@ -16,6 +16,9 @@
 //	env             print the whole environment on stdout, one per line
 //	stdin           copy stdin to stdout
 //	sleep=DURATION  sleep (a Go duration)
+//	alloc=SIZE      allocate SIZE bytes ("300MiB"; B, KiB, MiB, GiB) and
+//	                write to every page of them, so that they are resident,
+//	                and hold them until the process exits
 //	block           wait forever
 //	ignore-term     ignore SIGTERM from now on
 //	ready           tell the parent fake agent this child is ready (see spawn)
@@ -162,6 +165,13 @@ func Main(args []string) int {
 		case "sleep":
 			d, _ := time.ParseDuration(val)
 			time.Sleep(d)
+		case "alloc":
+			n, err := parseSize(val)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: alloc: %v\n", err)
+				return 2
+			}
+			held = append(held, touched(n))
 		case "block":
 			out.Flush()
 			for {
@@ -260,6 +270,37 @@ func Main(args []string) int {
 		}
 	}
 	return 0
+}
+
+// held keeps what alloc steps allocated.
+var held [][]byte
+
+// touched returns n bytes with every page written to, so that all of them
+// are resident.
+func touched(n int64) []byte {
+	b := make([]byte, n)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	return b
+}
+
+// parseSize reads an alloc step's size: a number of bytes, or a number and
+// B, KiB, MiB or GiB.
+func parseSize(s string) (int64, error) {
+	for _, u := range []struct {
+		suffix string
+		n      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}, {"", 1}} {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			n, err := strconv.ParseInt(num, 10, 64)
+			if err != nil || n < 0 {
+				return 0, fmt.Errorf("size %q: want a number of bytes, or of B, KiB, MiB or GiB", s)
+			}
+			return n * u.n, nil
+		}
+	}
+	return 0, nil // not reached: the empty suffix matches
 }
 
 // matchEnd returns the index of the "end" that closes the spawn at i.

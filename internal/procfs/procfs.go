@@ -1,5 +1,6 @@
 // Package procfs reads the Linux process table: which processes are alive,
-// their children, and which carry a given environment entry.
+// their children, their resident memory, and which carry a given
+// environment entry.
 package procfs
 
 import (
@@ -124,4 +125,34 @@ func StartTime(pid int) (ticks uint64, ok bool) {
 	}
 	t, err := strconv.ParseUint(string(f[19]), 10, 64)
 	return t, err == nil
+}
+
+// pageSize is the unit of /proc/PID/stat's rss.
+var pageSize = int64(os.Getpagesize())
+
+// RSS returns pid's resident memory in bytes (field 24 of /proc/PID/stat,
+// the same count as VmRSS) and its command name (comm, at most 15 bytes);
+// ok is false when the process is gone, a zombie, or there is no /proc.
+func RSS(pid int) (rss int64, comm string, ok bool) {
+	if pid <= 0 {
+		return 0, "", false
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, "", false
+	}
+	open, end := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
+	if open < 0 || end < open {
+		return 0, "", false
+	}
+	// Field 24 is f[21].
+	f := bytes.Fields(data[end+1:])
+	if len(f) < 22 || f[0][0] == 'Z' || f[0][0] == 'X' {
+		return 0, "", false
+	}
+	pages, err := strconv.ParseInt(string(f[21]), 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return pages * pageSize, string(data[open+1 : end]), true
 }

@@ -3,7 +3,9 @@ package procfs
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -67,4 +69,28 @@ func TestStartTime(t *testing.T) {
 	if _, ok := StartTime(1 << 30); ok {
 		t.Error("StartTime of a pid that cannot exist reported a process")
 	}
+}
+
+// RSS counts the pages this process touched and names it as comm does.
+func TestRSS(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	const size = 64 << 20
+	held := make([]byte, size)
+	for i := 0; i < len(held); i += 4096 {
+		held[i] = 1
+	}
+	rss, comm, ok := RSS(os.Getpid())
+	if !ok || rss < size {
+		t.Errorf("RSS(self) = %d, %v; want at least the %d bytes touched", rss, ok, size)
+	}
+	want, _ := os.ReadFile("/proc/self/comm")
+	if comm != strings.TrimSpace(string(want)) {
+		t.Errorf("RSS(self) comm = %q, want %q", comm, want)
+	}
+	if _, _, ok := RSS(1 << 30); ok {
+		t.Error("RSS of a pid that cannot exist reported a process")
+	}
+	runtime.KeepAlive(held)
 }

@@ -32,6 +32,17 @@ type Status struct {
 	syscall.WaitStatus
 }
 
+// Memory is one look at the resident memory of a job's process tree.
+type Memory struct {
+	RSS   int64 `json:"rss"`   // bytes, summed over the tree's processes
+	Procs int   `json:"procs"` // how many processes the tree has
+	// Top is the process that holds the most, TopComm its command name
+	// and TopRSS what it holds.
+	Top     int    `json:"top"`
+	TopComm string `json:"top_comm"`
+	TopRSS  int64  `json:"top_rss"`
+}
+
 // ErrSupervisorLost is returned for jobs whose supervisor died.
 var ErrSupervisorLost = errors.New("supervise: the supervisor process exited")
 
@@ -46,6 +57,9 @@ type Job struct {
 
 	exited chan struct{}
 	status Status
+	maxRSS int64
+
+	memory chan Memory // the latest sample not yet taken
 
 	done      chan struct{}
 	leftovers int
@@ -59,6 +73,22 @@ func (j *Job) Exited() <-chan struct{} { return j.exited }
 // Status returns how the leader ended; valid once Exited is closed and Err
 // is nil.
 func (j *Job) Status() Status { return j.status }
+
+// MaxRSS is the leader's own peak resident memory in bytes (its rusage,
+// which counts the children it waited for), or 0 where unknown; valid once
+// Exited is closed.
+func (j *Job) MaxRSS() int64 { return j.maxRSS }
+
+// Sample asks the supervisor to measure the job's tree; the answer comes
+// on Memory. A job whose leader has exited, or a platform without /proc,
+// gets none.
+func (j *Job) Sample() error {
+	return j.c.send(&msg{Op: opSample, ID: j.id}, nil)
+}
+
+// Memory delivers the answers to Sample: the latest one when several came
+// before it was read.
+func (j *Job) Memory() <-chan Memory { return j.memory }
 
 // Done is closed when no process of the job's tree is left.
 func (j *Job) Done() <-chan struct{} { return j.done }

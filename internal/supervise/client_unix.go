@@ -82,6 +82,7 @@ func (c *client) request(spec Spec, stdin, stdout, stderr *os.File) (*Job, error
 		started: make(chan *msg, 1),
 		exited:  make(chan struct{}),
 		done:    make(chan struct{}),
+		memory:  make(chan Memory, 1),
 		cookie:  spec.Cookie,
 	}
 	c.jobs[j.id] = j
@@ -175,7 +176,12 @@ func (c *client) read() {
 			j.started <- m
 		case opExited:
 			j.status = Status{syscall.WaitStatus(m.Status)}
+			j.maxRSS = m.MaxRSS
 			close(j.exited)
+		case opSample:
+			if m.Memory != nil {
+				j.deliver(*m.Memory)
+			}
 		case opDone:
 			j.leftovers = m.Leftovers
 			close(j.done)
@@ -213,6 +219,21 @@ func (c *client) read() {
 	shared.mu.Lock()
 	delete(shared.live, c)
 	shared.mu.Unlock()
+}
+
+// deliver hands m to Memory, in place of a sample not yet taken.
+func (j *Job) deliver(m Memory) {
+	for {
+		select {
+		case j.memory <- m:
+			return
+		default:
+		}
+		select {
+		case <-j.memory:
+		default:
+		}
+	}
 }
 
 // killCarriers SIGKILLs every process whose environment holds cookie, and

@@ -9,7 +9,9 @@
 // of to init, and it reaps them; the program that embeds pilot keeps reaping
 // its own children exactly as before. On other Unix systems (darwin) it
 // holds each worker by its process group only, and descendants that leave
-// the group escape (see server_group.go). One supervisor serves every job of
+// the group escape (see server_group.go). On Linux it also measures a job's
+// tree when asked (Job.Sample): the resident memory of each of its
+// processes, from /proc. One supervisor serves every job of
 // the process. When the program exits or is killed, the supervisor's control
 // socket reaches end of file and it terminates every job's process tree.
 // Elsewhere (windows) Start returns an error wrapping errors.ErrUnsupported.
@@ -52,6 +54,11 @@ type msg struct {
 	Err       string `json:"err,omitempty"`
 	Status    uint32 `json:"status,omitempty"`
 	Leftovers int    `json:"leftovers,omitempty"`
+	// MaxRSS (exited) is the leader's own peak resident memory in bytes,
+	// from its rusage.
+	MaxRSS int64 `json:"max_rss,omitempty"`
+	// Memory (sample) is the tree's resident memory now.
+	Memory *Memory `json:"memory,omitempty"`
 }
 
 // Ops.
@@ -61,6 +68,7 @@ const (
 	opStarted = "started" // supervisor → client
 	opExited  = "exited"  // supervisor → client: the leader was reaped
 	opDone    = "done"    // supervisor → client: the whole tree is gone
+	opSample  = "sample"  // client → supervisor, and its reply: the tree's memory
 )
 
 const maxFrame = 64 << 20

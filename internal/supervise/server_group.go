@@ -3,6 +3,7 @@
 package supervise
 
 import (
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -25,6 +26,19 @@ func setup() error { return nil }
 func workerAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 func (s *server) signalRunning(j *job, sig syscall.Signal) { signalGroup(j.pid, sig) }
+
+// memory is not measured here: there is no /proc to read a process's
+// resident memory from without cgo.
+func (s *server) memory(*job) (Memory, bool) { return Memory{}, false }
+
+// maxRSS is ru's peak resident memory in bytes: darwin counts bytes, the
+// BSDs kilobytes.
+func maxRSS(ru *syscall.Rusage) int64 {
+	if runtime.GOOS == "darwin" {
+		return int64(ru.Maxrss)
+	}
+	return int64(ru.Maxrss) * 1024
+}
 
 // groupAlive reports whether any process is left in the group pgid.
 func groupAlive(pgid int) bool {

@@ -50,6 +50,27 @@ func (s *server) signalRunning(j *job, sig syscall.Signal) {
 	}
 }
 
+// memory measures a running job's tree: the resident memory of each of its
+// processes, from /proc.
+func (s *server) memory(j *job) (Memory, bool) {
+	var m Memory
+	for _, p := range s.tree(j) {
+		rss, comm, ok := procfs.RSS(p)
+		if !ok {
+			continue
+		}
+		m.RSS += rss
+		m.Procs++
+		if rss > m.TopRSS || m.Top == 0 {
+			m.Top, m.TopComm, m.TopRSS = p, comm, rss
+		}
+	}
+	return m, true
+}
+
+// maxRSS is ru's peak resident memory in bytes (Linux counts kilobytes).
+func maxRSS(ru *syscall.Rusage) int64 { return int64(ru.Maxrss) * 1024 }
+
 // progress moves every exited job's cleanup along: leftovers get SIGTERM,
 // then SIGKILL once the grace period is over; a job whose tree is empty is
 // done.

@@ -194,6 +194,14 @@ func (s *server) handle(r request) {
 			return
 		}
 		s.signalRunning(j, sig)
+	case opSample:
+		j := s.jobs[r.m.ID]
+		if j == nil || j.exited {
+			return
+		}
+		if m, ok := s.memory(j); ok {
+			s.send(&msg{Op: opSample, ID: j.id, Memory: &m})
+		}
 	}
 }
 
@@ -337,7 +345,8 @@ func (s *server) startForkers() {
 func (s *server) reap() {
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		var ru syscall.Rusage
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, &ru)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -360,7 +369,7 @@ func (s *server) reap() {
 		}
 		j.exited = true
 		j.cleaning = true
-		s.send(&msg{Op: opExited, ID: j.id, Status: uint32(ws)})
+		s.send(&msg{Op: opExited, ID: j.id, Status: uint32(ws), MaxRSS: maxRSS(&ru)})
 	}
 }
 

@@ -167,6 +167,7 @@ var kinds = []kind{
 	{"idle-timeout", 2, dispatchKind(script{steps: []string{"out=hello", "block"}, idle: 200 * time.Millisecond, want: "error/idle-timeout"})},
 	{"sigsegv", 3, dispatchKind(script{steps: []string{"out=about to crash", "err=segfault ahead", "signal=11"}, want: "error/process-terminated/SIGSEGV"})},
 	{"cancel", 3, dispatchKind(script{steps: []string{"spawn:hold", "ignore-term", "ready", "block", "end", "out=ready", "block"}, cancelOnReady: true, want: "error/cancelled"})},
+	{"memory-hog", 2, dispatchKind(script{steps: memoryHog, memory: hogLimit, want: "error/memory-limit"})},
 	{"fanout", 6, runFanout},
 	{"pilot-sigkilled-mid-fanout", 2, runKilledPilot},
 	{"pilot-sigkilled-then-reopened", 2, runKilledPilot},
@@ -196,6 +197,16 @@ var doubleFork = []string{
 	"end",
 	"out=done",
 }
+
+// memoryHog: a SIGTERM-ignoring child in a session of its own grows past
+// hogLimit, a little at a time, and holds it; the worker only waits.
+var memoryHog = []string{
+	"spawn:setsid", "ignore-term", "alloc=24MiB", "ready", "alloc=24MiB", "alloc=24MiB", "alloc=24MiB", "block", "end",
+	"out=spawned a hog", "block",
+}
+
+// hogLimit is the memory limit of memoryHog's tree.
+const hogLimit = 64 * pilot.MiB
 
 // invalidBytes writes NUL bytes and invalid UTF-8 on both streams.
 var invalidBytes = []string{
@@ -229,13 +240,15 @@ var fanoutScripts = []script{
 	{steps: []string{"out=about to crash", "signal=11"}},
 	{steps: []string{"out=hello", "block"}, idle: 200 * time.Millisecond},
 	{steps: []string{"flood=" + strconv.Itoa(1<<20), "raw=torn"}},
+	{steps: memoryHog, memory: hogLimit},
 }
 
 // script is one worker's behaviour and the task's limits.
 type script struct {
 	steps         []string
 	timeout, idle time.Duration
-	cancelOnReady bool // cancel the dispatch when the worker prints "ready"
+	memory        pilot.Bytes // the memory limit; 0 for none
+	cancelOnReady bool        // cancel the dispatch when the worker prints "ready"
 	// want is the verdict a lone dispatch must get: "completed", or
 	// "error/CLASS", optionally with "/SIGNAL" (how the worker died) to
 	// check that too.
@@ -362,7 +375,7 @@ func newDispatcher(runDir string, ps []pilot.Provider, pid func(int), line func(
 }
 
 func (s script) task(provider string, mode pilot.Mode, workdir string) pilot.Task {
-	return pilot.Task{Provider: provider, Mode: mode, Prompt: "chaos", Workdir: workdir, Timeout: s.timeout, IdleTimeout: s.idle}
+	return pilot.Task{Provider: provider, Mode: mode, Prompt: "chaos", Workdir: workdir, Timeout: s.timeout, IdleTimeout: s.idle, MemoryLimit: s.memory}
 }
 
 func (c *runCtx) dispatch(s script) {
@@ -428,6 +441,11 @@ func runFanout(c *runCtx) {
 		Dispatcher:  c.dispatcher(onReady, ps...),
 		MaxParallel: c.rng.IntN(n + 1),
 		FailFast:    c.rng.IntN(3) == 0,
+	}
+	if c.rng.IntN(3) == 0 {
+		// A budget from none of the jobs fitting (one runs at a time)
+		// to all of them.
+		f.MemoryBudget = pilot.Bytes(c.rng.IntN(n+1)) * pilot.DefaultExpectedRSS
 	}
 	c.jobs = n
 	vs, err := f.Run(ctx, jobs)
@@ -744,6 +762,7 @@ type childJob struct {
 	Steps     []string `json:"steps"`
 	TimeoutMS int64    `json:"timeout_ms,omitempty"`
 	IdleMS    int64    `json:"idle_ms,omitempty"`
+	Memory    int64    `json:"memory,omitempty"` // the memory limit in bytes
 }
 
 // child is a started child pilot.
@@ -813,7 +832,7 @@ func (c *runCtx) follow(ch *child, stop func(string) bool) []pilot.JobResult {
 func (c *runCtx) childSpec(scripts ...script) childSpec {
 	spec := childSpec{RunDir: c.dir, Workdir: c.cfg.Dir, Tag: c.tag}
 	for _, s := range scripts {
-		spec.Jobs = append(spec.Jobs, childJob{Steps: s.steps, TimeoutMS: s.timeout.Milliseconds(), IdleMS: s.idle.Milliseconds()})
+		spec.Jobs = append(spec.Jobs, childJob{Steps: s.steps, TimeoutMS: s.timeout.Milliseconds(), IdleMS: s.idle.Milliseconds(), Memory: int64(s.memory)})
 	}
 	return spec
 }

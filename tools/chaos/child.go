@@ -57,6 +57,7 @@ func childMain() int {
 			Provider: name, Mode: pilot.ModeExplore, Prompt: "chaos", Workdir: spec.Workdir,
 			Timeout:     time.Duration(j.TimeoutMS) * time.Millisecond,
 			IdleTimeout: time.Duration(j.IdleMS) * time.Millisecond,
+			MemoryLimit: pilot.Bytes(j.Memory),
 		}})
 	}
 	var full sync.Once

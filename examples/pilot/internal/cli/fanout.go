@@ -249,6 +249,18 @@ func worktreeDirFlag(fs *flagSet, dir *string) {
 	fs.StringVar(dir, "worktree-dir", "", "`directory` for the jobs' git worktrees (default: <repo>.pilot-worktrees beside the repository <repo>)")
 }
 
+// memoryBudgetFlag adds --memory-budget to fs.
+func memoryBudgetFlag(fs *flagSet, budget *pilot.Bytes) {
+	fs.Func("memory-budget", "start a job only while the running jobs' memory and its expected peak fit in `SIZE` (12GiB, 512MiB; one job always runs)", func(s string) error {
+		b, err := pilot.ParseBytes(s)
+		if err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), "pilot: "))
+		}
+		*budget = b
+		return nil
+	})
+}
+
 // fanoutBadInput prints "pilot fanout: error: msg" and returns exitBadInput.
 func fanoutBadInput(stderr io.Writer, format string, a ...any) int {
 	return badInput(stderr, "fanout", "error: "+format, a...)
@@ -264,6 +276,7 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 		timeout, idleTimeout time.Duration
 		failFast             bool
 		sandboxMode          sandbox.Mode
+		memoryBudget         pilot.Bytes
 	)
 	fs.StringVar(&workdir, "workdir", "", "existing project `directory` every job runs in (required)")
 	fs.Func("job", "one job, `[NAME=]PROVIDER:MODE:TASK_FILE[:worktree]`; repeatable (the task file's path may hold colons; :worktree runs it in a git worktree of its own)", func(s string) error {
@@ -284,6 +297,7 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 	})
 	fs.Var(seconds{&timeout}, "timeout", "wall-clock limit of each job in `seconds` (default 3600)")
 	fs.Var(seconds{&idleTimeout}, "idle-timeout", "limit of each job in `seconds` without any output (default 900)")
+	memoryBudgetFlag(fs, &memoryBudget)
 	sandboxFlag(fs, &sandboxMode)
 	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
@@ -350,7 +364,7 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 	}
 	d = h.dispatcher(d)
 	f := &pilot.Fanout{Dispatcher: d, MaxParallel: maxParallel, FailFast: failFast, OnEvent: prog.event, MaxCostUSD: maxCost,
-		Worktrees: worktrees.New(d.RunDir, worktreeDir)}
+		Worktrees: worktrees.New(d.RunDir, worktreeDir), MemoryBudget: memoryBudget}
 	var retried *retryResults
 	if policy != nil {
 		retry.UniqueKeys(jobs)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/pilottest"
 )
 
@@ -458,6 +459,7 @@ func TestFanoutBadInput(t *testing.T) {
 		{"providers file missing", append(f.fanoutArgs("--job", "glm:review:"+task), "--providers-file", "/nonexistent/p.json"), "/nonexistent/p.json"},
 		{"max-parallel negative", f.fanoutArgs("--job", "glm:review:"+task, "--max-parallel", "-1"), "0 for all of them"},
 		{"bad timeout", f.fanoutArgs("--job", "glm:review:"+task, "--timeout", "soon"), "want a positive duration"},
+		{"bad memory budget", f.fanoutArgs("--job", "glm:review:"+task, "--memory-budget", "lots"), `--memory-budget: size "lots": want a number of bytes, or a number and a unit`},
 		{"stray argument", f.fanoutArgs("--job", "glm:review:"+task, "extra"), `unexpected argument "extra"`},
 	}
 	for _, tt := range tests {
@@ -515,6 +517,46 @@ func TestFanoutMaxParallelBoundsConcurrentWorkers(t *testing.T) {
 	}
 	if lines != 2*jobs || most > limit || most < 2 {
 		t.Errorf("%d log lines, at most %d workers at once; want %d lines and 2..%d at once", lines, most, 2*jobs, limit)
+	}
+}
+
+// A memory budget smaller than any job's expected peak runs one job at a
+// time (one always runs), and every other job says it waits for memory.
+func TestFanoutMemoryBudgetRunsOneAtATime(t *testing.T) {
+	f := newFixture(t, nil)
+	log := filepath.Join(f.dir, "overlap.log")
+	script := fmt.Sprintf("echo start $$ >> '%s'; sleep 0.02; echo end $$ >> '%s'; echo done", log, log)
+	writeProviders(t, f.providers, map[string]map[string]any{
+		"sh": {"runner": "command", "argv": []string{"/bin/sh", "-c", script}},
+	})
+	const jobs = 4
+	providers := strings.TrimSuffix(strings.Repeat("sh,", jobs), ",")
+	code, out, errOut := runCLI(f.fanoutArgs("--providers", providers, "--mode", "review", "--task-file", f.taskFile,
+		"--memory-budget", "1MiB")...)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0 (stderr %q)", code, errOut)
+	}
+	if n := len(fanoutVerdicts(t, out)); n != jobs {
+		t.Errorf("%d verdicts, want %d", n, jobs)
+	}
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, most := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if strings.HasPrefix(l, "start") {
+			running++
+		} else {
+			running--
+		}
+		most = max(most, running)
+	}
+	if most != 1 {
+		t.Errorf("%d workers at once under a budget none fits, want 1", most)
+	}
+	if n := strings.Count(errOut, ": waiting for memory: 1 running job(s) count 512MiB of the 1MiB budget, and this one expects 512MiB\n"); n != jobs-1 {
+		t.Errorf("%d notes of a wait for memory, want %d:\n%s", n, jobs-1, errOut)
 	}
 }
 
@@ -618,6 +660,21 @@ func TestRenderProgress(t *testing.T) {
 6  task.md#4     glm:review      waiting               -       -  -
 `
 	if diff := cmp.Diff(want, renderProgress("fanout", rows, now, 100, 24, false)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	// A job waiting for memory says so: in its row, and (without a
+	// table) in a line of its own.
+	var lines strings.Builder
+	p := &progress{cmd: "fanout", w: &lines, rows: append([]progressRow(nil), rows...), runs: map[string]int{}, now: func() time.Time { return now }}
+	p.event(5, pilot.Event{Type: event.FanoutJobWaiting, Message: "waiting for memory: 3 running job(s) count 11.5GiB of the 12GiB budget, and this one expects 640MiB"})
+	if got := renderProgress("fanout", p.rows, now, 100, 24, false); !strings.Contains(got, "6  task.md#4     glm:review      waiting               -       -  waiting for memory: 3 running jo…\n") {
+		t.Errorf("a job waiting for memory:\n%s", got)
+	}
+	if want := "pilot fanout: task.md#4 (glm:review): waiting for memory: 3 running job(s) count 11.5GiB of the 12GiB budget, and this one expects 640MiB\n"; lines.String() != want {
+		t.Errorf("its line %q, want %q", lines.String(), want)
+	}
+	p.event(5, pilot.Event{Type: event.FanoutJobStarting})
+	if diff := cmp.Diff(strings.NewReplacer("3 running, 1 waiting", "4 running, 0 waiting", "6  task.md#4     glm:review      waiting ", "6  task.md#4     glm:review      starting").Replace(want), renderProgress("fanout", p.rows, now, 100, 24, false)); diff != "" {
 		t.Errorf("table (-want +got):\n%s", diff)
 	}
 

@@ -130,7 +130,7 @@ func (p *progress) event(i int, e pilot.Event) {
 		// The table shows starts and retry waits.
 	case e.Started != nil:
 		p.printJSON(e.Started)
-	case e.Retry != nil && valid:
+	case e.Retry != nil && valid, e.Type == event.FanoutJobWaiting && valid:
 		p.note(i, e.Message)
 	}
 	if !valid {
@@ -145,6 +145,10 @@ func (p *progress) event(i int, e pilot.Event) {
 	switch {
 	case e.Type == event.FanoutJobStarting:
 		r.Slot = true
+	case e.Type == event.FanoutJobWaiting:
+		if r.waiting() {
+			r.Wait = e.Message // "waiting for memory: ..."
+		}
 	case e.Started != nil:
 		r.Slot = true
 		r.Started = now

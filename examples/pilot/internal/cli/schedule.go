@@ -130,6 +130,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	var dryRun bool
 	var sandboxMode sandbox.Mode
 	var timeout, idleTimeout time.Duration
+	var memoryBudget pilot.Bytes
 	fs.StringVar(&graphFile, "graph", "", "the graph `file`: {\"jobs\": [{"+graphFields+"}]} (required; a job's \"sandbox\", \"timeout\" and \"idle_timeout\" win over the flags)")
 	fs.StringVar(&workdir, "workdir", "", "existing project `directory` the jobs run and write in (required)")
 	fs.Func("max-parallel", "run at most `N` jobs at once (0, the default: every ready job)", func(s string) error {
@@ -148,6 +149,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	fs.StringVar(&rerun, "rerun", "", "run these jobs again even if the state says they are complete: `ID,...` or all")
 	fs.Var(seconds{&timeout}, "timeout", "wall-clock limit of each job in `seconds` (default 3600)")
 	fs.Var(seconds{&idleTimeout}, "idle-timeout", "limit of each job in `seconds` without any output (default 900)")
+	memoryBudgetFlag(fs, &memoryBudget)
 	sandboxFlag(fs, &sandboxMode)
 	providersFile := providersFlag(fs)
 	fs.StringVar(&runDir, "run-dir", "", "`directory` for run records (default "+pilot.DefaultRunDir()+")")
@@ -218,7 +220,8 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		d.OnLine = prog.line
 	}
 	d = h.dispatcher(d)
-	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel, Now: scheduleNow, After: scheduleAfter, Integrate: integrate, MaxCostUSD: maxCost}
+	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel, Now: scheduleNow, After: scheduleAfter, Integrate: integrate,
+		MaxCostUSD: maxCost, MemoryBudget: memoryBudget}
 	if len(worktree) > 0 {
 		sched.Worktrees = worktrees.New(d.RunDir, "")
 	}

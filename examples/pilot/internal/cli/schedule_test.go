@@ -90,6 +90,38 @@ func TestScheduleRunsAGraph(t *testing.T) {
 	}
 }
 
+// --memory-budget bounds schedule as it does fanout: under a budget no
+// job's expected peak fits, one job runs at a time, and all complete.
+func TestScheduleMemoryBudgetRunsOneAtATime(t *testing.T) {
+	f := newFixture(t, nil)
+	log := filepath.Join(f.dir, "overlap.log")
+	script := fmt.Sprintf("echo start $$ >> '%s'; sleep 0.02; echo end $$ >> '%s'; echo done", log, log)
+	writeProviders(t, f.providers, map[string]map[string]any{
+		"sh": {"runner": "command", "argv": []string{"/bin/sh", "-c", script}},
+	})
+	graph := f.writeGraph(t, gjob("a", "sh", f), gjob("b", "sh", f), gjob("c", "sh", f))
+	code, out, errOut := runCLI(f.scheduleArgs(graph, "--memory-budget", "1MiB")...)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, most := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if strings.HasPrefix(l, "start") {
+			running++
+		} else {
+			running--
+		}
+		most = max(most, running)
+	}
+	if most != 1 || strings.Count(string(data), "start") != 3 {
+		t.Errorf("log %q: want 3 runs, one at a time", data)
+	}
+}
+
 // with sets one field of a graph job.
 func with(j map[string]any, field string, v any) map[string]any {
 	j[field] = v

@@ -168,7 +168,7 @@ func scheduleProgress(ctx context.Context, prog *progress, index map[string]int,
 		prog.selected(i)
 	case schedule.EventDeferred:
 		why := e.Reason
-		if e.Conflict == "" && maxParallel > 0 {
+		if e.Conflict == "" && !e.ForMemory && maxParallel > 0 {
 			why = fmt.Sprintf("waiting for a slot (--max-parallel %d)", maxParallel)
 		}
 		prog.waiting(i, why)

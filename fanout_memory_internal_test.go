@@ -1,0 +1,44 @@
+package pilot
+
+import (
+	"context"
+	"testing"
+
+	"github.com/pilotworkers/pilot/event"
+)
+
+// A Fanout job's memory events count against its share of the budget, and
+// its verdict (its tree is gone) gives back all but its expectation.
+func TestFanoutMemoryFollowsTheJobsEvents(t *testing.T) {
+	var seen []string
+	m := (&Fanout{MemoryBudget: 250 * MiB}).memory()
+	job := Job{Task: Task{Provider: "p", MemoryLimit: 100 * MiB, Observer: func(e Event) { seen = append(seen, e.Type) }}}
+	hold, err := m.acquire(context.Background(), 0, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	followed := m.follow(job, hold)
+	fits := func(n Bytes) bool {
+		h, _ := m.budget.TryAcquire(int64(n))
+		h.Release()
+		return h != nil
+	}
+	if !fits(150 * MiB) {
+		t.Fatal("100 MiB expected of 250: 150 more did not fit")
+	}
+	followed.Task.Observer(Event{Type: event.Memory, Memory: &TreeMemory{RSSBytes: int64(200 * MiB)}})
+	if fits(100 * MiB) {
+		t.Error("the tree holds 200 MiB of 250: 100 more fit")
+	}
+	followed.Task.Observer(Event{Type: event.Verdict, Verdict: &Verdict{}})
+	if !fits(150*MiB) || fits(151*MiB) {
+		t.Error("after the verdict the job should count its expected 100 MiB, no more")
+	}
+	hold.Release()
+	if !fits(250 * MiB) {
+		t.Error("a released job still counts")
+	}
+	if len(seen) != 2 {
+		t.Errorf("the task's own observer saw %v, want both events", seen)
+	}
+}
