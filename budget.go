@@ -80,12 +80,3 @@ func (s *spending) over(what string) (string, bool) {
 	}
 	return fmt.Sprintf("budget: the %s's finished jobs spent $%.4f of its MaxCostUSD $%.4f; no further job starts", what, s.total, s.max), true
 }
-
-// skipped is the result of a Fanout job that never started for the
-// budget: why.
-func skipped(job Job, why string) JobResult {
-	r := synthesized(job, nil, why, false)
-	r.FailureClass = FailBudget
-	r.Skipped = "budget"
-	return r
-}

@@ -557,3 +557,12 @@ func workdirKey(wd string) string {
 	}
 	return wd
 }
+
+// skipped is the result of a Fanout job that never started for the
+// budget: why.
+func skipped(job Job, why string) JobResult {
+	r := synthesized(job, nil, why, false)
+	r.FailureClass = FailBudget
+	r.Skipped = "budget"
+	return r
+}

@@ -3,11 +3,7 @@ package pilot
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
-
-	"github.com/pilotworkers/pilot/event"
-	"github.com/pilotworkers/pilot/internal/supervise"
 )
 
 // TreeMemory is one look at the resident memory of a worker's process
@@ -39,79 +35,3 @@ const followsMemory = runtime.GOOS == "linux"
 // the limit would not hold, so nothing is started. It wraps
 // [errors.ErrUnsupported].
 var ErrMemoryLimitUnsupported = fmt.Errorf("memory limits are enforced on Linux only, where pilot reads the tree's memory from /proc: %w", errors.ErrUnsupported)
-
-// memoryLimit is the limit on the run's tree: the task's, else its
-// provider's; zero for none.
-func (r *run) memoryLimit() Bytes { return memoryLimitOf(r.task, r.prov) }
-
-func memoryLimitOf(t Task, p Provider) Bytes {
-	switch {
-	case t.MemoryLimit < 0:
-		return 0
-	case t.MemoryLimit > 0:
-		return t.MemoryLimit
-	}
-	return p.MemoryLimit
-}
-
-// checkMemoryLimit refuses a memory limit this platform cannot enforce.
-func checkMemoryLimit(t Task, p Provider) error {
-	if limit := memoryLimitOf(t, p); limit > 0 && !followsMemory {
-		return fmt.Errorf("pilot: the task of provider %s has a memory limit of %s (Task.MemoryLimit, or the provider's memory_limit): remove it, or run on Linux: %w",
-			p.Name, limit, ErrMemoryLimitUnsupported)
-	}
-	return nil
-}
-
-// memoryWatch follows the resident memory of one worker's tree: its peak,
-// and the samples worth an event. It belongs to the dispatch loop's
-// goroutine.
-type memoryWatch struct {
-	r       *run
-	peak    TreeMemory // the sample with the most; zero before any
-	emitted int64      // RSSBytes of the last memory event; -1 before any
-}
-
-func (r *run) newMemoryWatch() *memoryWatch { return &memoryWatch{r: r, emitted: -1} }
-
-// sampled takes one sample of the tree. It emits a memory event for the
-// first, and for one that moved by an eighth or 16 MiB, whichever is more,
-// since the last event: enough to follow the tree (a Fanout's memory
-// budget does), few enough for events.log.
-func (w *memoryWatch) sampled(s supervise.Memory) TreeMemory {
-	tm := TreeMemory{RSSBytes: s.RSS, Processes: s.Procs, Top: ProcessRSS{Pid: s.Top, Command: s.TopComm, RSSBytes: s.TopRSS}}
-	if tm.RSSBytes > w.peak.RSSBytes {
-		w.peak = tm
-	}
-	step := max(int64(16*MiB), w.emitted/8)
-	if d := tm.RSSBytes - w.emitted; w.emitted < 0 || d >= step || -d >= step {
-		w.emitted = tm.RSSBytes
-		w.r.emit(Event{Type: event.Memory, Memory: &tm})
-	}
-	return tm
-}
-
-// final is the tree's peak as far as pilot knows it: the largest sample,
-// or the worker's own high-water mark (its rusage, maxRSS, for the worker
-// pid running program path) when that is more, as it is for a worker
-// shorter than a heartbeat.
-func (w *memoryWatch) final(pid int, maxRSS int64, path string) TreeMemory {
-	p := w.peak
-	if maxRSS > p.RSSBytes {
-		p = TreeMemory{RSSBytes: maxRSS, Processes: max(p.Processes, 1),
-			Top: ProcessRSS{Pid: pid, Command: comm(path), RSSBytes: maxRSS}}
-	}
-	return p
-}
-
-// comm is the command name the kernel gives a process running path.
-func comm(path string) string {
-	b := filepath.Base(path)
-	return b[:min(len(b), 15)]
-}
-
-// memoryOver says that a tree holding tm is over its limit.
-func memoryOver(tm TreeMemory, limit Bytes) string {
-	return fmt.Sprintf("the process tree holds %s, over its memory limit of %s; pid %d (%s) holds the most, %s",
-		Bytes(tm.RSSBytes).approx(), limit, tm.Top.Pid, tm.Top.Command, Bytes(tm.Top.RSSBytes).approx())
-}
