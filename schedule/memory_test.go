@@ -18,12 +18,13 @@ import (
 // holding 240 MiB of 250, c waits though only a runs, until a's tree
 // shrinks. Every job finishes.
 //
-// The order is forced without timing: b ends once a has grown; b's end
-// makes d ready, and d is told it waits for memory in the very pass that
-// finds c still does not fit; only then does a shrink.
+// The order is forced without timing: a grows once c is told it waits
+// (a and b were let in first), b ends once a has grown, b's end makes d
+// ready, and d is told it waits for memory in the very pass that finds c
+// still does not fit; only then does a shrink.
 func TestAMemoryBudgetCountsWhatTheTreesHold(t *testing.T) {
 	mib := func(n int64) *pilot.TreeMemory { return &pilot.TreeMemory{RSSBytes: n << 20} }
-	aGrew, aShrink := make(chan struct{}), make(chan struct{})
+	aGrow, aGrew, aShrink := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var aHolds240 atomic.Bool
 	var running, most atomic.Int32
 	s := &schedule.Scheduler{
@@ -35,6 +36,7 @@ func TestAMemoryBudgetCountsWhatTheTreesHold(t *testing.T) {
 			}
 			switch tk.Label {
 			case "a":
+				<-aGrow
 				aHolds240.Store(true)
 				tk.Observer(pilot.Event{Type: event.Memory, Memory: mib(240)})
 				close(aGrew)
@@ -52,7 +54,7 @@ func TestAMemoryBudgetCountsWhatTheTreesHold(t *testing.T) {
 		}),
 	}
 	var deferred []string
-	var once sync.Once
+	var grow, shrink sync.Once
 	s.OnEvent = func(e schedule.Event) {
 		if e.Type != schedule.EventDeferred {
 			return
@@ -61,8 +63,11 @@ func TestAMemoryBudgetCountsWhatTheTreesHold(t *testing.T) {
 			t.Errorf("deferred %s: %q (for memory %v); want a wait for memory", e.Job, e.Reason, e.ForMemory)
 		}
 		deferred = append(deferred, e.Job+": "+e.Reason)
-		if e.Job == "d" {
-			once.Do(func() { close(aShrink) })
+		switch e.Job {
+		case "c":
+			grow.Do(func() { close(aGrow) })
+		case "d":
+			shrink.Do(func() { close(aShrink) })
 		}
 	}
 	g := schedule.Graph{Jobs: []schedule.Job{job("a"), job("b"), job("c"), job("d", "b")}}
