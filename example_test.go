@@ -69,5 +69,5 @@ func ExampleParseProviders() {
 		"providers.json")
 	fmt.Println(err)
 	// Output:
-	// pilot: providers file providers.json: provider "glm": unknown field "modle": remove it or check its spelling (known: runner, argv, model, credential_env, env, binary, args, base_url, isolated, memory_limit, sandbox, sandbox_allow, sandbox_write, sandbox_connect)
+	// pilot: providers file providers.json: provider "glm": unknown field "modle": remove it or check its spelling (known: runner, argv, model, credential_env, env, binary, args, base_url, isolated, memory_limit, max_parallel, sandbox, sandbox_allow, sandbox_write, sandbox_connect)
 }

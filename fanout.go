@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot/event"
+	"github.com/pilotworkers/pilot/internal/gate"
 	"github.com/pilotworkers/pilot/internal/text"
 	"golang.org/x/sync/semaphore"
 )
@@ -156,6 +157,11 @@ type JobResult struct {
 	// Skipped says why a job never started though it could have:
 	// "budget" (Fanout.MaxCostUSD was spent).
 	Skipped string `json:"skipped,omitempty"`
+	// Blocked says why a job never started: its provider's quota was
+	// used up by an earlier job, whose evidence it names ("provider glm
+	// quota used up (job fix-login): ..."). Its verdict is synthesized,
+	// class provider-quota.
+	Blocked string `json:"blocked,omitempty"`
 }
 
 // Run runs jobs and returns their results in job order, one per job,
@@ -194,44 +200,120 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]JobResult, error) {
 	var id [4]byte
 	_, _ = rand.Read(id[:])
 	names := worktreeNames(jobs, hex.EncodeToString(id[:]))
-	// Jobs take their first slot in job order (the semaphore serves
-	// waiters first come, first served); a retry waits its turn behind
-	// them.
+	// sem is the fanout's parallelism: a job takes its first slot in
+	// job order; a retry taking its slot back (WithoutSlot) goes first.
 	sem := semaphore.NewWeighted(int64(limit))
+	poke := make(chan struct{}, 1) // a slot, a provider's slot or a gate changed
+	wake := func() {
+		select {
+		case poke <- struct{}{}:
+		default:
+		}
+	}
+	gates := gate.New(func(provider string) int {
+		return LimitsOf(f.Dispatcher, Task{Provider: provider}).MaxParallel
+	}, wake)
 	spent := &spending{max: f.MaxCostUSD}
 	mem := f.memory() // nil without a MemoryBudget
+	told := make([]string, len(jobs))
+	say := func(i int, key, why string) {
+		if told[i] != key && f.OnEvent != nil {
+			f.OnEvent(i, Event{Type: event.FanoutJobWaiting, Time: time.Now().UTC(), Message: why})
+		}
+		told[i] = key
+	}
 	var wg sync.WaitGroup
-	for i := range jobs {
-		// Memory first: a job waiting for it holds no slot.
-		hold, err := mem.acquire(runCtx, i, jobs[i])
-		if err != nil {
-			results[i] = synthesized(jobs[i], nil, "", true)
-			continue
-		}
-		if err := sem.Acquire(runCtx, 1); err != nil {
-			hold.Release()
-			results[i] = synthesized(jobs[i], nil, "", true)
-			continue
-		}
-		if why, over := spent.over("fanout"); over {
-			sem.Release(1)
-			hold.Release()
-			results[i] = skipped(jobs[i], why)
-			continue
-		}
-		s := &fanoutSlot{sem: sem, held: true}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer hold.Release()
-			defer s.release()
-			r := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, mem.follow(jobs[i], hold), wts, names[i])
-			spent.add(r.Usage)
-			if v := r.Verdict; f.FailFast && !v.Verdict.Success() {
-				cancel(fmt.Errorf("fail-fast: job %d (%s) ended %s", i, jobs[i].label(), v.Verdict))
+	queue := make([]int, len(jobs))
+	for i := range queue {
+		queue[i] = i
+	}
+	for len(queue) > 0 {
+		if runCtx.Err() != nil {
+			for _, i := range queue {
+				results[i] = synthesized(jobs[i], nil, "", true)
 			}
-			results[i] = r
-		}()
+			break
+		}
+		room := mem.changed() // before the pass: no change is missed
+		now := time.Now()
+		var next time.Time // the earliest reset a job waits for
+		keep := queue[:0]
+		behind := false // a job waits for a slot or for memory: the jobs after it wait behind it
+		for _, i := range queue {
+			p := jobs[i].Task.Provider
+			st := gates.Check(p, now)
+			switch {
+			case st.Closed != "":
+				results[i] = blocked(jobs[i], st.Closed)
+				continue
+			case behind:
+				keep = append(keep, i)
+				continue
+			case !st.Open():
+				// Its provider holds it back; it holds no slot, and the
+				// other providers' jobs go on.
+				keep = append(keep, i)
+				why := st.Waiting(p)
+				say(i, why, why)
+				if !st.Until.IsZero() && (next.IsZero() || st.Until.Before(next)) {
+					next = st.Until
+				}
+				continue
+			}
+			if !sem.TryAcquire(1) {
+				keep, behind = append(keep, i), true
+				continue
+			}
+			if why, over := spent.over("fanout"); over {
+				sem.Release(1)
+				results[i] = skipped(jobs[i], why)
+				continue
+			}
+			hold, why := mem.tryAcquire(jobs[i])
+			if why != "" {
+				// Memory is let in job order: the jobs after it wait.
+				sem.Release(1)
+				keep, behind = append(keep, i), true
+				say(i, "\x00memory", why)
+				continue
+			}
+			gates.Take(p)
+			s := &fanoutSlot{sem: sem, held: true, wake: wake}
+			job := gated(mem.follow(jobs[i], hold), gates)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer gates.Done(p) // last: it wakes the loop
+				defer hold.Release()
+				defer s.release()
+				r := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, job, wts, names[i])
+				gates.Learn(p, gateFailure(r.Verdict), time.Now())
+				spent.add(r.Usage)
+				if v := r.Verdict; f.FailFast && !v.Verdict.Success() {
+					cancel(fmt.Errorf("fail-fast: job %d (%s) ended %s", i, jobs[i].label(), v.Verdict))
+				}
+				results[i] = r
+			}()
+		}
+		queue = keep
+		if len(queue) == 0 {
+			break
+		}
+		var timer *time.Timer
+		var reset <-chan time.Time
+		if !next.IsZero() {
+			timer = time.NewTimer(time.Until(next))
+			reset = timer.C
+		}
+		select {
+		case <-poke:
+		case <-room:
+		case <-reset:
+		case <-runCtx.Done():
+		}
+		if timer != nil {
+			timer.Stop()
+		}
 	}
 	wg.Wait()
 	return results, nil
@@ -242,6 +324,7 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]JobResult, error) {
 type fanoutSlot struct {
 	sem  *semaphore.Weighted
 	held bool
+	wake func() // the fanout's loop: a slot may be free
 }
 
 // slotKey is the context key of a Fanout job's slot.
@@ -281,6 +364,7 @@ func (s *fanoutSlot) release() {
 	if s.held {
 		s.held = false
 		s.sem.Release(1)
+		s.wake()
 	}
 }
 

@@ -1,12 +1,9 @@
 package pilot
 
 import (
-	"context"
 	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/membudget"
 	"github.com/pilotworkers/pilot/internal/text"
 )
@@ -17,32 +14,48 @@ import (
 // (see the README).
 const DefaultExpectedRSS = 512 * MiB
 
-// historyRuns is how many of a provider's latest runs ExpectedRSS reads.
+// historyRuns is how many of a provider's latest runs Limits reads.
 const historyRuns = 10
 
-// ExpectedRSS is the peak a memory budget expects the tree of t's worker
-// to reach: what d expects, when d (or a layer beneath it, found through
-// Unwrap() TaskDispatcher methods) has an ExpectedRSS(Task) Bytes method,
-// as [*Dispatcher] has; else t's MemoryLimit; else [DefaultExpectedRSS].
-func ExpectedRSS(d TaskDispatcher, t Task) Bytes {
-	if e, ok := capability[interface{ ExpectedRSS(Task) Bytes }](d); ok {
-		return e.ExpectedRSS(t)
-	}
-	if t.MemoryLimit > 0 {
-		return t.MemoryLimit
-	}
-	return DefaultExpectedRSS
+// Limits are what a fleet (a Fanout, the schedule package's Scheduler)
+// holds a task's worker to beside the task's own caps.
+type Limits struct {
+	// MaxParallel bounds how many workers of the task's provider run at
+	// once; zero means no bound.
+	MaxParallel int
+	// ExpectedRSS is the peak a memory budget expects the worker's tree to
+	// reach.
+	ExpectedRSS Bytes
 }
 
-// ExpectedRSS is the peak the tree of t's worker is expected to reach: the
-// largest peak_rss_bytes among the latest 10 finished runs of its provider
-// in RunDir, and no more than its memory limit (Task.MemoryLimit, else the
-// provider's); without such runs, the limit; without a limit,
-// [DefaultExpectedRSS]. It reads the run directory's records, the newest
-// first, and starts nothing.
-func (d *Dispatcher) ExpectedRSS(t Task) Bytes {
+// LimitsOf is what d says of t's limits, when d (or a layer beneath it,
+// found through Unwrap() TaskDispatcher methods) has a Limits(Task)
+// Limits method, as [*Dispatcher] has. Otherwise no provider is bounded,
+// and t's tree is expected to peak at its MemoryLimit, else at
+// [DefaultExpectedRSS].
+func LimitsOf(d TaskDispatcher, t Task) Limits {
+	if l, ok := capability[interface{ Limits(Task) Limits }](d); ok {
+		return l.Limits(t)
+	}
+	if t.MemoryLimit > 0 {
+		return Limits{ExpectedRSS: t.MemoryLimit}
+	}
+	return Limits{ExpectedRSS: DefaultExpectedRSS}
+}
+
+// Limits is what a fleet holds t's worker to. MaxParallel is its
+// provider's. ExpectedRSS is the largest peak_rss_bytes among the latest 10
+// finished runs of its provider in RunDir, and no more than its memory
+// limit (Task.MemoryLimit, else the provider's); without such runs, the
+// limit; without a limit, [DefaultExpectedRSS]. It reads the run
+// directory's records, the newest first, and starts nothing.
+func (d *Dispatcher) Limits(t Task) Limits {
 	p, _ := d.Providers.Lookup(t.Provider)
 	p.Name = t.Provider
+	return Limits{MaxParallel: p.MaxParallel, ExpectedRSS: d.expectedRSS(t, p)}
+}
+
+func (d *Dispatcher) expectedRSS(t Task, p Provider) Bytes {
 	limit := memoryLimitOf(t, p)
 	runDir := d.RunDir
 	if runDir == "" {
@@ -103,24 +116,31 @@ func (f *Fanout) memory() *fanoutMemory {
 	return &fanoutMemory{f: f, budget: membudget.New(int64(f.MemoryBudget)), expect: map[string]Bytes{}}
 }
 
-// acquire waits until job i fits the budget and returns its hold (nil
-// without a budget); a job that must wait says so first, in a
-// FanoutJobWaiting event.
-func (m *fanoutMemory) acquire(ctx context.Context, i int, job Job) (*membudget.Hold, error) {
+// tryAcquire returns job's hold on the budget (nil without one), or nil
+// and why it waits for memory.
+func (m *fanoutMemory) tryAcquire(job Job) (*membudget.Hold, string) {
 	if m == nil {
-		return nil, nil
+		return nil, ""
 	}
 	key := job.Task.Provider + "\x00" + job.Task.MemoryLimit.String()
 	want, ok := m.expect[key]
 	if !ok {
-		want = ExpectedRSS(m.f.Dispatcher, job.Task)
+		want = LimitsOf(m.f.Dispatcher, job.Task).ExpectedRSS
 		m.expect[key] = want
 	}
-	return m.budget.Acquire(ctx, int64(want), func(u membudget.Usage) {
-		if m.f.OnEvent != nil {
-			m.f.OnEvent(i, Event{Type: event.FanoutJobWaiting, Time: time.Now().UTC(), Message: u.Waiting(int64(want))})
-		}
-	})
+	h, u := m.budget.TryAcquire(int64(want))
+	if h == nil {
+		return nil, u.Waiting(int64(want))
+	}
+	return h, ""
+}
+
+// changed is closed when room may have been made (nil without a budget).
+func (m *fanoutMemory) changed() <-chan struct{} {
+	if m == nil {
+		return nil
+	}
+	return m.budget.Changed()
 }
 
 // follow is job with its task's memory events counted against hold: what

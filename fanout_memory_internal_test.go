@@ -1,7 +1,6 @@
 package pilot
 
 import (
-	"context"
 	"testing"
 
 	"github.com/pilotworkers/pilot/event"
@@ -13,9 +12,9 @@ func TestFanoutMemoryFollowsTheJobsEvents(t *testing.T) {
 	var seen []string
 	m := (&Fanout{MemoryBudget: 250 * MiB}).memory()
 	job := Job{Task: Task{Provider: "p", MemoryLimit: 100 * MiB, Observer: func(e Event) { seen = append(seen, e.Type) }}}
-	hold, err := m.acquire(context.Background(), 0, job)
-	if err != nil {
-		t.Fatal(err)
+	hold, why := m.tryAcquire(job)
+	if hold == nil {
+		t.Fatalf("an empty budget kept the first job waiting: %s", why)
 	}
 	followed := m.follow(job, hold)
 	fits := func(n Bytes) bool {

@@ -100,26 +100,26 @@ func TestExpectedRSSFromTheRunHistory(t *testing.T) {
 	p := fakeProvider(t, "hist", "alloc=40MiB", "out=done")
 	d := testDispatcher(t, p, fakeProvider(t, "other", "out=done"))
 	tk := task("hist")
-	if got := d.ExpectedRSS(tk); got != pilot.DefaultExpectedRSS {
+	if got := d.Limits(tk).ExpectedRSS; got != pilot.DefaultExpectedRSS {
 		t.Errorf("no history, no limit: %s, want DefaultExpectedRSS", got)
 	}
 	tk.MemoryLimit = 300 * pilot.MiB
-	if got := d.ExpectedRSS(tk); got != 300*pilot.MiB {
+	if got := d.Limits(tk).ExpectedRSS; got != 300*pilot.MiB {
 		t.Errorf("no history: %s, want the limit", got)
 	}
 	v := dispatch(t, d, task("hist"))
 	dispatch(t, d, task("other"))
-	if got := d.ExpectedRSS(tk); int64(got) != v.PeakRSSBytes || got < 40*pilot.MiB {
+	if got := d.Limits(tk).ExpectedRSS; int64(got) != v.PeakRSSBytes || got < 40*pilot.MiB {
 		t.Errorf("after a run peaking at %d: %s, want that peak", v.PeakRSSBytes, got)
 	}
 	tk.MemoryLimit = 8 * pilot.MiB
-	if got := d.ExpectedRSS(tk); got != 8*pilot.MiB {
+	if got := d.Limits(tk).ExpectedRSS; got != 8*pilot.MiB {
 		t.Errorf("a limit under the history: %s, want the limit", got)
 	}
-	if got := pilot.ExpectedRSS(pilottest.DispatchFunc(nil), tk); got != 8*pilot.MiB {
+	if got := pilot.LimitsOf(pilottest.DispatchFunc(nil), tk).ExpectedRSS; got != 8*pilot.MiB {
 		t.Errorf("a fake dispatcher: %s, want the task's limit", got)
 	}
-	if got := pilot.ExpectedRSS(pilottest.DispatchFunc(nil), task("hist")); got != pilot.DefaultExpectedRSS {
+	if got := pilot.LimitsOf(pilottest.DispatchFunc(nil), task("hist")).ExpectedRSS; got != pilot.DefaultExpectedRSS {
 		t.Errorf("a fake dispatcher, no limit: %s, want DefaultExpectedRSS", got)
 	}
 }

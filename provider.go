@@ -102,6 +102,12 @@ type Provider struct {
 	// tree, as Task.MemoryLimit does for a task that sets none; zero
 	// means none. In a providers file: "memory_limit": "2GiB".
 	MemoryLimit Bytes `json:"memory_limit,omitempty"`
+	// MaxParallel bounds how many of this provider's workers a fleet (a
+	// Fanout, a schedule) runs at once, for an account or a local model
+	// server that allows only so many sessions; a job waiting for one of
+	// its slots holds none of the fleet's. Zero means no bound beyond the
+	// fleet's own. In a providers file: "max_parallel": 2.
+	MaxParallel int `json:"max_parallel,omitempty"`
 
 	// Sandbox is how far this provider's workers are confined when the
 	// task names no mode (sandbox.Secrets when empty; see package
@@ -213,6 +219,9 @@ func (p Provider) validate() error {
 	}
 	if p.MemoryLimit < 0 {
 		return fmt.Errorf("pilot: provider %q: memory_limit %d is negative: give a size like \"2GiB\", or leave it out for none", p.Name, int64(p.MemoryLimit))
+	}
+	if p.MaxParallel < 0 {
+		return fmt.Errorf("pilot: provider %q: max_parallel %d is negative: give how many of its workers may run at once, or leave it out for no bound", p.Name, p.MaxParallel)
 	}
 	if p.CredentialEnv != "" && !envName.MatchString(p.CredentialEnv) {
 		return fmt.Errorf("pilot: provider %q: credential_env %q is not an environment variable name", p.Name, p.CredentialEnv)

@@ -31,7 +31,7 @@ const validProviders = `{
       "env": {"GLM_REGION": "eu", "NO_COLOR": "1"}
     },
     "local": {"runner": "command", "argv": ["local-agent"], "memory_limit": 1073741824},
-    "kimi-k3": {"runner": "kimi", "model": "k3", "credential_env": "KIMI_API_KEY", "memory_limit": "2GiB"}
+    "kimi-k3": {"runner": "kimi", "model": "k3", "credential_env": "KIMI_API_KEY", "memory_limit": "2GiB", "max_parallel": 2}
   }
 }
 `
@@ -45,7 +45,7 @@ var validProvidersWant = []pilot.Provider{
 		CredentialEnv: "GLM_API_KEY",
 		Env:           map[string]string{"GLM_REGION": "eu", "NO_COLOR": "1"},
 	},
-	{Name: "kimi-k3", Runner: "kimi", Model: "k3", CredentialEnv: "KIMI_API_KEY", MemoryLimit: 2 * pilot.GiB},
+	{Name: "kimi-k3", Runner: "kimi", Model: "k3", CredentialEnv: "KIMI_API_KEY", MemoryLimit: 2 * pilot.GiB, MaxParallel: 2},
 	{Name: "local", Runner: "command", Argv: []string{"local-agent"}, MemoryLimit: pilot.GiB},
 }
 
@@ -166,6 +166,9 @@ func TestLoadProvidersErrors(t *testing.T) {
 		{name: "memory_limit without a unit it knows", input: `{"providers": {"glm": {"runner": "kimi", "memory_limit": "2 gigs"}}}`, mention: []string{`"glm"`, "memory_limit", `"2 gigs"`, `"2GiB"`}},
 		{name: "memory_limit negative", input: `{"providers": {"glm": {"runner": "kimi", "memory_limit": -1}}}`, mention: []string{`"glm"`, "memory_limit", "negative"}},
 		{name: "memory_limit a boolean", input: `{"providers": {"glm": {"runner": "kimi", "memory_limit": true}}}`, mention: []string{`"glm"`, "memory_limit"}},
+		{name: "max_parallel negative", input: `{"providers": {"glm": {"runner": "kimi", "max_parallel": -2}}}`, mention: []string{`"glm"`, "max_parallel", "negative"}},
+		{name: "max_parallel a string", input: `{"providers": {"glm": {"runner": "kimi", "max_parallel": "2"}}}`, mention: []string{`"glm"`, "max_parallel"}},
+		{name: "max_parallel a fraction", input: `{"providers": {"glm": {"runner": "kimi", "max_parallel": 1.5}}}`, mention: []string{`"glm"`, "max_parallel"}},
 		{name: "trailing garbage", input: `{"providers": {}} x`},
 		{name: "trailing second object", input: `{"providers": {}} {"providers": {}}`},
 		{name: "trailing number", input: `{"providers": {}} 1`},

@@ -50,7 +50,7 @@ func (r *runState) admit(jb *job) (*membudget.Hold, string) {
 	key := t.Provider + "\x00" + t.MemoryLimit.String()
 	want, ok := m.expect[key]
 	if !ok {
-		want = pilot.ExpectedRSS(r.s.Dispatcher, t)
+		want = pilot.LimitsOf(r.s.Dispatcher, t).ExpectedRSS
 		m.expect[key] = want
 	}
 	h, u := m.budget.TryAcquire(int64(want))

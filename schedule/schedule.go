@@ -12,6 +12,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/event"
+	"github.com/pilotworkers/pilot/internal/gate"
 	"github.com/pilotworkers/pilot/internal/membudget"
 	"github.com/pilotworkers/pilot/retry"
 )
@@ -197,13 +198,6 @@ type finish struct {
 	wt *pilot.WorktreeInfo
 }
 
-// gate is a provider's state: rate limited until until, or closed (its
-// quota used up) with the evidence.
-type gate struct {
-	until  time.Time
-	closed string
-}
-
 // Run runs g's jobs and returns their results in graph order. An error means
 // g is not valid (a *GraphError) and nothing ran. Run returns once every job
 // has a result and no dispatch it started is still running; when ctx ends,
@@ -216,7 +210,10 @@ func (s *Scheduler) Run(ctx context.Context, g Graph) ([]Result, error) {
 	if err := g.Check(); err != nil {
 		return nil, err
 	}
-	r := &runState{s: s, now: s.Now, after: s.After, gates: map[string]*gate{}, writers: map[string]int{}}
+	r := &runState{s: s, now: s.Now, after: s.After, writers: map[string]int{}}
+	r.gates = gate.New(func(provider string) int {
+		return pilot.LimitsOf(s.Dispatcher, pilot.Task{Provider: provider}).MaxParallel
+	}, nil)
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -243,7 +240,7 @@ type runState struct {
 	maxGated int
 
 	jobs    []*job
-	gates   map[string]*gate
+	gates   *gate.Set      // the providers' gates: slots, rate limits, quotas
 	writers map[string]int // file -> running job
 	unknown int            // running jobs with an unknown write set
 	writing int            // running jobs that write (known non-empty or unknown)
@@ -388,17 +385,23 @@ func (r *runState) pass(ctx context.Context) time.Time {
 			}
 			break
 		}
-		gt := r.gates[jb.Task.Provider]
-		if gt != nil && gt.closed != "" {
-			r.block(i, gt.closed)
+		st := r.gates.Check(jb.Task.Provider, now)
+		if st.Closed != "" {
+			r.block(i, st.Closed)
 			continue
 		}
 		keep = append(keep, i)
-		if gt != nil && gt.until.After(now) {
-			r.gated(jb, gt.until)
-			if wake.IsZero() || gt.until.Before(wake) {
-				wake = gt.until
+		if !st.Until.IsZero() {
+			r.gated(jb, st.Until)
+			if wake.IsZero() || st.Until.Before(wake) {
+				wake = st.Until
 			}
+			continue
+		}
+		if st.Full > 0 {
+			// Its provider's slots are all running: it waits for one,
+			// holding none of the graph's; other providers' jobs go on.
+			r.defer1(jb, st.Waiting(jb.Task.Provider), "")
 			continue
 		}
 		if c, why := r.conflict(jb); why != "" {
@@ -502,6 +505,7 @@ func (r *runState) start(ctx context.Context, i int) {
 	jb.state = stRunning
 	jb.deferred = ""
 	r.running++
+	r.gates.Take(jb.Task.Provider)
 	if jb.unknown {
 		r.unknown++
 	}
@@ -584,6 +588,7 @@ func (r *runState) finish(f finish) {
 	jb.hold.Release()
 	jb.hold = nil
 	r.running--
+	r.gates.Done(jb.Task.Provider)
 	if jb.unknown {
 		r.unknown--
 	}
@@ -633,13 +638,10 @@ func (r *runState) finish(f finish) {
 	case f.blocked != "":
 		r.block(f.i, f.blocked)
 	case gated:
-		gt := r.gate(jb.Task.Provider)
-		if until.After(gt.until) {
-			gt.until = until
-		}
+		until = r.gates.Hold(jb.Task.Provider, until)
 		jb.res.Gated++
 		jb.state = stPending
-		r.gated(jb, gt.until)
+		r.gated(jb, until)
 		if v.Resume != "" {
 			// The limited job resumes its own session at the reset.
 			jb.Task.Resume = v.Resume
@@ -648,12 +650,11 @@ func (r *runState) finish(f finish) {
 		r.ready = insertSorted(r.ready, f.i)
 		r.fresh = append(r.fresh, f.i)
 	case v.FailureClass == pilot.FailProviderQuota:
-		reason := "provider " + jb.Task.Provider + " quota used up (job " + jb.ID + ")"
-		if v.EvidenceExcerpt != "" {
-			reason += ": " + v.EvidenceExcerpt
-		}
-		r.gate(jb.Task.Provider).closed = reason
-		r.block(f.i, reason)
+		// Its provider is closed for the rest of the graph; the job
+		// itself ends with its own evidence, whoever closed it first.
+		q := gate.Failure{Quota: true, Job: jb.ID, Evidence: v.EvidenceExcerpt}
+		r.gates.Learn(jb.Task.Provider, q, r.now())
+		r.block(f.i, q.Closes(jb.Task.Provider))
 	default:
 		r.end(f.i, StatusFailed)
 	}
@@ -694,26 +695,20 @@ func (r *runState) completed(i int) {
 // clock time its CLI named ("resets 3pm", "try again at 3:04 PM"). A job
 // that waited MaxGated times already is not gated again.
 func (r *runState) resetOf(jb *job, v pilot.Verdict) (time.Time, bool) {
-	if v.FailureClass != pilot.FailProviderRateLimit && v.FailureClass != pilot.FailProviderQuota || jb.res.Gated >= r.maxGated {
+	if jb.res.Gated >= r.maxGated {
 		return time.Time{}, false
 	}
-	now := r.now()
-	if v.RetryAfterMS > 0 {
-		return now.Add(time.Duration(v.RetryAfterMS) * time.Millisecond), true
-	}
-	if t, ok := resetTime(v.EvidenceExcerpt+"\n"+v.StderrTail, now); ok && t.After(now) {
-		return t, true
-	}
-	return time.Time{}, false
+	return limitOf(v).ResetAt(r.now())
 }
 
-func (r *runState) gate(provider string) *gate {
-	gt := r.gates[provider]
-	if gt == nil {
-		gt = &gate{}
-		r.gates[provider] = gt
+// limitOf is what verdict v says of its provider's gate.
+func limitOf(v pilot.Verdict) gate.Failure {
+	return gate.Failure{
+		RateLimit:  v.FailureClass == pilot.FailProviderRateLimit,
+		Quota:      v.FailureClass == pilot.FailProviderQuota,
+		RetryAfter: time.Duration(v.RetryAfterMS) * time.Millisecond,
+		Text:       v.EvidenceExcerpt + "\n" + v.StderrTail,
 	}
-	return gt
 }
 
 func (r *runState) block(i int, reason string) {
