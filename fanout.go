@@ -73,12 +73,20 @@ type Fanout struct {
 	Dispatcher TaskDispatcher
 	// MaxParallel bounds how many jobs run at once; zero means all of
 	// them.
+	//
+	// Each provider has a gate too, the schedule package's: its own bound
+	// (Limits' MaxParallel, a providers file's max_parallel), a rate
+	// limit's known reset that holds its jobs until then, and a used-up
+	// quota (a provider-quota verdict with no reset) that closes it for
+	// the rest of the run: its queued jobs end Blocked, other providers'
+	// jobs go on. A job its provider holds back waits holding no slot, and
+	// says why (event.FanoutJobWaiting); the jobs behind it may start.
 	MaxParallel int
 	// MemoryBudget bounds the resident memory of the running jobs' trees:
 	// a job starts only when what the running ones count (each the more
 	// of what its tree holds now and its expected peak) plus its own
 	// expected peak fits, or when no job runs (so one always does). The
-	// expected peak is [ExpectedRSS]'s: the provider's peaks in the run
+	// expected peak is [LimitsOf]'s: the provider's peaks in the run
 	// history, else its memory limit, else DefaultExpectedRSS. Jobs wait
 	// in job order, and say so (event.FanoutJobWaiting), holding no slot;
 	// a job keeps its share until it ends, waits between its retries
