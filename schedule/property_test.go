@@ -33,12 +33,26 @@ type randomGraph struct {
 	files    map[string][]string // normalized write sets; nil: writes nothing
 	unknown  map[string]bool
 	deps     map[string][]string
+	limits   map[string]int // each provider's max_parallel; 0: no bound
+}
+
+// limited is a fake dispatcher whose providers have the graph's limits.
+type limited struct {
+	pilottest.DispatchFunc
+	limits map[string]int
+}
+
+func (l limited) Limits(t pilot.Task) pilot.Limits {
+	return pilot.Limits{MaxParallel: l.limits[t.Provider], ExpectedRSS: pilot.DefaultExpectedRSS}
 }
 
 func newRandomGraph(rng *rand.Rand, ws string, n int) randomGraph {
 	rg := randomGraph{g: schedule.Graph{Workdir: ws}, outcomes: map[string]outcome{}, files: map[string][]string{},
-		unknown: map[string]bool{}, deps: map[string][]string{}}
+		unknown: map[string]bool{}, deps: map[string][]string{}, limits: map[string]int{}}
 	providers := []string{"p0", "p1", "p2"}
+	for _, p := range providers {
+		rg.limits[p] = rng.IntN(3)
+	}
 	for i := range n {
 		id := fmt.Sprintf("j%03d", i)
 		j := job(id)
@@ -94,10 +108,10 @@ func (rg randomGraph) overlap(a, b string) bool {
 // overlapping write sets, failures, blocks, rate limits and quotas) on a
 // fake dispatcher whose calls end in a random order: no dependency is ever
 // violated, no two overlapping write sets are ever active, the parallelism
-// is never exceeded, every job ends complete, failed, blocked or waiting
+// is never exceeded (nor any provider's max_parallel), every job ends complete, failed, blocked or waiting
 // with the right reason, and whenever a ready job waits, the parallelism
-// is full, a running job's write set overlaps (and is named), or its
-// provider is gated.
+// is full, a running job's write set overlaps (and is named), all of its
+// provider's slots run, or its provider is gated.
 func TestRandomGraphsKeepEveryRule(t *testing.T) {
 	ws := t.TempDir()
 	for seed := range uint64(40) {
@@ -115,6 +129,7 @@ func checkRandomGraph(t *testing.T, rg randomGraph, maxPar int, rng *rand.Rand) 
 	var mu sync.Mutex
 	cond := sync.NewCond(&mu)
 	active := map[string]chan struct{}{}
+	activeOf := map[string]int{} // active calls by provider
 	completed := map[string]bool{}
 	attempts := map[string]int{}
 	var pmu sync.Mutex
@@ -141,6 +156,10 @@ func checkRandomGraph(t *testing.T, rg randomGraph, maxPar int, rng *rand.Rand) 
 		if maxPar > 0 && len(active) >= maxPar {
 			fail("%s started with %d running (parallelism %d)", id, len(active), maxPar)
 		}
+		if limit := rg.limits[tk.Provider]; limit > 0 && activeOf[tk.Provider] >= limit {
+			fail("%s started with %d of provider %s's jobs running (max_parallel %d)", id, activeOf[tk.Provider], tk.Provider, limit)
+		}
+		activeOf[tk.Provider]++
 		active[id] = release
 		attempts[id]++
 		n := attempts[id]
@@ -150,6 +169,7 @@ func checkRandomGraph(t *testing.T, rg randomGraph, maxPar int, rng *rand.Rand) 
 		mu.Lock()
 		defer mu.Unlock()
 		delete(active, id)
+		activeOf[tk.Provider]--
 		v := pilot.Verdict{Provider: tk.Provider, Verdict: pilot.Completed}
 		switch rg.outcomes[id] {
 		case fails:
@@ -203,11 +223,20 @@ func checkRandomGraph(t *testing.T, rg randomGraph, maxPar int, rng *rand.Rand) 
 
 	// The events, in the scheduler's own order, say what ran when.
 	running := map[string]bool{}
+	providerOf := map[string]string{}
+	runningOf := func(p string) (n int) {
+		for id := range running {
+			if providerOf[id] == p {
+				n++
+			}
+		}
+		return n
+	}
 	closed := map[string]bool{} // providers whose quota the scheduler saw used up
 	gatedUntil := map[string]time.Time{}
 	clock := &fakeClock{now: time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)}
 	s := &schedule.Scheduler{
-		Dispatcher:  fake,
+		Dispatcher:  limited{fake, rg.limits},
 		MaxParallel: maxPar,
 		Now:         clock.Now,
 		After:       clock.After,
@@ -215,6 +244,7 @@ func checkRandomGraph(t *testing.T, rg randomGraph, maxPar int, rng *rand.Rand) 
 			switch e.Type {
 			case schedule.EventSelected:
 				running[e.Job] = true
+				providerOf[e.Job] = e.Provider
 				if closed[e.Provider] {
 					fail("%s started after the scheduler saw provider %s's quota used up", e.Job, e.Provider)
 				}
@@ -230,6 +260,15 @@ func checkRandomGraph(t *testing.T, rg randomGraph, maxPar int, rng *rand.Rand) 
 				gatedUntil[e.Provider] = e.Until
 			case schedule.EventDeferred:
 				switch {
+				case strings.HasPrefix(e.Reason, "waiting for a slot of provider "):
+					p := providerOf[e.Job]
+					if e.Provider != "" {
+						p = e.Provider
+					}
+					want := fmt.Sprintf("waiting for a slot of provider %s: all %d of its slots are running", p, rg.limits[p])
+					if e.Reason != want || runningOf(p) < rg.limits[p] {
+						fail("%s deferred %q with %d of provider %s's jobs running (max_parallel %d)", e.Job, e.Reason, runningOf(p), p, rg.limits[p])
+					}
 				case strings.HasPrefix(e.Reason, "all ") && strings.HasSuffix(e.Reason, " slots are running"):
 					if maxPar == 0 || len(running) < maxPar {
 						fail("%s deferred for full slots with %d of %d running", e.Job, len(running), maxPar)
