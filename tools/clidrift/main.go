@@ -15,6 +15,14 @@
 // is printed but not compared, for which of them a quick run shows
 // depends on when pilot looked. It exits 0 when no row differs, 1
 // when one does (or ran in one run only), 2 on bad input.
+//
+// With -peaks it reads one report and prints each CLI's peak resident
+// memory per process tree (the rows' peak_rss_bytes): the median, the
+// least and the most over its rows, and the command that held the most.
+// README's per-CLI table comes from it:
+//
+//	PILOT_E2E_REPORT=/tmp/e2e.jsonl go test -run 'TestScenarios$' ./e2e
+//	go run ./tools/clidrift -peaks /tmp/e2e.jsonl
 package main
 
 import (
@@ -41,6 +49,8 @@ type row struct {
 	PhaseOK  bool     `json:"phase_ok"`
 	Phases   []string `json:"phases"`
 	Seconds  float64  `json:"seconds"`
+	PeakRSS  int64    `json:"peak_rss_bytes"`
+	PeakTop  string   `json:"peak_rss_command"`
 }
 
 // key names a row of the table: a scenario on one CLI, with its retry
@@ -59,8 +69,17 @@ func (k key) String() string {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "-peaks" {
+		rows, err := readReport(os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "clidrift:", err)
+			os.Exit(2)
+		}
+		peaks(os.Stdout, rows)
+		return
+	}
 	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: clidrift PINNED.jsonl LATEST.jsonl")
+		fmt.Fprintln(os.Stderr, "usage: clidrift PINNED.jsonl LATEST.jsonl\n       clidrift -peaks REPORT.jsonl")
 		os.Exit(2)
 	}
 	pinned, err := readReport(os.Args[1])
@@ -228,3 +247,37 @@ func sorted(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// peaks prints each CLI's peak RSS per tree over its rows that have one:
+// median, least, most, and the command the most was held by.
+func peaks(w io.Writer, rows map[key]row) {
+	by := map[string][]row{}
+	for _, r := range rows {
+		if r.PeakRSS > 0 {
+			by[r.CLI] = append(by[r.CLI], r)
+		}
+	}
+	clis := map[string]bool{}
+	for c := range by {
+		clis[c] = true
+	}
+	fmt.Fprintf(w, "%-9s %-40s %4s %8s %8s %8s  %s\n", "CLI", "package", "rows", "median", "least", "most", "most held by")
+	for _, c := range sorted(clis) {
+		rs := by[c]
+		sort.Slice(rs, func(i, j int) bool { return rs[i].PeakRSS < rs[j].PeakRSS })
+		n := len(rs)
+		median := rs[n/2].PeakRSS
+		if n%2 == 0 {
+			median = (rs[n/2-1].PeakRSS + rs[n/2].PeakRSS) / 2
+		}
+		top := rs[n-1]
+		fmt.Fprintf(w, "%-9s %-40s %4d %8s %8s %8s  %s\n", c, top.Package+" "+top.Version, n,
+			mb(median), mb(rs[0].PeakRSS), mb(top.PeakRSS), orDash(top.PeakTop))
+	}
+	if len(clis) == 0 {
+		fmt.Fprintln(w, "no row has a peak_rss_bytes")
+	}
+}
+
+// mb writes n bytes in MB (10^6), as README's table does.
+func mb(n int64) string { return fmt.Sprintf("%d MB", (n+500_000)/1_000_000) }

@@ -72,3 +72,26 @@ func TestReadReportBadLine(t *testing.T) {
 		t.Errorf("error %v, want one naming line 2", err)
 	}
 }
+
+func TestPeaks(t *testing.T) {
+	rows := map[key]row{
+		{"a", "codex", false}:    {CLI: "codex", Package: "@openai/codex", Version: "0.171.0", PeakRSS: 180_000_000, PeakTop: "codex"},
+		{"b", "codex", false}:    {CLI: "codex", Package: "@openai/codex", Version: "0.171.0", PeakRSS: 220_000_000, PeakTop: "codex"},
+		{"c", "codex", false}:    {CLI: "codex", Package: "@openai/codex", Version: "0.171.0", PeakRSS: 200_400_000, PeakTop: "codex"},
+		{"a", "opencode", false}: {CLI: "opencode", Package: "opencode-linux-x64", Version: "1.18.33", PeakRSS: 500_000_000, PeakTop: "opencode"},
+		{"b", "opencode", false}: {CLI: "opencode", Package: "opencode-linux-x64", Version: "1.18.33", PeakRSS: 700_000_000, PeakTop: "bun"},
+		// A row from before peaks were reported is left out.
+		{"c", "opencode", false}: {CLI: "opencode", Package: "opencode-linux-x64", Version: "1.18.33"},
+	}
+	var out strings.Builder
+	peaks(&out, rows)
+	got := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{
+		"codex @openai/codex 0.171.0 3 200 MB 180 MB 220 MB codex",
+		"opencode opencode-linux-x64 1.18.33 2 600 MB 500 MB 700 MB bun",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
