@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -475,6 +476,11 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, run setup) {
 		t.Errorf("stall inspections in %q, want one in %q", inspected, want.inspected)
 		phaseOK = false
 	}
+	if runtime.GOOS == "linux" && (v.PeakRSSBytes <= 0 || v.PeakRSSProcess == nil || v.PeakRSSProcess.RSSBytes > v.PeakRSSBytes) {
+		// Every run on Linux gets its tree's peak, the CLI's own high-water
+		// mark at the least.
+		t.Errorf("peak RSS %d bytes, process %+v: want the tree's peak, at least its top process's", v.PeakRSSBytes, v.PeakRSSProcess)
+	}
 	reportRow(t, s, c, defaults, v, seen, phaseOK)
 	rec.write(t, v)
 	if want.verdict == pilot.Completed {
@@ -614,6 +620,11 @@ type reportedRow struct {
 	PhaseOK bool     `json:"phase_ok"`
 	Phases  []string `json:"phases"`
 	Seconds float64  `json:"seconds"`
+	// PeakRSS is the verdict's peak_rss_bytes, the most resident memory
+	// the CLI's process tree held, and PeakCommand the command of the
+	// process that held the most of it (tools/clidrift -peaks).
+	PeakRSS     int64  `json:"peak_rss_bytes"`
+	PeakCommand string `json:"peak_rss_command,omitempty"`
 }
 
 var reportMu sync.Mutex
@@ -627,7 +638,10 @@ func reportRow(t *testing.T, s scenario, c cli, defaults bool, v pilot.Verdict, 
 	}
 	row := reportedRow{Scenario: s.name, CLI: c.name, Defaults: defaults, Package: c.pkg, Version: c.pinnedVersion(t),
 		Verdict: string(v.Verdict), Class: string(v.FailureClass), Source: v.EvidenceSource, Phase: string(v.SessionPhase),
-		PhaseOK: phaseOK, Phases: []string{}, Seconds: float64(v.DurationMS) / 1000}
+		PhaseOK: phaseOK, Phases: []string{}, Seconds: float64(v.DurationMS) / 1000, PeakRSS: v.PeakRSSBytes}
+	if v.PeakRSSProcess != nil {
+		row.PeakCommand = v.PeakRSSProcess.Command
+	}
 	if v.FailureSource == "pilot-policy" {
 		row.Source = "pilot"
 	}
