@@ -220,6 +220,8 @@ func progress(w io.Writer, start time.Time) func(loop.Event) {
 			line = "complete, archived in " + e.Reason
 		case loop.EventBlocked:
 			line = "blocked: " + e.Reason
+		case loop.EventWaiting:
+			line = fmt.Sprintf("%-9s %s", e.Stage, e.Reason)
 		case loop.EventExternal:
 			line = "not run here, another task loop owns it: " + e.Reason
 		case loop.EventFollowUp:

@@ -93,9 +93,19 @@ func (a *attempt) executionID(n int) string {
 // cannot be written fails the attempt as FailWorkLogWrite (before the
 // dispatch when the START row cannot be).
 func (a *attempt) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, error) {
-	l := a.j.r.l
+	r := a.j.r
+	l := r.l
 	path := workLogPath(a.task)
 	base := pilot.Verdict{Type: event.Verdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label}
+	// The provider's slot comes before the START row: an attempt that
+	// waits for one has not started.
+	release, err := r.slots.take(ctx, t.Provider, pilot.LimitsOf(l.Dispatcher, t).MaxParallel, func(why string) {
+		r.emit(Event{Type: EventWaiting, Task: a.task.Name, Stage: a.stage, Reason: why})
+	})
+	if err != nil {
+		return fail(base, pilot.FailCancelled, "cancelled while waiting for a slot of provider "+t.Provider), nil
+	}
+	defer release()
 	n, id, err := worklog.NextExecution(path, func() (int, error) { return l.State.nextAttempt(a.task.Name, a.stage) }, a.executionID)
 	if err != nil {
 		return fail(base, FailWorkLogWrite, err.Error()), nil

@@ -121,6 +121,7 @@ const (
 	EventFollowUp = "taskloop.follow_up" // the review wrote a follow-up plan: Reason names it; the stages start over
 	EventComplete = "taskloop.complete"  // the task passed review and is archived: Reason is the archive
 	EventBlocked  = "taskloop.blocked"   // the task is blocked: Reason
+	EventWaiting  = "taskloop.waiting"   // a stage attempt waits for a slot of its provider (max_parallel): Reason
 	EventDispatch = "taskloop.dispatch"  // a pilot event of a stage attempt
 	EventSchedule = "taskloop.schedule"  // a scheduler decision
 	EventExternal = "taskloop.external"  // another live task loop owns the task, which is not run here: Reason says who
@@ -245,7 +246,7 @@ func (l *Loop) Run(ctx context.Context, group string) (Report, error) {
 	if l.Dispatcher == nil || l.State == nil || l.Workspace == "" {
 		return Report{}, errors.New("taskloop: a Loop needs a Workspace, a Dispatcher and a State")
 	}
-	run := &loopRun{l: l, group: group, seen: map[string]bool{}, results: map[string]schedule.Result{}, external: map[string]string{}}
+	run := &loopRun{l: l, group: group, seen: map[string]bool{}, results: map[string]schedule.Result{}, external: map[string]string{}, slots: &providerSlots{}}
 	return run.run(ctx)
 }
 
@@ -259,6 +260,8 @@ type loopRun struct {
 
 	extMu    sync.Mutex
 	external map[string]string // the tasks another live loop owns: who
+
+	slots *providerSlots // the providers' max_parallel, per stage attempt
 }
 
 // owned records that another live loop owns task, as holder says.
