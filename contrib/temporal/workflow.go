@@ -39,6 +39,12 @@ type Input struct {
 	Jobs []Job
 	// Limit is the most jobs running at once, across all workers.
 	Limit int
+	// ProviderLimits bounds the jobs of a provider running at once,
+	// across all workers: a providers file's max_parallel, an account's
+	// session limit. A job whose provider's slots all run waits holding
+	// none of Limit's, while other providers' jobs start. A provider not
+	// named, or named with 0, is bounded by Limit alone.
+	ProviderLimits map[string]int
 	// Queue is the task queue of jobs without a capability, and the
 	// prefix of the others' (see QueueFor).
 	Queue string
@@ -146,7 +152,8 @@ const (
 )
 
 // RunJobs is the workflow that runs in.Jobs as RunJob activities, at most
-// in.Limit at once, each once its dependencies succeeded, and returns one
+// in.Limit at once (and of each provider at most its in.ProviderLimits),
+// each once its dependencies succeeded, and returns one
 // Result per job in job order. A job whose dependency did not succeed is
 // not run: its verdict is synthesized, blocked. A job whose verdict is a
 // provider-rate-limit closes that provider's gate, in the workflow, for
@@ -158,6 +165,12 @@ const (
 func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 	if err := CheckJobs(in.Jobs); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadJob, nil)
+	}
+	for p, n := range in.ProviderLimits {
+		if n < 0 {
+			return nil, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("temporal: provider %s has a limit of %d jobs at once: give a count, or 0 for none", p, n), ErrTypeBadJob, nil)
+		}
 	}
 	if in.Limit <= 0 {
 		in.Limit = DefaultLimit
@@ -185,6 +198,7 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 	rateLimited := make([]int32, n)
 	gates := map[string]time.Time{}
 	running, done := 0, 0
+	runningOf := map[string]int{} // running jobs per provider
 	timerSet := false
 	sel := workflow.NewSelector(ctx)
 
@@ -224,9 +238,11 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 		})
 		state[i] = jobRunning
 		running++
+		runningOf[j.Provider]++
 		f := workflow.ExecuteActivity(actx, ActivityName, j)
 		sel.AddFuture(f, func(f workflow.Future) {
 			running--
+			runningOf[j.Provider]--
 			var res Result
 			err := f.Get(ctx, &res)
 			if err == nil {
@@ -294,11 +310,15 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 			if r, _ := ready(i); !r {
 				continue
 			}
-			if g := gates[in.Jobs[i].Provider]; now.Before(g) {
+			p := in.Jobs[i].Provider
+			if g := gates[p]; now.Before(g) {
 				if nextGate.IsZero() || g.Before(nextGate) {
 					nextGate = g
 				}
 				continue
+			}
+			if lim := in.ProviderLimits[p]; lim > 0 && runningOf[p] >= lim {
+				continue // a job of p ending wakes the selector
 			}
 			start(i)
 		}

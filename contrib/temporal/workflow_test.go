@@ -178,3 +178,79 @@ func TestCheckJobs(t *testing.T) {
 		t.Errorf("RunJobs of a cycle: %v; want a %s error", err, ErrTypeBadJob)
 	}
 }
+
+// A provider's limit holds across all workers: with provider a at one job
+// at once and two slots in all, a's jobs run one after another while b's
+// jobs take the other slot. The first a job runs until both b jobs have
+// ended, which they can only do if a's waiting jobs hold no slot.
+func TestRunJobsProviderLimitHoldsNoGlobalSlot(t *testing.T) {
+	var mu sync.Mutex
+	activeA, mostA, bDone := 0, 0, 0
+	bothB := make(chan struct{})
+	broken := make(chan struct{})
+	var once sync.Once
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(time.Minute) // past the guard below
+	RegisterWorkflow(env)
+	env.RegisterActivityWithOptions(func(ctx context.Context, j Job) (Result, error) {
+		mu.Lock()
+		first := false
+		if j.Provider == "a" {
+			activeA++
+			mostA = max(mostA, activeA)
+			if activeA > 1 {
+				once.Do(func() { close(broken) }) // the bound is broken: stop holding
+			}
+			first = j.Name == "a1"
+		}
+		mu.Unlock()
+		if first {
+			select {
+			case <-bothB:
+			case <-broken:
+			case <-time.After(20 * time.Second):
+				// Not a wait for a child: a guard, so that a workflow
+				// whose waiting jobs hold slots fails here, not by hanging.
+				t.Error("job a1 waited 20 s for b's jobs: a job waiting for provider a's slot held a global slot")
+			}
+		}
+		mu.Lock()
+		if j.Provider == "a" {
+			activeA--
+		} else if bDone++; bDone == 2 {
+			close(bothB)
+		}
+		mu.Unlock()
+		return Result{Job: j.Name, Verdict: JobVerdict{Verdict: pilot.Verdict{Type: "worker_runner.verdict", Verdict: pilot.Completed}}}, nil
+	}, activity.RegisterOptions{Name: ActivityName})
+	js := jobs("a1", "a2", "a3", "b1", "b2")
+	for i := range js {
+		js[i].Provider = js[i].Name[:1]
+	}
+	env.ExecuteWorkflow(WorkflowName, Input{Jobs: js, Limit: 2, ProviderLimits: map[string]int{"a": 1}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var rs []Result
+	if err := env.GetWorkflowResult(&rs); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Verdict.Verdict.Verdict != pilot.Completed {
+			t.Errorf("job %s: %s, want completed", r.Job, r.Verdict.Verdict.Verdict)
+		}
+	}
+	if mostA != 1 {
+		t.Errorf("%d jobs of provider a ran at once; its limit is 1", mostA)
+	}
+}
+
+func TestRunJobsRefusesANegativeProviderLimit(t *testing.T) {
+	env := workflowEnv(t, &fakeJobs{})
+	env.ExecuteWorkflow(WorkflowName, Input{Jobs: jobs("a"), ProviderLimits: map[string]int{"p": -1}})
+	err := env.GetWorkflowError()
+	if err == nil || !strings.Contains(err.Error(), "provider p has a limit of -1") {
+		t.Errorf("workflow error %v, want one naming provider p's limit", err)
+	}
+}

@@ -168,7 +168,13 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	repo := fs.String("repo", "", "the git `repository` of the demo jobs")
 	limit := fs.Int("limit", temporal.DefaultLimit, "the most jobs running at once, across all workers")
 	hb := fs.Duration("heartbeat-timeout", temporal.DefaultHeartbeatTimeout, "how long a job may go without a heartbeat before it is run again (attached to, or taken over)")
+	providers := fs.String("providers", "", "the providers `file` whose max_parallel bounds each provider's jobs across all workers (default: pilot's providers file, if any)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	reg, err := config.LoadRegistry(*providers)
+	if err != nil {
+		fmt.Fprintln(stderr, "pilot-temporal submit:", err)
 		return 2
 	}
 	var jobs []temporal.Job
@@ -208,6 +214,14 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "pilot-temporal submit:", err)
 		return 2
 	}
+	// Each provider's max_parallel holds in the workflow, so across all
+	// workers.
+	limits := map[string]int{}
+	for _, j := range jobs {
+		if p, ok := reg.Lookup(j.Provider); ok && p.MaxParallel > 0 {
+			limits[j.Provider] = p.MaxParallel
+		}
+	}
 	cl, err := c.dial()
 	if err != nil {
 		fmt.Fprintln(stderr, "pilot-temporal submit: connecting to Temporal:", err)
@@ -215,7 +229,7 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	defer cl.Close()
 	run, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: temporal.QueueFor(c.queue, "")}, temporal.WorkflowName,
-		temporal.Input{Jobs: jobs, Limit: *limit, Queue: c.queue, HeartbeatTimeout: *hb})
+		temporal.Input{Jobs: jobs, Limit: *limit, ProviderLimits: limits, Queue: c.queue, HeartbeatTimeout: *hb})
 	if err != nil {
 		fmt.Fprintln(stderr, "pilot-temporal submit:", err)
 		return 1
