@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/pilotworkers/pilot/size"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -91,7 +92,7 @@ type Fanout struct {
 	// in job order, and say so (event.FanoutJobWaiting), holding no slot;
 	// a job keeps its share until it ends, waits between its retries
 	// included. Zero means no budget.
-	MemoryBudget Bytes
+	MemoryBudget size.Bytes
 	// FailFast cancels the jobs still running or waiting as soon as one
 	// job's verdict is not a success. By default siblings are
 	// independent: one failure cancels nothing.

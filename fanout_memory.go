@@ -1,6 +1,7 @@
 package pilot
 
 import (
+	"github.com/pilotworkers/pilot/size"
 	"os"
 	"path/filepath"
 
@@ -12,7 +13,7 @@ import (
 // when neither its provider's run history nor a memory limit says more: a
 // little over what the agent CLIs but opencode were measured to peak at
 // (see the README).
-const DefaultExpectedRSS = 512 * MiB
+const DefaultExpectedRSS = 512 * size.MiB
 
 // historyRuns is how many of a provider's latest runs Limits reads.
 const historyRuns = 10
@@ -25,7 +26,7 @@ type Limits struct {
 	MaxParallel int
 	// ExpectedRSS is the peak a memory budget expects the worker's tree to
 	// reach.
-	ExpectedRSS Bytes
+	ExpectedRSS size.Bytes
 }
 
 // LimitsOf is what d says of t's limits, when d (or a layer beneath it,
@@ -55,7 +56,7 @@ func (d *Dispatcher) Limits(t Task) Limits {
 	return Limits{MaxParallel: p.MaxParallel, ExpectedRSS: d.expectedRSS(t, p)}
 }
 
-func (d *Dispatcher) expectedRSS(t Task, p Provider) Bytes {
+func (d *Dispatcher) expectedRSS(t Task, p Provider) size.Bytes {
 	limit := memoryLimitOf(t, p)
 	runDir := d.RunDir
 	if runDir == "" {
@@ -75,7 +76,7 @@ func (d *Dispatcher) expectedRSS(t Task, p Provider) Bytes {
 
 // observedPeak is the largest peak of the latest historyRuns finished runs
 // of provider in runDir that have one, or 0.
-func observedPeak(runDir, provider string) Bytes {
+func observedPeak(runDir, provider string) size.Bytes {
 	ents, err := os.ReadDir(runDir)
 	if err != nil {
 		return 0
@@ -84,7 +85,7 @@ func observedPeak(runDir, provider string) Bytes {
 	// characters long: the provider is found without opening the record.
 	const timeLen, randLen = 23, 8
 	safe := text.SafeName(provider, '_')
-	var peak Bytes
+	var peak size.Bytes
 	found, read := 0, 0
 	for i := len(ents) - 1; i >= 0 && found < historyRuns && read < 5*historyRuns; i-- {
 		name := ents[i].Name()
@@ -97,7 +98,7 @@ func observedPeak(runDir, provider string) Bytes {
 			continue
 		}
 		found++
-		peak = max(peak, Bytes(rec.PeakRSSBytes))
+		peak = max(peak, size.Bytes(rec.PeakRSSBytes))
 	}
 	return peak
 }
@@ -106,14 +107,14 @@ func observedPeak(runDir, provider string) Bytes {
 type fanoutMemory struct {
 	f      *Fanout
 	budget *membudget.Budget
-	expect map[string]Bytes // by provider and limit, as expected once per Run
+	expect map[string]size.Bytes // by provider and limit, as expected once per Run
 }
 
 func (f *Fanout) memory() *fanoutMemory {
 	if f.MemoryBudget <= 0 {
 		return nil
 	}
-	return &fanoutMemory{f: f, budget: membudget.New(int64(f.MemoryBudget)), expect: map[string]Bytes{}}
+	return &fanoutMemory{f: f, budget: membudget.New(int64(f.MemoryBudget)), expect: map[string]size.Bytes{}}
 }
 
 // tryAcquire returns job's hold on the budget (nil without one), or nil

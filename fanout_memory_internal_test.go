@@ -1,6 +1,7 @@
 package pilot
 
 import (
+	"github.com/pilotworkers/pilot/size"
 	"testing"
 
 	"github.com/pilotworkers/pilot/event"
@@ -10,31 +11,31 @@ import (
 // its verdict (its tree is gone) gives back all but its expectation.
 func TestFanoutMemoryFollowsTheJobsEvents(t *testing.T) {
 	var seen []string
-	m := (&Fanout{MemoryBudget: 250 * MiB}).memory()
-	job := Job{Task: Task{Provider: "p", MemoryLimit: 100 * MiB, Observer: func(e Event) { seen = append(seen, e.Type) }}}
+	m := (&Fanout{MemoryBudget: 250 * size.MiB}).memory()
+	job := Job{Task: Task{Provider: "p", MemoryLimit: 100 * size.MiB, Observer: func(e Event) { seen = append(seen, e.Type) }}}
 	hold, why := m.tryAcquire(job)
 	if hold == nil {
 		t.Fatalf("an empty budget kept the first job waiting: %s", why)
 	}
 	followed := m.follow(job, hold)
-	fits := func(n Bytes) bool {
+	fits := func(n size.Bytes) bool {
 		h, _ := m.budget.TryAcquire(int64(n))
 		h.Release()
 		return h != nil
 	}
-	if !fits(150 * MiB) {
+	if !fits(150 * size.MiB) {
 		t.Fatal("100 MiB expected of 250: 150 more did not fit")
 	}
-	followed.Task.Observer(Event{Type: event.Memory, Memory: &TreeMemory{RSSBytes: int64(200 * MiB)}})
-	if fits(100 * MiB) {
+	followed.Task.Observer(Event{Type: event.Memory, Memory: &TreeMemory{RSSBytes: int64(200 * size.MiB)}})
+	if fits(100 * size.MiB) {
 		t.Error("the tree holds 200 MiB of 250: 100 more fit")
 	}
 	followed.Task.Observer(Event{Type: event.Verdict, Verdict: &Verdict{}})
-	if !fits(150*MiB) || fits(151*MiB) {
+	if !fits(150*size.MiB) || fits(151*size.MiB) {
 		t.Error("after the verdict the job should count its expected 100 MiB, no more")
 	}
 	hold.Release()
-	if !fits(250 * MiB) {
+	if !fits(250 * size.MiB) {
 		t.Error("a released job still counts")
 	}
 	if len(seen) != 2 {

@@ -2,6 +2,7 @@ package pilot_test
 
 import (
 	"context"
+	"github.com/pilotworkers/pilot/size"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,7 +31,7 @@ func TestFanoutMemoryBudgetRunsWhatFits(t *testing.T) {
 		name := "w" + strconv.Itoa(i)
 		ps = append(ps, fakeProvider(t, name, "alloc=24MiB", "out=ready", "await="+filepath.Join(dir, name), "out=done"))
 		// Each is expected to peak at its limit: 100 MiB, two in 250.
-		jobs = append(jobs, pilot.Job{Task: pilot.Task{Provider: name, Mode: pilot.ModeReview, Prompt: "x", MemoryLimit: 100 * pilot.MiB}})
+		jobs = append(jobs, pilot.Job{Task: pilot.Task{Provider: name, Mode: pilot.ModeReview, Prompt: "x", MemoryLimit: 100 * size.MiB}})
 	}
 	d := testDispatcher(t, ps...)
 	d.Heartbeat = 10 * time.Millisecond // memory events too
@@ -46,7 +47,7 @@ func TestFanoutMemoryBudgetRunsWhatFits(t *testing.T) {
 			live = live[1:]
 		}
 	}
-	f := &pilot.Fanout{Dispatcher: d, MemoryBudget: 250 * pilot.MiB, OnEvent: func(i int, e pilot.Event) {
+	f := &pilot.Fanout{Dispatcher: d, MemoryBudget: 250 * size.MiB, OnEvent: func(i int, e pilot.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -103,20 +104,20 @@ func TestExpectedRSSFromTheRunHistory(t *testing.T) {
 	if got := d.Limits(tk).ExpectedRSS; got != pilot.DefaultExpectedRSS {
 		t.Errorf("no history, no limit: %s, want DefaultExpectedRSS", got)
 	}
-	tk.MemoryLimit = 300 * pilot.MiB
-	if got := d.Limits(tk).ExpectedRSS; got != 300*pilot.MiB {
+	tk.MemoryLimit = 300 * size.MiB
+	if got := d.Limits(tk).ExpectedRSS; got != 300*size.MiB {
 		t.Errorf("no history: %s, want the limit", got)
 	}
 	v := dispatch(t, d, task("hist"))
 	dispatch(t, d, task("other"))
-	if got := d.Limits(tk).ExpectedRSS; int64(got) != v.PeakRSSBytes || got < 40*pilot.MiB {
+	if got := d.Limits(tk).ExpectedRSS; int64(got) != v.PeakRSSBytes || got < 40*size.MiB {
 		t.Errorf("after a run peaking at %d: %s, want that peak", v.PeakRSSBytes, got)
 	}
-	tk.MemoryLimit = 8 * pilot.MiB
-	if got := d.Limits(tk).ExpectedRSS; got != 8*pilot.MiB {
+	tk.MemoryLimit = 8 * size.MiB
+	if got := d.Limits(tk).ExpectedRSS; got != 8*size.MiB {
 		t.Errorf("a limit under the history: %s, want the limit", got)
 	}
-	if got := pilot.LimitsOf(pilottest.DispatchFunc(nil), tk).ExpectedRSS; got != 8*pilot.MiB {
+	if got := pilot.LimitsOf(pilottest.DispatchFunc(nil), tk).ExpectedRSS; got != 8*size.MiB {
 		t.Errorf("a fake dispatcher: %s, want the task's limit", got)
 	}
 	if got := pilot.LimitsOf(pilottest.DispatchFunc(nil), task("hist")).ExpectedRSS; got != pilot.DefaultExpectedRSS {

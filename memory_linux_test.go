@@ -1,6 +1,7 @@
 package pilot_test
 
 import (
+	"github.com/pilotworkers/pilot/size"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,7 +22,7 @@ import (
 func TestAWorkerPastItsMemoryLimitIsEnded(t *testing.T) {
 	checkGoroutines(t)
 	p := fakeProvider(t, "hog", "spawn:setsid", "alloc=160MiB", "ready", "block", "end", "out=ready", "block")
-	p.MemoryLimit = 128 * pilot.MiB
+	p.MemoryLimit = 128 * size.MiB
 	d := testDispatcher(t, p)
 	d.Heartbeat = 10 * time.Millisecond // a sample every 10 ms: the verdict comes sooner
 	worker := 0
@@ -70,7 +71,7 @@ func TestAWorkerPastItsMemoryLimitIsEnded(t *testing.T) {
 func TestEveryVerdictHasItsPeakRSS(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "gate")
 	long := fakeProvider(t, "long", "alloc=48MiB", "out=ready", "await="+gate, "out=done")
-	long.MemoryLimit = 16 * pilot.MiB
+	long.MemoryLimit = 16 * size.MiB
 	short := fakeProvider(t, "short", "alloc=40MiB", "out=done")
 	d := testDispatcher(t, long, short)
 	d.Heartbeat = 10 * time.Millisecond

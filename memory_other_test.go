@@ -5,6 +5,7 @@ package pilot_test
 import (
 	"context"
 	"errors"
+	"github.com/pilotworkers/pilot/size"
 	"testing"
 
 	"github.com/pilotworkers/pilot"
@@ -15,7 +16,7 @@ import (
 // does: the limit would not hold.
 func TestAMemoryLimitIsRefusedWherePilotCannotFollowMemory(t *testing.T) {
 	p := fakeProvider(t, "limited", "out=never")
-	p.MemoryLimit = 2 * pilot.GiB
+	p.MemoryLimit = 2 * size.GiB
 	d := testDispatcher(t, p)
 	tk := task("limited")
 	tk.Workdir = t.TempDir()

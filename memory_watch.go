@@ -2,6 +2,7 @@ package pilot
 
 import (
 	"fmt"
+	"github.com/pilotworkers/pilot/size"
 	"path/filepath"
 
 	"github.com/pilotworkers/pilot/event"
@@ -10,9 +11,9 @@ import (
 
 // memoryLimit is the limit on the run's tree: the task's, else its
 // provider's; zero for none.
-func (r *run) memoryLimit() Bytes { return memoryLimitOf(r.task, r.prov) }
+func (r *run) memoryLimit() size.Bytes { return memoryLimitOf(r.task, r.prov) }
 
-func memoryLimitOf(t Task, p Provider) Bytes {
+func memoryLimitOf(t Task, p Provider) size.Bytes {
 	switch {
 	case t.MemoryLimit < 0:
 		return 0
@@ -51,7 +52,7 @@ func (w *memoryWatch) sampled(s supervise.Memory) TreeMemory {
 	if tm.RSSBytes > w.peak.RSSBytes {
 		w.peak = tm
 	}
-	step := max(int64(16*MiB), w.emitted/8)
+	step := max(int64(16*size.MiB), w.emitted/8)
 	if d := tm.RSSBytes - w.emitted; w.emitted < 0 || d >= step || -d >= step {
 		w.emitted = tm.RSSBytes
 		w.r.emit(Event{Type: event.Memory, Memory: &tm})
@@ -79,7 +80,7 @@ func comm(path string) string {
 }
 
 // memoryOver says that a tree holding tm is over its limit.
-func memoryOver(tm TreeMemory, limit Bytes) string {
+func memoryOver(tm TreeMemory, limit size.Bytes) string {
 	return fmt.Sprintf("the process tree holds %s, over its memory limit of %s; pid %d (%s) holds the most, %s",
-		Bytes(tm.RSSBytes).approx(), limit, tm.Top.Pid, tm.Top.Command, Bytes(tm.Top.RSSBytes).approx())
+		size.Bytes(tm.RSSBytes).Approx(), limit, tm.Top.Pid, tm.Top.Command, size.Bytes(tm.Top.RSSBytes).Approx())
 }

@@ -2,6 +2,7 @@ package pilot
 
 import (
 	"fmt"
+	"github.com/pilotworkers/pilot/size"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -101,7 +102,7 @@ type Provider struct {
 	// MemoryLimit bounds the resident memory of each worker's process
 	// tree, as Task.MemoryLimit does for a task that sets none; zero
 	// means none. In a providers file: "memory_limit": "2GiB".
-	MemoryLimit Bytes `json:"memory_limit,omitempty"`
+	MemoryLimit size.Bytes `json:"memory_limit,omitempty"`
 	// MaxParallel bounds how many of this provider's workers a fleet (a
 	// Fanout, a schedule) runs at once, for an account or a local model
 	// server that allows only so many sessions; a job waiting for one of

@@ -3,6 +3,7 @@ package pilot
 import (
 	"context"
 	"fmt"
+	"github.com/pilotworkers/pilot/size"
 	"syscall"
 	"time"
 
@@ -119,7 +120,7 @@ type supervisor struct {
 	// while the worker runs; memLimit is the most it may hold (zero or
 	// negative: no limit), and memOver the sample that was over it.
 	sample   bool
-	memLimit Bytes
+	memLimit size.Bytes
 	memOver  *TreeMemory
 
 	lastOutput  time.Time

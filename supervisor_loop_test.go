@@ -2,6 +2,7 @@ package pilot
 
 import (
 	"errors"
+	"github.com/pilotworkers/pilot/size"
 	"syscall"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func cancel(cause string) loopInput {
 }
 
 // sampled is a sample of the tree's memory: rss in all, top in pid 42.
-func sampled(rss, top Bytes) loopInput {
+func sampled(rss, top size.Bytes) loopInput {
 	return loopInput{"memory " + rss.String(), func(m *supervisor, _ *fakeWorker, _ time.Time) []action {
 		return m.memory(TreeMemory{RSSBytes: int64(rss), Processes: 2, Top: ProcessRSS{Pid: 42, Command: "node", RSSBytes: int64(top)}})
 	}}
@@ -155,7 +156,7 @@ func TestSupervisorLoop(t *testing.T) {
 		idle    time.Duration
 		finish  time.Duration
 		stall   StallPolicy
-		memory  Bytes // the memory limit; a test that sets one samples
+		memory  size.Bytes // the memory limit; a test that sets one samples
 		steps   []step
 		want    end
 	}{
@@ -379,22 +380,22 @@ func TestSupervisorLoop(t *testing.T) {
 			name:    "a sample over the memory limit ends the worker, once; samples stop when it exits",
 			timeout: time.Hour,
 			stall:   stallOff,
-			memory:  256 * MiB,
+			memory:  256 * size.MiB,
 			steps: []step{
 				{0, start, []action{armAction(timerTimeout, time.Hour)}},
 				{time.Second, tick, sample},
-				{time.Second, sampled(100*MiB, 90*MiB), nil},
+				{time.Second, sampled(100*size.MiB, 90*size.MiB), nil},
 				{2 * time.Second, tick, sample},
-				{2 * time.Second, sampled(256*MiB, 250*MiB), nil}, // at the limit is not past it
+				{2 * time.Second, sampled(256*size.MiB, 250*size.MiB), nil}, // at the limit is not past it
 				{3 * time.Second, tick, sample},
-				{3 * time.Second, sampled(300*MiB, 290*MiB), join(
+				{3 * time.Second, sampled(300*size.MiB, 290*size.MiB), join(
 					sigterm("the process tree holds 300.0MiB, over its memory limit of 256MiB; pid 42 (node) holds the most, 290.0MiB"),
 					stopAction(timerTimeout))},
-				{3 * time.Second, sampled(400*MiB, 390*MiB), nil},
+				{3 * time.Second, sampled(400*size.MiB, 390*size.MiB), nil},
 				{4 * time.Second, tick, sample}, // the looks go on while it is ended
 				{5 * time.Second, exited, nil},
 				{6 * time.Second, tick, nil},
-				{6 * time.Second, sampled(400*MiB, 390*MiB), nil},
+				{6 * time.Second, sampled(400*size.MiB, 390*size.MiB), nil},
 				{8 * time.Second, fire(timerGrace), sigkill},
 				{8 * time.Second, done, nil},
 			},

@@ -5,6 +5,7 @@ package pilot
 import (
 	"errors"
 	"fmt"
+	"github.com/pilotworkers/pilot/size"
 	"os"
 	"path/filepath"
 	"time"
@@ -48,7 +49,7 @@ type Task struct {
 	// disables. Pilot samples the tree every Dispatcher.Heartbeat, so a
 	// tree may overshoot between samples. Linux only: elsewhere a limit
 	// fails the dispatch ([ErrMemoryLimitUnsupported]), spawning nothing.
-	MemoryLimit Bytes
+	MemoryLimit size.Bytes
 	// Label is a free-form name carried into events and the verdict.
 	Label string
 	// Sandbox is how far the worker is confined; empty means the

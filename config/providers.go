@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pilotworkers/pilot/size"
 	"io"
 	"io/fs"
 	"os"
@@ -82,7 +83,7 @@ func ParseProviders(r io.Reader, name string) (*pilot.Registry, error) {
 			return fail("provider %q: %v", key, err)
 		}
 		if raw, ok := fields.get("memory_limit"); ok {
-			var b pilot.Bytes
+			var b size.Bytes
 			if err := json.Unmarshal(raw, &b); err != nil {
 				return fail("provider %q: memory_limit: %v", key, err)
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pilotworkers/pilot/size"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -45,8 +46,8 @@ var validProvidersWant = []pilot.Provider{
 		CredentialEnv: "GLM_API_KEY",
 		Env:           map[string]string{"GLM_REGION": "eu", "NO_COLOR": "1"},
 	},
-	{Name: "kimi-k3", Runner: "kimi", Model: "k3", CredentialEnv: "KIMI_API_KEY", MemoryLimit: 2 * pilot.GiB, MaxParallel: 2},
-	{Name: "local", Runner: "command", Argv: []string{"local-agent"}, MemoryLimit: pilot.GiB},
+	{Name: "kimi-k3", Runner: "kimi", Model: "k3", CredentialEnv: "KIMI_API_KEY", MemoryLimit: 2 * size.GiB, MaxParallel: 2},
+	{Name: "local", Runner: "command", Argv: []string{"local-agent"}, MemoryLimit: size.GiB},
 }
 
 // writeProviders writes content to a providers file in a fresh directory

@@ -3,6 +3,7 @@ package schedule
 import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/membudget"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // The scheduler's memory budget (Scheduler.MemoryBudget): the rules are
@@ -11,16 +12,16 @@ import (
 // memoryState is a run's budget; nil for none.
 type memoryState struct {
 	budget  *membudget.Budget
-	expect  map[string]pilot.Bytes // by provider and limit
-	changed <-chan struct{}        // the budget's, as of the last pass
-	waiting bool                   // a job waits for memory
+	expect  map[string]size.Bytes // by provider and limit
+	changed <-chan struct{}       // the budget's, as of the last pass
+	waiting bool                  // a job waits for memory
 }
 
 func (s *Scheduler) memory() *memoryState {
 	if s.MemoryBudget <= 0 {
 		return nil
 	}
-	return &memoryState{budget: membudget.New(int64(s.MemoryBudget)), expect: map[string]pilot.Bytes{}}
+	return &memoryState{budget: membudget.New(int64(s.MemoryBudget)), expect: map[string]size.Bytes{}}
 }
 
 // pass begins a pass: no job waits for memory yet, and a change from now

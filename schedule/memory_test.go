@@ -2,6 +2,7 @@ package schedule_test
 
 import (
 	"context"
+	"github.com/pilotworkers/pilot/size"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,7 +29,7 @@ func TestAMemoryBudgetCountsWhatTheTreesHold(t *testing.T) {
 	var aHolds240 atomic.Bool
 	var running, most atomic.Int32
 	s := &schedule.Scheduler{
-		MemoryBudget: 250 * pilot.MiB,
+		MemoryBudget: 250 * size.MiB,
 		Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
 			n := running.Add(1)
 			defer running.Add(-1)
@@ -72,7 +73,7 @@ func TestAMemoryBudgetCountsWhatTheTreesHold(t *testing.T) {
 	}
 	g := schedule.Graph{Jobs: []schedule.Job{job("a"), job("b"), job("c"), job("d", "b")}}
 	for i := range g.Jobs {
-		g.Jobs[i].Task.MemoryLimit = 100 * pilot.MiB // each expects 100 MiB
+		g.Jobs[i].Task.MemoryLimit = 100 * size.MiB // each expects 100 MiB
 	}
 	rs := run(t, s, g)
 	for _, r := range rs {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pilotworkers/pilot/size"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -120,7 +121,7 @@ type Scheduler struct {
 	// as Fanout.MemoryBudget does: a ready job starts only when it fits,
 	// or when no job runs; until then it, and the ready jobs after it,
 	// wait (deferred, ForMemory). Zero means no budget.
-	MemoryBudget pilot.Bytes
+	MemoryBudget size.Bytes
 	// MaxGated bounds how often one job waits for its provider's rate
 	// limit before its rate limit counts as a failure; zero means 10.
 	MaxGated int

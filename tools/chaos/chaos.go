@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pilotworkers/pilot/size"
 	"io"
 	"io/fs"
 	"maps"
@@ -206,7 +207,7 @@ var memoryHog = []string{
 }
 
 // hogLimit is the memory limit of memoryHog's tree.
-const hogLimit = 64 * pilot.MiB
+const hogLimit = 64 * size.MiB
 
 // invalidBytes writes NUL bytes and invalid UTF-8 on both streams.
 var invalidBytes = []string{
@@ -247,8 +248,8 @@ var fanoutScripts = []script{
 type script struct {
 	steps         []string
 	timeout, idle time.Duration
-	memory        pilot.Bytes // the memory limit; 0 for none
-	cancelOnReady bool        // cancel the dispatch when the worker prints "ready"
+	memory        size.Bytes // the memory limit; 0 for none
+	cancelOnReady bool       // cancel the dispatch when the worker prints "ready"
 	// want is the verdict a lone dispatch must get: "completed", or
 	// "error/CLASS", optionally with "/SIGNAL" (how the worker died) to
 	// check that too.
@@ -445,7 +446,7 @@ func runFanout(c *runCtx) {
 	if c.rng.IntN(3) == 0 {
 		// A budget from none of the jobs fitting (one runs at a time)
 		// to all of them.
-		f.MemoryBudget = pilot.Bytes(c.rng.IntN(n+1)) * pilot.DefaultExpectedRSS
+		f.MemoryBudget = size.Bytes(c.rng.IntN(n+1)) * pilot.DefaultExpectedRSS
 	}
 	c.jobs = n
 	vs, err := f.Run(ctx, jobs)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pilotworkers/pilot/size"
 	"os"
 	"os/signal"
 	"strconv"
@@ -57,7 +58,7 @@ func childMain() int {
 			Provider: name, Mode: pilot.ModeExplore, Prompt: "chaos", Workdir: spec.Workdir,
 			Timeout:     time.Duration(j.TimeoutMS) * time.Millisecond,
 			IdleTimeout: time.Duration(j.IdleMS) * time.Millisecond,
-			MemoryLimit: pilot.Bytes(j.Memory),
+			MemoryLimit: size.Bytes(j.Memory),
 		}})
 	}
 	var full sync.Once

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/pilotworkers/pilot/size"
 	"io"
 	"os"
 	"path/filepath"
@@ -250,9 +251,9 @@ func worktreeDirFlag(fs *flagSet, dir *string) {
 }
 
 // memoryBudgetFlag adds --memory-budget to fs.
-func memoryBudgetFlag(fs *flagSet, budget *pilot.Bytes) {
+func memoryBudgetFlag(fs *flagSet, budget *size.Bytes) {
 	fs.Func("memory-budget", "start a job only while the running jobs' memory and its expected peak fit in `SIZE` (12GiB, 512MiB; one job always runs)", func(s string) error {
-		b, err := pilot.ParseBytes(s)
+		b, err := size.Parse(s)
 		if err != nil {
 			return errors.New(strings.TrimPrefix(err.Error(), "pilot: "))
 		}
@@ -276,7 +277,7 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 		timeout, idleTimeout time.Duration
 		failFast             bool
 		sandboxMode          sandbox.Mode
-		memoryBudget         pilot.Bytes
+		memoryBudget         size.Bytes
 	)
 	fs.StringVar(&workdir, "workdir", "", "existing project `directory` every job runs in (required)")
 	fs.Func("job", "one job, `[NAME=]PROVIDER:MODE:TASK_FILE[:worktree]`; repeatable (the task file's path may hold colons; :worktree runs it in a git worktree of its own)", func(s string) error {

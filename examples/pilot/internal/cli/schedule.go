@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pilotworkers/pilot/size"
 	"io"
 	"os"
 	"path/filepath"
@@ -130,7 +131,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	var dryRun bool
 	var sandboxMode sandbox.Mode
 	var timeout, idleTimeout time.Duration
-	var memoryBudget pilot.Bytes
+	var memoryBudget size.Bytes
 	fs.StringVar(&graphFile, "graph", "", "the graph `file`: {\"jobs\": [{"+graphFields+"}]} (required; a job's \"sandbox\", \"timeout\" and \"idle_timeout\" win over the flags)")
 	fs.StringVar(&workdir, "workdir", "", "existing project `directory` the jobs run and write in (required)")
 	fs.Func("max-parallel", "run at most `N` jobs at once (0, the default: every ready job)", func(s string) error {

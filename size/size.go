@@ -1,8 +1,10 @@
-package pilot
+// Package size is an amount of memory as pilot's limits and budgets take
+// it: a number of bytes that reads and writes itself as "2GiB" in JSON
+// (a providers file's "memory_limit") and on command lines.
+package size
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -11,7 +13,7 @@ import (
 
 // Bytes is an amount of memory, in bytes. In JSON (a providers file's
 // "memory_limit") and on command lines it is a number of bytes or a
-// number with a unit, as [ParseBytes] reads it: "2GiB", "512MiB".
+// number with a unit, as [Parse] reads it: "2GiB", "512MiB".
 type Bytes int64
 
 // Units of Bytes.
@@ -25,20 +27,12 @@ const (
 // errBytesSyntax is what a size that is not one gets told.
 const errBytesSyntax = `want a number of bytes, or a number and a unit: KiB, MiB, GiB, TiB (also K, M, G, T), or KB, MB, GB, TB (powers of 1000), like "2GiB"`
 
-// ParseBytes reads a size: a non-negative number of bytes ("1048576"), or
-// a number (a fraction is allowed) and a unit, in any case, spaces
-// allowed between: KiB, MiB, GiB and TiB, and K, M, G, T for the same,
-// are powers of 1024; KB, MB, GB and TB powers of 1000; B is bytes.
-func ParseBytes(s string) (Bytes, error) {
-	b, err := parseBytes(s)
-	if err != nil {
-		return 0, errors.New("pilot: " + err.Error())
-	}
-	return b, nil
-}
-
-// parseBytes is ParseBytes with errors that do not say "pilot:".
-func parseBytes(s string) (Bytes, error) {
+// Parse reads a size: a non-negative number of bytes ("1048576"), or a
+// number (a fraction is allowed) and a unit, in any case, spaces allowed
+// between: KiB, MiB, GiB and TiB, and K, M, G, T for the same, are powers
+// of 1024; KB, MB, GB and TB powers of 1000; B is bytes. Its errors name
+// the size and what it wants.
+func Parse(s string) (Bytes, error) {
 	t := strings.TrimSpace(s)
 	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
 	num, unit := t, ""
@@ -75,7 +69,7 @@ var byteUnits = map[string]int64{
 }
 
 // String is b in the largest binary unit that holds it exactly ("2GiB",
-// "1536MiB", "100B"), which ParseBytes reads back.
+// "1536MiB", "100B"), which Parse reads back.
 func (b Bytes) String() string {
 	for _, u := range []struct {
 		n    Bytes
@@ -88,8 +82,8 @@ func (b Bytes) String() string {
 	return strconv.FormatInt(int64(b), 10) + "B"
 }
 
-// approx is b for people, to a tenth of its unit: "312.4MiB".
-func (b Bytes) approx() string {
+// Approx is b for people, to a tenth of its unit: "312.4MiB".
+func (b Bytes) Approx() string {
 	for _, u := range []struct {
 		n    Bytes
 		name string
@@ -104,7 +98,7 @@ func (b Bytes) approx() string {
 // MarshalJSON writes b as String does.
 func (b Bytes) MarshalJSON() ([]byte, error) { return json.Marshal(b.String()) }
 
-// UnmarshalJSON reads a number of bytes or a string ParseBytes reads.
+// UnmarshalJSON reads a number of bytes or a string Parse reads.
 func (b *Bytes) UnmarshalJSON(data []byte) error {
 	var n int64
 	if err := json.Unmarshal(data, &n); err == nil {
@@ -118,7 +112,7 @@ func (b *Bytes) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &s); err != nil {
 		return fmt.Errorf("size %s: %s", data, errBytesSyntax)
 	}
-	v, err := parseBytes(s)
+	v, err := Parse(s)
 	if err != nil {
 		return err
 	}
