@@ -137,6 +137,11 @@ type Progress struct {
 	Phase        string    `json:"phase"`
 	LastActivity time.Time `json:"last_activity"`
 	RunID        string    `json:"run_id,omitempty"`
+	// Inspection is pilot's latest stall inspection of a silent worker
+	// (without its stream tail): what it saw and for how long. An
+	// inspection stops nothing; the heartbeats go on while the worker
+	// lives, and only pilot ending it ends them.
+	Inspection *pilot.StallInspection `json:"inspection,omitempty"`
 }
 
 // Activities runs jobs as Temporal activities: RunJob, registered as

@@ -23,10 +23,12 @@
 // on the job's work branch) becomes the job's branch, BranchPrefix+name,
 // in the same ref transaction that closes the fence, and that branch is
 // created once. Heartbeats come from a goroutine of their own and carry
-// [Progress] (phase, last activity) from the dispatch's events; they stop
-// when pilot's stall policy inspects a silent worker, so that Temporal's
-// heartbeat timeout notices (the SDK does not cancel a stalled activity by
-// itself). Failed verdicts are errors whose type is the failure class,
+// [Progress] (phase, last activity, pilot's latest stall inspection) from
+// the dispatch's events, as long as the worker lives: an inspection of a
+// silent worker stops nothing (a slow model may yet answer, and a
+// workflow's cancel reaches the activity only in a heartbeat's reply);
+// pilot's stall policy ending the worker ends the run, and so the
+// heartbeats. Failed verdicts are errors whose type is the failure class,
 // non-retryable where pilot's retry policy never retries (provider-auth,
 // provider-quota, spawn-failed, cancelled); a retried session-stall or
 // context-limit resumes the failed generation's session.

@@ -17,7 +17,6 @@ type heartbeater struct {
 	mu      sync.Mutex
 	p       Progress
 	started *pilot.Started // the started event, until the fence records it
-	stalled bool           // pilot's stall policy inspected the worker
 	wake    chan struct{}
 	// record sends a heartbeat: activity.RecordHeartbeat, but for tests.
 	record func(context.Context, Progress)
@@ -45,10 +44,14 @@ func (h *heartbeater) observe(e pilot.Event) {
 		h.started = &s
 	case e.Session != nil:
 		h.p.Phase = string(e.Session.Phase)
-	case e.Type == event.StallInspection:
-		// pilot's stall policy found the worker silent: Temporal is to
-		// notice through the heartbeat timeout, not be told all is well.
-		h.stalled = true
+	case e.Type == event.StallInspection && e.Inspection != nil:
+		// pilot's stall policy found the worker silent. It still lives:
+		// the heartbeats go on, so that a retry elsewhere does not take
+		// over a run that may yet answer and a cancel still reaches it,
+		// and say what pilot saw.
+		in := *e.Inspection
+		in.StreamTail, in.PendingToolCallIDs = "", nil
+		h.p.Inspection = &in
 	}
 	h.mu.Unlock()
 	select {
@@ -57,14 +60,14 @@ func (h *heartbeater) observe(e pilot.Event) {
 	}
 }
 
-// snapshot returns the progress, whether the worker stalled, and the
-// started event not yet handed out.
-func (h *heartbeater) snapshot() (Progress, bool, *pilot.Started) {
+// snapshot returns the progress and the started event not yet handed
+// out.
+func (h *heartbeater) snapshot() (Progress, *pilot.Started) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.started
 	h.started = nil
-	return h.p, h.stalled, s
+	return h.p, s
 }
 
 // start heartbeats every interval (and on each event) until the returned
@@ -79,13 +82,11 @@ func (h *heartbeater) start(ctx context.Context, interval time.Duration, tick fu
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
-			p, stalled, started := h.snapshot()
+			p, started := h.snapshot()
 			// Events may come faster than heartbeats are worth sending:
 			// the SDK keeps the latest and sends at its throttle interval
 			// (0.8 of the heartbeat timeout).
-			if !stalled {
-				h.record(ctx, p)
-			}
+			h.record(ctx, p)
 			if tick != nil {
 				tick(ctx, started)
 			}
