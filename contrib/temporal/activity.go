@@ -2,10 +2,13 @@ package temporal
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -156,8 +159,10 @@ type Activities struct {
 	// Its budgets and waits are not used: Temporal's retry policy bounds
 	// the attempts.
 	Policy retry.Policy
-	// WorktreeDir holds the jobs' worktrees on this host; empty means
-	// pilot-worktrees in the repository's git directory.
+	// WorktreeDir holds the jobs' worktrees on this host, one folder per
+	// repository (named by a hash of its git directory, as job names are
+	// unique only within a repository); empty means pilot-worktrees in
+	// the repository's git directory.
 	WorktreeDir string
 	// Host names this machine in fences; empty means os.Hostname. Only a
 	// run on the same host can be attached to.
@@ -359,13 +364,13 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	if err != nil {
 		return r.pilotError(ctx, res, err)
 	}
-	wtDir := r.a.WorktreeDir
-	if wtDir == "" {
-		common, err := git(ctx, r.j.Repo, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
-		if err != nil {
-			return r.closeWithError(ctx, myOID, own, res, err)
-		}
-		wtDir = filepath.Join(common, "pilot-worktrees")
+	common, err := git(ctx, r.j.Repo, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return r.closeWithError(ctx, myOID, own, res, err)
+	}
+	wtDir := filepath.Join(common, "pilot-worktrees")
+	if r.a.WorktreeDir != "" {
+		wtDir = filepath.Join(r.a.WorktreeDir, repoKey(common))
 	}
 	wt, err := r.f.worktree(ctx, wtDir, r.j.Base)
 	if err == nil && gen > 1 {
@@ -530,4 +535,17 @@ func ResultOf(err error) (Result, bool) {
 		return res, can.Details(&res) == nil
 	}
 	return res, false
+}
+
+// repoKey names a repository's folder under Activities.WorktreeDir: its
+// base name and a hash of its git directory's path ("app-3f9c2a1b0d4e"),
+// so that two repositories' jobs of one name never share a worktree.
+func repoKey(gitCommonDir string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(gitCommonDir)))
+	name := filepath.Base(filepath.Clean(gitCommonDir))
+	if name == ".git" {
+		name = filepath.Base(filepath.Dir(filepath.Clean(gitCommonDir)))
+	}
+	name = strings.TrimSuffix(name, ".git")
+	return name + "-" + hex.EncodeToString(sum[:6])
 }

@@ -118,6 +118,41 @@ func TestRunJobPublishesOnceAndReportsAgain(t *testing.T) {
 	}
 }
 
+// Job names are unique per repository only: two repositories' jobs of
+// one name, run by one worker with one WorktreeDir, each work in a
+// worktree of their own repository and publish there.
+func TestRunJobKeepsRepositoriesApartInOneWorktreeDir(t *testing.T) {
+	repo1, repo2 := pilottest.GitRepo(t), pilottest.GitRepo(t)
+	var mu sync.Mutex
+	workdirs := map[string]string{} // prompt: the git dir the worker's workdir belongs to
+	a := &Activities{WorktreeDir: t.TempDir(), Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+		common, err := git(ctx, task.Workdir, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
+		if err != nil {
+			return pilot.Verdict{}, err
+		}
+		mu.Lock()
+		workdirs[task.Prompt] = common
+		mu.Unlock()
+		return verdict(task, pilot.Completed, ""), commitIn(task)
+	})}
+	for _, repo := range []string{repo1, repo2} {
+		j := testJob(repo, "fix")
+		j.Prompt = repo
+		if _, err := runJob(t, activityEnv(t, a), j); err != nil {
+			t.Fatalf("the job of %s: %v", repo, err)
+		}
+	}
+	for _, repo := range []string{repo1, repo2} {
+		want := mustGit(t, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+		if workdirs[repo] != want {
+			t.Errorf("the job of %s ran in a worktree of %s", repo, workdirs[repo])
+		}
+		if got := mustGit(t, repo, "show", BranchPrefix+"fix:fix.txt"); got != repo {
+			t.Errorf("%s's published fix.txt says %q; want its own job's work", repo, got)
+		}
+	}
+}
+
 func TestRunJobFailureClassesMapToErrors(t *testing.T) {
 	tests := []struct {
 		class     pilot.FailureClass
