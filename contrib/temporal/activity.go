@@ -258,6 +258,11 @@ func (r *jobRun) run(ctx context.Context) (Result, error) {
 		case o.State == stateDone && o.Error == "" && o.Verdict != nil && o.Verdict.FailureClass != pilot.FailCancelled:
 			res := Result{Job: r.j.Name, Verdict: JobVerdict{Verdict: *o.Verdict}, Generation: o.Generation, Commit: o.Commit, Attached: attached}
 			if o.Verdict.Verdict.Success() {
+				if o.Commit != "" {
+					if err := r.f.repairBranch(ctx, o.Commit); err != nil {
+						return r.pilotError(ctx, res, err)
+					}
+				}
 				return res, nil
 			}
 			if again, _ := r.a.Policy.Retries(o.Verdict.FailureClass); !again {

@@ -3,9 +3,11 @@ package temporal
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -150,6 +152,97 @@ func TestRunJobKeepsRepositoriesApartInOneWorktreeDir(t *testing.T) {
 		if got := mustGit(t, repo, "show", BranchPrefix+"fix:fix.txt"); got != repo {
 			t.Errorf("%s's published fix.txt says %q; want its own job's work", repo, got)
 		}
+	}
+}
+
+// staleLock writes the lock file git leaves for ref when it dies
+// mid-transaction, aged by age.
+func staleLock(t *testing.T, repo, ref string, age time.Duration) string {
+	t.Helper()
+	common := mustGit(t, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	lock := filepath.Join(common, filepath.FromSlash(ref)+".lock")
+	if err := os.MkdirAll(filepath.Dir(lock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-age)
+	if err := os.Chtimes(lock, at, at); err != nil {
+		t.Fatal(err)
+	}
+	return lock
+}
+
+// A crashed git's lock on the fence wedges nothing once it is older than
+// StaleLockAge; a fresh one (a live git's, for all pilot knows) is left
+// alone, and the attempt fails, to be retried.
+func TestRunJobRecoversAStaleFenceLock(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	var calls atomic.Int32
+	a := &Activities{Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+		calls.Add(1)
+		return verdict(task, pilot.Completed, ""), commitIn(task)
+	})}
+	fresh := staleLock(t, repo, FenceRefPrefix+"job-1", 0)
+	if _, err := runJob(t, activityEnv(t, a), testJob(repo, "job-1")); err == nil {
+		t.Fatal("RunJob succeeded past a fresh lock of its fence")
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("the fresh lock was removed: %v", err)
+	}
+	stale := staleLock(t, repo, FenceRefPrefix+"job-1", 2*StaleLockAge)
+	res, err := runJob(t, activityEnv(t, a), testJob(repo, "job-1"))
+	if err != nil || res.Verdict.Verdict.Verdict != pilot.Completed {
+		t.Fatalf("RunJob past a stale lock: %+v, %v; want completed", res, err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the stale lock is still there: %v", err)
+	}
+	if got := mustGit(t, repo, "rev-parse", "refs/heads/"+BranchPrefix+"job-1"); got != res.Commit {
+		t.Errorf("the job's branch is at %s; want %s", got, res.Commit)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the worker ran %d times; want once", n)
+	}
+}
+
+// A crash between the renames of the publishing transaction can leave
+// the fence done and the job's branch absent, its lock behind: the next
+// delivery repairs the branch at the published commit, and runs nothing.
+func TestRunJobRepairsADoneFenceWithoutItsBranch(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	var calls atomic.Int32
+	a := &Activities{Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+		calls.Add(1)
+		return verdict(task, pilot.Completed, ""), commitIn(task)
+	})}
+	j := testJob(repo, "job-1")
+	res, err := runJob(t, activityEnv(t, a), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	branch := "refs/heads/" + BranchPrefix + j.Name
+	mustGit(t, repo, "update-ref", "-d", branch)
+	staleLock(t, repo, branch, 2*StaleLockAge)
+	res2, err := runJob(t, activityEnv(t, a), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(res, res2); diff != "" {
+		t.Errorf("the second delivery's result differs (-first +second):\n%s", diff)
+	}
+	if got := mustGit(t, repo, "rev-parse", branch); got != res.Commit {
+		t.Errorf("the job's branch is at %s after the repair; want the published %s", got, res.Commit)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the worker ran %d times; want once", n)
+	}
+
+	// A branch some other hand moved is reported, not taken as the work.
+	mustGit(t, repo, "update-ref", branch, mustGit(t, repo, "rev-parse", "HEAD"))
+	if _, err := runJob(t, activityEnv(t, a), j); err == nil || !strings.Contains(err.Error(), "something other than the fence moved it") {
+		t.Errorf("RunJob with the branch moved: %v; want an error that says so", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/pilotworkers/pilot"
 )
@@ -188,10 +189,22 @@ func (f fence) move(oid, old string) string {
 	return fmt.Sprintf("update %s %s %s\n", f.ref(), oid, old)
 }
 
+// StaleLockAge is how old a lock file of a job's refs must be before a
+// fence change takes it for one a crashed git left: git holds a ref's lock
+// only while it writes the ref, for milliseconds, so one older than this
+// wedges the job forever if nobody removes it. The age is the lock's mtime
+// against this host's clock.
+const StaleLockAge = time.Minute
+
 // transaction applies the update-ref commands atomically, the fence's
-// expected value being old; ErrFenced when the fence moved on.
+// expected value being old; ErrFenced when the fence moved on. A lock
+// file of the fence or the job's branch older than StaleLockAge is
+// removed, and the transaction tried again, once.
 func (f fence) transaction(ctx context.Context, old, tx string) error {
 	_, err := git(ctx, f.repo, []byte(tx), "update-ref", "--stdin")
+	if err != nil && f.clearStaleRefLocks(ctx, time.Now()) {
+		_, err = git(ctx, f.repo, []byte(tx), "update-ref", "--stdin")
+	}
 	if err == nil {
 		return nil
 	}
@@ -199,6 +212,61 @@ func (f fence) transaction(ctx context.Context, old, tx string) error {
 		return fmt.Errorf("%w (%s is %s, not %s)", ErrFenced, f.ref(), orNone(now), orNone(old))
 	}
 	return err
+}
+
+// clearStaleRefLocks removes the lock files of the job's fence and branch
+// that are older than StaleLockAge at now, and says whether it removed
+// any. (A repository with the reftable backend has no such files.)
+func (f fence) clearStaleRefLocks(ctx context.Context, now time.Time) bool {
+	common, err := git(ctx, f.repo, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return false
+	}
+	removed := false
+	for _, ref := range []string{f.ref(), "refs/heads/" + BranchPrefix + f.job} {
+		lock := filepath.Join(common, filepath.FromSlash(ref)+".lock")
+		st, err := os.Stat(lock)
+		if err != nil || now.Sub(st.ModTime()) < StaleLockAge {
+			continue
+		}
+		if os.Remove(lock) == nil {
+			removed = true
+		}
+	}
+	return removed
+}
+
+// repairBranch makes sure a done generation's published commit is the
+// job's branch. Git commits a ref transaction's refs one rename at a
+// time: a crash between them can leave the fence done and the branch
+// absent (its lock file left behind, which transaction's stale-lock
+// recovery removes). A branch at another commit is an error: something
+// other than the fence wrote it.
+func (f fence) repairBranch(ctx context.Context, commit string) error {
+	ref := "refs/heads/" + BranchPrefix + f.job
+	for range 2 {
+		at, err := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", ref)
+		if err == nil {
+			if at != commit {
+				return fmt.Errorf("temporal: job %s's branch %s is at %s, but its fence published %s: something other than the fence moved it", f.job, ref, at, commit)
+			}
+			return nil
+		}
+		// Create it, only if still absent; a stale lock is cleared once.
+		_, err = git(ctx, f.repo, []byte(fmt.Sprintf("create %s %s\n", ref, commit)), "update-ref", "--stdin")
+		if err == nil {
+			return nil
+		}
+		if !f.clearStaleRefLocks(ctx, time.Now()) {
+			// Someone else may have created it meanwhile: look again.
+			continue
+		}
+	}
+	at, err := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", ref)
+	if err == nil && at == commit {
+		return nil
+	}
+	return fmt.Errorf("temporal: job %s's fence published %s, but its branch %s cannot be created: %v", f.job, commit, ref, err)
 }
 
 func orNone(oid string) string {
