@@ -385,17 +385,18 @@ func TestRunJobAttachesToALiveRun(t *testing.T) {
 		ch <- out{res, err}
 	}()
 	<-attached
-	// The owner finishes: its verdict is the job's.
+	// The owner finishes and publishes: its verdict is the job's.
 	v := pilot.Verdict{Type: "worker_runner.verdict", Provider: "fake", Verdict: pilot.Completed, RunID: "run-of-gen-3"}
-	own.State, own.Verdict, own.Commit = stateDone, &v, "abc"
-	if _, err := f.swap(context.Background(), oid, own); err != nil {
+	head := mustGit(t, repo, "rev-parse", "HEAD")
+	own.State, own.Verdict, own.Commit = stateDone, &v, head
+	if _, err := f.publish(context.Background(), oid, own, head); err != nil {
 		t.Fatal(err)
 	}
 	o := <-ch
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
-	want := Result{Job: "live", Verdict: JobVerdict{Verdict: v}, Generation: 3, Commit: "abc", Attached: true}
+	want := Result{Job: "live", Verdict: JobVerdict{Verdict: v}, Generation: 3, Commit: head, Attached: true}
 	if diff := cmp.Diff(want, o.res); diff != "" {
 		t.Errorf("RunJob (-want +got):\n%s", diff)
 	}

@@ -200,7 +200,12 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 	running, done := 0, 0
 	runningOf := map[string]int{} // running jobs per provider
 	timerSet := false
+	var timerAt time.Time // when the pending gate timer fires
 	sel := workflow.NewSelector(ctx)
+	// Version 1: a gate that opens before the pending timer fires gets a
+	// timer of its own (before it, a 5 s gate waited out a 60 s one).
+	// Histories recorded before it replay as they ran.
+	earliestGate := workflow.GetVersion(ctx, "earliest-gate-timer", workflow.DefaultVersion, 1) >= 1
 
 	finish := func(i int, res Result, success bool) {
 		res.Job = in.Jobs[i].Name
@@ -328,9 +333,16 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 			}
 			return results, fmt.Errorf("temporal: %d jobs can neither run nor wait (a bug of RunJobs)", n-done)
 		}
-		if !nextGate.IsZero() && !timerSet {
-			timerSet = true
-			sel.AddFuture(workflow.NewTimer(ctx, nextGate.Sub(now)), func(workflow.Future) { timerSet = false })
+		if !nextGate.IsZero() && (!timerSet || earliestGate && nextGate.Before(timerAt)) {
+			// A later timer still pending fires in its turn and finds
+			// nothing to do but look again.
+			timerSet, timerAt = true, nextGate
+			at := nextGate
+			sel.AddFuture(workflow.NewTimer(ctx, nextGate.Sub(now)), func(workflow.Future) {
+				if at.Equal(timerAt) {
+					timerSet = false
+				}
+			})
 		}
 		sel.Select(ctx)
 	}

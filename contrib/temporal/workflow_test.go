@@ -254,3 +254,59 @@ func TestRunJobsRefusesANegativeProviderLimit(t *testing.T) {
 		t.Errorf("workflow error %v, want one naming provider p's limit", err)
 	}
 }
+
+// Each gate opens on time: a provider gated for 5 s while another's
+// 50 s gate has its timer pending runs again after 5 s, not 50.
+func TestRunJobsShortGateDoesNotWaitForALongerOne(t *testing.T) {
+	limited := func(ms int64) pilot.Verdict {
+		return pilot.Verdict{Type: "worker_runner.verdict", Verdict: pilot.Failed, Failure: pilot.Failure{FailureClass: pilot.FailProviderRateLimit, RetryAfterMS: ms}}
+	}
+	ok := pilot.Verdict{Type: "worker_runner.verdict", Verdict: pilot.Completed}
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	RegisterWorkflow(env)
+	start := env.Now()
+	var mu sync.Mutex
+	calls := map[string]int{}
+	ranAt := map[string]time.Duration{} // a job's second run, in workflow time
+	longDone := make(chan struct{})
+	env.RegisterActivityWithOptions(func(ctx context.Context, j Job) (Result, error) {
+		mu.Lock()
+		calls[j.Name]++
+		n := calls[j.Name]
+		if n == 2 {
+			ranAt[j.Name] = env.Now().Sub(start)
+		}
+		mu.Unlock()
+		v := ok
+		switch {
+		case j.Name == "long" && n == 1:
+			v = limited(50_000)
+			defer close(longDone)
+		case j.Name == "short" && n == 1:
+			<-longDone // the long gate's timer is set first
+			v = limited(5_000)
+		}
+		res := Result{Job: j.Name, Verdict: JobVerdict{Verdict: v}}
+		if v.Verdict.Success() {
+			return res, nil
+		}
+		return res, verdictError(res, (&Activities{}).Policy)
+	}, activity.RegisterOptions{Name: ActivityName})
+	js := []Job{
+		{Name: "long", Repo: "/repo", Provider: "slow", Mode: pilot.ModeCode},
+		{Name: "short", Repo: "/repo", Provider: "quick", Mode: pilot.ModeCode},
+	}
+	env.ExecuteWorkflow(WorkflowName, Input{Jobs: js, Limit: 2})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := ranAt["short"]; got < 5*time.Second || got >= 50*time.Second {
+		t.Errorf("the 5 s gate's job ran again %v into the workflow; want after 5 s, before the 50 s gate opened", got)
+	}
+	if got := ranAt["long"]; got < 50*time.Second {
+		t.Errorf("the 50 s gate's job ran again %v into the workflow; want after 50 s", got)
+	}
+}
