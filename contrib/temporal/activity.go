@@ -401,13 +401,24 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	defer cancel(nil)
 	hb := newHeartbeater(Progress{Job: r.j.Name, Generation: gen, Phase: "starting", LastActivity: time.Now()})
 	task.Observer = hb.observe
-	fc := &fenceCheck{f: r.f, oid: myOID, own: own, cancel: cancel}
+	// Two heartbeat intervals without a read of the fence end the
+	// worker: well inside the heartbeat timeout (four intervals), after
+	// which Temporal may give the job to another worker.
+	fc := &fenceCheck{f: r.f, oid: myOID, own: own, cancel: cancel, lostAfter: 2 * r.interval, lastRead: time.Now(), now: time.Now}
 	stop := hb.start(ctx, r.interval, fc.tick)
 	v, derr := r.a.Dispatcher.Dispatch(dctx, task)
 	stop() // no heartbeat nor fence check from here on
 	myOID, own = fc.oid, fc.own
 	// The fence is closed even when this attempt was cancelled.
 	wctx := context.WithoutCancel(ctx)
+	if cause := context.Cause(dctx); errors.Is(cause, errFenceLost) {
+		res.Verdict = JobVerdict{Verdict: v}
+		// Closed when the fence can be read again and is still this
+		// generation's, so that the next attempt launches anew.
+		own.State, own.Error = stateDone, cause.Error()
+		_, _ = r.f.swap(wctx, myOID, own)
+		return res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("job %s: generation %d ended its worker: %v; its result does not count", r.j.Name, gen, cause), ErrTypeFenced, temporal.ApplicationErrorOptions{Details: []any{res}})
+	}
 	if errors.Is(context.Cause(dctx), ErrFenced) {
 		res.Verdict = JobVerdict{Verdict: v}
 		return res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("job %s: generation %d was superseded while it ran: its result does not count", r.j.Name, gen), ErrTypeFenced, temporal.ApplicationErrorOptions{Details: []any{res}})

@@ -246,6 +246,44 @@ func TestRunJobRepairsADoneFenceWithoutItsBranch(t *testing.T) {
 	}
 }
 
+// A generation that cannot read its fence fails closed: within two
+// heartbeat intervals it ends its worker (the fence may have moved on),
+// and its result does not count.
+func TestRunJobEndsItsWorkerWhenTheFenceCannotBeRead(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	away := filepath.Join(t.TempDir(), "git-away")
+	ended := make(chan error, 1)
+	a := &Activities{Heartbeat: 10 * time.Millisecond, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+		// The repository's git dir goes away while the worker runs.
+		if err := os.Rename(filepath.Join(repo, ".git"), away); err != nil {
+			return pilot.Verdict{}, err
+		}
+		select {
+		case <-ctx.Done():
+			ended <- context.Cause(ctx)
+		case <-time.After(20 * time.Second):
+			// A guard, not a wait for a child: fail here, not by hanging.
+			ended <- errors.New("the worker ran 20 s with its fence unreadable")
+		}
+		if err := os.Rename(away, filepath.Join(repo, ".git")); err != nil {
+			t.Error(err)
+		}
+		return verdict(task, pilot.Failed, pilot.FailCancelled), nil
+	})}
+	_, err := runJob(t, activityEnv(t, a), testJob(repo, "unreadable"))
+	if cause := <-ended; !errors.Is(cause, errFenceLost) {
+		t.Errorf("the worker's context ended with %v; want errFenceLost", cause)
+	}
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != ErrTypeFenced || app.NonRetryable() || !strings.Contains(err.Error(), "could not be read") {
+		t.Errorf("RunJob: %v; want a retryable %s error that says the fence could not be read", err, ErrTypeFenced)
+	}
+	f := fence{repo: repo, job: "unreadable"}
+	if _, o, err := f.read(context.Background()); err != nil || o.State != stateDone || !strings.Contains(o.Error, "could not be read") {
+		t.Errorf("the fence after: %+v, %v; want closed, with the reason", o, err)
+	}
+}
+
 func TestRunJobFailureClassesMapToErrors(t *testing.T) {
 	tests := []struct {
 		class     pilot.FailureClass

@@ -3,6 +3,7 @@ package temporal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -112,7 +113,17 @@ type fenceCheck struct {
 	oid    string // the fence as this generation last wrote it
 	own    Owner
 	cancel context.CancelCauseFunc
+	// lostAfter is how long the fence may go unread before the
+	// generation ends its worker (fail closed): a fence it cannot read
+	// may have moved on. lastRead is when it last read it; now the clock.
+	lostAfter time.Duration
+	lastRead  time.Time
+	now       func() time.Time
 }
+
+// errFenceLost ends a generation that could not read its fence for
+// longer than its lostAfter.
+var errFenceLost = errors.New("temporal: the job's fence could not be read")
 
 func (c *fenceCheck) tick(ctx context.Context, started *pilot.Started) {
 	if started != nil {
@@ -132,7 +143,12 @@ func (c *fenceCheck) tick(ctx context.Context, started *pilot.Started) {
 		// still this generation's.
 	}
 	now, _, err := c.f.read(ctx)
-	if err == nil && now != c.oid {
+	switch {
+	case err == nil && now != c.oid:
 		c.cancel(ErrFenced)
+	case err == nil:
+		c.lastRead = c.now()
+	case c.lostAfter > 0 && c.now().Sub(c.lastRead) >= c.lostAfter:
+		c.cancel(fmt.Errorf("%w for %v (%v): it may have moved on, so the worker is ended", errFenceLost, c.lostAfter, err))
 	}
 }
