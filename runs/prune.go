@@ -13,7 +13,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/rundir"
-	"github.com/pilotworkers/pilot/internal/size"
+	"github.com/pilotworkers/pilot/size"
 	"github.com/pilotworkers/pilot/worktrees"
 )
 
@@ -131,7 +131,7 @@ func (opt PruneOptions) keep(ctx context.Context, r Run, wts []worktrees.Entry, 
 		return "its verdict is " + v + ", and failed runs are kept"
 	}
 	if opt.MaxSize > 0 && total <= opt.MaxSize {
-		return fmt.Sprintf("the runs left take %s, within the size limit %s", size.Format(total), size.Format(opt.MaxSize))
+		return fmt.Sprintf("the runs left take %s, within the size limit %s", size.Bytes(total).Approx(), size.Bytes(opt.MaxSize).Approx())
 	}
 	var matched bool
 	for _, e := range wts {

@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/rundir"
-	"github.com/pilotworkers/pilot/internal/size"
+	"github.com/pilotworkers/pilot/size"
 	"github.com/pilotworkers/pilot/runs"
 )
 
@@ -318,7 +318,7 @@ func TestPruneMaxSize(t *testing.T) {
 		return out
 	}
 	within := func(left, limit int64) string {
-		return "the runs left take " + size.Format(left) + ", within the size limit " + size.Format(limit)
+		return "the runs left take " + size.Bytes(left).Approx() + ", within the size limit " + size.Bytes(limit).Approx()
 	}
 	left := func(t *testing.T, dir string) []string {
 		t.Helper()

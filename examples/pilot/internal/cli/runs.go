@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/size"
+	"github.com/pilotworkers/pilot/size"
 	"github.com/pilotworkers/pilot/runs"
 	"github.com/pilotworkers/pilot/worktrees"
 )
@@ -409,7 +409,8 @@ func runsPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		opt.OlderThan = age
 	}
 	if *maxSize != "" {
-		n, err := size.Parse(*maxSize)
+		b, err := size.Parse(*maxSize)
+		n := int64(b)
 		if err == nil && n <= 0 {
 			err = fmt.Errorf("%q: want a size above 0 (to remove every old run, use --older-than alone)", *maxSize)
 		}
@@ -453,15 +454,15 @@ func runsPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			code = exitFailed
 		default:
 			rec := p.Run.Record
-			fmt.Fprintf(stdout, "%s %s (%s, ended %s ago, %s)\n", verb, p.Run.ID, rec.Status, runs.Duration(opt.Now.Sub(*rec.EndedAt)), size.Format(p.Bytes))
+			fmt.Fprintf(stdout, "%s %s (%s, ended %s ago, %s)\n", verb, p.Run.ID, rec.Status, runs.Duration(opt.Now.Sub(*rec.EndedAt)), size.Bytes(p.Bytes).Approx())
 			removed++
 			removedBytes += p.Bytes
 		}
 	}
-	fmt.Fprintf(stdout, "%s %d run(s) (%s), kept %d (%s)\n", verb, removed, size.Format(removedBytes), kept, size.Format(keptBytes))
+	fmt.Fprintf(stdout, "%s %d run(s) (%s), kept %d (%s)\n", verb, removed, size.Bytes(removedBytes).Approx(), kept, size.Bytes(keptBytes).Approx())
 	if opt.MaxSize > 0 && keptBytes > opt.MaxSize {
 		fmt.Fprintf(stderr, "pilot runs prune: the runs kept take %s, more than --max-size %s: each is kept for the reason given\n",
-			size.Format(keptBytes), size.Format(opt.MaxSize))
+			size.Bytes(keptBytes).Approx(), size.Bytes(opt.MaxSize).Approx())
 	}
 	return code
 }

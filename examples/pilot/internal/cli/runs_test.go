@@ -477,7 +477,7 @@ func TestRunsPrune(t *testing.T) {
 	}
 
 	for _, args := range [][]string{{}, {"--older-than", "soon"}, {"--older-than", "-1d"}, {"--older-than", "7d", "extra"},
-		{"--max-size", "5G"}, {"--max-size", "0"}, {"--max-size", "-1GiB"}, {"--max-size", "lots"}} {
+		{"--max-size", "5X"}, {"--max-size", "0"}, {"--max-size", "-1GiB"}, {"--max-size", "lots"}} {
 		if code, out, errOut := runCLI(append([]string{"runs", "prune", "--run-dir", f.runDir}, args...)...); code != 2 || out != "" || errOut == "" {
 			t.Errorf("prune %v: exit %d, stdout %q, stderr %q; want 2 and a message", args, code, out, errOut)
 		}
@@ -540,7 +540,7 @@ func TestRunsPruneMaxSize(t *testing.T) {
 	// says the limit is not met.
 	out, errOut := prune("--max-size", "1")
 	if exists(dirOf(failed.RunID)) || exists(dirOf(newest.RunID)) || !exists(dirOf(live)) || !strings.Contains(out, "kept "+live+": still running") ||
-		!strings.Contains(errOut, "more than --max-size 1 B") {
+		!strings.Contains(errOut, "more than --max-size 1B") {
 		t.Errorf("prune --max-size 1: stdout:\n%s\nstderr:\n%s", out, errOut)
 	}
 	if code := finish(); code != 0 {
