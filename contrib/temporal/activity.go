@@ -295,6 +295,9 @@ func (r *jobRun) ownerAlive(o Owner) bool {
 	if o.Host != r.host {
 		return false
 	}
+	if o.Boot != "" && o.Boot != bootID() {
+		return false // the host rebooted since: nothing of that boot lives
+	}
 	if o.AgentPid > 0 && alive(o.AgentPid, o.AgentStart) {
 		return true
 	}
@@ -354,7 +357,7 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	self := os.Getpid()
 	start, _ := pidStart(self)
 	gen := prev.Generation + 1
-	own := Owner{Job: r.j.Name, Generation: gen, State: stateRunning, Host: r.host, Pid: self, PidStart: start, Attempt: r.info.Attempt}
+	own := Owner{Job: r.j.Name, Generation: gen, State: stateRunning, Host: r.host, Pid: self, PidStart: start, Boot: bootID(), Attempt: r.info.Attempt}
 	if _, loaded := inProcess.LoadOrStore(r.key(), gen); loaded {
 		// Another attempt in this process runs the job (an earlier one,
 		// timed out, still ending): wait for it through the fence.

@@ -386,6 +386,59 @@ func helperProcess(t *testing.T) *exec.Cmd {
 	return cmd
 }
 
+// A pid and start time recorded under another boot of the host name no
+// live process, whatever runs under them now: the job is taken over, not
+// attached to.
+func TestRunJobTakesOverAnOwnerOfAnotherBoot(t *testing.T) {
+	if bootID() == "" {
+		t.Skip("no boot id here")
+	}
+	repo := pilottest.GitRepo(t)
+	owner := helperProcess(t) // alive, with the recorded pid and start time
+	start, ok := pidStart(owner.Process.Pid)
+	if !ok {
+		t.Skip("no process start times here")
+	}
+	host, _ := os.Hostname()
+	f := fence{repo: repo, job: "rebooted"}
+	own := Owner{Job: "rebooted", Generation: 2, State: stateRunning, Host: host, Pid: owner.Process.Pid, PidStart: start, Boot: "an-earlier-boot"}
+	if _, err := f.swap(context.Background(), "", own); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	a := &Activities{Heartbeat: 10 * time.Millisecond, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+		calls.Add(1)
+		return verdict(task, pilot.Completed, ""), commitIn(task)
+	})}
+	type out struct {
+		res Result
+		err error
+	}
+	ch := make(chan out, 1)
+	go func() {
+		res, err := runJob(t, activityEnv(t, a), testJob(repo, "rebooted"))
+		ch <- out{res, err}
+	}()
+	var res Result
+	select {
+	case o := <-ch:
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		res = o.res
+	case <-time.After(15 * time.Second):
+		// A guard, not a wait for a child: attaching to the live helper
+		// would wait for as long as it lives.
+		t.Fatal("RunJob still waits after 15 s: it attached to the owner of another boot")
+	}
+	if res.Attached || res.Generation != 3 || calls.Load() != 1 {
+		t.Errorf("RunJob = %+v after %d launches; want generation 3 launched once, not attached", res, calls.Load())
+	}
+	if _, o, _ := f.read(context.Background()); o.Boot != bootID() {
+		t.Errorf("the new generation's fence records boot %q; want this one's, %q", o.Boot, bootID())
+	}
+}
+
 func TestRunJobAttachesToALiveRun(t *testing.T) {
 	repo := pilottest.GitRepo(t)
 	owner := helperProcess(t)

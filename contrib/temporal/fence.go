@@ -58,7 +58,11 @@ type Owner struct {
 	Host     string `json:"host"`
 	Pid      int    `json:"pid"`
 	PidStart uint64 `json:"pid_start,omitempty"`
-	Attempt  int32  `json:"attempt,omitempty"`
+	// Boot is the host's boot id when the generation launched (Linux):
+	// after a reboot a pid and start time may come again, and no process
+	// of the recorded boot lives.
+	Boot    string `json:"boot,omitempty"`
+	Attempt int32  `json:"attempt,omitempty"`
 	// RunID, Record, AgentPid and AgentStart name the generation's pilot
 	// run and its worker once it started.
 	RunID      string `json:"run_id,omitempty"`

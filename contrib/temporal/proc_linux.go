@@ -1,8 +1,24 @@
 package temporal
 
-import "github.com/pilotworkers/pilot/internal/procfs"
+import (
+	"os"
+	"strings"
+
+	"github.com/pilotworkers/pilot/internal/procfs"
+)
 
 // pidStart returns the start time of process pid, in clock ticks since
 // boot (/proc/<pid>/stat, field 22), which tells a reused pid apart; ok is
 // false for a process that is gone or a zombie.
 func pidStart(pid int) (uint64, bool) { return procfs.StartTime(pid) }
+
+// bootID names this boot of the host (/proc/sys/kernel/random/boot_id):
+// a process of a fence recorded under another boot is gone, whatever
+// process now has its pid and start time.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
