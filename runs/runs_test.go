@@ -17,8 +17,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/rundir"
-	"github.com/pilotworkers/pilot/size"
 	"github.com/pilotworkers/pilot/runs"
+	"github.com/pilotworkers/pilot/size"
 )
 
 var t0 = time.Date(2025, 5, 1, 12, 0, 0, 0, time.UTC)

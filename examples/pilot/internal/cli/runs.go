@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/size"
 	"github.com/pilotworkers/pilot/runs"
+	"github.com/pilotworkers/pilot/size"
 	"github.com/pilotworkers/pilot/worktrees"
 )
 
