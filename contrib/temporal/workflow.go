@@ -37,7 +37,11 @@ type Input struct {
 	// Jobs run in dependency order (Job.Deps); the results come back in
 	// this order.
 	Jobs []Job
-	// Limit is the most jobs running at once, across all workers.
+	// Limit is the most jobs whose activities are in flight at once,
+	// across all workers. It counts attempts, not agents: an attempt that
+	// attaches to a live run, or waits out an old generation, holds a
+	// slot and runs no agent of its own, and an old generation's agent
+	// still ending after its attempt timed out holds none.
 	Limit int
 	// ProviderLimits bounds the jobs of a provider running at once,
 	// across all workers: a providers file's max_parallel, an account's
