@@ -2,11 +2,9 @@ package pilot_test
 
 import (
 	"bufio"
-	"context"
 	"os"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/internal/supervise"
@@ -21,11 +19,7 @@ import (
 // a whole dispatch that samples nothing (its worker exits within a
 // heartbeat).
 func BenchmarkMemorySample(b *testing.B) {
-	supervise.SetLinger(time.Minute)
-	b.Cleanup(func() {
-		supervise.SetLinger(0)
-		supervise.Shutdown(context.Background())
-	})
+	keepSupervisor(b)
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)

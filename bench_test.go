@@ -6,10 +6,8 @@ import (
 	"errors"
 	"os/exec"
 	"testing"
-	"time"
 
 	"github.com/pilotworkers/pilot"
-	"github.com/pilotworkers/pilot/internal/supervise"
 	"github.com/pilotworkers/pilot/tools/bench/measure"
 )
 
@@ -22,11 +20,7 @@ import (
 func BenchmarkDispatchTrivial(b *testing.B) {
 	// TestMain stops the supervisor after every job; keep it instead, as a
 	// long-running program would, and stop it when the benchmark ends.
-	supervise.SetLinger(time.Minute)
-	b.Cleanup(func() {
-		supervise.SetLinger(0)
-		supervise.Shutdown(context.Background())
-	})
+	keepSupervisor(b)
 	d := testDispatcher(b, pilot.Provider{
 		Name:   "echo",
 		Runner: "command",
