@@ -99,7 +99,7 @@ func (a *attempt) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, er
 	base := pilot.Verdict{Type: event.Verdict, Provider: t.Provider, Mode: t.Mode, Label: t.Label}
 	// The provider's slot comes before the START row: an attempt that
 	// waits for one has not started.
-	release, err := r.slots.take(ctx, t.Provider, pilot.LimitsOf(l.Dispatcher, t).MaxParallel, func(why string) {
+	release, err := r.slots.take(ctx, t.Provider, func() int { return pilot.LimitsOf(l.Dispatcher, t).MaxParallel }, func(why string) {
 		r.emit(Event{Type: EventWaiting, Task: a.task.Name, Stage: a.stage, Reason: why})
 	})
 	if err != nil {

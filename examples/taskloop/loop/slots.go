@@ -17,25 +17,30 @@ type providerSlots struct {
 	slots map[string]chan struct{}
 }
 
-// take holds one of provider's limit slots until release is called,
-// waiting while all of them are taken (wait is called once then, with
-// what it waits for). It returns ctx's error if ctx ends first. A limit
-// of 0 bounds nothing.
-func (s *providerSlots) take(ctx context.Context, provider string, limit int, wait func(why string)) (release func(), err error) {
-	if s == nil || limit <= 0 {
+// take holds one of provider's slots until release is called, waiting
+// while all of them are taken (wait is called once then, with what it
+// waits for). It returns ctx's error if ctx ends first. limit is asked
+// once per provider and run (pilot.LimitsOf reads the run history); a
+// limit of 0 bounds nothing.
+func (s *providerSlots) take(ctx context.Context, provider string, limit func() int, wait func(why string)) (release func(), err error) {
+	if s == nil {
 		return func() {}, nil
 	}
 	s.mu.Lock()
-	c := s.slots[provider]
-	if c == nil {
-		// The first attempt of the provider sets its width for the run.
-		c = make(chan struct{}, limit)
+	c, known := s.slots[provider]
+	if !known {
+		if n := limit(); n > 0 {
+			c = make(chan struct{}, n)
+		}
 		if s.slots == nil {
 			s.slots = map[string]chan struct{}{}
 		}
-		s.slots[provider] = c
+		s.slots[provider] = c // nil: unbounded
 	}
 	s.mu.Unlock()
+	if c == nil {
+		return func() {}, nil
+	}
 	select {
 	case c <- struct{}{}:
 	default:
