@@ -407,7 +407,7 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	// Two heartbeat intervals without a read of the fence end the
 	// worker: well inside the heartbeat timeout (four intervals), after
 	// which Temporal may give the job to another worker.
-	fc := &fenceCheck{f: r.f, oid: myOID, own: own, cancel: cancel, lostAfter: 2 * r.interval, lastRead: time.Now(), now: time.Now}
+	fc := &fenceCheck{f: r.f, oid: myOID, own: own, cancel: cancel, lostAfter: 2 * r.interval, lastRead: time.Now()}
 	stop := hb.start(ctx, r.interval, fc.tick)
 	v, derr := r.a.Dispatcher.Dispatch(dctx, task)
 	stop() // no heartbeat nor fence check from here on

@@ -72,6 +72,15 @@ func commitIn(t pilot.Task) error {
 	return nil
 }
 
+// committing is a worker that commits its work and completes, counted
+// in calls.
+func committing(calls *atomic.Int32) pilot.TaskDispatcher {
+	return pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+		calls.Add(1)
+		return verdict(task, pilot.Completed, ""), commitIn(task)
+	})
+}
+
 func verdict(t pilot.Task, o pilot.Outcome, class pilot.FailureClass) pilot.Verdict {
 	return pilot.Verdict{Type: "worker_runner.verdict", Provider: t.Provider, Mode: t.Mode, Label: t.Label, Verdict: o, Failure: pilot.Failure{FailureClass: class}}
 }
@@ -179,11 +188,8 @@ func staleLock(t *testing.T, repo, ref string, age time.Duration) string {
 // alone, and the attempt fails, to be retried.
 func TestRunJobRecoversAStaleFenceLock(t *testing.T) {
 	repo := pilottest.GitRepo(t)
-	var calls atomic.Int32
-	a := &Activities{Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
-		calls.Add(1)
-		return verdict(task, pilot.Completed, ""), commitIn(task)
-	})}
+	calls := new(atomic.Int32)
+	a := &Activities{Dispatcher: committing(calls)}
 	fresh := staleLock(t, repo, FenceRefPrefix+"job-1", 0)
 	if _, err := runJob(t, activityEnv(t, a), testJob(repo, "job-1")); err == nil {
 		t.Fatal("RunJob succeeded past a fresh lock of its fence")
@@ -212,11 +218,8 @@ func TestRunJobRecoversAStaleFenceLock(t *testing.T) {
 // delivery repairs the branch at the published commit, and runs nothing.
 func TestRunJobRepairsADoneFenceWithoutItsBranch(t *testing.T) {
 	repo := pilottest.GitRepo(t)
-	var calls atomic.Int32
-	a := &Activities{Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
-		calls.Add(1)
-		return verdict(task, pilot.Completed, ""), commitIn(task)
-	})}
+	calls := new(atomic.Int32)
+	a := &Activities{Dispatcher: committing(calls)}
 	j := testJob(repo, "job-1")
 	res, err := runJob(t, activityEnv(t, a), j)
 	if err != nil {
@@ -405,11 +408,8 @@ func TestRunJobTakesOverAnOwnerOfAnotherBoot(t *testing.T) {
 	if _, err := f.swap(context.Background(), "", own); err != nil {
 		t.Fatal(err)
 	}
-	var calls atomic.Int32
-	a := &Activities{Heartbeat: 10 * time.Millisecond, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
-		calls.Add(1)
-		return verdict(task, pilot.Completed, ""), commitIn(task)
-	})}
+	calls := new(atomic.Int32)
+	a := &Activities{Heartbeat: 10 * time.Millisecond, Dispatcher: committing(calls)}
 	type out struct {
 		res Result
 		err error

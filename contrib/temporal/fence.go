@@ -248,29 +248,26 @@ func (f fence) clearStaleRefLocks(ctx context.Context, now time.Time) bool {
 // other than the fence wrote it.
 func (f fence) repairBranch(ctx context.Context, commit string) error {
 	ref := "refs/heads/" + BranchPrefix + f.job
-	for range 2 {
-		at, err := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", ref)
-		if err == nil {
-			if at != commit {
-				return fmt.Errorf("temporal: job %s's branch %s is at %s, but its fence published %s: something other than the fence moved it", f.job, ref, at, commit)
-			}
-			return nil
+	if at, err := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", ref); err == nil {
+		if at != commit {
+			return fmt.Errorf("temporal: job %s's branch %s is at %s, but its fence published %s: something other than the fence moved it", f.job, ref, at, commit)
 		}
-		// Create it, only if still absent; a stale lock is cleared once.
-		_, err = git(ctx, f.repo, []byte(fmt.Sprintf("create %s %s\n", ref, commit)), "update-ref", "--stdin")
-		if err == nil {
-			return nil
-		}
-		if !f.clearStaleRefLocks(ctx, time.Now()) {
-			// Someone else may have created it meanwhile: look again.
-			continue
-		}
-	}
-	at, err := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", ref)
-	if err == nil && at == commit {
 		return nil
 	}
-	return fmt.Errorf("temporal: job %s's fence published %s, but its branch %s cannot be created: %v", f.job, commit, ref, err)
+	// Created only if still absent; a stale lock is cleared once.
+	create := []byte(fmt.Sprintf("create %s %s\n", ref, commit))
+	_, err := git(ctx, f.repo, create, "update-ref", "--stdin")
+	if err != nil && f.clearStaleRefLocks(ctx, time.Now()) {
+		_, err = git(ctx, f.repo, create, "update-ref", "--stdin")
+	}
+	if err != nil {
+		// Another delivery may have repaired it meanwhile.
+		if at, rerr := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", ref); rerr == nil && at == commit {
+			return nil
+		}
+		return fmt.Errorf("temporal: job %s's fence published %s, but its branch %s cannot be created: %v", f.job, commit, ref, err)
+	}
+	return nil
 }
 
 func orNone(oid string) string {

@@ -115,10 +115,9 @@ type fenceCheck struct {
 	cancel context.CancelCauseFunc
 	// lostAfter is how long the fence may go unread before the
 	// generation ends its worker (fail closed): a fence it cannot read
-	// may have moved on. lastRead is when it last read it; now the clock.
+	// may have moved on. lastRead is when it last read it.
 	lostAfter time.Duration
 	lastRead  time.Time
-	now       func() time.Time
 }
 
 // errFenceLost ends a generation that could not read its fence for
@@ -147,8 +146,8 @@ func (c *fenceCheck) tick(ctx context.Context, started *pilot.Started) {
 	case err == nil && now != c.oid:
 		c.cancel(ErrFenced)
 	case err == nil:
-		c.lastRead = c.now()
-	case c.lostAfter > 0 && c.now().Sub(c.lastRead) >= c.lostAfter:
+		c.lastRead = time.Now()
+	case c.lostAfter > 0 && time.Since(c.lastRead) >= c.lostAfter:
 		c.cancel(fmt.Errorf("%w for %v (%v): it may have moved on, so the worker is ended", errFenceLost, c.lostAfter, err))
 	}
 }

@@ -68,6 +68,20 @@ func workflowEnv(t *testing.T, f *fakeJobs) *testsuite.TestWorkflowEnvironment {
 	return env
 }
 
+// workflowResults is the results of the workflow env ran, which must
+// have succeeded.
+func workflowResults(t *testing.T, env *testsuite.TestWorkflowEnvironment) []Result {
+	t.Helper()
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var rs []Result
+	if err := env.GetWorkflowResult(&rs); err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
 func jobs(names ...string) []Job {
 	var js []Job
 	for _, n := range names {
@@ -85,13 +99,7 @@ func TestRunJobsResultsInJobOrderWithinTheLimit(t *testing.T) {
 	js[3].Deps = []string{"a"}
 	js[4].Capability = "claude"
 	env.ExecuteWorkflow(WorkflowName, Input{Jobs: js, Limit: 2})
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var rs []Result
-	if err := env.GetWorkflowResult(&rs); err != nil {
-		t.Fatal(err)
-	}
+	rs := workflowResults(t, env)
 	var got []string
 	for _, r := range rs {
 		s := r.Job + ":" + string(r.Verdict.Verdict.Verdict)
@@ -129,13 +137,7 @@ func TestRunJobsGatesARateLimitedProvider(t *testing.T) {
 	js = append(js, Job{Name: "other", Repo: "/repo", Provider: "q", Mode: pilot.ModeCode})
 	start := env.Now()
 	env.ExecuteWorkflow(WorkflowName, Input{Jobs: js, Limit: 1})
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var rs []Result
-	if err := env.GetWorkflowResult(&rs); err != nil {
-		t.Fatal(err)
-	}
+	rs := workflowResults(t, env)
 	for _, r := range rs {
 		if !r.Verdict.Verdict.Verdict.Success() {
 			t.Errorf("job %s: %+v; want completed", r.Job, r.Verdict)
@@ -229,13 +231,7 @@ func TestRunJobsProviderLimitHoldsNoGlobalSlot(t *testing.T) {
 		js[i].Provider = js[i].Name[:1]
 	}
 	env.ExecuteWorkflow(WorkflowName, Input{Jobs: js, Limit: 2, ProviderLimits: map[string]int{"a": 1}})
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var rs []Result
-	if err := env.GetWorkflowResult(&rs); err != nil {
-		t.Fatal(err)
-	}
+	rs := workflowResults(t, env)
 	for _, r := range rs {
 		if r.Verdict.Verdict.Verdict != pilot.Completed {
 			t.Errorf("job %s: %s, want completed", r.Job, r.Verdict.Verdict.Verdict)
