@@ -17,6 +17,7 @@ import (
 	"github.com/pilotworkers/pilot/internal/landlock"
 	"github.com/pilotworkers/pilot/internal/rundir"
 	"github.com/pilotworkers/pilot/internal/supervise"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // A TaskDispatcher runs one task and reports its verdict, as
@@ -460,8 +461,8 @@ type jobInfo struct {
 	spent string
 	// peak is the tree's memory at its peak; memOver the sample that
 	// went past the memory limit, when one ended the worker.
-	peak    TreeMemory
-	memOver *TreeMemory
+	peak    size.Tree
+	memOver *size.Tree
 }
 
 // supervise starts the worker and follows it until its tree is gone and

@@ -75,3 +75,9 @@ func SetLandlockABI(t interface{ Cleanup(func()) }, abi int, err error) {
 	landlockABI = func() (int, error) { return abi, err }
 	t.Cleanup(func() { landlockABI = old })
 }
+
+// StallTimeout is p's silence after which a worker in phase is ended, and
+// whether silence alone ends it there.
+func StallTimeout(p StallPolicy, phase SessionPhase) (time.Duration, bool) {
+	return p.stallTimeout(phase)
+}

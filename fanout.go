@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/pilotworkers/pilot/size"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/gate"
 	"github.com/pilotworkers/pilot/internal/text"
+	"github.com/pilotworkers/pilot/size"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -88,7 +88,7 @@ type Fanout struct {
 	// of what its tree holds now and its expected peak) plus its own
 	// expected peak fits, or when no job runs (so one always does). The
 	// expected peak is [LimitsOf]'s: the provider's peaks in the run
-	// history, else its memory limit, else DefaultExpectedRSS. Jobs wait
+	// history, else its memory limit, else 512 MiB. Jobs wait
 	// in job order, and say so (event.FanoutJobWaiting), holding no slot;
 	// a job keeps its share until it ends, waits between its retries
 	// included. Zero means no budget.
@@ -551,11 +551,12 @@ func synthesized(job Job, exitCode *int, stderrTail string, interrupted bool) Jo
 	return JobResult{Verdict: v, Synthesized: true, Interrupted: interrupted}
 }
 
-// Fanout guard errors, matched with errors.Is.
-var (
-	ErrResumeInFanout = errors.New("resume is not supported in fanout")
-	ErrSharedWorkdir  = errors.New("multiple code jobs share one workdir; give each its own worktree (Job.Worktree)")
-)
+// ErrSharedWorkdir is the Fanout guard error of two code jobs in one
+// workdir, matched with errors.Is.
+var ErrSharedWorkdir = errors.New("multiple code jobs share one workdir; give each its own worktree (Job.Worktree)")
+
+// errResumeInFanout refuses a resume job: a fanout runs fresh work.
+var errResumeInFanout = errors.New("resume is not supported in fanout")
 
 // errNoWorktrees refuses a Worktree job of a Fanout without Worktrees.
 var errNoWorktrees = errors.New("the job asks for a worktree and Fanout.Worktrees is nil (the worktrees package's New makes git worktrees)")
@@ -570,7 +571,7 @@ func jobError(i int, j Job, err error) error {
 func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 	for i, j := range jobs {
 		if j.Task.Mode == ModeResume {
-			return jobError(i, j, ErrResumeInFanout)
+			return jobError(i, j, errResumeInFanout)
 		}
 	}
 	checker, _ := capability[interface {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/event"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // widths is a fake dispatcher whose providers are bounded as a providers
@@ -26,7 +27,7 @@ func (w widths) Dispatch(ctx context.Context, t pilot.Task) (pilot.Verdict, erro
 }
 
 func (w widths) Limits(t pilot.Task) pilot.Limits {
-	return pilot.Limits{MaxParallel: w.limit[t.Provider], ExpectedRSS: pilot.DefaultExpectedRSS}
+	return pilot.Limits{MaxParallel: w.limit[t.Provider], ExpectedRSS: 512 * size.MiB}
 }
 
 // running counts the jobs of each provider that run at once, and the most

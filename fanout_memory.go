@@ -1,21 +1,21 @@
 package pilot
 
 import (
-	"github.com/pilotworkers/pilot/size"
 	"os"
 	"path/filepath"
 
 	"github.com/pilotworkers/pilot/internal/membudget"
 	"github.com/pilotworkers/pilot/internal/text"
+	"github.com/pilotworkers/pilot/size"
 )
 
-// DefaultExpectedRSS is the peak a memory budget expects of a job's tree
+// defaultExpectedRSS, 512 MiB, is the peak a memory budget expects of a job's tree
 // when neither its provider's run history nor a memory limit says more: a
 // little over what the agent CLIs but opencode were measured to peak at
 // (see the README).
-const DefaultExpectedRSS = 512 * size.MiB
+const defaultExpectedRSS = 512 * size.MiB
 
-// historyRuns is how many of a provider's latest runs Limits reads.
+// historyRuns is how many of a provider's latest runs LimitsOf reads.
 const historyRuns = 10
 
 // Limits are what a fleet (a Fanout, the schedule package's Scheduler)
@@ -31,26 +31,29 @@ type Limits struct {
 
 // LimitsOf is what d says of t's limits, when d (or a layer beneath it,
 // found through Unwrap() TaskDispatcher methods) has a Limits(Task)
-// Limits method, as [*Dispatcher] has. Otherwise no provider is bounded,
-// and t's tree is expected to peak at its MemoryLimit, else at
-// [DefaultExpectedRSS].
+// Limits method, as a fake may, or is a [*Dispatcher]. A Dispatcher's
+// MaxParallel is t's provider's; its ExpectedRSS the largest
+// peak_rss_bytes among the latest 10 finished runs of the provider in
+// RunDir, and no more than its memory limit (Task.MemoryLimit, else the
+// provider's); without such runs, the limit; without a limit, 512 MiB. It
+// reads the run directory's records, the newest first, and starts
+// nothing. Without either, no provider is bounded, and t's tree is
+// expected to peak at its MemoryLimit, else at 512 MiB.
 func LimitsOf(d TaskDispatcher, t Task) Limits {
 	if l, ok := capability[interface{ Limits(Task) Limits }](d); ok {
 		return l.Limits(t)
 	}
+	if pd, ok := capability[*Dispatcher](d); ok {
+		return pd.limits(t)
+	}
 	if t.MemoryLimit > 0 {
 		return Limits{ExpectedRSS: t.MemoryLimit}
 	}
-	return Limits{ExpectedRSS: DefaultExpectedRSS}
+	return Limits{ExpectedRSS: defaultExpectedRSS}
 }
 
-// Limits is what a fleet holds t's worker to. MaxParallel is its
-// provider's. ExpectedRSS is the largest peak_rss_bytes among the latest 10
-// finished runs of its provider in RunDir, and no more than its memory
-// limit (Task.MemoryLimit, else the provider's); without such runs, the
-// limit; without a limit, [DefaultExpectedRSS]. It reads the run
-// directory's records, the newest first, and starts nothing.
-func (d *Dispatcher) Limits(t Task) Limits {
+// limits is LimitsOf for d.
+func (d *Dispatcher) limits(t Task) Limits {
 	p, _ := d.Providers.Lookup(t.Provider)
 	p.Name = t.Provider
 	return Limits{MaxParallel: p.MaxParallel, ExpectedRSS: d.expectedRSS(t, p)}
@@ -71,7 +74,7 @@ func (d *Dispatcher) expectedRSS(t Task, p Provider) size.Bytes {
 	if limit > 0 {
 		return limit
 	}
-	return DefaultExpectedRSS
+	return defaultExpectedRSS
 }
 
 // observedPeak is the largest peak of the latest historyRuns finished runs

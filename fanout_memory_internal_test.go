@@ -1,10 +1,10 @@
 package pilot
 
 import (
-	"github.com/pilotworkers/pilot/size"
 	"testing"
 
 	"github.com/pilotworkers/pilot/event"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // A Fanout job's memory events count against its share of the budget, and
@@ -26,7 +26,7 @@ func TestFanoutMemoryFollowsTheJobsEvents(t *testing.T) {
 	if !fits(150 * size.MiB) {
 		t.Fatal("100 MiB expected of 250: 150 more did not fit")
 	}
-	followed.Task.Observer(Event{Type: event.Memory, Memory: &TreeMemory{RSSBytes: int64(200 * size.MiB)}})
+	followed.Task.Observer(Event{Type: event.Memory, Memory: &size.Tree{RSSBytes: int64(200 * size.MiB)}})
 	if fits(100 * size.MiB) {
 		t.Error("the tree holds 200 MiB of 250: 100 more fit")
 	}

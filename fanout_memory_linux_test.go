@@ -2,7 +2,6 @@ package pilot_test
 
 import (
 	"context"
-	"github.com/pilotworkers/pilot/size"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/pilottest"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // A memory budget that fits two workers runs at most two at once, the
@@ -96,31 +96,31 @@ func TestFanoutMemoryBudgetRunsWhatFits(t *testing.T) {
 
 // The expected peak is the largest of the provider's latest peaks in the
 // run history, no more than its limit; without history, the limit; without
-// either, DefaultExpectedRSS.
+// either, the default of 512 MiB.
 func TestExpectedRSSFromTheRunHistory(t *testing.T) {
 	p := fakeProvider(t, "hist", "alloc=40MiB", "out=done")
 	d := testDispatcher(t, p, fakeProvider(t, "other", "out=done"))
 	tk := task("hist")
-	if got := d.Limits(tk).ExpectedRSS; got != pilot.DefaultExpectedRSS {
-		t.Errorf("no history, no limit: %s, want DefaultExpectedRSS", got)
+	if got := pilot.LimitsOf(d, tk).ExpectedRSS; got != 512*size.MiB {
+		t.Errorf("no history, no limit: %s, want the default of 512MiB", got)
 	}
 	tk.MemoryLimit = 300 * size.MiB
-	if got := d.Limits(tk).ExpectedRSS; got != 300*size.MiB {
+	if got := pilot.LimitsOf(d, tk).ExpectedRSS; got != 300*size.MiB {
 		t.Errorf("no history: %s, want the limit", got)
 	}
 	v := dispatch(t, d, task("hist"))
 	dispatch(t, d, task("other"))
-	if got := d.Limits(tk).ExpectedRSS; int64(got) != v.PeakRSSBytes || got < 40*size.MiB {
+	if got := pilot.LimitsOf(d, tk).ExpectedRSS; int64(got) != v.PeakRSSBytes || got < 40*size.MiB {
 		t.Errorf("after a run peaking at %d: %s, want that peak", v.PeakRSSBytes, got)
 	}
 	tk.MemoryLimit = 8 * size.MiB
-	if got := d.Limits(tk).ExpectedRSS; got != 8*size.MiB {
+	if got := pilot.LimitsOf(d, tk).ExpectedRSS; got != 8*size.MiB {
 		t.Errorf("a limit under the history: %s, want the limit", got)
 	}
 	if got := pilot.LimitsOf(pilottest.DispatchFunc(nil), tk).ExpectedRSS; got != 8*size.MiB {
 		t.Errorf("a fake dispatcher: %s, want the task's limit", got)
 	}
-	if got := pilot.LimitsOf(pilottest.DispatchFunc(nil), task("hist")).ExpectedRSS; got != pilot.DefaultExpectedRSS {
-		t.Errorf("a fake dispatcher, no limit: %s, want DefaultExpectedRSS", got)
+	if got := pilot.LimitsOf(pilottest.DispatchFunc(nil), task("hist")).ExpectedRSS; got != 512*size.MiB {
+		t.Errorf("a fake dispatcher, no limit: %s, want the default of 512MiB", got)
 	}
 }

@@ -81,7 +81,7 @@ func TestFanoutGuardsSpawnNothing(t *testing.T) {
 		is   error
 		text string
 	}{
-		{"resume", []pilot.Job{{Task: pilot.Task{Provider: "touch", Mode: pilot.ModeResume, Prompt: "x"}}}, pilot.ErrResumeInFanout, "resume is not supported in fanout"},
+		{"resume", []pilot.Job{{Task: pilot.Task{Provider: "touch", Mode: pilot.ModeResume, Prompt: "x"}}}, nil, "resume is not supported in fanout"},
 		{"two code jobs, one workdir", []pilot.Job{code("touch"), code("touch")}, pilot.ErrSharedWorkdir, "multiple code jobs share one workdir"},
 		{"missing credential", []pilot.Job{code("touch"), {Task: pilot.Task{Provider: "glm", Mode: pilot.ModeReview, Prompt: "x"}}}, nil, "credential missing for glm"},
 		{"unknown provider", fanoutJobs(pilot.ModeReview, "touch", "bogus"), nil, "unknown provider: bogus"},

@@ -1,7 +1,6 @@
 package pilot_test
 
 import (
-	"github.com/pilotworkers/pilot/size"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/pilottest"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // A worker whose tree allocates past its memory limit is ended as a
@@ -76,7 +76,7 @@ func TestEveryVerdictHasItsPeakRSS(t *testing.T) {
 	d := testDispatcher(t, long, short)
 	d.Heartbeat = 10 * time.Millisecond
 	var mu sync.Mutex
-	var seen []pilot.TreeMemory
+	var seen []size.Tree
 	d.Observer = func(e pilot.Event) {
 		if e.Type == event.Memory && e.Memory != nil {
 			mu.Lock()

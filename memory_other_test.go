@@ -5,10 +5,9 @@ package pilot_test
 import (
 	"context"
 	"errors"
-	"github.com/pilotworkers/pilot/size"
 	"testing"
 
-	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // Where pilot cannot follow a tree's memory, a memory limit fails the
@@ -20,15 +19,15 @@ func TestAMemoryLimitIsRefusedWherePilotCannotFollowMemory(t *testing.T) {
 	d := testDispatcher(t, p)
 	tk := task("limited")
 	tk.Workdir = t.TempDir()
-	if err := d.Check(context.Background(), tk); !errors.Is(err, pilot.ErrMemoryLimitUnsupported) || !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Check = %v, want ErrMemoryLimitUnsupported", err)
+	if err := d.Check(context.Background(), tk); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Check = %v, want errors.ErrUnsupported", err)
 	}
 	v, err := d.Dispatch(context.Background(), tk)
-	if !errors.Is(err, pilot.ErrMemoryLimitUnsupported) || v.RunID != "" {
-		t.Errorf("Dispatch = %+v, %v; want ErrMemoryLimitUnsupported and nothing run", v, err)
+	if !errors.Is(err, errors.ErrUnsupported) || v.RunID != "" {
+		t.Errorf("Dispatch = %+v, %v; want errors.ErrUnsupported and nothing run", v, err)
 	}
 	tk.MemoryLimit = -1 // lifted: it runs
-	if err := d.Check(context.Background(), tk); errors.Is(err, pilot.ErrMemoryLimitUnsupported) {
+	if err := d.Check(context.Background(), tk); errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Check with the limit lifted = %v", err)
 	}
 }

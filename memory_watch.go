@@ -2,11 +2,11 @@ package pilot
 
 import (
 	"fmt"
-	"github.com/pilotworkers/pilot/size"
 	"path/filepath"
 
 	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/supervise"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // memoryLimit is the limit on the run's tree: the task's, else its
@@ -27,7 +27,7 @@ func memoryLimitOf(t Task, p Provider) size.Bytes {
 func checkMemoryLimit(t Task, p Provider) error {
 	if limit := memoryLimitOf(t, p); limit > 0 && !followsMemory {
 		return fmt.Errorf("pilot: the task of provider %s has a memory limit of %s (Task.MemoryLimit, or the provider's memory_limit): remove it, or run on Linux: %w",
-			p.Name, limit, ErrMemoryLimitUnsupported)
+			p.Name, limit, errMemoryLimitUnsupported)
 	}
 	return nil
 }
@@ -37,8 +37,8 @@ func checkMemoryLimit(t Task, p Provider) error {
 // goroutine.
 type memoryWatch struct {
 	r       *run
-	peak    TreeMemory // the sample with the most; zero before any
-	emitted int64      // RSSBytes of the last memory event; -1 before any
+	peak    size.Tree // the sample with the most; zero before any
+	emitted int64     // RSSBytes of the last memory event; -1 before any
 }
 
 func (r *run) newMemoryWatch() *memoryWatch { return &memoryWatch{r: r, emitted: -1} }
@@ -47,8 +47,8 @@ func (r *run) newMemoryWatch() *memoryWatch { return &memoryWatch{r: r, emitted:
 // first, and for one that moved by an eighth or 16 MiB, whichever is more,
 // since the last event: enough to follow the tree (a Fanout's memory
 // budget does), few enough for events.log.
-func (w *memoryWatch) sampled(s supervise.Memory) TreeMemory {
-	tm := TreeMemory{RSSBytes: s.RSS, Processes: s.Procs, Top: ProcessRSS{Pid: s.Top, Command: s.TopComm, RSSBytes: s.TopRSS}}
+func (w *memoryWatch) sampled(s supervise.Memory) size.Tree {
+	tm := size.Tree{RSSBytes: s.RSS, Processes: s.Procs, Top: size.Process{Pid: s.Top, Command: s.TopComm, RSSBytes: s.TopRSS}}
 	if tm.RSSBytes > w.peak.RSSBytes {
 		w.peak = tm
 	}
@@ -64,11 +64,11 @@ func (w *memoryWatch) sampled(s supervise.Memory) TreeMemory {
 // or the worker's own high-water mark (its rusage, maxRSS, for the worker
 // pid running program path) when that is more, as it is for a worker
 // shorter than a heartbeat.
-func (w *memoryWatch) final(pid int, maxRSS int64, path string) TreeMemory {
+func (w *memoryWatch) final(pid int, maxRSS int64, path string) size.Tree {
 	p := w.peak
 	if maxRSS > p.RSSBytes {
-		p = TreeMemory{RSSBytes: maxRSS, Processes: max(p.Processes, 1),
-			Top: ProcessRSS{Pid: pid, Command: comm(path), RSSBytes: maxRSS}}
+		p = size.Tree{RSSBytes: maxRSS, Processes: max(p.Processes, 1),
+			Top: size.Process{Pid: pid, Command: comm(path), RSSBytes: maxRSS}}
 	}
 	return p
 }
@@ -80,7 +80,7 @@ func comm(path string) string {
 }
 
 // memoryOver says that a tree holding tm is over its limit.
-func memoryOver(tm TreeMemory, limit size.Bytes) string {
+func memoryOver(tm size.Tree, limit size.Bytes) string {
 	return fmt.Sprintf("the process tree holds %s, over its memory limit of %s; pid %d (%s) holds the most, %s",
 		size.Bytes(tm.RSSBytes).Approx(), limit, tm.Top.Pid, tm.Top.Command, size.Bytes(tm.Top.RSSBytes).Approx())
 }

@@ -2,7 +2,6 @@ package pilot
 
 import (
 	"fmt"
-	"github.com/pilotworkers/pilot/size"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/pilotworkers/pilot/sandbox"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // runnerCommand is the name of the command runner, a provider's when it

@@ -12,6 +12,7 @@ import (
 	"github.com/pilotworkers/pilot/internal/jsonskim"
 	"github.com/pilotworkers/pilot/internal/text"
 	"github.com/pilotworkers/pilot/sandbox"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // Record is the content of a run's record.json. It is written when the
@@ -52,9 +53,9 @@ type Record struct {
 
 	// MemoryLimitBytes is the limit on the tree's resident memory, if
 	// any; PeakRSSBytes and PeakRSSProcess are the verdict's.
-	MemoryLimitBytes int64       `json:"memory_limit_bytes,omitempty"`
-	PeakRSSBytes     int64       `json:"peak_rss_bytes,omitempty"`
-	PeakRSSProcess   *ProcessRSS `json:"peak_rss_process,omitempty"`
+	MemoryLimitBytes int64         `json:"memory_limit_bytes,omitempty"`
+	PeakRSSBytes     int64         `json:"peak_rss_bytes,omitempty"`
+	PeakRSSProcess   *size.Process `json:"peak_rss_process,omitempty"`
 
 	StartedAt time.Time  `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`

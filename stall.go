@@ -150,9 +150,9 @@ func (p StallPolicy) inspectAfter(phase SessionPhase) (time.Duration, bool) {
 	return stallDefault(p.ModelResponse, defaultStallModelResponse)
 }
 
-// StallTimeout returns the silence after which a worker in phase is
+// stallTimeout returns the silence after which a worker in phase is
 // terminated, and false if silence alone never ends it in that phase.
-func (p StallPolicy) StallTimeout(phase SessionPhase) (time.Duration, bool) {
+func (p StallPolicy) stallTimeout(phase SessionPhase) (time.Duration, bool) {
 	switch phase {
 	case PhaseAwaitingModel:
 		return p.ModelStall, p.ModelStall > 0
@@ -166,7 +166,7 @@ func (p StallPolicy) StallTimeout(phase SessionPhase) (time.Duration, bool) {
 // phase; alreadyInspected says whether this silence was inspected already
 // (an inspection is made once per silence).
 func (p StallPolicy) check(phase SessionPhase, silence time.Duration, alreadyInspected bool) stallAction {
-	if d, ok := p.StallTimeout(phase); ok && silence >= d {
+	if d, ok := p.stallTimeout(phase); ok && silence >= d {
 		return stallTerminate
 	}
 	if d, ok := p.inspectAfter(phase); ok && silence >= d && !alreadyInspected {
@@ -183,7 +183,7 @@ func (p StallPolicy) suppressIdleTimeout(phase SessionPhase, silence time.Durati
 	if phase != PhaseToolRunning {
 		return false
 	}
-	d, ok := p.StallTimeout(phase)
+	d, ok := p.stallTimeout(phase)
 	return !ok || silence < d
 }
 

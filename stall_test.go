@@ -51,7 +51,7 @@ func TestStallPolicyDefaults(t *testing.T) {
 	for phase := range want {
 		var l limits
 		l.Inspect, l.Inspected = pilot.InspectAfter(p, phase)
-		l.Terminate, l.Terminates = p.StallTimeout(phase)
+		l.Terminate, l.Terminates = pilot.StallTimeout(p, phase)
 		got[phase] = l
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -70,7 +70,7 @@ func TestStallPolicyFieldsAndDisabling(t *testing.T) {
 	if d, ok := pilot.InspectAfter(p, pilot.PhaseAwaitingModel); d != 2*time.Second || !ok {
 		t.Errorf("InspectAfter(awaiting-model) = %v, %v", d, ok)
 	}
-	if d, ok := p.StallTimeout(pilot.PhaseToolRunning); d != 3*time.Second || !ok {
+	if d, ok := pilot.StallTimeout(p, pilot.PhaseToolRunning); d != 3*time.Second || !ok {
 		t.Errorf("StallTimeout(tool-running) = %v, %v", d, ok)
 	}
 	off := pilot.StallPolicy{Start: -1, ModelResponse: -1, Tool: -1}
@@ -78,7 +78,7 @@ func TestStallPolicyFieldsAndDisabling(t *testing.T) {
 		if _, ok := pilot.InspectAfter(off, phase); ok {
 			t.Errorf("negative thresholds: %s still inspected", phase)
 		}
-		if _, ok := off.StallTimeout(phase); ok {
+		if _, ok := pilot.StallTimeout(off, phase); ok {
 			t.Errorf("negative thresholds: %s still terminated", phase)
 		}
 		if a := pilot.StallCheck(off, phase, 1000*time.Hour, false); a != pilot.StallNone {
@@ -230,7 +230,7 @@ func TestStallSilentStartingIsInspectedWithoutTermination(t *testing.T) {
 		t.Fatalf("phase %q; want starting", st.Phase)
 	}
 	p := pilot.StallPolicy{Start: 30 * time.Millisecond, ModelResponse: 30 * time.Millisecond}
-	if d, ok := p.StallTimeout(st.Phase); ok {
+	if d, ok := pilot.StallTimeout(p, st.Phase); ok {
 		t.Errorf("StallTimeout(starting) = %v; want none", d)
 	}
 	if diff := cmp.Diff(map[int]pilot.StallAction{30: pilot.StallInspect}, stallRun(p, st.Phase, 80)); diff != "" {
@@ -391,7 +391,7 @@ func TestStallTimeoutsOfParsedPhases(t *testing.T) {
 					}
 				}
 				inspect, _ := pilot.InspectAfter(p, st.Phase)
-				terminate, _ := p.StallTimeout(st.Phase)
+				terminate, _ := pilot.StallTimeout(p, st.Phase)
 				if inspect != tt.inspect || terminate != tt.terminate {
 					t.Errorf("%s (%s): inspect %v, terminate %v; want %v, %v", fixture, st.Phase, inspect, terminate, tt.inspect, tt.terminate)
 				}

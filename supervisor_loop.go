@@ -3,12 +3,12 @@ package pilot
 import (
 	"context"
 	"fmt"
-	"github.com/pilotworkers/pilot/size"
 	"syscall"
 	"time"
 
 	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/supervise"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // This file is the supervision loop: a state machine (supervisor) that
@@ -121,7 +121,7 @@ type supervisor struct {
 	// negative: no limit), and memOver the sample that was over it.
 	sample   bool
 	memLimit size.Bytes
-	memOver  *TreeMemory
+	memOver  *size.Tree
 
 	lastOutput  time.Time
 	deferredFor time.Time // lastOutput of the silence last deferred; zero for none
@@ -207,7 +207,7 @@ func (m *supervisor) cancel(cause error) []action {
 // memory handles a sample of the tree's memory: past the limit, the
 // worker is ended. Once it has exited, its leftovers are the process
 // supervisor's to end.
-func (m *supervisor) memory(tm TreeMemory) []action {
+func (m *supervisor) memory(tm size.Tree) []action {
 	if m.memLimit > 0 && tm.RSSBytes > int64(m.memLimit) && !m.workerExited && !m.terminated {
 		m.memOver = &tm
 		m.terminate(FailMemoryLimit, memoryOver(tm, m.memLimit))

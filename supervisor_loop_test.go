@@ -2,7 +2,6 @@ package pilot
 
 import (
 	"errors"
-	"github.com/pilotworkers/pilot/size"
 	"syscall"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pilotworkers/pilot/event"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // t0 is the fake clock's start: the worker starts then.
@@ -75,7 +75,7 @@ func cancel(cause string) loopInput {
 // sampled is a sample of the tree's memory: rss in all, top in pid 42.
 func sampled(rss, top size.Bytes) loopInput {
 	return loopInput{"memory " + rss.String(), func(m *supervisor, _ *fakeWorker, _ time.Time) []action {
-		return m.memory(TreeMemory{RSSBytes: int64(rss), Processes: 2, Top: ProcessRSS{Pid: 42, Command: "node", RSSBytes: int64(top)}})
+		return m.memory(size.Tree{RSSBytes: int64(rss), Processes: 2, Top: size.Process{Pid: 42, Command: "node", RSSBytes: int64(top)}})
 	}}
 }
 

@@ -5,12 +5,12 @@ package pilot
 import (
 	"errors"
 	"fmt"
-	"github.com/pilotworkers/pilot/size"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/pilotworkers/pilot/sandbox"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // EnvRunID is set in every worker's environment to its run id. pilot also
@@ -48,7 +48,7 @@ type Task struct {
 	// FailMemoryLimit. Zero means the provider's MemoryLimit; negative
 	// disables. Pilot samples the tree every Dispatcher.Heartbeat, so a
 	// tree may overshoot between samples. Linux only: elsewhere a limit
-	// fails the dispatch ([ErrMemoryLimitUnsupported]), spawning nothing.
+	// fails the dispatch (an error matching [errors.ErrUnsupported]), spawning nothing.
 	MemoryLimit size.Bytes
 	// Label is a free-form name carried into events and the verdict.
 	Label string

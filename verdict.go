@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot/sandbox"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // Outcome says whether a worker's run did its job. It is the "verdict" field
@@ -117,8 +118,8 @@ type Verdict struct {
 	// the process of the tree that held the most then; zero and nil where
 	// pilot does not measure it (all but Linux, but for the worker's own
 	// peak on darwin).
-	PeakRSSBytes   int64       `json:"peak_rss_bytes,omitempty"`
-	PeakRSSProcess *ProcessRSS `json:"peak_rss_process,omitempty"`
+	PeakRSSBytes   int64         `json:"peak_rss_bytes,omitempty"`
+	PeakRSSProcess *size.Process `json:"peak_rss_process,omitempty"`
 
 	// Record is the path of the run's record.json.
 	Record string `json:"record,omitempty"`
@@ -257,7 +258,7 @@ type Event struct {
 	Session    *SessionState
 	Inspection *StallInspection
 	// Memory is the tree's memory of a memory event.
-	Memory *TreeMemory
+	Memory *size.Tree
 	// Retry is a retry layer's account of its event (the retry
 	// package's *retry.Info), written as "retry".
 	Retry any
@@ -279,7 +280,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Message    string           `json:"message,omitempty"`
 		Session    *SessionState    `json:"session,omitempty"`
 		Inspection *StallInspection `json:"inspection,omitempty"`
-		Memory     *TreeMemory      `json:"memory,omitempty"`
+		Memory     *size.Tree       `json:"memory,omitempty"`
 		Retry      any              `json:"retry,omitempty"`
 	}{e.Type, e.RunID, e.Time, e.Message, e.Session, e.Inspection, e.Memory, e.Retry})
 }

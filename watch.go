@@ -171,7 +171,7 @@ func (w *sessionWatch) record(p StallPolicy) *SessionRecord {
 			sr.NativeSessionMtimeNS = &mt
 		}
 	}
-	if d, ok := p.StallTimeout(w.state.Phase); ok {
+	if d, ok := p.stallTimeout(w.state.Phase); ok {
 		secs := d.Seconds()
 		sr.StallTimeoutSeconds = &secs
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pilotworkers/pilot/size"
 	"io"
 	"io/fs"
 	"os"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // DefaultProvidersFile returns the providers file [LoadRegistry] reads when

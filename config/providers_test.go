@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pilotworkers/pilot/size"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // validProviders is a providers file using every field.

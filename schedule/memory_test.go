@@ -2,7 +2,6 @@ package schedule_test
 
 import (
 	"context"
-	"github.com/pilotworkers/pilot/size"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/pilottest"
 	"github.com/pilotworkers/pilot/schedule"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // A memory budget that fits two jobs' expected peaks runs at most two at
@@ -24,7 +24,7 @@ import (
 // ready, and d is told it waits for memory in the very pass that finds c
 // still does not fit; only then does a shrink.
 func TestAMemoryBudgetCountsWhatTheTreesHold(t *testing.T) {
-	mib := func(n int64) *pilot.TreeMemory { return &pilot.TreeMemory{RSSBytes: n << 20} }
+	mib := func(n int64) *size.Tree { return &size.Tree{RSSBytes: n << 20} }
 	aGrow, aGrew, aShrink := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var aHolds240 atomic.Bool
 	var running, most atomic.Int32

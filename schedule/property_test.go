@@ -14,6 +14,7 @@ import (
 	"github.com/pilotworkers/pilot/pilottest"
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/schedule"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // outcome is what a job of a random graph does when dispatched.
@@ -43,7 +44,7 @@ type limited struct {
 }
 
 func (l limited) Limits(t pilot.Task) pilot.Limits {
-	return pilot.Limits{MaxParallel: l.limits[t.Provider], ExpectedRSS: pilot.DefaultExpectedRSS}
+	return pilot.Limits{MaxParallel: l.limits[t.Provider], ExpectedRSS: 512 * size.MiB}
 }
 
 func newRandomGraph(rng *rand.Rand, ws string, n int) randomGraph {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pilotworkers/pilot/size"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/pilotworkers/pilot/internal/gate"
 	"github.com/pilotworkers/pilot/internal/membudget"
 	"github.com/pilotworkers/pilot/retry"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // Status is how a job of a graph ended (in the CLI's JSON, "status").

@@ -1,6 +1,8 @@
-// Package size is an amount of memory as pilot's limits and budgets take
-// it: a number of bytes that reads and writes itself as "2GiB" in JSON
-// (a providers file's "memory_limit") and on command lines.
+// Package size is memory as pilot counts it: an amount (Bytes), as its
+// limits and budgets take it, a number of bytes that reads and writes
+// itself as "2GiB" in JSON (a providers file's "memory_limit") and on
+// command lines; and what a worker's process tree was seen to hold (Tree,
+// with the Process that held the most).
 package size
 
 import (
@@ -118,4 +120,25 @@ func (b *Bytes) UnmarshalJSON(data []byte) error {
 	}
 	*b = v
 	return nil
+}
+
+// Tree is one look at the resident memory of a worker's process tree:
+// the worker and every descendant pilot's supervisor holds (an event's
+// Memory, a verdict's peak).
+type Tree struct {
+	// RSSBytes is the sum of the processes' resident memory.
+	RSSBytes  int64 `json:"rss_bytes"`
+	Processes int   `json:"processes"`
+	// Top is the process that held the most.
+	Top Process `json:"top"`
+}
+
+// Process is one process of a worker's tree and the resident memory it
+// held.
+type Process struct {
+	Pid int `json:"pid"`
+	// Command is its command name as the kernel keeps it (comm: at most
+	// 15 bytes, "node", "claude").
+	Command  string `json:"command"`
+	RSSBytes int64  `json:"rss_bytes"`
 }

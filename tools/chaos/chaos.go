@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/pilotworkers/pilot/size"
 	"io"
 	"io/fs"
 	"maps"
@@ -32,6 +31,7 @@ import (
 	"github.com/pilotworkers/pilot/internal/rundir"
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/sandbox"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // Config is one chaos session.
@@ -446,7 +446,7 @@ func runFanout(c *runCtx) {
 	if c.rng.IntN(3) == 0 {
 		// A budget from none of the jobs fitting (one runs at a time)
 		// to all of them.
-		f.MemoryBudget = size.Bytes(c.rng.IntN(n+1)) * pilot.DefaultExpectedRSS
+		f.MemoryBudget = size.Bytes(c.rng.IntN(n+1)) * (512 * size.MiB) // a job's default expected peak
 	}
 	c.jobs = n
 	vs, err := f.Run(ctx, jobs)

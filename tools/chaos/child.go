@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/pilotworkers/pilot/size"
 	"os"
 	"os/signal"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
+	"github.com/pilotworkers/pilot/size"
 )
 
 // childMain is a pilot process of its own (envChild holds its childSpec):

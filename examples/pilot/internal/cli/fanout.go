@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/pilotworkers/pilot/size"
 	"io"
 	"os"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/sandbox"
+	"github.com/pilotworkers/pilot/size"
 	"github.com/pilotworkers/pilot/worktrees"
 )
 

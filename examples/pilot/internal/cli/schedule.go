@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/pilotworkers/pilot/size"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/pilotworkers/pilot/pilotslog"
 	"github.com/pilotworkers/pilot/sandbox"
 	"github.com/pilotworkers/pilot/schedule"
+	"github.com/pilotworkers/pilot/size"
 	"github.com/pilotworkers/pilot/worktrees"
 )
 
