@@ -203,8 +203,7 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 	gates := map[string]time.Time{}
 	running, done := 0, 0
 	runningOf := map[string]int{} // running jobs per provider
-	timerSet := false
-	var timerAt time.Time // when the pending gate timer fires
+	var timerAt time.Time         // when the pending gate timer fires; zero for none
 	sel := workflow.NewSelector(ctx)
 	// Version 1: a gate that opens before the pending timer fires gets a
 	// timer of its own (before it, a 5 s gate waited out a 60 s one).
@@ -337,14 +336,14 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 			}
 			return results, fmt.Errorf("temporal: %d jobs can neither run nor wait (a bug of RunJobs)", n-done)
 		}
-		if !nextGate.IsZero() && (!timerSet || earliestGate && nextGate.Before(timerAt)) {
+		if !nextGate.IsZero() && (timerAt.IsZero() || earliestGate && nextGate.Before(timerAt)) {
 			// A later timer still pending fires in its turn and finds
 			// nothing to do but look again.
-			timerSet, timerAt = true, nextGate
 			at := nextGate
+			timerAt = at
 			sel.AddFuture(workflow.NewTimer(ctx, nextGate.Sub(now)), func(workflow.Future) {
 				if at.Equal(timerAt) {
-					timerSet = false
+					timerAt = time.Time{}
 				}
 			})
 		}
