@@ -128,9 +128,8 @@ type JobVerdict struct {
 	BlockedReason string `json:"blocked_reason,omitempty"`
 }
 
-// Progress is what RunJob's heartbeats carry. Once pilot's stall policy
-// has inspected a silent worker, no heartbeat is sent any more, so that
-// Temporal's heartbeat timeout notices.
+// Progress is what RunJob's heartbeats carry, as long as the job's worker
+// lives (or, attached, while the run it waits for holds the job).
 type Progress struct {
 	Job        string `json:"job"`
 	Generation int    `json:"generation"`
@@ -161,15 +160,18 @@ type Activities struct {
 	Policy retry.Policy
 	// WorktreeDir holds the jobs' worktrees on this host, one folder per
 	// repository (named by a hash of its git directory, as job names are
-	// unique only within a repository); empty means pilot-worktrees in
-	// the repository's git directory.
+	// unique only within a repository), in it one per job, in that one
+	// per generation: DIR/<repo>-<hash>/<job>/g<N>. Empty means
+	// pilot-worktrees/<job>/g<N> in the repository's git directory.
 	WorktreeDir string
 	// Host names this machine in fences; empty means os.Hostname. Only a
 	// run on the same host can be attached to.
 	Host string
 	// Heartbeat is the time between heartbeats; zero means a quarter of
 	// the activity's heartbeat timeout, or 10 s without one. The same
-	// ticks check the job's fence.
+	// ticks renew the generation's lease, which is four of them; pilot's
+	// Dispatcher.Grace must be well under two, so that a worker ended for
+	// a lease it cannot renew is gone before the lease is.
 	Heartbeat time.Duration
 }
 
@@ -186,22 +188,34 @@ var inProcess sync.Map
 //
 // It reads the job's fence first. A job whose generation is done with a
 // success, or with a failure pilot's Policy does not retry, gets that
-// verdict again: nothing is launched. A generation still running on this
-// host, in a live process (pid and start time), is attached to: RunJob
-// waits for its verdict instead of starting a second worker. Otherwise
-// RunJob commits generation N+1 to the fence, then launches: its worker
-// resumes the failed generation's session when Policy says so. (A
-// generation that ended cancelled is taken over too: a live attempt
-// seeing it means the cancellation was its attempt's loss, such as a
-// worker cut off the server, whose SDK cancels the activity, not the
-// workflow's.) While the
-// worker runs, heartbeats come from a goroutine of their own, carrying
-// Progress; they stop once pilot's stall policy finds the worker silent.
-// Each heartbeat tick also checks the fence: a generation that finds a
-// newer one there ends its worker. A successful verdict is published by
-// creating the job's branch at the worktree's HEAD in the same ref
-// transaction that closes the fence, so only the generation holding the
-// fence publishes, and only once.
+// verdict again: nothing is launched. A generation still running holds
+// the job while its lease is renewed: RunJob waits for its verdict
+// (attached) instead of starting a second worker. On this host, an owner
+// whose processes are all gone (pid, start time and boot id; its worker's
+// too) is dead at once; an owner that lives but renews nothing (stopped)
+// has its worker's group ended when its lease and a quarter more have
+// passed. Of another host, an owner is taken over only when no renewal
+// has come for its lease and a quarter more, on this host's clock from
+// the last renewal seen. Then RunJob commits generation N+1 to the fence,
+// and launches, in a worktree of the generation's own (see WorktreeDir)
+// on its own work branch, started from the previous generation's
+// commits; a worker that resumes a done generation's session goes on in
+// that generation's worktree when it is on this host. (A generation that
+// ended cancelled is taken over too: a live attempt seeing it means the
+// cancellation was its attempt's loss, such as a worker cut off the
+// server, whose SDK cancels the activity, not the workflow's.)
+//
+// While the worker runs, heartbeats come from a goroutine of their own,
+// carrying Progress, through pilot's stall inspections; each tick renews
+// the generation's lease by compare-and-swap. A generation that finds a
+// newer one in its fence, or cannot renew for two heartbeat intervals
+// (half its lease of four), ends its worker's tree. A successful
+// verdict is published by creating the job's branch at the worktree's
+// HEAD in the same ref transaction that closes the fence, so only the
+// generation holding the fence publishes, and only once; the tree must
+// be clean (the work committed) and its HEAD descend from the job's base
+// (Job.Base resolved when the first generation launched), else the
+// fence is closed with what is wrong and nothing is published.
 //
 // A failed verdict is returned as an error: a temporal.ApplicationError
 // whose type is the failure class, not retryable when Policy does not
@@ -269,12 +283,20 @@ func (r *jobRun) run(ctx context.Context) (Result, error) {
 				return res, verdictError(res, r.a.Policy)
 			}
 			// A failure pilot's policy retries: this attempt is the retry.
-		case o.State == stateRunning && r.ownerAlive(o):
+		case o.State == stateRunning && (o.Host != r.host || r.ownerAlive(o)):
+			// A generation runs, or may: wait for its verdict, or for its
+			// lease to run out.
 			attached = true
-			if err := r.attach(ctx, oid, o); err != nil {
+			expired, err := r.await(ctx, oid, o)
+			if err != nil {
 				return Result{Job: r.j.Name, Generation: o.Generation, Attached: true}, err
 			}
-			continue // the fence moved on, or its owner is gone
+			if expired == nil {
+				continue // the fence moved on, or its owner is gone
+			}
+			// No renewal for the lease and its grace: the owner ended its
+			// agent, or cannot; the job is this attempt's.
+			oid, o = expired.oid, expired.own
 		}
 		res, err := r.launch(ctx, oid, o)
 		if errors.Is(err, errRetake) {
@@ -308,22 +330,43 @@ func (r *jobRun) ownerAlive(o Owner) bool {
 	return alive(o.Pid, o.PidStart)
 }
 
-// attach waits, heartbeating, until the fence moves on from oid or its
-// owner is gone. Cancelled, it ends the owner's worker (its process
-// group) and waits for the same.
-func (r *jobRun) attach(ctx context.Context, oid string, o Owner) error {
+// An expiry is the fence as it stood when its generation's lease ran out.
+type expiry struct {
+	oid string
+	own Owner
+}
+
+// await waits, heartbeating, while the running generation at oid holds
+// the job: until the fence moves on (a verdict, a newer generation), its
+// owner on this host is gone, or no renewal of its lease has come for the
+// lease and a quarter more, measured on this host's monotonic clock from
+// the last renewal seen (an expiry, returned). A live owner of this host
+// whose lease ran out (a stopped process) has its agent ended first.
+// Cancelled, await ends the agent of an owner of this host (the job's
+// attempt is this one now) and waits for the same; of another host it
+// returns at once: that agent is its owner's to end.
+func (r *jobRun) await(ctx context.Context, oid string, o Owner) (*expiry, error) {
 	hb := newHeartbeater(Progress{Job: r.j.Name, Generation: o.Generation, Phase: "attached", RunID: o.RunID, LastActivity: time.Now()})
 	stop := hb.start(ctx, r.interval, nil)
 	defer stop()
-	poll := time.NewTicker(min(r.interval, time.Second))
+	lease := o.lease(4 * r.interval)
+	seen := time.Now()
+	poll := time.NewTicker(max(min(r.interval, lease/8, time.Second), time.Millisecond))
 	defer poll.Stop()
 	done := ctx.Done()
 	cancelled := false
+	here := o.Host == r.host
+	canceled := func() error {
+		return temporal.NewCanceledError(Result{Job: r.j.Name, Generation: o.Generation, Attached: true})
+	}
 	// Reads survive cancellation: the wait must outlast it.
 	rctx := context.WithoutCancel(ctx)
 	for {
 		select {
 		case <-done:
+			if !here {
+				return nil, canceled()
+			}
 			cancelled, done = true, nil
 			if o.AgentPid > 0 {
 				terminateGroup(o.AgentPid)
@@ -333,21 +376,35 @@ func (r *jobRun) attach(ctx context.Context, oid string, o Owner) error {
 		}
 		now, cur, err := r.f.read(rctx)
 		if err != nil {
-			return r.wrapPilot(err)
+			return nil, r.wrapPilot(err)
 		}
-		if now != oid && cur.AgentPid > 0 && cur.Generation == o.Generation && cur.State == stateRunning {
-			oid, o = now, cur // the owner recorded its worker
-			if cancelled {
+		if now != oid && cur.Generation == o.Generation && cur.State == stateRunning {
+			// A renewal (perhaps recording the worker): the lease goes on.
+			oid, o, seen = now, cur, time.Now()
+			if cancelled && o.AgentPid > 0 {
 				terminateGroup(o.AgentPid)
 			}
 			continue
 		}
-		if now != oid || !r.ownerAlive(cur) {
+		if now != oid || (here && !r.ownerAlive(cur)) {
 			if cancelled {
-				return temporal.NewCanceledError(Result{Job: r.j.Name, Generation: o.Generation, Attached: true})
+				return nil, canceled()
 			}
-			return nil
+			return nil, nil
 		}
+		if time.Since(seen) < lease+lease/4 {
+			continue
+		}
+		if here && o.AgentPid > 0 && alive(o.AgentPid, o.AgentStart) {
+			// Its owner lives but renews nothing (stopped): end its
+			// agent, and take the job once it is gone.
+			terminateGroup(o.AgentPid)
+			continue
+		}
+		if cancelled {
+			return nil, canceled()
+		}
+		return &expiry{oid: oid, own: o}, nil
 	}
 }
 
@@ -357,18 +414,34 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	self := os.Getpid()
 	start, _ := pidStart(self)
 	gen := prev.Generation + 1
-	own := Owner{Job: r.j.Name, Generation: gen, State: stateRunning, Host: r.host, Pid: self, PidStart: start, Boot: bootID(), Attempt: r.info.Attempt}
+	lease := 4 * r.interval
+	own := Owner{Job: r.j.Name, Generation: gen, State: stateRunning, Host: r.host, Pid: self, PidStart: start, Boot: bootID(), Attempt: r.info.Attempt, LeaseMS: lease.Milliseconds(), Base: prev.Base}
 	if _, loaded := inProcess.LoadOrStore(r.key(), gen); loaded {
 		// Another attempt in this process runs the job (an earlier one,
 		// timed out, still ending): wait for it through the fence.
 		return Result{}, r.waitInProcess(ctx)
 	}
 	defer inProcess.Delete(r.key())
+	res := Result{Job: r.j.Name, Generation: gen}
+	branch := "refs/heads/" + BranchPrefix + r.j.Name
+	if at, err := git(ctx, r.j.Repo, nil, "rev-parse", "-q", "--verify", branch); err == nil {
+		// Its work could never be published: launching would only do it
+		// again on every retry.
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("temporal: job %s's branch %s exists (at %s) but its fence published nothing: a job name is used once per repository; delete the branch or name the job anew", r.j.Name, branch, at), ErrTypeBadJob, nil, res)
+	}
+	if own.Base == "" {
+		// The first generation fixes the base: a moving Job.Base (a
+		// branch) does not change what the job's work stands on.
+		base, err := git(ctx, r.j.Repo, nil, "rev-parse", "--verify", r.j.Base+"^{commit}")
+		if err != nil {
+			return r.pilotError(ctx, res, fmt.Errorf("temporal: job %s: its base %q names no commit of %s: %w", r.j.Name, r.j.Base, r.j.Repo, err))
+		}
+		own.Base = base
+	}
 	myOID, err := r.f.swap(ctx, oid, own)
 	if errors.Is(err, ErrFenced) {
 		return Result{}, errRetake
 	}
-	res := Result{Job: r.j.Name, Generation: gen}
 	if err != nil {
 		return r.pilotError(ctx, res, err)
 	}
@@ -380,43 +453,55 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	if r.a.WorktreeDir != "" {
 		wtDir = filepath.Join(r.a.WorktreeDir, repoKey(common))
 	}
-	wt, err := r.f.worktree(ctx, wtDir, r.j.Base)
-	if err == nil && gen > 1 {
-		err = r.f.clearStaleLocks(ctx, wt)
-	}
-	if err != nil {
-		return r.closeWithError(ctx, myOID, own, res, err)
-	}
-	task := r.j.task(wt, gen)
+	task := r.j.task("", gen)
+	resume := false
 	if prev.State == stateDone && prev.Verdict != nil {
 		task.Lineage.PreviousRecord = prev.Verdict.Record
-		if _, resume := r.a.Policy.Retries(prev.Verdict.FailureClass); resume && prev.Verdict.Resume != "" {
+		if _, again := r.a.Policy.Retries(prev.Verdict.FailureClass); again && prev.Verdict.Resume != "" {
 			prompt := r.a.Policy.ResumePrompt
 			if prompt == "" {
 				prompt = retry.DefaultResumePrompt
 			}
 			task.Resume, task.Prompt, task.TaskFile = prev.Verdict.Resume, prompt, ""
 			task.Lineage.ResumedFrom = prev.Verdict.Record
+			resume = true
 		}
 	}
+	var wt string
+	if resume {
+		// A done generation's agent is gone: the session it resumes goes
+		// on in its worktree (some CLIs key their sessions by directory),
+		// on this generation's own work branch, when the worktree is on
+		// this host.
+		wt, err = r.f.continueIn(ctx, wtDir, prev.Generation, gen)
+	}
+	if wt == "" && err == nil {
+		wt, err = r.f.worktree(ctx, wtDir, gen, r.f.startOf(ctx, prev.Generation, own.Base))
+	}
+	if err != nil {
+		return r.closeWithError(ctx, myOID, own, res, err)
+	}
+	task.Workdir = wt
 
 	dctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hb := newHeartbeater(Progress{Job: r.j.Name, Generation: gen, Phase: "starting", LastActivity: time.Now()})
 	task.Observer = hb.observe
-	// Two heartbeat intervals without a read of the fence end the
-	// worker: well inside the heartbeat timeout (four intervals), after
-	// which Temporal may give the job to another worker.
-	fc := &fenceCheck{f: r.f, oid: myOID, own: own, cancel: cancel, lostAfter: 2 * r.interval, lastRead: time.Now()}
+	// The lease is renewed every heartbeat interval; two intervals
+	// without a renewal end the worker (pilot's Grace later, its tree is
+	// gone), half its lease: well before a taker elsewhere launches, and
+	// inside the heartbeat timeout (four intervals), after which Temporal
+	// may give the job to another worker.
+	fc := newFenceCheck(r.f, myOID, own, cancel, r.interval)
 	stop := hb.start(ctx, r.interval, fc.tick)
 	v, derr := r.a.Dispatcher.Dispatch(dctx, task)
-	stop() // no heartbeat nor fence check from here on
-	myOID, own = fc.oid, fc.own
+	myOID, own = fc.close()
+	stop() // no heartbeat nor renewal from here on
 	// The fence is closed even when this attempt was cancelled.
 	wctx := context.WithoutCancel(ctx)
 	if cause := context.Cause(dctx); errors.Is(cause, errFenceLost) {
 		res.Verdict = JobVerdict{Verdict: v}
-		// Closed when the fence can be read again and is still this
+		// Closed when the fence can be written again and is still this
 		// generation's, so that the next attempt launches anew.
 		own.State, own.Error = stateDone, cause.Error()
 		_, _ = r.f.swap(wctx, myOID, own)
@@ -437,8 +522,9 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	res.Verdict = JobVerdict{Verdict: v}
 	own.State, own.Verdict = stateDone, &v
 	if v.Verdict.Success() {
-		head, err := git(wctx, wt, nil, "rev-parse", "HEAD")
+		head, err := publishable(wctx, wt, own.Base)
 		if err != nil {
+			own.Verdict = nil
 			return r.closeWithError(wctx, myOID, own, res, err)
 		}
 		own.Commit = head

@@ -256,7 +256,7 @@ func TestRunJobEndsItsWorkerWhenTheFenceCannotBeRead(t *testing.T) {
 	repo := pilottest.GitRepo(t)
 	away := filepath.Join(t.TempDir(), "git-away")
 	ended := make(chan error, 1)
-	a := &Activities{Heartbeat: 10 * time.Millisecond, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+	a := &Activities{Heartbeat: 250 * time.Millisecond, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
 		// The repository's git dir goes away while the worker runs.
 		if err := os.Rename(filepath.Join(repo, ".git"), away); err != nil {
 			return pilot.Verdict{}, err
@@ -278,11 +278,11 @@ func TestRunJobEndsItsWorkerWhenTheFenceCannotBeRead(t *testing.T) {
 		t.Errorf("the worker's context ended with %v; want errFenceLost", cause)
 	}
 	var app *temporal.ApplicationError
-	if !errors.As(err, &app) || app.Type() != ErrTypeFenced || app.NonRetryable() || !strings.Contains(err.Error(), "could not be read") {
-		t.Errorf("RunJob: %v; want a retryable %s error that says the fence could not be read", err, ErrTypeFenced)
+	if !errors.As(err, &app) || app.Type() != ErrTypeFenced || app.NonRetryable() || !strings.Contains(err.Error(), "could not be renewed") {
+		t.Errorf("RunJob: %v; want a retryable %s error that says the fence could not be renewed", err, ErrTypeFenced)
 	}
 	f := fence{repo: repo, job: "unreadable"}
-	if _, o, err := f.read(context.Background()); err != nil || o.State != stateDone || !strings.Contains(o.Error, "could not be read") {
+	if _, o, err := f.read(context.Background()); err != nil || o.State != stateDone || !strings.Contains(o.Error, "could not be renewed") {
 		t.Errorf("the fence after: %+v, %v; want closed, with the reason", o, err)
 	}
 }
@@ -409,7 +409,7 @@ func TestRunJobTakesOverAnOwnerOfAnotherBoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := new(atomic.Int32)
-	a := &Activities{Heartbeat: 10 * time.Millisecond, Dispatcher: committing(calls)}
+	a := &Activities{Heartbeat: 250 * time.Millisecond, Dispatcher: committing(calls)}
 	type out struct {
 		res Result
 		err error
@@ -448,12 +448,14 @@ func TestRunJobAttachesToALiveRun(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	f := fence{repo: repo, job: "live"}
-	own := Owner{Job: "live", Generation: 3, State: stateRunning, Host: host, Pid: owner.Process.Pid, PidStart: start}
+	// A lease of an hour: the owner renews nothing here, and the attempt
+	// must attach, not wait it out.
+	own := Owner{Job: "live", Generation: 3, State: stateRunning, Host: host, Pid: owner.Process.Pid, PidStart: start, LeaseMS: time.Hour.Milliseconds()}
 	oid, err := f.swap(context.Background(), "", own)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Activities{Heartbeat: 10 * time.Millisecond, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+	a := &Activities{Heartbeat: 250 * time.Millisecond, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
 		t.Error("RunJob launched a worker while the job's run is alive")
 		return pilot.Verdict{}, errors.New("launched")
 	})}
@@ -493,6 +495,10 @@ func TestRunJobAttachesToALiveRun(t *testing.T) {
 	}
 }
 
+// A dead owner's job is taken over at once, on this host, by a new
+// generation in a worktree of its own that starts from the dead one's
+// commits; the dead one's worktree (its index locked by a worker killed
+// inside git commit) is left as it was.
 func TestRunJobTakesOverADeadOwnersJob(t *testing.T) {
 	repo := pilottest.GitRepo(t)
 	dead := exec.Command(os.Args[0], "-test.run=^$")
@@ -501,28 +507,34 @@ func TestRunJobTakesOverADeadOwnersJob(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	f := fence{repo: repo, job: "orphan"}
-	if _, err := f.swap(context.Background(), "", Owner{Job: "orphan", Generation: 4, State: stateRunning, Host: host, Pid: dead.Process.Pid, PidStart: 1}); err != nil {
+	base := mustGit(t, repo, "rev-parse", "HEAD")
+	if _, err := f.swap(context.Background(), "", Owner{Job: "orphan", Generation: 4, State: stateRunning, Host: host, Pid: dead.Process.Pid, PidStart: 1, Base: base}); err != nil {
 		t.Fatal(err)
 	}
-	// The dead generation's worker was killed inside git commit, which
-	// left the worktree's index locked.
 	wtDir := filepath.Join(mustGit(t, repo, "rev-parse", "--path-format=absolute", "--git-common-dir"), "pilot-worktrees")
-	wt, err := f.worktree(context.Background(), wtDir, "HEAD")
+	old, err := f.worktree(context.Background(), wtDir, 4, base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(mustGit(t, wt, "rev-parse", "--path-format=absolute", "--git-dir"), "index.lock"), nil, 0o644); err != nil {
+	if err := commitIn(pilot.Task{Workdir: old, Label: "gen4", Prompt: "the dead one's work"}); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(mustGit(t, old, "rev-parse", "--path-format=absolute", "--git-dir"), "index.lock")
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var calls atomic.Int32
 	a := &Activities{Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
 		calls.Add(1)
 		_, o, err := f.read(ctx)
-		if err != nil || o.Generation != 5 || o.Pid != os.Getpid() {
-			t.Errorf("while the worker runs the fence says %+v (%v); want generation 5, this process", o, err)
+		if err != nil || o.Generation != 5 || o.Pid != os.Getpid() || o.Base != base {
+			t.Errorf("while the worker runs the fence says %+v (%v); want generation 5, this process, base %s", o, err, base)
 		}
-		if task.Workdir != wt {
-			t.Errorf("the worker runs in %s; want the job's worktree %s", task.Workdir, wt)
+		if want := filepath.Join(wtDir, "orphan", "g5"); task.Workdir != want {
+			t.Errorf("the worker runs in %s; want generation 5's worktree %s", task.Workdir, want)
+		}
+		if _, err := os.Stat(filepath.Join(task.Workdir, "gen4.txt")); err != nil {
+			t.Errorf("generation 5 does not start from generation 4's commits: %v", err)
 		}
 		return verdict(task, pilot.Completed, ""), commitIn(task)
 	})}
@@ -533,12 +545,18 @@ func TestRunJobTakesOverADeadOwnersJob(t *testing.T) {
 	if res.Generation != 5 || calls.Load() != 1 {
 		t.Errorf("RunJob = %+v after %d launches; want generation 5, one launch", res, calls.Load())
 	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Errorf("generation 4's worktree was touched: %v", err)
+	}
+	if got := mustGit(t, repo, "rev-parse", "refs/heads/"+f.workBranch(5)); got != res.Commit {
+		t.Errorf("generation 5's work branch is at %s; want the published %s", got, res.Commit)
+	}
 }
 
 func TestRunJobSupersededGenerationStopsAndPublishesNothing(t *testing.T) {
 	repo := pilottest.GitRepo(t)
 	f := fence{repo: repo, job: "raced"}
-	a := &Activities{Heartbeat: 10 * time.Millisecond, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+	a := &Activities{Heartbeat: 250 * time.Millisecond, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
 		if err := commitIn(task); err != nil {
 			return pilot.Verdict{}, err
 		}
@@ -699,7 +717,7 @@ func TestRunJobCancelEndsTheProcessTree(t *testing.T) {
 			close(started)
 		}
 	}
-	a := &Activities{Dispatcher: d, Heartbeat: 20 * time.Millisecond}
+	a := &Activities{Dispatcher: d, Heartbeat: 250 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var s testsuite.WorkflowTestSuite
@@ -757,7 +775,7 @@ func TestRunJobHeartbeatsThroughAStallInspection(t *testing.T) {
 		}
 		mu.Unlock()
 	}
-	a := &Activities{Dispatcher: d, Heartbeat: 10 * time.Millisecond}
+	a := &Activities{Dispatcher: d, Heartbeat: 250 * time.Millisecond}
 	j := Job{Name: "stalls", Repo: repo, Provider: "fake", Mode: pilot.ModeCode, Prompt: "x", IdleTimeout: 1500 * time.Millisecond}
 	res, err := runJob(t, activityEnv(t, a), j)
 	if err == nil || res.Verdict.FailureClass != pilot.FailIdleTimeout {
@@ -766,7 +784,7 @@ func TestRunJobHeartbeatsThroughAStallInspection(t *testing.T) {
 	<-inspected
 	mu.Lock()
 	defer mu.Unlock()
-	// Heartbeats every 10 ms, and the worker lives 1.4 s past the
+	// Heartbeats every 250 ms, and the worker lives about 1.4 s past the
 	// inspection: many; the one on its way when the event came may lack it.
 	carried := 0
 	for _, p := range after {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,8 +27,9 @@ const (
 	// once, by the generation that holds the fence, in the same ref
 	// transaction that closes the fence.
 	BranchPrefix = "pilot/job/"
-	// WorkBranchPrefix + job name is the branch checked out in the
-	// job's worktree, where its agent commits.
+	// WorkBranchPrefix + job name + "/g" + generation is the branch
+	// checked out in that generation's worktree, where its agent commits;
+	// the next generation starts from it.
 	WorkBranchPrefix = "pilot/work/"
 )
 
@@ -75,6 +75,27 @@ type Owner struct {
 	Commit  string         `json:"commit,omitempty"`
 	// Error is set instead of Verdict when pilot itself failed.
 	Error string `json:"error,omitempty"`
+	// Lease counts the running generation's renewals of the fence (one
+	// each heartbeat interval, each a compare-and-swap, so every renewal
+	// is a new record); LeaseMS is how long after a renewal its agent may
+	// run without the next one. An owner that cannot renew ends its
+	// agent's tree well inside it; a generation that would take the job
+	// over from another host waits, on its own clock, LeaseMS and a
+	// quarter more from the last renewal it saw. No wall clock is
+	// compared across hosts.
+	Lease   int64 `json:"lease,omitempty"`
+	LeaseMS int64 `json:"lease_ms,omitempty"`
+	// Base is the commit the job's first generation started from (Job.Base
+	// resolved): what a published commit must descend from.
+	Base string `json:"base,omitempty"`
+}
+
+// lease is o's lease, or def for a record that names none.
+func (o Owner) lease(def time.Duration) time.Duration {
+	if o.LeaseMS > 0 {
+		return time.Duration(o.LeaseMS) * time.Millisecond
+	}
+	return def
 }
 
 // jobName is what a job name may be: it names refs and a directory.
@@ -277,50 +298,85 @@ func orNone(oid string) string {
 	return oid
 }
 
-// worktree returns the job's worktree under dir, making it (on the job's
-// work branch, from base) when it is not there yet. A worktree a former
-// generation left on this host is reused as it is.
-func (f fence) worktree(ctx context.Context, dir, base string) (string, error) {
-	wt := filepath.Join(dir, f.job)
-	if _, err := os.Stat(filepath.Join(wt, ".git")); err == nil {
-		return wt, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// workBranch is generation gen's work branch.
+func (f fence) workBranch(gen int) string {
+	return fmt.Sprintf("%s%s/g%d", WorkBranchPrefix, f.job, gen)
+}
+
+// worktree makes generation gen's worktree, dir/job/g<gen>, on the
+// generation's own work branch, from start. Only the generation holding
+// the fence makes it, and a generation holds the fence once, so whatever
+// is at that path is a leftover of this generation's own earlier try
+// (a crash inside git worktree add) and is replaced. Nothing else is
+// touched: no other generation's worktree, no global prune.
+func (f fence) worktree(ctx context.Context, dir string, gen int, start string) (string, error) {
+	wt := filepath.Join(dir, f.job, fmt.Sprintf("g%d", gen))
+	if err := os.RemoveAll(wt); err != nil {
 		return "", err
 	}
-	branch := WorkBranchPrefix + f.job
-	if _, err := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", "refs/heads/"+branch); err == nil {
-		// The branch outlived its worktree directory.
-		_, _ = git(ctx, f.repo, nil, "worktree", "prune")
-		_, err = git(ctx, f.repo, nil, "worktree", "add", "-q", wt, branch)
-		return wt, err
+	if err := os.MkdirAll(filepath.Dir(wt), 0o755); err != nil {
+		return "", err
 	}
-	_, err := git(ctx, f.repo, nil, "worktree", "add", "-q", "-b", branch, wt, base)
+	_, err := git(ctx, f.repo, nil, "worktree", "add", "-q", "-f", "-B", f.workBranch(gen), wt, start)
 	return wt, err
 }
 
-// clearStaleLocks removes the git lock files a worker ended mid-command
-// (killed with its pilot, or cancelled) leaves in the job's worktree: its
-// index, its HEAD and its work branch. Only the generation holding the
-// fence calls it, once the former generation's processes on this host are
-// gone, so no live git command of the job holds them.
-func (f fence) clearStaleLocks(ctx context.Context, wt string) error {
+// continueIn moves generation prev's worktree under dir, if it is on this
+// host, to generation gen's work branch, keeping its files as they are,
+// and returns it; "" when there is none. Only for a prev that is done:
+// its agent is gone, and nothing else uses the worktree. The git locks a
+// worker ended mid-command left (its index, its HEAD) are removed first.
+func (f fence) continueIn(ctx context.Context, dir string, prev, gen int) (string, error) {
+	wt := filepath.Join(dir, f.job, fmt.Sprintf("g%d", prev))
+	if _, err := os.Stat(filepath.Join(wt, ".git")); err != nil {
+		return "", nil
+	}
 	gitDir, err := git(ctx, wt, nil, "rev-parse", "--path-format=absolute", "--git-dir")
 	if err != nil {
-		return err
+		return "", err
 	}
-	common, err := git(ctx, wt, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
-	if err != nil {
-		return err
-	}
-	for _, p := range []string{
-		filepath.Join(gitDir, "index.lock"),
-		filepath.Join(gitDir, "HEAD.lock"),
-		filepath.Join(common, "refs", "heads", filepath.FromSlash(WorkBranchPrefix+f.job)+".lock"),
-	} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+	for _, lock := range []string{"index.lock", "HEAD.lock"} {
+		if err := os.Remove(filepath.Join(gitDir, lock)); err != nil && !os.IsNotExist(err) {
+			return "", err
 		}
 	}
-	return nil
+	_, err = git(ctx, wt, nil, "checkout", "-q", "-B", f.workBranch(gen))
+	return wt, err
+}
+
+// startOf is where generation prev+1's work starts: the commits of
+// generation prev on its work branch, when it has one, else base.
+func (f fence) startOf(ctx context.Context, prev int, base string) string {
+	if prev > 0 {
+		if c, err := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", "refs/heads/"+f.workBranch(prev)+"^{commit}"); err == nil {
+			return c
+		}
+	}
+	return base
+}
+
+// publishable checks that the worktree wt holds the generation's whole
+// work, committed, on top of base: a clean tree (untracked files count)
+// whose HEAD descends from base. It returns HEAD.
+func publishable(ctx context.Context, wt, base string) (string, error) {
+	head, err := git(ctx, wt, nil, "rev-parse", "HEAD")
+	if err != nil {
+		return "", err
+	}
+	if _, err := git(ctx, wt, nil, "merge-base", "--is-ancestor", base, head); err != nil {
+		return "", fmt.Errorf("temporal: the worktree's HEAD %s does not descend from the job's base %s (%v): the job's branch publishes work done on its base only", head, base, err)
+	}
+	dirty, err := git(ctx, wt, nil, "status", "--porcelain", "--untracked-files=all")
+	if err != nil {
+		return "", err
+	}
+	if dirty != "" {
+		lines := strings.Split(dirty, "\n")
+		n := len(lines)
+		if len(lines) > 5 {
+			lines = append(lines[:5], "…")
+		}
+		return "", fmt.Errorf("temporal: the worker succeeded but left %d uncommitted changes in its worktree %s (%s): the job's branch publishes commits only, so have the task commit its work", n, wt, strings.Join(lines, "; "))
+	}
+	return head, nil
 }

@@ -105,49 +105,82 @@ func (h *heartbeater) start(ctx context.Context, interval time.Duration, tick fu
 	}
 }
 
-// A fenceCheck is a launched generation's side of its fence: it records
-// the worker's run in it, and ends the dispatch when a newer generation
-// took the fence.
+// A fenceCheck is a launched generation's side of its fence: it renews
+// the generation's lease, records the worker's run in the fence, and ends
+// the dispatch when a newer generation took the fence, or when the lease
+// could not be renewed for lostAfter (fail closed: a fence it cannot
+// write may have moved on). The last is a timer of its own, so that a git
+// command that hangs on shared storage cannot keep the worker running.
 type fenceCheck struct {
 	f      fence
-	oid    string // the fence as this generation last wrote it
-	own    Owner
 	cancel context.CancelCauseFunc
-	// lostAfter is how long the fence may go unread before the
-	// generation ends its worker (fail closed): a fence it cannot read
-	// may have moved on. lastRead is when it last read it.
-	lostAfter time.Duration
-	lastRead  time.Time
+	// every is the least time between two renewals (events wake the
+	// ticks far more often); lostAfter the longest without one.
+	every, lostAfter time.Duration
+
+	mu      sync.Mutex
+	oid     string // the fence as this generation last wrote it
+	own     Owner
+	renewed time.Time      // when the last renewal that landed began
+	pending *pilot.Started // a started event not yet recorded
+	expiry  *time.Timer    // fires lostAfter after renewed
+	closed  bool
 }
 
-// errFenceLost ends a generation that could not read its fence for
+// errFenceLost ends a generation that could not renew its lease for
 // longer than its lostAfter.
-var errFenceLost = errors.New("temporal: the job's fence could not be read")
+var errFenceLost = errors.New("temporal: the job's fence could not be renewed")
 
+// newFenceCheck starts the lease of generation own, just written to the
+// fence as oid, at now.
+func newFenceCheck(f fence, oid string, own Owner, cancel context.CancelCauseFunc, interval time.Duration) *fenceCheck {
+	c := &fenceCheck{f: f, oid: oid, own: own, cancel: cancel, every: interval / 2, lostAfter: 2 * interval, renewed: time.Now()}
+	c.expiry = time.AfterFunc(c.lostAfter, func() {
+		c.cancel(fmt.Errorf("%w for %v: it may have moved on, so the worker is ended before its lease (%v) runs out", errFenceLost, c.lostAfter, time.Duration(own.LeaseMS)*time.Millisecond))
+	})
+	return c
+}
+
+// tick renews the lease (recording started, if set, with it) unless the
+// last renewal is recent.
 func (c *fenceCheck) tick(ctx context.Context, started *pilot.Started) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if started != nil {
-		own := c.own
-		own.RunID, own.Record, own.AgentPid = started.RunID, started.Record, started.Pid
-		own.AgentStart, _ = pidStart(started.Pid)
-		oid, err := c.f.swap(ctx, c.oid, own)
-		switch {
-		case err == nil:
-			c.oid, c.own = oid, own
-			return
-		case errors.Is(err, ErrFenced):
-			c.cancel(ErrFenced)
-			return
-		}
-		// git failed: the next tick's check tells whether the fence is
-		// still this generation's.
+		c.pending = started
 	}
-	now, _, err := c.f.read(ctx)
+	if c.closed || (c.pending == nil && time.Since(c.renewed) < c.every) {
+		return
+	}
+	own := c.own
+	own.Lease++
+	if s := c.pending; s != nil {
+		own.RunID, own.Record, own.AgentPid = s.RunID, s.Record, s.Pid
+		own.AgentStart, _ = pidStart(s.Pid)
+	}
+	began := time.Now()
+	gctx, cancel := context.WithTimeout(ctx, c.lostAfter)
+	oid, err := c.f.swap(gctx, c.oid, own)
+	cancel()
 	switch {
-	case err == nil && now != c.oid:
-		c.cancel(ErrFenced)
 	case err == nil:
-		c.lastRead = time.Now()
-	case c.lostAfter > 0 && time.Since(c.lastRead) >= c.lostAfter:
-		c.cancel(fmt.Errorf("%w for %v (%v): it may have moved on, so the worker is ended", errFenceLost, c.lostAfter, err))
+		c.oid, c.own, c.pending = oid, own, nil
+		if c.expiry.Stop() { // not fired yet: the lease goes on
+			c.renewed = began
+			c.expiry.Reset(time.Until(began.Add(c.lostAfter)))
+		}
+	case errors.Is(err, ErrFenced):
+		c.cancel(ErrFenced)
 	}
+	// Otherwise git failed: the next tick tries again, until the expiry.
+}
+
+// close stops the renewals and returns the fence as this generation last
+// wrote it.
+func (c *fenceCheck) close() (string, Owner) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	c.expiry.Stop()
+	return c.oid, c.own
 }
