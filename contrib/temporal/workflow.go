@@ -29,10 +29,12 @@ const (
 	// maxRateLimitWait caps a provider's retry-after, as pilot's retry
 	// package does (retry.DefaultRateLimitCap).
 	maxRateLimitWait = 60 * time.Second
+	// defaultRetryInterval is Input.RetryInterval's default.
+	defaultRetryInterval = time.Second
 )
 
 // Input is what RunJobs runs. Its zero-valued fields take the defaults
-// above.
+// above (see WithDefaults).
 type Input struct {
 	// Jobs run in dependency order (Job.Deps); the results come back in
 	// this order.
@@ -63,6 +65,63 @@ type Input struct {
 	// RetryInterval is the first wait before Temporal retries an attempt
 	// (it doubles, up to a minute); 1 s when zero.
 	RetryInterval time.Duration
+}
+
+// WithDefaults returns in with each of its fields that has a default and
+// is zero (or negative) set to it: Queue, Limit, HeartbeatTimeout,
+// StartToClose, MaxAttempts and RetryInterval.
+//
+// A program that starts RunJobs should send in.WithDefaults(): the values
+// are then the workflow's input, in its history, and a run in flight
+// keeps them whatever later versions of this package default to. RunJobs
+// resolves what is still zero itself, once, and records what it resolved
+// in the history, so that a replay of the run decides as the run did.
+func (in Input) WithDefaults() Input {
+	if in.Queue == "" {
+		in.Queue = DefaultQueue
+	}
+	if in.Limit <= 0 {
+		in.Limit = DefaultLimit
+	}
+	if in.HeartbeatTimeout <= 0 {
+		in.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if in.StartToClose <= 0 {
+		in.StartToClose = DefaultStartToClose
+	}
+	if in.MaxAttempts <= 0 {
+		in.MaxAttempts = DefaultMaxAttempts
+	}
+	if in.RetryInterval <= 0 {
+		in.RetryInterval = defaultRetryInterval
+	}
+	return in
+}
+
+// resolvedDefaults is what RunJobs records of its input once the
+// defaults are resolved (not the jobs: the input has them). It is in the
+// history of every run as JSON: renaming a field makes runs in flight
+// replay with it zero.
+type resolvedDefaults struct {
+	Queue            string
+	Limit            int
+	HeartbeatTimeout time.Duration
+	StartToClose     time.Duration
+	MaxAttempts      int32
+	RetryInterval    time.Duration
+}
+
+func defaultsOf(in Input) resolvedDefaults {
+	return resolvedDefaults{
+		Queue: in.Queue, Limit: in.Limit, HeartbeatTimeout: in.HeartbeatTimeout,
+		StartToClose: in.StartToClose, MaxAttempts: in.MaxAttempts, RetryInterval: in.RetryInterval,
+	}
+}
+
+func (d resolvedDefaults) apply(in Input) Input {
+	in.Queue, in.Limit, in.HeartbeatTimeout = d.Queue, d.Limit, d.HeartbeatTimeout
+	in.StartToClose, in.MaxAttempts, in.RetryInterval = d.StartToClose, d.MaxAttempts, d.RetryInterval
+	return in
 }
 
 // QueueFor is the task queue of jobs needing capability (the CLIs a
@@ -166,6 +225,8 @@ const (
 // MaxAttempts times. Cancelling the workflow cancels the running
 // activities and waits for each to acknowledge (its worker's process
 // tree gone); jobs not started get synthesized cancelled verdicts.
+// RunJobs fills in's zero fields as WithDefaults does, once, and records
+// the values in the workflow's history.
 func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 	if err := CheckJobs(in.Jobs); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadJob, nil)
@@ -176,20 +237,20 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 				fmt.Sprintf("temporal: provider %s has a limit of %d jobs at once: give a count, or 0 for none", p, n), ErrTypeBadJob, nil)
 		}
 	}
-	if in.Limit <= 0 {
-		in.Limit = DefaultLimit
-	}
-	if in.HeartbeatTimeout <= 0 {
-		in.HeartbeatTimeout = DefaultHeartbeatTimeout
-	}
-	if in.StartToClose <= 0 {
-		in.StartToClose = DefaultStartToClose
-	}
-	if in.MaxAttempts <= 0 {
-		in.MaxAttempts = DefaultMaxAttempts
-	}
-	if in.RetryInterval <= 0 {
-		in.RetryInterval = time.Second
+	// Version 1: the defaults of in's zero fields are resolved once, in a
+	// SideEffect, and a replay takes them from the history whatever the
+	// constants are by then. Before it they were resolved inline, and
+	// histories recorded before it replay so (a GetVersion that finds no
+	// marker in a replay adds no command).
+	if workflow.GetVersion(ctx, "defaults-recorded", workflow.DefaultVersion, 1) >= 1 {
+		var d resolvedDefaults
+		resolve := func(workflow.Context) any { return defaultsOf(in.WithDefaults()) }
+		if err := workflow.SideEffect(ctx, resolve).Get(&d); err != nil {
+			return nil, err
+		}
+		in = d.apply(in)
+	} else {
+		in = in.WithDefaults()
 	}
 	n := len(in.Jobs)
 	index := make(map[string]int, n)

@@ -306,3 +306,26 @@ func TestRunJobsShortGateDoesNotWaitForALongerOne(t *testing.T) {
 		t.Errorf("the 50 s gate's job ran again %v into the workflow; want after 50 s", got)
 	}
 }
+
+// WithDefaults fills the zero (or negative) fields that have defaults,
+// and leaves the others, and the fields set, as they are.
+func TestInputWithDefaults(t *testing.T) {
+	js := jobs("a")
+	limits := map[string]int{"p": 1}
+	got := Input{Jobs: js, ProviderLimits: limits, Limit: -1, MaxAttempts: -2}.WithDefaults()
+	want := Input{
+		Jobs: js, ProviderLimits: limits,
+		Queue: DefaultQueue, Limit: DefaultLimit, HeartbeatTimeout: DefaultHeartbeatTimeout,
+		StartToClose: DefaultStartToClose, MaxAttempts: DefaultMaxAttempts, RetryInterval: time.Second,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("WithDefaults of a zero input (-want +got):\n%s", diff)
+	}
+	set := Input{Queue: "q", Limit: 3, HeartbeatTimeout: time.Second, StartToClose: time.Minute, MaxAttempts: 2, RetryInterval: 5 * time.Second}
+	if diff := cmp.Diff(set, set.WithDefaults()); diff != "" {
+		t.Errorf("WithDefaults changed fields that were set (-want +got):\n%s", diff)
+	}
+	if again := got.WithDefaults(); !cmp.Equal(got, again) {
+		t.Errorf("WithDefaults of a resolved input changed it: %+v", again)
+	}
+}

@@ -228,8 +228,10 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	defer cl.Close()
-	run, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: temporal.QueueFor(c.queue, "")}, temporal.WorkflowName,
-		temporal.Input{Jobs: jobs, Limit: *limit, ProviderLimits: limits, Queue: c.queue, HeartbeatTimeout: *hb})
+	// The input goes with its defaults resolved: the workflow runs with
+	// these, whatever a later version of the package defaults to.
+	in := temporal.Input{Jobs: jobs, Limit: *limit, ProviderLimits: limits, Queue: c.queue, HeartbeatTimeout: *hb}.WithDefaults()
+	run, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: temporal.QueueFor(c.queue, "")}, temporal.WorkflowName, in)
 	if err != nil {
 		fmt.Fprintln(stderr, "pilot-temporal submit:", err)
 		return 1
