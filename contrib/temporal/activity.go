@@ -499,7 +499,11 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	stop() // no heartbeat nor renewal from here on
 	// The fence is closed even when this attempt was cancelled.
 	wctx := context.WithoutCancel(ctx)
-	if cause := context.Cause(dctx); errors.Is(cause, errFenceLost) {
+	// A worker ended for a lease it could not renew has no success to
+	// give; one that succeeded before (its owner, stopped, could not
+	// renew meanwhile) is published below if the fence is still this
+	// generation's: the swap proves no other generation launched.
+	if cause := context.Cause(dctx); errors.Is(cause, errFenceLost) && (derr != nil || !v.Verdict.Success()) {
 		res.Verdict = JobVerdict{Verdict: v}
 		// Closed when the fence can be written again and is still this
 		// generation's, so that the next attempt launches anew.

@@ -159,7 +159,9 @@ func (c *fenceCheck) tick(ctx context.Context, started *pilot.Started) {
 		own.AgentStart, _ = pidStart(s.Pid)
 	}
 	began := time.Now()
-	gctx, cancel := context.WithTimeout(ctx, c.lostAfter)
+	// A cancelled attempt renews on while pilot ends its worker: the
+	// tree lives until the dispatch returns.
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.lostAfter)
 	oid, err := c.f.swap(gctx, c.oid, own)
 	cancel()
 	switch {
