@@ -30,12 +30,15 @@ const (
 	envWorkerAddr     = "PILOT_TEMPORAL_TEST_WORKER_ADDR"
 	envWorkerNS       = "PILOT_TEMPORAL_TEST_WORKER_NS"
 	envWorkerRunDir   = "PILOT_TEMPORAL_TEST_WORKER_RUNDIR"
-	envLedger         = "LEDGER"    // the ledger file (agent)
-	envMarks          = "MARKS"     // the directory of the test's marks and socket (agent)
-	markKillDone      = "kill-done" // the killed worker is gone
-	markCutDone       = "cut-done"  // a worker's network was cut
-	victimKill        = "job-05"    // its first run waits to be killed with its worker
-	victimCut         = "job-10"    // its first run after the kill waits while its worker is cut off
+	envWorkerHost     = "PILOT_TEMPORAL_TEST_WORKER_HOST" // the host it names itself in fences
+	envLedger         = "LEDGER"                          // the ledger file (agent)
+	envMarks          = "MARKS"                           // the directory of the test's marks and socket (agent)
+	markKillDone      = "kill-done"                       // the killed worker is gone
+	markCutDone       = "cut-done"                        // a worker's network was cut
+	victimKill        = "job-05"                          // its first run waits to be killed with its worker
+	victimCut         = "job-10"                          // its first run after the kill waits while its worker is cut off
+	markPauseDone     = "pause-done"                      // a worker was stopped
+	victimPause       = "job-15"                          // its first run after the cut works on while its worker is stopped
 	eventsSock        = "events.sock"
 )
 
@@ -70,7 +73,7 @@ func scenarioWorker() int {
 		return 1
 	}
 	defer c.Close()
-	acts := &Activities{Dispatcher: d}
+	acts := &Activities{Dispatcher: d, Host: os.Getenv(envWorkerHost)}
 	var ws []worker.Worker
 	for _, q := range strings.Split(os.Getenv(envScenarioWorker), ",") {
 		w := worker.New(c, q, worker.Options{})
@@ -102,15 +105,19 @@ func scenarioWorker() int {
 	return 0
 }
 
-// ledgerAgent is the scenario's fake agent: given its job's name, it
-// commits "work of JOB" in its worktree (the current directory) and then
-// appends "JOB GENERATION PID" to the ledger. A run that finds its work
-// committed already (an earlier generation was ended after its commit)
-// does not do it again, as an agent resuming its job would: it only
-// appends the ledger line if the earlier run was ended before it. Two
-// runs at once in one worktree (what the fence prevents) would both
-// commit and both append. The two victims wait first, as the test needs
-// them to.
+// ledgerAgent is the scenario's fake agent. Given its job's name, it
+// appends "start JOB GEN PID HOST" to the ledger before anything else, then
+// commits "work of JOB" in its worktree (the current directory), appends
+// "done JOB GEN", and last "end JOB GEN". Ended by SIGTERM (pilot ending
+// it, or its supervisor when its worker died), it appends "end JOB GEN"
+// and exits; so in the ledger's order every run of a job is a
+// [start, end] interval, and two generations' agents alive at once show
+// as one's start inside the other's interval. A run that finds the work
+// committed already (an earlier generation committed and was ended
+// before its done line) does not do it again, as an agent resuming its
+// job would: it appends "recovered JOB GEN" if no done line is there.
+// The three victims, before their work, wait to be faulted and then keep
+// working (a "work JOB GEN" line every 20 ms) until they are ended.
 func ledgerAgent(args []string) int {
 	if len(args) != 1 {
 		fmt.Fprintln(os.Stderr, "ledger agent: want the job's name")
@@ -122,23 +129,6 @@ func ledgerAgent(args []string) int {
 		return 1
 	}
 	ctx := context.Background()
-	if log, err := git(ctx, ".", nil, "log", "--format=%s"); err != nil {
-		return fail(err)
-	} else if strings.Contains(log, "work of "+job+" ") {
-		// An earlier generation committed and was ended before its
-		// ledger line: finish what it left.
-		data, err := os.ReadFile(os.Getenv(envLedger))
-		if err != nil && !os.IsNotExist(err) {
-			return fail(err)
-		}
-		if !strings.Contains("\n"+string(data), "\n"+job+" ") {
-			if err := appendLedger(job + " recovered\n"); err != nil {
-				return fail(err)
-			}
-		}
-		fmt.Println("already done")
-		return 0
-	}
 	blob, err := git(ctx, ".", nil, "cat-file", "blob", FenceRefPrefix+job)
 	if err != nil {
 		return fail(err)
@@ -146,6 +136,41 @@ func ledgerAgent(args []string) int {
 	var own Owner
 	if err := json.Unmarshal([]byte(blob), &own); err != nil {
 		return fail(err)
+	}
+	gen := own.Generation
+	var endOnce sync.Once
+	end := func() {
+		endOnce.Do(func() {
+			if err := appendLedger(fmt.Sprintf("end %s %d\n", job, gen)); err != nil {
+				fmt.Fprintln(os.Stderr, "ledger agent:", err)
+			}
+		})
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	if err := appendLedger(fmt.Sprintf("start %s %d %d %s\n", job, gen, os.Getpid(), own.Host)); err != nil {
+		return fail(err)
+	}
+	go func() {
+		<-term
+		end()
+		os.Exit(143)
+	}()
+	defer end()
+	if log, err := git(ctx, ".", nil, "log", "--format=%s"); err != nil {
+		return fail(err)
+	} else if strings.Contains(log, "work of "+job+" ") {
+		data, err := os.ReadFile(os.Getenv(envLedger))
+		if err != nil && !os.IsNotExist(err) {
+			return fail(err)
+		}
+		if !strings.Contains("\n"+string(data), "\ndone "+job+" ") {
+			if err := appendLedger(fmt.Sprintf("recovered %s %d\n", job, gen)); err != nil {
+				return fail(err)
+			}
+		}
+		fmt.Println("already done")
+		return 0
 	}
 	marks := os.Getenv(envMarks)
 	exists := func(name string) bool {
@@ -155,10 +180,17 @@ func ledgerAgent(args []string) int {
 	mid := func() {
 		c, err := net.Dial("unix", filepath.Join(marks, eventsSock))
 		if err == nil {
-			fmt.Fprintf(c, "mid %s %d\n", job, own.Generation)
+			fmt.Fprintf(c, "mid %s %d\n", job, gen)
 			c.Close()
 		}
-		select {} // until pilot ends this worker
+		// Working on until pilot ends this worker: the agent's own pace,
+		// not a wait for anything.
+		for {
+			if err := appendLedger(fmt.Sprintf("work %s %d\n", job, gen)); err != nil {
+				fmt.Fprintln(os.Stderr, "ledger agent:", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	switch {
 	case job == victimKill && !exists(markKillDone):
@@ -168,17 +200,22 @@ func ledgerAgent(args []string) int {
 			time.Sleep(10 * time.Millisecond) // the agent waits; the test never sleeps
 		}
 		mid()
+	case job == victimPause && !exists(markPauseDone):
+		for !exists(markCutDone) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		mid()
 	}
 	if err := os.WriteFile(job+".txt", []byte(job+"\n"), 0o644); err != nil {
 		return fail(err)
 	}
-	msg := fmt.Sprintf("work of %s (generation %d)", job, own.Generation)
+	msg := fmt.Sprintf("work of %s (generation %d)", job, gen)
 	for _, a := range [][]string{{"add", job + ".txt"}, {"-c", "user.name=agent", "-c", "user.email=agent@example.invalid", "commit", "-q", "-m", msg}} {
 		if _, err := git(ctx, ".", nil, a...); err != nil {
 			return fail(err)
 		}
 	}
-	if err := appendLedger(fmt.Sprintf("%s %d %d\n", job, own.Generation, os.Getpid())); err != nil {
+	if err := appendLedger(fmt.Sprintf("done %s %d\n", job, gen)); err != nil {
 		return fail(err)
 	}
 	fmt.Println("done", job)
@@ -186,8 +223,11 @@ func ledgerAgent(args []string) int {
 }
 
 // appendLedger appends line to the ledger, in one write.
-func appendLedger(line string) error {
-	f, err := os.OpenFile(os.Getenv(envLedger), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+func appendLedger(line string) error { return appendTo(os.Getenv(envLedger), line) }
+
+// appendTo appends line to the file at path, in one write.
+func appendTo(path, line string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,11 +55,16 @@ type scenarioWorkerProc struct {
 }
 
 // TestScenarioKilledAndCutOffWorkers runs 30 jobs on 3 worker processes,
-// each behind a TCP proxy to the server. The worker running job-05's first
-// generation is killed with SIGKILL while its agent waits; the worker
-// running job-10's next run is cut off the server for a minute (EnvCut).
-// Every job must get exactly one final verdict, a success, and its work
-// must be done once: one "work of" commit on its branch, one ledger line.
+// each a host of its own in the fences (host-A, host-B, host-C), each
+// behind a TCP proxy to the server. The worker running job-05's first
+// generation is killed with SIGKILL while its agent works on; the worker
+// running job-10's next run is cut off the server for a minute (EnvCut)
+// while its agent works on. A retry elsewhere is a takeover from another
+// host of a generation that may live. Every job must get exactly one
+// final verdict, a success, and its work must be done once: one "work of"
+// commit on its branch, one done line in the ledger; every job but the
+// victims is launched once; and no two generations' agents of a job run
+// at once (their [start, end] intervals in the ledger never overlap).
 func TestScenarioKilledAndCutOffWorkers(t *testing.T) {
 	addr, ns := server(t)
 	cutFor := time.Minute
@@ -69,6 +75,10 @@ func TestScenarioKilledAndCutOffWorkers(t *testing.T) {
 		}
 		cutFor = d
 	}
+	// The pause outlasts the heartbeat timeout (3 s) and the retry's
+	// start, not the lease a taker waits out (3 s and a quarter, from
+	// when it first reads the fence).
+	const pauseFor = 4500 * time.Millisecond
 	repo := pilottest.GitRepo(t)
 	base := mustGit(t, repo, "rev-parse", "HEAD")
 	marks := t.TempDir()
@@ -95,7 +105,7 @@ func TestScenarioKilledAndCutOffWorkers(t *testing.T) {
 
 	queue := fmt.Sprintf("pilot-scenario-%d", time.Now().UnixNano())
 	var workers []*scenarioWorkerProc
-	var killed, cutOff *scenarioWorkerProc
+	var killed, cutOff, paused *scenarioWorkerProc
 	for _, name := range []string{"A", "B", "C"} {
 		p, err := newProxy(addr)
 		if err != nil {
@@ -106,6 +116,7 @@ func TestScenarioKilledAndCutOffWorkers(t *testing.T) {
 			envScenarioWorker+"="+queue,
 			envWorkerAddr+"="+p.addr(), envWorkerNS+"="+ns,
 			envWorkerRunDir+"="+filepath.Join(marks, "runs-"+name),
+			envWorkerHost+"=host-"+name,
 			envLedger+"="+ledger, envMarks+"="+marks)
 		logf, err := os.Create(filepath.Join(marks, "worker-"+name+".log"))
 		if err != nil {
@@ -138,6 +149,7 @@ func TestScenarioKilledAndCutOffWorkers(t *testing.T) {
 	}
 	defer func() {
 		for _, w := range workers {
+			w.cmd.Process.Signal(syscall.SIGCONT)
 			w.proxy.restore()
 			w.stdin.Close()
 			if err := <-w.done; err != nil && w != killed {
@@ -188,12 +200,12 @@ func TestScenarioKilledAndCutOffWorkers(t *testing.T) {
 		}
 		return o
 	}
-	for killed == nil || cutOff == nil {
+	for killed == nil || cutOff == nil || paused == nil {
 		var l string
 		select {
 		case l = <-mids:
 		case <-ctx.Done():
-			t.Fatalf("the victims never reported their runs (killed %v, cut %v)", killed != nil, cutOff != nil)
+			t.Fatalf("the victims never reported their runs (killed %v, cut %v, paused %v)", killed != nil, cutOff != nil, paused != nil)
 		}
 		f := strings.Fields(l)
 		if len(f) != 3 {
@@ -207,16 +219,34 @@ func TestScenarioKilledAndCutOffWorkers(t *testing.T) {
 				t.Fatal(err)
 			}
 			killed = w
+			fault(t, ledger, "kill", o.Host)
 			t.Logf("killed worker %s (pid %d) running %s generation %s", w.name, o.Pid, f[1], f[2])
 			writeMark(t, marks, markKillDone)
 		case f[1] == victimCut && cutOff == nil && w != nil && w != killed:
 			w.proxy.cut()
 			cutOff = w
+			fault(t, ledger, "cut", o.Host)
 			t.Logf("cut worker %s off the server for %v while it runs %s generation %s", w.name, cutFor, f[1], f[2])
 			writeMark(t, marks, markCutDone)
 			restored.Add(1)
 			time.AfterFunc(cutFor, func() {
 				w.proxy.restore()
+				restored.Done()
+			})
+		case f[1] == victimPause && paused == nil && w != nil && w != killed:
+			// Stopped past the heartbeat timeout, so Temporal runs the job
+			// elsewhere, while its agent works on; resumed inside the
+			// lease the taker waits out, the owner ends its agent itself.
+			if err := w.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			paused = w
+			fault(t, ledger, "pause", o.Host)
+			t.Logf("stopped worker %s for %v while it runs %s generation %s", w.name, pauseFor, f[1], f[2])
+			writeMark(t, marks, markPauseDone)
+			restored.Add(1)
+			time.AfterFunc(pauseFor, func() {
+				w.cmd.Process.Signal(syscall.SIGCONT)
 				restored.Done()
 			})
 		}
@@ -235,10 +265,27 @@ func TestScenarioKilledAndCutOffWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ledgerLines := map[string]int{}
-	for _, l := range strings.Split(strings.TrimSpace(string(ledgerData)), "\n") {
-		if f := strings.Fields(l); len(f) > 0 {
-			ledgerLines[f[0]]++
+	lines := strings.Split(strings.TrimSpace(string(ledgerData)), "\n")
+	works, starts := map[string]int{}, map[string]int{}
+	victims := faulted(lines)
+	for _, err := range checkIntervals(lines) {
+		t.Error(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("the ledger:\n%s", ledgerData)
+		}
+	}()
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) < 3 {
+			continue
+		}
+		switch f[0] {
+		case "done", "recovered":
+			works[f[1]]++
+		case "start":
+			starts[f[1]]++
 		}
 	}
 	gens := map[string]int{}
@@ -253,12 +300,15 @@ func TestScenarioKilledAndCutOffWorkers(t *testing.T) {
 			continue
 		}
 		log := mustGit(t, repo, "log", "--format=%s", base+".."+BranchPrefix+j.Name)
-		works := strings.Count(log, "work of "+j.Name+" ")
-		if works != 1 || r.Commit != mustGit(t, repo, "rev-parse", BranchPrefix+j.Name) {
-			t.Errorf("job %s's branch has %d commits of its work (want 1), at %s (result says %s):\n%s", j.Name, works, mustGit(t, repo, "rev-parse", BranchPrefix+j.Name), r.Commit, log)
+		commits := strings.Count(log, "work of "+j.Name+" ")
+		if commits != 1 || r.Commit != mustGit(t, repo, "rev-parse", BranchPrefix+j.Name) {
+			t.Errorf("job %s's branch has %d commits of its work (want 1), at %s (result says %s):\n%s", j.Name, commits, mustGit(t, repo, "rev-parse", BranchPrefix+j.Name), r.Commit, log)
 		}
-		if n := ledgerLines[j.Name]; n != 1 {
+		if n := works[j.Name]; n != 1 {
 			t.Errorf("the ledger shows job %s's work %d times; want once", j.Name, n)
+		}
+		if n := starts[j.Name]; n != 1 && !victims[j.Name] {
+			t.Errorf("job %s's agent was launched %d times; want once (it is no victim); its ledger:\n%s", j.Name, n, linesOf(lines, j.Name))
 		}
 		o := ownerOf(j.Name)
 		if o.State != stateDone || o.Generation != r.Generation {
@@ -271,12 +321,90 @@ func TestScenarioKilledAndCutOffWorkers(t *testing.T) {
 			attached = append(attached, j.Name)
 		}
 	}
-	t.Logf("jobs that took more than one generation: %v; whose final attempt attached to a run first: %v; ledger lines: %d", gens, attached, len(strings.Split(strings.TrimSpace(string(ledgerData)), "\n")))
-	for _, v := range []string{victimKill, victimCut} {
+	t.Logf("jobs that took more than one generation: %v; whose final attempt attached to a run first: %v; the faults' victims: %v; ledger lines: %d", gens, attached, victims, len(lines))
+	for _, v := range []string{victimKill, victimCut, victimPause} {
 		if gens[v] < 2 {
 			t.Errorf("victim %s finished in generation %d; want a later one", v, results[indexOf(jobs, v)].Generation)
 		}
 	}
+}
+
+// checkIntervals reads the ledger's start and end lines, in the order
+// they were appended, as each job's runs: a run's start while another
+// run of the job has not ended is two generations' agents alive at once.
+func checkIntervals(lines []string) []error {
+	var errs []error
+	open := map[string]string{} // job → the generation whose run is open
+	for i, l := range lines {
+		f := strings.Fields(l)
+		if len(f) < 3 {
+			continue
+		}
+		job, gen := f[1], f[2]
+		switch f[0] {
+		case "start":
+			if g, ok := open[job]; ok {
+				errs = append(errs, fmt.Errorf("ledger line %d: job %s's generation %s started while generation %s's agent ran", i+1, job, gen, g))
+			}
+			open[job] = gen
+		case "end":
+			if g := open[job]; g != gen {
+				errs = append(errs, fmt.Errorf("ledger line %d: job %s's generation %s ended, but generation %q's run is the open one", i+1, job, gen, g))
+			}
+			delete(open, job)
+		case "work", "done", "recovered":
+			if g := open[job]; g != gen {
+				errs = append(errs, fmt.Errorf("ledger line %d: %q outside its run (open: generation %q)", i+1, l, g))
+			}
+		}
+	}
+	for job, g := range open {
+		errs = append(errs, fmt.Errorf("job %s's generation %s never ended", job, g))
+	}
+	return errs
+}
+
+// fault appends "fault KIND HOST" to the ledger: the runs of HOST open
+// at that line are the fault's victims.
+func fault(t *testing.T, ledger, kind, host string) {
+	t.Helper()
+	if err := appendTo(ledger, fmt.Sprintf("fault %s %s\n", kind, host)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// faulted returns the jobs that had a run on a faulted host before the
+// fault: their owner may have been cut off or stopped before it
+// published, and their job run again.
+func faulted(lines []string) map[string]bool {
+	victims := map[string]bool{}
+	ran := map[string]map[string]bool{} // host → jobs started there
+	for _, l := range lines {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 5 && f[0] == "start":
+			if ran[f[4]] == nil {
+				ran[f[4]] = map[string]bool{}
+			}
+			ran[f[4]][f[1]] = true
+		case len(f) == 3 && f[0] == "fault":
+			for job := range ran[f[2]] {
+				victims[job] = true
+			}
+		}
+	}
+	return victims
+}
+
+// linesOf returns the ledger's lines of job.
+func linesOf(lines []string, job string) string {
+	var out []string
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) > 1 && f[1] == job {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func indexOf(jobs []Job, name string) int {
@@ -360,5 +488,24 @@ func TestRunJobsCancelWaitsForTheTree(t *testing.T) {
 	if len(rs) != 2 || rs[0].Verdict.FailureClass != pilot.FailCancelled || rs[0].Verdict.Synthesized || rs[0].Verdict.RunID != runID ||
 		rs[1].Verdict.FailureClass != pilot.FailCancelled || !rs[1].Verdict.Synthesized {
 		t.Errorf("results %+v; want the first job's own cancelled verdict and the second's synthesized one", rs)
+	}
+}
+
+// The interval check itself: overlapping runs, a run that never ended,
+// and work outside a run are caught; runs one after another are not.
+func TestCheckIntervals(t *testing.T) {
+	ok := []string{"start j 1 10", "work j 1", "end j 1", "start j 2 11", "done j 2", "end j 2", "start k 1 12", "end k 1"}
+	if errs := checkIntervals(ok); len(errs) != 0 {
+		t.Errorf("sequential runs: %v; want no error", errs)
+	}
+	for name, lines := range map[string][]string{
+		"overlap":   {"start j 1 10", "start j 2 11", "end j 2", "end j 1"},
+		"unended":   {"start j 1 10", "work j 1"},
+		"outside":   {"start j 1 10", "end j 1", "work j 1"},
+		"other-gen": {"start j 2 11", "done j 1", "end j 2"},
+	} {
+		if errs := checkIntervals(lines); len(errs) == 0 {
+			t.Errorf("%s: no error for %q", name, lines)
+		}
 	}
 }
