@@ -323,11 +323,31 @@ func (r *jobRun) ownerAlive(o Owner) bool {
 	if o.AgentPid > 0 && alive(o.AgentPid, o.AgentStart) {
 		return true
 	}
+	if len(runProcs(o.RunID)) > 0 {
+		return true // a descendant of its worker (setsid'd, say) lives on
+	}
 	if o.Pid == os.Getpid() {
 		_, ok := inProcess.Load(r.key())
 		return ok
 	}
 	return alive(o.Pid, o.PidStart)
+}
+
+// runAlive reports whether a process of o's run lives on this host: its
+// worker, or any process carrying its run id.
+func (r *jobRun) runAlive(o Owner) bool {
+	return (o.AgentPid > 0 && alive(o.AgentPid, o.AgentStart)) || len(runProcs(o.RunID)) > 0
+}
+
+// endRun sends SIGTERM to o's worker's group and to every process of its
+// run.
+func (r *jobRun) endRun(o Owner) {
+	if o.AgentPid > 0 {
+		terminateGroup(o.AgentPid)
+	}
+	for _, pid := range runProcs(o.RunID) {
+		terminate(pid)
+	}
 }
 
 // An expiry is the fence as it stood when its generation's lease ran out.
@@ -395,10 +415,10 @@ func (r *jobRun) await(ctx context.Context, oid string, o Owner) (*expiry, error
 		if time.Since(seen) < lease+lease/4 {
 			continue
 		}
-		if here && o.AgentPid > 0 && alive(o.AgentPid, o.AgentStart) {
+		if here && r.runAlive(o) {
 			// Its owner lives but renews nothing (stopped): end its
-			// agent, and take the job once it is gone.
-			terminateGroup(o.AgentPid)
+			// worker's tree, and take the job once it is gone.
+			r.endRun(o)
 			continue
 		}
 		if cancelled {

@@ -11,3 +11,6 @@ func terminateGroup(pid int) {
 		_ = p.Kill()
 	}
 }
+
+// terminate ends process pid.
+func terminate(pid int) { terminateGroup(pid) }

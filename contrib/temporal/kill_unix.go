@@ -10,3 +10,6 @@ import "syscall"
 func terminateGroup(pid int) {
 	_ = syscall.Kill(-pid, syscall.SIGTERM)
 }
+
+// terminate sends SIGTERM to process pid.
+func terminate(pid int) { _ = syscall.Kill(pid, syscall.SIGTERM) }

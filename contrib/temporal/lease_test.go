@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -113,76 +111,6 @@ func TestRunJobWaitsOutTheLeaseOfAnotherHost(t *testing.T) {
 	}
 	if _, err := git(ctx, repo, nil, "cat-file", "-e", res.Commit+":before.txt"); err != nil {
 		t.Errorf("the published commit lacks the old generation's work from before the takeover: %v", err)
-	}
-}
-
-// agentProcess starts the test binary as a process of a group of its
-// own that lives until its stdin closes or it is signalled (a worker).
-func agentProcess(t *testing.T) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envBlockOnStdin+"=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		cmd.Wait()
-	})
-	return cmd
-}
-
-// An owner of this host that lives but renews nothing (a stopped
-// process) loses the job once its lease runs out: its agent is ended
-// first, and only once that is gone does the new generation launch.
-func TestRunJobEndsAStoppedOwnersAgentBeforeItLaunches(t *testing.T) {
-	repo := pilottest.GitRepo(t)
-	owner := helperProcess(t)
-	agent := agentProcess(t)
-	ownStart, ok1 := pidStart(owner.Process.Pid)
-	agentStart, ok2 := pidStart(agent.Process.Pid)
-	if !ok1 || !ok2 {
-		t.Skip("no process start times here")
-	}
-	host, _ := os.Hostname()
-	f := fence{repo: repo, job: "stopped"}
-	own := Owner{Job: "stopped", Generation: 1, State: stateRunning, Host: host, Pid: owner.Process.Pid, PidStart: ownStart, AgentPid: agent.Process.Pid, AgentStart: agentStart, LeaseMS: 300}
-	if _, err := f.swap(context.Background(), "", own); err != nil {
-		t.Fatal(err)
-	}
-	calls := new(atomic.Int32)
-	a := &Activities{Heartbeat: 100 * time.Millisecond, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
-		calls.Add(1)
-		if alive(agent.Process.Pid, agentStart) {
-			t.Error("generation 2 launched while generation 1's agent lives")
-		}
-		return verdict(task, pilot.Completed, ""), commitIn(task)
-	})}
-	ch := make(chan outcome, 1)
-	go func() {
-		res, err := runJob(t, activityEnv(t, a), testJob(repo, "stopped"))
-		ch <- outcome{res, err}
-	}()
-	select {
-	case o := <-ch:
-		if o.err != nil {
-			t.Fatal(o.err)
-		}
-		if o.res.Generation != 2 || calls.Load() != 1 {
-			t.Errorf("RunJob = %+v after %d launches; want generation 2, once", o.res, calls.Load())
-		}
-	case <-time.After(20 * time.Second):
-		// A guard, not a wait for a child: attaching to the stopped
-		// owner would wait for as long as it lives.
-		t.Fatal("RunJob still waits on an owner that renews nothing, 20 s on")
-	}
-	if !alive(owner.Process.Pid, ownStart) {
-		t.Error("the owner itself was ended; only its agent is the job's")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
@@ -21,4 +22,14 @@ func bootID() string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// runProcs lists the live processes of pilot run runID: every process a
+// worker starts inherits pilot.EnvRunID, setsid'd descendants too (the
+// run's whole tree, as far as this user may read environments).
+func runProcs(runID string) []int {
+	if runID == "" {
+		return nil
+	}
+	return procfs.WithEnv(pilot.EnvRunID + "=" + runID)
 }
