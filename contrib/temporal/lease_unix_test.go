@@ -87,7 +87,6 @@ func TestRunJobEndsAStoppedOwnersAgentBeforeItLaunches(t *testing.T) {
 	}
 }
 
-
 // A run lives while any process of its tree does: an owner and a worker
 // both gone, with a descendant of the worker that left its group
 // (setsid'd) still alive with the run's id, is attached to, not taken
