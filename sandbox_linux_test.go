@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,7 +103,14 @@ func (w *sandboxWorld) dispatcher(t *testing.T, probes ...string) *pilot.Dispatc
 		SandboxConnect: []string{w.endpoint.Addr().String()},
 	}
 	b := pilot.Provider{Name: "provb", Runner: "command", Argv: []string{"true"}, CredentialEnv: "PROVB_TEST_KEY"}
-	d := testDispatcher(t, a, b)
+	return w.dispatcherOf(t, a, b)
+}
+
+// dispatcherOf returns a Dispatcher of providers ps whose workers have w's
+// home and whose credential store is w's.
+func (w *sandboxWorld) dispatcherOf(t *testing.T, ps ...pilot.Provider) *pilot.Dispatcher {
+	t.Helper()
+	d := testDispatcher(t, ps...)
 	d.Credentials = config.FileCredentials{Dir: w.store}
 	d.LookupEnv = func(k string) (string, bool) {
 		switch k {
@@ -199,6 +207,72 @@ func TestSandboxProbesGetWhatTheirModeAllows(t *testing.T) {
 			// provider's key.
 			assertNoSecretIn(t, filepath.Dir(v.Record), w.otherSecret)
 		})
+	}
+}
+
+// A worker cannot read the environment of a sibling worker (another
+// provider's, its credential variable in it) nor of the program that runs
+// pilot, in any mode: its Landlock domain is none of theirs. Run as root,
+// as CI runs, this also holds the root worker's CAP_SYS_ADMIN and
+// CAP_PERFMON to account, either of which reads any environment.
+func TestSandboxWorkerCannotReadAnotherProcessEnvironment(t *testing.T) {
+	requireLandlock(t, 1)
+	w := newSandboxWorld(t)
+	fifo := filepath.Join(t.TempDir(), "hold")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sibling: provb's worker, holding its stored key in
+	// PROVB_TEST_KEY, until the test lets it go.
+	sd := w.dispatcherOf(t, pilot.Provider{
+		Name: "provb", Runner: "command", CredentialEnv: "PROVB_TEST_KEY",
+		Argv: []string{exe, "hold:" + fifo},
+		Env:  map[string]string{envProbe: "1", "GORACE": "atexit_sleep_ms=0"},
+	})
+	held := make(chan string, 1)
+	sd.OnLine = onLine("probe held ", func(line string) { held <- strings.Fields(line)[2] })
+	sib := task("provb")
+	sib.Workdir, sib.Sandbox = w.workdir, sandbox.Off
+	sibDone := make(chan pilot.Verdict, 1)
+	go func() {
+		v, err := sd.Dispatch(context.Background(), sib)
+		if err != nil {
+			t.Errorf("the sibling: %v", err)
+		}
+		sibDone <- v
+	}()
+	var sibPid string
+	select {
+	case sibPid = <-held:
+	case v := <-sibDone:
+		t.Fatalf("the sibling ended before it held: %s %s %q", v.Verdict, v.FailureClass, v.StderrTail)
+	}
+	defer func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if v := <-sibDone; v.Verdict != pilot.Completed {
+			t.Errorf("the sibling: %s %s %q", v.Verdict, v.FailureClass, v.StderrTail)
+		}
+	}()
+	// Readable at all: the test itself (unconfined) reads it.
+	if data, err := os.ReadFile("/proc/" + sibPid + "/environ"); err != nil || !strings.Contains(string(data), w.otherSecret) {
+		t.Fatalf("the sibling's environment, read by the test: %v; holds its key: %v", err, strings.Contains(string(data), w.otherSecret))
+	}
+	probes := []string{"environ:" + sibPid, "environ:" + strconv.Itoa(os.Getpid())}
+	for _, mode := range []sandbox.Mode{sandbox.Off, sandbox.Secrets, sandbox.Strict} {
+		got, v := w.probes(t, mode, probes)
+		want := map[string]string{probes[0]: "denied", probes[1]: "denied"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("under %s, reading environments (-want +got):\n%s", mode, diff)
+		}
+		assertNoSecretIn(t, filepath.Dir(v.Record), w.otherSecret)
 	}
 }
 

@@ -3,6 +3,7 @@ package pilot_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,7 +15,7 @@ const envProbe = "PILOT_TEST_PROBE"
 
 // probeChild runs every probe named in its arguments ("read:PATH",
 // "list:PATH", "write:PATH", "write-tmpdir", "connect:HOST:PORT",
-// "signal-parent") and
+// "signal-parent", "trace-parent", "environ:PID", "hold:FIFO") and
 // prints one line per probe: "probe NAME ok" or "probe NAME denied ERR".
 // It prints what it read, as a hostile worker would.
 func probeChild(args []string) int {
@@ -52,6 +53,21 @@ func probeChild(args []string) int {
 			// A line longer than the test's MaxLineBytes: it reaches
 			// stream.log through a spill file.
 			fmt.Fprintf(w, "%s %s %s\n", strings.Repeat("x", 70000), arg, strings.Repeat("y", 70000))
+		case "environ":
+			var data []byte
+			if data, err = os.ReadFile("/proc/" + arg + "/environ"); err == nil {
+				fmt.Fprintf(w, "read %s\n", strings.ReplaceAll(string(data), "\x00", " "))
+			}
+		case "hold":
+			// Says its pid, then blocks until the test opens the FIFO
+			// arg for writing and closes it.
+			fmt.Fprintf(w, "probe held %d\n", os.Getpid())
+			w.Flush()
+			var f *os.File
+			if f, err = os.Open(arg); err == nil {
+				_, err = io.Copy(io.Discard, f)
+				f.Close()
+			}
 		case "trace-parent":
 			_, err = os.Readlink(fmt.Sprintf("/proc/%d/exe", os.Getppid()))
 		case "exit":

@@ -25,6 +25,14 @@ func (f *fork) runConfined() {
 			close(started)
 			return
 		}
+		// The domain keeps the worker from other processes' /proc files,
+		// but a root worker's CAP_SYS_ADMIN or CAP_PERFMON would still
+		// read their environments (a sibling's credential): gone too.
+		if _, err := landlock.DropEnvironCaps(); err != nil {
+			f.err = err
+			close(started)
+			return
+		}
 		f.exec()
 		ok := f.err == nil
 		close(started)
