@@ -233,6 +233,7 @@ func TestScenarioKilledAndCutOffWorkers(t *testing.T) {
 			restored.Add(1)
 			time.AfterFunc(cutFor, func() {
 				w.proxy.restore()
+				fault(t, ledger, "cut-end", o.Host)
 				restored.Done()
 			})
 		case f[1] == victimPause && paused == nil && w != nil && w != killed:
@@ -249,6 +250,7 @@ func TestScenarioKilledAndCutOffWorkers(t *testing.T) {
 			restored.Add(1)
 			time.AfterFunc(pauseFor, func() {
 				w.cmd.Process.Signal(syscall.SIGCONT)
+				fault(t, ledger, "pause-end", o.Host)
 				restored.Done()
 			})
 		}
@@ -371,26 +373,33 @@ func checkIntervals(lines []string) []error {
 func fault(t *testing.T, ledger, kind, host string) {
 	t.Helper()
 	if err := appendTo(ledger, fmt.Sprintf("fault %s %s\n", kind, host)); err != nil {
-		t.Fatal(err)
+		t.Error(err) // from the faults' timers too: no Fatal
 	}
 }
 
-// faulted returns the jobs that had a run on a faulted host before the
-// fault: their owner may have been cut off or stopped before it
-// published, and their job run again.
+// faulted returns the jobs with a run on a faulted host that started
+// before the fault ended (its "-end" line; a killed host's never does):
+// their owner may have been cut off or stopped before it published, an
+// agent spawned just before the fault writes its start line after it, and
+// their job may run again. A faulted host starts no job while the fault
+// lasts, so what this excuses is what was in flight at the fault.
 func faulted(lines []string) map[string]bool {
 	victims := map[string]bool{}
-	ran := map[string]map[string]bool{} // host → jobs started there
+	ran := map[string][]string{} // host → the jobs started there so far
+	faults := map[string]bool{}  // hosts whose fault has not ended
 	for _, l := range lines {
 		f := strings.Fields(l)
 		switch {
 		case len(f) >= 5 && f[0] == "start":
-			if ran[f[4]] == nil {
-				ran[f[4]] = map[string]bool{}
+			ran[f[4]] = append(ran[f[4]], f[1])
+			if faults[f[4]] {
+				victims[f[1]] = true
 			}
-			ran[f[4]][f[1]] = true
+		case len(f) == 3 && f[0] == "fault" && strings.HasSuffix(f[1], "-end"):
+			delete(faults, f[2])
 		case len(f) == 3 && f[0] == "fault":
-			for job := range ran[f[2]] {
+			faults[f[2]] = true
+			for _, job := range ran[f[2]] {
 				victims[job] = true
 			}
 		}
@@ -508,6 +517,29 @@ func TestCheckIntervals(t *testing.T) {
 	} {
 		if errs := checkIntervals(lines); len(errs) == 0 {
 			t.Errorf("%s: no error for %q", name, lines)
+		}
+	}
+}
+
+func TestFaulted(t *testing.T) {
+	lines := []string{
+		"start a 1 1 host-A", "end a 1",
+		"fault pause host-A",
+		"start b 1 2 host-A", // spawned just before the stop
+		"start c 1 3 host-B",
+		"fault pause-end host-A",
+		"start d 1 4 host-A",
+		"fault kill host-B",
+		"start e 1 5 host-C",
+	}
+	got := faulted(lines)
+	want := map[string]bool{"a": true, "b": true, "c": true}
+	if len(got) != len(want) {
+		t.Errorf("faulted = %v; want %v", got, want)
+	}
+	for j := range want {
+		if !got[j] {
+			t.Errorf("faulted = %v; want %v", got, want)
 		}
 	}
 }
