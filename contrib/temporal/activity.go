@@ -44,9 +44,11 @@ type Job struct {
 	// It is used once per repository: a job whose branch was published
 	// is done, and running it again returns its verdict.
 	Name string
-	// Repo is the git repository (a path every worker that may run the
-	// job reaches); Base the commit the job's worktree starts from, HEAD
-	// when empty.
+	// Repo is the git repository: a path every worker that may run the
+	// job reaches, or a git URL (ssh://, https://, git://, file://,
+	// user@host:path), which each worker clones into its CacheDir; its
+	// server must offer atomic pushes. Base is the commit the job's
+	// worktree starts from, HEAD when empty.
 	Repo string
 	Base string
 	// Capability routes the job to the workers that have it (a task
@@ -89,8 +91,8 @@ func (j Job) check() error {
 	if j.Repo == "" {
 		return fmt.Errorf("temporal: job %s has no repository: set Job.Repo to the git repository its worktree, fence and branch live in", j.Name)
 	}
-	if !filepath.IsAbs(j.Repo) {
-		return fmt.Errorf("temporal: job %s: Job.Repo %q is relative: workers run elsewhere, give an absolute path", j.Name, j.Repo)
+	if !filepath.IsAbs(j.Repo) && !isRemote(j.Repo) {
+		return fmt.Errorf("temporal: job %s: Job.Repo %q is relative: workers run elsewhere, give an absolute path or a git URL", j.Name, j.Repo)
 	}
 	if j.Provider == "" {
 		return fmt.Errorf("temporal: job %s has no provider: set Job.Provider", j.Name)
@@ -164,6 +166,10 @@ type Activities struct {
 	// per generation: DIR/<repo>-<hash>/<job>/g<N>. Empty means
 	// pilot-worktrees/<job>/g<N> in the repository's git directory.
 	WorktreeDir string
+	// CacheDir holds this host's clones of the jobs' remote repositories
+	// (a Job.Repo that is a URL), one bare clone per URL; empty means
+	// pilot-temporal in the user's cache directory.
+	CacheDir string
 	// Host names this machine in fences; empty means os.Hostname. Only a
 	// run on the same host can be attached to.
 	Host string
@@ -234,6 +240,21 @@ func (a *Activities) RunJob(ctx context.Context, j Job) (Result, error) {
 		j.Base = "HEAD"
 	}
 	r := &jobRun{a: a, j: j, f: fence{repo: j.Repo, job: j.Name}}
+	if isRemote(j.Repo) {
+		dir := a.CacheDir
+		if dir == "" {
+			c, err := os.UserCacheDir()
+			if err != nil {
+				return Result{}, temporal.NewNonRetryableApplicationError("temporal: no cache directory for the clones of remote repositories: set Activities.CacheDir ("+err.Error()+")", ErrTypeBadJob, nil)
+			}
+			dir = filepath.Join(c, "pilot-temporal")
+		}
+		local, err := clone(ctx, dir, j.Repo)
+		if err != nil {
+			return r.pilotError(ctx, Result{Job: j.Name}, err)
+		}
+		r.f = fence{repo: local, job: j.Name, remote: j.Repo}
+	}
 	r.info = activity.GetInfo(ctx)
 	r.host = a.Host
 	if r.host == "" {
@@ -443,8 +464,12 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	}
 	defer inProcess.Delete(r.key())
 	res := Result{Job: r.j.Name, Generation: gen}
-	branch := "refs/heads/" + BranchPrefix + r.j.Name
-	if at, err := git(ctx, r.j.Repo, nil, "rev-parse", "-q", "--verify", branch); err == nil {
+	branch := r.f.branch()
+	at, err := r.f.refAt(ctx, branch)
+	if err != nil {
+		return r.pilotError(ctx, res, err)
+	}
+	if at != "" {
 		// Its work could never be published: launching would only do it
 		// again on every retry.
 		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("temporal: job %s's branch %s exists (at %s) but its fence published nothing: a job name is used once per repository; delete the branch or name the job anew", r.j.Name, branch, at), ErrTypeBadJob, nil, res)
@@ -452,7 +477,7 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	if own.Base == "" {
 		// The first generation fixes the base: a moving Job.Base (a
 		// branch) does not change what the job's work stands on.
-		base, err := git(ctx, r.j.Repo, nil, "rev-parse", "--verify", r.j.Base+"^{commit}")
+		base, err := r.f.resolveBase(ctx, r.j.Base)
 		if err != nil {
 			return r.pilotError(ctx, res, fmt.Errorf("temporal: job %s: its base %q names no commit of %s: %w", r.j.Name, r.j.Base, r.j.Repo, err))
 		}
@@ -465,7 +490,7 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	if err != nil {
 		return r.pilotError(ctx, res, err)
 	}
-	common, err := git(ctx, r.j.Repo, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	common, err := git(ctx, r.f.repo, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
 	if err != nil {
 		return r.closeWithError(ctx, myOID, own, res, err)
 	}
@@ -519,6 +544,9 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	stop() // no heartbeat nor renewal from here on
 	// The fence is closed even when this attempt was cancelled.
 	wctx := context.WithoutCancel(ctx)
+	// On a remote, the generation's commits go where the next one, on
+	// any host, finds them; without them it starts from the base.
+	_ = r.f.pushWork(wctx, wt, gen)
 	// A worker ended for a lease it could not renew has no success to
 	// give; one that succeeded before (its owner, stopped, could not
 	// renew meanwhile) is published below if the fence is still this

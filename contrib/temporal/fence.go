@@ -112,10 +112,14 @@ func checkJobName(name string) error {
 	return nil
 }
 
-// A fence is one job's fence ref in one repository.
+// A fence is one job's fence ref in one repository. The repository is
+// repo itself, or, when remote is set, the git remote at that URL, of which
+// repo is this host's clone (the clone cache): objects are written and
+// read there, refs moved on the remote by atomic pushes.
 type fence struct {
-	repo string
-	job  string
+	repo   string
+	job    string
+	remote string
 }
 
 func (f fence) ref() string { return FenceRefPrefix + f.job }
@@ -150,12 +154,12 @@ func (e *gitError) Unwrap() error { return e.err }
 // read returns the fence's object id and owner; oid is empty when the job
 // has no fence yet.
 func (f fence) read(ctx context.Context) (oid string, o Owner, err error) {
-	oid, err = git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", f.ref())
-	if err != nil {
-		var ge *gitError
-		if errors.As(err, &ge) && ge.stderr == "" {
-			return "", Owner{}, nil // no such ref
-		}
+	if f.remote != "" {
+		oid, err = f.fetchFence(ctx)
+	} else {
+		oid, err = f.refAt(ctx, f.ref())
+	}
+	if err != nil || oid == "" {
 		return "", Owner{}, err
 	}
 	data, err := git(ctx, f.repo, nil, "cat-file", "blob", oid)
@@ -166,6 +170,20 @@ func (f fence) read(ctx context.Context) (oid string, o Owner, err error) {
 		return "", Owner{}, fmt.Errorf("temporal: fence %s of %s holds no ownership record: %w", f.ref(), f.repo, err)
 	}
 	return oid, o, nil
+}
+
+// refAt returns the object id ref names in the repository; empty when
+// there is no such ref.
+func (f fence) refAt(ctx context.Context, ref string) (string, error) {
+	if f.remote != "" {
+		return f.remoteRefAt(ctx, ref)
+	}
+	oid, err := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", ref)
+	var ge *gitError
+	if errors.As(err, &ge) && ge.stderr == "" {
+		return "", nil // no such ref
+	}
+	return oid, err
 }
 
 // blob stores o as a blob and returns its id.
@@ -184,7 +202,7 @@ func (f fence) swap(ctx context.Context, old string, o Owner) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := f.transaction(ctx, old, f.move(oid, old)); err != nil {
+	if err := f.transaction(ctx, old, []refUpdate{{f.ref(), oid, old}}); err != nil {
 		return "", err
 	}
 	return oid, nil
@@ -198,20 +216,30 @@ func (f fence) publish(ctx context.Context, old string, done Owner, commit strin
 	if err != nil {
 		return "", err
 	}
-	tx := f.move(oid, old) + fmt.Sprintf("create refs/heads/%s%s %s\n", BranchPrefix, f.job, commit)
+	tx := []refUpdate{{f.ref(), oid, old}, {f.branch(), commit, ""}}
 	if err := f.transaction(ctx, old, tx); err != nil {
 		return "", err
 	}
 	return oid, nil
 }
 
-// move is the update-ref command that moves the fence from old (empty:
-// absent) to oid.
-func (f fence) move(oid, old string) string {
-	if old == "" {
-		return fmt.Sprintf("create %s %s\n", f.ref(), oid)
+// branch is the job's branch, as a full ref name.
+func (f fence) branch() string { return "refs/heads/" + BranchPrefix + f.job }
+
+// A refUpdate moves ref from old (empty: the ref must not exist) to new.
+type refUpdate struct{ ref, new, old string }
+
+// updateRefInput is the update-ref --stdin commands of tx.
+func updateRefInput(tx []refUpdate) []byte {
+	var b strings.Builder
+	for _, u := range tx {
+		if u.old == "" {
+			fmt.Fprintf(&b, "create %s %s\n", u.ref, u.new)
+		} else {
+			fmt.Fprintf(&b, "update %s %s %s\n", u.ref, u.new, u.old)
+		}
 	}
-	return fmt.Sprintf("update %s %s %s\n", f.ref(), oid, old)
+	return []byte(b.String())
 }
 
 // StaleLockAge is how old a lock file of a job's refs must be before a
@@ -225,15 +253,20 @@ const StaleLockAge = time.Minute
 // expected value being old; ErrFenced when the fence moved on. A lock
 // file of the fence or the job's branch older than StaleLockAge is
 // removed, and the transaction tried again, once.
-func (f fence) transaction(ctx context.Context, old, tx string) error {
-	_, err := git(ctx, f.repo, []byte(tx), "update-ref", "--stdin")
-	if err != nil && f.clearStaleRefLocks(ctx, time.Now()) {
-		_, err = git(ctx, f.repo, []byte(tx), "update-ref", "--stdin")
+func (f fence) transaction(ctx context.Context, old string, tx []refUpdate) error {
+	var err error
+	if f.remote != "" {
+		err = f.push(ctx, tx)
+	} else {
+		_, err = git(ctx, f.repo, updateRefInput(tx), "update-ref", "--stdin")
+		if err != nil && f.clearStaleRefLocks(ctx, time.Now()) {
+			_, err = git(ctx, f.repo, updateRefInput(tx), "update-ref", "--stdin")
+		}
 	}
 	if err == nil {
 		return nil
 	}
-	if now, _, rerr := f.read(ctx); rerr == nil && now != old {
+	if now, rerr := f.refAt(ctx, f.ref()); rerr == nil && now != old {
 		return fmt.Errorf("%w (%s is %s, not %s)", ErrFenced, f.ref(), orNone(now), orNone(old))
 	}
 	return err
@@ -268,22 +301,30 @@ func (f fence) clearStaleRefLocks(ctx context.Context, now time.Time) bool {
 // recovery removes). A branch at another commit is an error: something
 // other than the fence wrote it.
 func (f fence) repairBranch(ctx context.Context, commit string) error {
-	ref := "refs/heads/" + BranchPrefix + f.job
-	if at, err := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", ref); err == nil {
+	ref := f.branch()
+	at, err := f.refAt(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if at != "" {
 		if at != commit {
 			return fmt.Errorf("temporal: job %s's branch %s is at %s, but its fence published %s: something other than the fence moved it", f.job, ref, at, commit)
 		}
 		return nil
 	}
 	// Created only if still absent; a stale lock is cleared once.
-	create := []byte(fmt.Sprintf("create %s %s\n", ref, commit))
-	_, err := git(ctx, f.repo, create, "update-ref", "--stdin")
-	if err != nil && f.clearStaleRefLocks(ctx, time.Now()) {
-		_, err = git(ctx, f.repo, create, "update-ref", "--stdin")
+	create := []refUpdate{{ref, commit, ""}}
+	if f.remote != "" {
+		err = f.push(ctx, create)
+	} else {
+		_, err = git(ctx, f.repo, updateRefInput(create), "update-ref", "--stdin")
+		if err != nil && f.clearStaleRefLocks(ctx, time.Now()) {
+			_, err = git(ctx, f.repo, updateRefInput(create), "update-ref", "--stdin")
+		}
 	}
 	if err != nil {
 		// Another delivery may have repaired it meanwhile.
-		if at, rerr := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", ref); rerr == nil && at == commit {
+		if at, rerr := f.refAt(ctx, ref); rerr == nil && at == commit {
 			return nil
 		}
 		return fmt.Errorf("temporal: job %s's fence published %s, but its branch %s cannot be created: %v", f.job, commit, ref, err)
@@ -350,6 +391,9 @@ func (f fence) startOf(ctx context.Context, prev int, base string) string {
 	if prev > 0 {
 		if c, err := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", "refs/heads/"+f.workBranch(prev)+"^{commit}"); err == nil {
 			return c
+		}
+		if c, err := f.fetchWork(ctx, prev); err == nil && c != "" {
+			return c // another host's generation, as it pushed its work
 		}
 	}
 	return base

@@ -1,0 +1,177 @@
+package temporal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+)
+
+// A job's repository may be a git remote (Job.Repo a URL): each worker
+// then works in a clone of its own (Activities.CacheDir), and every change
+// of the job's refs on the remote is one atomic push whose expected old
+// values the server checks under its ref locks (git push --atomic
+// --force-with-lease=REF:OLD): a compare-and-swap, as update-ref is on a
+// local repository. A server that does not offer atomic pushes is refused.
+
+// WorkRefPrefix + job name + "/g" + generation is where a generation that
+// ends pushes its worktree's HEAD on a remote repository, so that the next
+// generation, on any host, starts from its commits. Only that generation
+// writes it; it is no part of the fence.
+const WorkRefPrefix = "refs/pilot/work/"
+
+// scpLike is git's user@host:path form of an ssh URL.
+var scpLike = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:`)
+
+// isRemote reports whether repo names a git remote (a URL) rather than a
+// path on this host.
+func isRemote(repo string) bool {
+	return strings.Contains(repo, "://") || scpLike.MatchString(repo)
+}
+
+// remoteRefAt returns the object id of ref on the remote; empty when it
+// has none.
+func (f fence) remoteRefAt(ctx context.Context, ref string) (string, error) {
+	out, err := git(ctx, f.repo, nil, "ls-remote", f.remote, ref)
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(out, "\n") {
+		oid, name, ok := strings.Cut(l, "\t")
+		if ok && name == ref {
+			return oid, nil
+		}
+	}
+	return "", nil
+}
+
+// seenFence is where the clone keeps the fence as it last fetched it.
+func (f fence) seenFence() string { return "refs/pilot/seen/fence/" + f.job }
+
+// fetchFence fetches the remote's fence into the clone and returns its id
+// (empty: no fence yet). The blob and the id come from one fetch, so they
+// agree even while the fence moves.
+func (f fence) fetchFence(ctx context.Context) (string, error) {
+	oid, err := f.remoteRefAt(ctx, f.ref())
+	if err != nil || oid == "" {
+		return "", err
+	}
+	if _, err := git(ctx, f.repo, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", f.remote, "+"+f.ref()+":"+f.seenFence()); err != nil {
+		if now, rerr := f.remoteRefAt(ctx, f.ref()); rerr == nil && now == "" {
+			return "", nil // gone since: no git deletes a fence, but say what is there
+		}
+		return "", err
+	}
+	return git(ctx, f.repo, nil, "rev-parse", "--verify", f.seenFence())
+}
+
+// push applies tx to the remote in one atomic push: every ref moves from
+// its old value (absent, when old is empty) to its new one, or none does.
+func (f fence) push(ctx context.Context, tx []refUpdate) error {
+	args := []string{"push", "-q", "--atomic", "--no-verify", "--porcelain"}
+	var specs []string
+	for _, u := range tx {
+		args = append(args, "--force-with-lease="+u.ref+":"+u.old)
+		specs = append(specs, u.new+":"+u.ref)
+	}
+	args = append(append(args, f.remote), specs...)
+	_, err := git(ctx, f.repo, nil, args...)
+	var ge *gitError
+	if errors.As(err, &ge) && strings.Contains(ge.stderr, "does not support --atomic") {
+		return fmt.Errorf("temporal: the git server of %s does not offer atomic pushes, which the job's fence needs (a compare-and-swap of several refs at once): use a server that does (git 2.4 or later's receive-pack)", f.remote)
+	}
+	return err
+}
+
+// workRef is generation gen's pushed work on the remote.
+func (f fence) workRef(gen int) string { return fmt.Sprintf("%s%s/g%d", WorkRefPrefix, f.job, gen) }
+
+// pushWork pushes generation gen's work (its worktree's HEAD) to the
+// remote; nothing without a remote.
+func (f fence) pushWork(ctx context.Context, wt string, gen int) error {
+	if f.remote == "" || wt == "" {
+		return nil
+	}
+	head, err := git(ctx, wt, nil, "rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return err
+	}
+	_, err = git(ctx, f.repo, nil, "push", "-q", "--no-verify", "--force", f.remote, head+":"+f.workRef(gen))
+	return err
+}
+
+// fetchWork fetches the work generation gen pushed and returns its commit;
+// empty when it pushed none (or there is no remote).
+func (f fence) fetchWork(ctx context.Context, gen int) (string, error) {
+	if f.remote == "" {
+		return "", nil
+	}
+	oid, err := f.remoteRefAt(ctx, f.workRef(gen))
+	if err != nil || oid == "" {
+		return "", err
+	}
+	seen := fmt.Sprintf("refs/pilot/seen/work/%s/g%d", f.job, gen)
+	if _, err := git(ctx, f.repo, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", f.remote, "+"+f.workRef(gen)+":"+seen); err != nil {
+		return "", err
+	}
+	return git(ctx, f.repo, nil, "rev-parse", "--verify", seen+"^{commit}")
+}
+
+// resolveBase returns the commit base names in the repository, fetched
+// into the clone when the repository is a remote.
+func (f fence) resolveBase(ctx context.Context, base string) (string, error) {
+	if f.remote == "" {
+		return git(ctx, f.repo, nil, "rev-parse", "--verify", base+"^{commit}")
+	}
+	seen := "refs/pilot/seen/base/" + f.job
+	if _, err := git(ctx, f.repo, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", f.remote, "+"+base+":"+seen); err != nil {
+		// A commit id the server will not serve by name may be here.
+		if c, lerr := git(ctx, f.repo, nil, "rev-parse", "--verify", base+"^{commit}"); lerr == nil {
+			return c, nil
+		}
+		return "", err
+	}
+	return git(ctx, f.repo, nil, "rev-parse", "--verify", seen+"^{commit}")
+}
+
+// cloneLocks serializes the making of each clone in this process.
+var cloneLocks sync.Map
+
+// clone returns the path of this host's clone of the remote url under dir
+// (a bare repository named by a hash of the URL), made on first use.
+func clone(ctx context.Context, dir, url string) (string, error) {
+	sum := sha256.Sum256([]byte(url))
+	path := filepath.Join(dir, hex.EncodeToString(sum[:8])+".git")
+	mu, _ := cloneLocks.LoadOrStore(path, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	if _, err := os.Stat(filepath.Join(path, "HEAD")); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("temporal: making the clone cache %s: %w", dir, err)
+	}
+	// Made beside and renamed into place: a crash leaves no half clone
+	// where the next call would take it for one.
+	tmp, err := os.MkdirTemp(dir, ".clone-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := git(ctx, dir, nil, "init", "-q", "--bare", tmp); err != nil {
+		return "", err
+	}
+	if _, err := git(ctx, tmp, nil, "config", "remote.origin.url", url); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
