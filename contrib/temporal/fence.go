@@ -205,6 +205,7 @@ func (f fence) swap(ctx context.Context, old string, o Owner) (string, error) {
 	if err := f.transaction(ctx, old, []refUpdate{{f.ref(), oid, old}}); err != nil {
 		return "", err
 	}
+	f.saw(ctx, oid)
 	return oid, nil
 }
 
@@ -220,6 +221,7 @@ func (f fence) publish(ctx context.Context, old string, done Owner, commit strin
 	if err := f.transaction(ctx, old, tx); err != nil {
 		return "", err
 	}
+	f.saw(ctx, oid)
 	return oid, nil
 }
 
@@ -256,7 +258,7 @@ const StaleLockAge = time.Minute
 func (f fence) transaction(ctx context.Context, old string, tx []refUpdate) error {
 	var err error
 	if f.remote != "" {
-		err = f.push(ctx, tx)
+		return f.pushRetrying(ctx, old, tx)
 	} else {
 		_, err = git(ctx, f.repo, updateRefInput(tx), "update-ref", "--stdin")
 		if err != nil && f.clearStaleRefLocks(ctx, time.Now()) {

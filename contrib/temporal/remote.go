@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 )
 
 // A job's repository may be a git remote (Job.Repo a URL): each worker
@@ -54,6 +55,15 @@ func (f fence) remoteRefAt(ctx context.Context, ref string) (string, error) {
 // seenFence is where the clone keeps the fence as it last fetched it.
 func (f fence) seenFence() string { return "refs/pilot/seen/fence/" + f.job }
 
+// saw records in the clone that the fence is now oid (this host moved it
+// there), so that the job's worktree reads the fence it runs under at
+// refs/pilot/seen/fence/JOB; nothing without a remote.
+func (f fence) saw(ctx context.Context, oid string) {
+	if f.remote != "" {
+		_, _ = git(ctx, f.repo, nil, "update-ref", f.seenFence(), oid)
+	}
+}
+
 // fetchFence fetches the remote's fence into the clone and returns its id
 // (empty: no fence yet). The blob and the id come from one fetch, so they
 // agree even while the fence moves.
@@ -87,6 +97,51 @@ func (f fence) push(ctx context.Context, tx []refUpdate) error {
 		return fmt.Errorf("temporal: the git server of %s does not offer atomic pushes, which the job's fence needs (a compare-and-swap of several refs at once): use a server that does (git 2.4 or later's receive-pack)", f.remote)
 	}
 	return err
+}
+
+// pushRetrying applies tx, whose first update moves the fence from old,
+// by push, and tries again when the server could not be reached or
+// failed (a restart, a cut connection): a few times, a quarter, a half
+// and a whole second apart, while ctx lasts. A push the server applied
+// but whose answer was lost shows as the fence at tx's new value: done.
+// ErrFenced when the fence moved elsewhere.
+func (f fence) pushRetrying(ctx context.Context, old string, tx []refUpdate) error {
+	var err error
+	for wait := 250 * time.Millisecond; ; wait *= 2 {
+		if err = f.push(ctx, tx); err == nil {
+			return nil
+		}
+		now, rerr := f.remoteRefAt(ctx, f.ref())
+		switch {
+		case rerr == nil && now == tx[0].new:
+			return nil // it landed
+		case rerr == nil && now != old:
+			return fmt.Errorf("%w (%s is %s, not %s)", ErrFenced, f.ref(), orNone(now), orNone(old))
+		case rerr == nil && !retryablePush(err):
+			return err // the server refused it for another reason
+		case wait > time.Second:
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// retryablePush reports whether a failed push may pass when tried again:
+// the server was not reached, or hung up, rather than refusing it.
+func retryablePush(err error) bool {
+	var ge *gitError
+	if !errors.As(err, &ge) {
+		return false
+	}
+	refused := strings.Contains(ge.stderr, "atomic push failed") || strings.Contains(ge.stderr, "[rejected]") ||
+		strings.Contains(ge.stderr, "does not support --atomic")
+	return !refused && strings.Contains(ge.stderr, "fatal:")
 }
 
 // workRef is generation gen's pushed work on the remote.

@@ -24,6 +24,11 @@ import (
 type gitServer struct {
 	dir  string
 	addr string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	procs map[*exec.Cmd]bool
+	wg    sync.WaitGroup
 }
 
 func startGitServer(t *testing.T) *gitServer {
@@ -32,31 +37,69 @@ func startGitServer(t *testing.T) *gitServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &gitServer{dir: t.TempDir(), addr: ln.Addr().String()}
-	var wg sync.WaitGroup
+	s := &gitServer{dir: t.TempDir(), addr: ln.Addr().String(), procs: map[*exec.Cmd]bool{}}
+	s.serve(ln)
 	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait() // every daemon process reaped
+		s.mu.Lock()
+		s.ln.Close()
+		s.mu.Unlock()
+		s.wg.Wait() // every daemon process reaped
 	})
-	wg.Add(1)
+	return s
+}
+
+func (s *gitServer) serve(ln net.Listener) {
+	s.ln = ln
+	s.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer s.wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			wg.Add(1)
+			cmd := exec.Command("git", "daemon", "--inetd", "--export-all", "--enable=receive-pack", "--base-path="+s.dir, s.dir)
+			cmd.Stdin, cmd.Stdout = c, c
+			s.mu.Lock()
+			err = cmd.Start()
+			if err == nil {
+				s.procs[cmd] = true
+			}
+			s.mu.Unlock()
+			if err != nil {
+				c.Close()
+				continue
+			}
+			s.wg.Add(1)
 			go func() {
-				defer wg.Done()
-				defer c.Close()
-				cmd := exec.Command("git", "daemon", "--inetd", "--export-all", "--enable=receive-pack", "--base-path="+s.dir, s.dir)
-				cmd.Stdin, cmd.Stdout = c, c
-				_ = cmd.Run()
+				defer s.wg.Done()
+				_ = cmd.Wait()
+				c.Close()
+				s.mu.Lock()
+				delete(s.procs, cmd)
+				s.mu.Unlock()
 			}()
 		}
 	}()
-	return s
+}
+
+// restart stops the server as a crash would (its listener closed, every
+// daemon process SIGKILLed mid-request) and starts it again on its address.
+func (s *gitServer) restart() error {
+	s.mu.Lock()
+	s.ln.Close()
+	for cmd := range s.procs {
+		cmd.Process.Kill()
+	}
+	s.mu.Unlock()
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.serve(ln)
+	return nil
 }
 
 // repo makes a bare repository name.git on the server holding one commit

@@ -25,21 +25,23 @@ import (
 // The scenario's processes: the test binary started again as a worker
 // machine or as the ledger agent.
 const (
-	envScenarioWorker = "PILOT_TEMPORAL_TEST_WORKER" // its queues, comma-separated
-	envLedgerAgent    = "PILOT_TEMPORAL_LEDGER_AGENT"
-	envWorkerAddr     = "PILOT_TEMPORAL_TEST_WORKER_ADDR"
-	envWorkerNS       = "PILOT_TEMPORAL_TEST_WORKER_NS"
-	envWorkerRunDir   = "PILOT_TEMPORAL_TEST_WORKER_RUNDIR"
-	envWorkerHost     = "PILOT_TEMPORAL_TEST_WORKER_HOST" // the host it names itself in fences
-	envLedger         = "LEDGER"                          // the ledger file (agent)
-	envMarks          = "MARKS"                           // the directory of the test's marks and socket (agent)
-	markKillDone      = "kill-done"                       // the killed worker is gone
-	markCutDone       = "cut-done"                        // a worker's network was cut
-	victimKill        = "job-05"                          // its first run waits to be killed with its worker
-	victimCut         = "job-10"                          // its first run after the kill waits while its worker is cut off
-	markPauseDone     = "pause-done"                      // a worker was stopped
-	victimPause       = "job-15"                          // its first run after the cut works on while its worker is stopped
-	eventsSock        = "events.sock"
+	envScenarioWorker  = "PILOT_TEMPORAL_TEST_WORKER" // its queues, comma-separated
+	envLedgerAgent     = "PILOT_TEMPORAL_LEDGER_AGENT"
+	envWorkerAddr      = "PILOT_TEMPORAL_TEST_WORKER_ADDR"
+	envWorkerNS        = "PILOT_TEMPORAL_TEST_WORKER_NS"
+	envWorkerRunDir    = "PILOT_TEMPORAL_TEST_WORKER_RUNDIR"
+	envWorkerHost      = "PILOT_TEMPORAL_TEST_WORKER_HOST"      // the host it names itself in fences
+	envWorkerCache     = "PILOT_TEMPORAL_TEST_WORKER_CACHE"     // its clone cache
+	envWorkerWorktrees = "PILOT_TEMPORAL_TEST_WORKER_WORKTREES" // its worktrees
+	envLedger          = "LEDGER"                               // the ledger file (agent)
+	envMarks           = "MARKS"                                // the directory of the test's marks and socket (agent)
+	markKillDone       = "kill-done"                            // the killed worker is gone
+	markCutDone        = "cut-done"                             // a worker's network was cut
+	victimKill         = "job-05"                               // its first run waits to be killed with its worker
+	victimCut          = "job-10"                               // its first run after the kill waits while its worker is cut off
+	markPauseDone      = "pause-done"                           // a worker was stopped
+	victimPause        = "job-15"                               // its first run after the cut works on while its worker is stopped
+	eventsSock         = "events.sock"
 )
 
 // quietLogger logs the SDK's warnings and errors to stderr (stdout carries
@@ -73,7 +75,7 @@ func scenarioWorker() int {
 		return 1
 	}
 	defer c.Close()
-	acts := &Activities{Dispatcher: d, Host: os.Getenv(envWorkerHost)}
+	acts := &Activities{Dispatcher: d, Host: os.Getenv(envWorkerHost), CacheDir: os.Getenv(envWorkerCache), WorktreeDir: os.Getenv(envWorkerWorktrees)}
 	var ws []worker.Worker
 	for _, q := range strings.Split(os.Getenv(envScenarioWorker), ",") {
 		w := worker.New(c, q, worker.Options{})
@@ -131,7 +133,10 @@ func ledgerAgent(args []string) int {
 	ctx := context.Background()
 	blob, err := git(ctx, ".", nil, "cat-file", "blob", FenceRefPrefix+job)
 	if err != nil {
-		return fail(err)
+		// A clone of a remote: the fence as this host last moved it.
+		if blob, err = git(ctx, ".", nil, "cat-file", "blob", "refs/pilot/seen/fence/"+job); err != nil {
+			return fail(err)
+		}
 	}
 	var own Owner
 	if err := json.Unmarshal([]byte(blob), &own); err != nil {
