@@ -40,6 +40,12 @@
 // provider-quota, spawn-failed, cancelled); a retried session-stall or
 // context-limit resumes the failed generation's session.
 //
+// The repository is a path every worker reaches, or a git URL: then each
+// worker works in a clone of its own ([Activities.CacheDir]) and every
+// fence change is one atomic push whose expected old values the server
+// checks (--force-with-lease per ref), the compare-and-swap a local
+// update-ref gives; a server without atomic pushes is refused.
+//
 // # The workflow
 //
 // [RunJobs] runs a group of jobs, a plain fanout or a dependency graph, as
@@ -52,8 +58,10 @@
 //
 // # What it does not do
 //
-// The fence and the job branches live in one git repository that every
-// worker reaches by path (one host, or shared storage). Effects a worker has
+// Write sets are not held across machines (RunJobs takes dependencies,
+// not a schedule.Graph). A generation whose host dies or is cut off
+// before it pushed its work leaves none to the next on a remote: it starts
+// from the last pushed work. Effects a worker has
 // outside its worktree (a network call, a file elsewhere) are not fenced:
 // only the job's branch is published at most once. An owner process stopped
 // past its lease (SIGSTOP, a frozen machine) cannot end its agent: on its

@@ -101,6 +101,7 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) int {
 	providers := fs.String("providers", "", "the providers `file` over the built-in providers (default: pilot's providers file, if any)")
 	runDir := fs.String("run-dir", "", "where run directories go (default: pilot's)")
 	wtDir := fs.String("worktrees", "", "where the jobs' worktrees go on this machine (default: in each repository's git directory)")
+	cacheDir := fs.String("cache", "", "where this machine keeps its clones of remote repositories (default: pilot-temporal in the user's cache directory)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -126,7 +127,7 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	defer cl.Close()
-	acts := &temporal.Activities{Dispatcher: d, WorktreeDir: *wtDir}
+	acts := &temporal.Activities{Dispatcher: d, WorktreeDir: *wtDir, CacheDir: *cacheDir}
 	queues := []string{temporal.QueueFor(c.queue, "")}
 	for _, cp := range strings.Split(*caps, ",") {
 		if cp = strings.TrimSpace(cp); cp != "" {
@@ -165,7 +166,7 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	c.flags(fs)
 	jobsFile := fs.String("jobs", "", "a JSON `file`: an array of jobs (temporal.Job)")
 	demo := fs.Int("demo", 0, "submit `N` demo jobs instead (provider demo), in the repository -repo")
-	repo := fs.String("repo", "", "the git `repository` of the demo jobs")
+	repo := fs.String("repo", "", "the git `repository` of the demo jobs: a directory every worker reaches, or a URL")
 	limit := fs.Int("limit", temporal.DefaultLimit, "the most jobs running at once, across all workers")
 	hb := fs.Duration("heartbeat-timeout", temporal.DefaultHeartbeatTimeout, "how long a job may go without a heartbeat before it is run again (attached to, or taken over)")
 	providers := fs.String("providers", "", "the providers `file` whose max_parallel bounds each provider's jobs across all workers (default: pilot's providers file, if any)")
@@ -196,10 +197,12 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintln(stderr, "pilot-temporal submit: -demo needs -repo, the git repository the demo jobs work in")
 			return 2
 		}
-		abs, err := filepath.Abs(*repo)
-		if err != nil {
-			fmt.Fprintln(stderr, "pilot-temporal submit:", err)
-			return 2
+		abs := *repo // a git URL as given; a directory made absolute
+		if _, err := os.Stat(*repo); err == nil {
+			if abs, err = filepath.Abs(*repo); err != nil {
+				fmt.Fprintln(stderr, "pilot-temporal submit:", err)
+				return 2
+			}
 		}
 		stamp := time.Now().UTC().Format("20060102-150405")
 		for i := 1; i <= *demo; i++ {
