@@ -165,9 +165,7 @@ const resumePrompt = "Continue this session and complete the current task."
 // job is Run's state of one job.
 type job struct {
 	Job
-	files   []string // the normalized write set
-	unknown bool     // the write set is unknown
-	why     string   // why it is unknown
+	ws Writes // the normalized write set
 
 	deps, dependents []int
 	pending          int // dependencies not yet complete
@@ -211,7 +209,7 @@ func (s *Scheduler) Run(ctx context.Context, g Graph) ([]Result, error) {
 	if err := g.Check(); err != nil {
 		return nil, err
 	}
-	r := &runState{s: s, now: s.Now, after: s.After, writers: map[string]int{}}
+	r := &runState{s: s, now: s.Now, after: s.After, }
 	r.gates = gate.New(func(provider string) int {
 		return pilot.LimitsOf(s.Dispatcher, pilot.Task{Provider: provider}).MaxParallel
 	}, nil)
@@ -242,9 +240,7 @@ type runState struct {
 
 	jobs    []*job
 	gates   *gate.Set      // the providers' gates: slots, rate limits, quotas
-	writers map[string]int // file -> running job
-	unknown int            // running jobs with an unknown write set
-	writing int            // running jobs that write (known non-empty or unknown)
+	writers Writers // the running jobs' write sets
 	running int
 	ready   []int  // pending jobs whose dependencies are complete, in graph order
 	full    string // the reason a job waits for a slot
@@ -275,10 +271,10 @@ func (r *runState) init(g Graph) {
 		switch {
 		case len(j.WriteSet) == 0, j.Worktree:
 		case nerr != nil:
-			jb.unknown, jb.why = true, nerr.Error()
+			jb.ws = Writes{Unknown: true, Why: nerr.Error()}
 		default:
-			jb.files, _, jb.why = norm.writeSet(j.WriteSet)
-			jb.unknown = jb.why != ""
+			jb.ws.Files, _, jb.ws.Why = norm.writeSet(j.WriteSet)
+			jb.ws.Unknown = jb.ws.Why != ""
 		}
 		r.jobs = append(r.jobs, jb)
 	}
@@ -451,37 +447,11 @@ func (r *runState) defer1(jb *job, reason, conflict string) {
 // conflict names a running job whose write set keeps jb from starting, and
 // why; "" when none does.
 func (r *runState) conflict(jb *job) (string, string) {
-	writes := jb.unknown || len(jb.files) > 0
-	if !writes {
+	k, why := r.writers.Conflict(jb.ws, func(k int) string { return r.jobs[k].ID })
+	if k < 0 {
 		return "", ""
 	}
-	if jb.unknown {
-		if r.writing > 0 {
-			k := r.firstWriter()
-			return r.jobs[k].ID, "its write set is unknown (" + jb.why + ") and " + r.jobs[k].ID + " is writing"
-		}
-		return "", ""
-	}
-	if r.unknown > 0 {
-		k := r.firstWriter()
-		return r.jobs[k].ID, "running job " + r.jobs[k].ID + " has an unknown write set"
-	}
-	for _, f := range jb.files {
-		if k, ok := r.writers[f]; ok {
-			return r.jobs[k].ID, "its write set overlaps running job " + r.jobs[k].ID + " on " + f
-		}
-	}
-	return "", ""
-}
-
-// firstWriter is a running job that writes, the first in graph order.
-func (r *runState) firstWriter() int {
-	for k, o := range r.jobs {
-		if o.state == stRunning && (o.unknown || len(o.files) > 0) {
-			return k
-		}
-	}
-	return -1
+	return r.jobs[k].ID, why
 }
 
 func (r *runState) start(ctx context.Context, i int) {
@@ -507,15 +477,7 @@ func (r *runState) start(ctx context.Context, i int) {
 	jb.deferred = ""
 	r.running++
 	r.gates.Take(jb.Task.Provider)
-	if jb.unknown {
-		r.unknown++
-	}
-	if jb.unknown || len(jb.files) > 0 {
-		r.writing++
-	}
-	for _, f := range jb.files {
-		r.writers[f] = i
-	}
+	r.writers.Start(i, jb.ws)
 	selected := Event{Type: EventSelected, Job: jb.ID, Provider: jb.Task.Provider}
 	if jb.changed {
 		selected.Reason = "its definition changed since it completed"
@@ -590,17 +552,7 @@ func (r *runState) finish(f finish) {
 	jb.hold = nil
 	r.running--
 	r.gates.Done(jb.Task.Provider)
-	if jb.unknown {
-		r.unknown--
-	}
-	if jb.unknown || len(jb.files) > 0 {
-		r.writing--
-	}
-	for _, file := range jb.files {
-		if r.writers[file] == f.i {
-			delete(r.writers, file)
-		}
-	}
+	r.writers.Finish(f.i, jb.ws)
 	v := f.v
 	jb.res.Verdict = v
 	if u := v.Usage; u != nil && u.CostUSD != nil {
