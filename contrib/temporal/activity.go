@@ -57,6 +57,12 @@ type Job struct {
 	// Deps are the names of jobs that must succeed before this one
 	// starts (RunJobs only).
 	Deps []string
+	// Writes are the files the job may write, relative to the
+	// repository (RunJobs only): no two jobs whose Writes overlap run at
+	// once, on any machine. A directory (written with a trailing slash,
+	// or "."), or a pattern, is an unknown write set: the job runs
+	// beside no other job that writes. Empty: it keeps no job apart.
+	Writes []string
 
 	// The pilot.Task the job dispatches, with the job's worktree as its
 	// workdir.

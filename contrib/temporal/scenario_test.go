@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -233,7 +234,13 @@ func runScenario(t *testing.T, srv *gitServer) {
 	defer c.Close()
 	var jobs []Job
 	for i := 1; i <= 30; i++ {
-		jobs = append(jobs, Job{Name: fmt.Sprintf("job-%02d", i), Repo: jobRepo, Provider: "ledger", Mode: pilot.ModeCode, Prompt: fmt.Sprintf("job-%02d", i)})
+		j := Job{Name: fmt.Sprintf("job-%02d", i), Repo: jobRepo, Provider: "ledger", Mode: pilot.ModeCode, Prompt: fmt.Sprintf("job-%02d", i)}
+		if srv != nil {
+			// Four areas, each written by every fourth job: theirs
+			// never run at once, on any machine.
+			j.Writes = []string{fmt.Sprintf("area-%d/notes.md", i%4)}
+		}
+		jobs = append(jobs, j)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -338,6 +345,9 @@ func runScenario(t *testing.T, srv *gitServer) {
 	for _, err := range checkIntervals(lines) {
 		t.Error(err)
 	}
+	for _, err := range checkWriteSets(lines, jobs) {
+		t.Error(err)
+	}
 	defer func() {
 		if t.Failed() {
 			t.Logf("the ledger:\n%s", ledgerData)
@@ -431,6 +441,41 @@ func checkIntervals(lines []string) []error {
 	}
 	for job, g := range open {
 		errs = append(errs, fmt.Errorf("job %s's generation %s never ended", job, g))
+	}
+	return errs
+}
+
+// checkWriteSets reads the ledger's start and end lines as checkIntervals
+// does and reports every run that started while a run of another job
+// whose Writes overlap its own had not ended.
+func checkWriteSets(lines []string, jobs []Job) []error {
+	writes := map[string][]string{}
+	for _, j := range jobs {
+		writes[j.Name] = j.Writes
+	}
+	var errs []error
+	open := map[string]int{} // job -> its runs not yet ended
+	for i, l := range lines {
+		f := strings.Fields(l)
+		if len(f) < 3 {
+			continue
+		}
+		switch f[0] {
+		case "start":
+			for other, n := range open {
+				if n == 0 || other == f[1] {
+					continue
+				}
+				for _, w := range writes[f[1]] {
+					if slices.Contains(writes[other], w) {
+						errs = append(errs, fmt.Errorf("ledger line %d: job %s started while job %s, which also writes %s, ran", i+1, f[1], other, w))
+					}
+				}
+			}
+			open[f[1]]++
+		case "end":
+			open[f[1]]--
+		}
 	}
 	return errs
 }
@@ -585,6 +630,18 @@ func TestCheckIntervals(t *testing.T) {
 		if errs := checkIntervals(lines); len(errs) == 0 {
 			t.Errorf("%s: no error for %q", name, lines)
 		}
+	}
+}
+
+func TestCheckWriteSets(t *testing.T) {
+	jobs := []Job{{Name: "a", Writes: []string{"x"}}, {Name: "b", Writes: []string{"x"}}, {Name: "c", Writes: []string{"y"}}}
+	ok := []string{"start a 1 1 h", "start c 1 2 h", "end a 1", "start b 1 3 h", "end b 1", "end c 1"}
+	if errs := checkWriteSets(ok, jobs); len(errs) != 0 {
+		t.Errorf("apart: %v", errs)
+	}
+	bad := []string{"start a 1 1 h", "start b 1 3 h", "end a 1", "end b 1"}
+	if errs := checkWriteSets(bad, jobs); len(errs) != 1 {
+		t.Errorf("b beside a: %v; want one error", errs)
 	}
 }
 

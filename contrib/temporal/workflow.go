@@ -3,11 +3,14 @@ package temporal
 import (
 	"errors"
 	"fmt"
+	"path"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/event"
+	"github.com/pilotworkers/pilot/schedule"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -160,6 +163,11 @@ func CheckJobs(jobs []Job) error {
 		index[j.Name] = i
 	}
 	for _, j := range jobs {
+		for _, w := range j.Writes {
+			if path.IsAbs(w) || w == ".." || strings.HasPrefix(w, "../") || strings.HasPrefix(path.Clean(w), "../") {
+				errs = append(errs, fmt.Sprintf("job %s writes %q, which is not inside its repository: name files relative to the repository", j.Name, w))
+			}
+		}
 		for _, d := range j.Deps {
 			if _, ok := index[d]; !ok {
 				errs = append(errs, fmt.Sprintf("job %s depends on %s, which is not one of the jobs: add it or drop the dependency", j.Name, d))
@@ -216,7 +224,8 @@ const (
 
 // RunJobs is the workflow that runs in.Jobs as RunJob activities, at most
 // in.Limit at once (and of each provider at most its in.ProviderLimits),
-// each once its dependencies succeeded, and returns one
+// never two whose Writes overlap (schedule.Writers' rule, as one machine's
+// scheduler keeps it), each once its dependencies succeeded, and returns one
 // Result per job in job order. A job whose dependency did not succeed is
 // not run: its verdict is synthesized, blocked. A job whose verdict is a
 // provider-rate-limit closes that provider's gate, in the workflow, for
@@ -264,7 +273,14 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 	gates := map[string]time.Time{}
 	running, done := 0, 0
 	runningOf := map[string]int{} // running jobs per provider
-	var timerAt time.Time         // when the pending gate timer fires; zero for none
+	// The write sets of the running jobs, by the scheduler's own rule.
+	var writers schedule.Writers
+	writes := make([]schedule.Writes, n)
+	for i, j := range in.Jobs {
+		writes[i] = writesOf(j)
+	}
+	name := func(i int) string { return in.Jobs[i].Name }
+	var timerAt time.Time // when the pending gate timer fires; zero for none
 	sel := workflow.NewSelector(ctx)
 	// Version 1: a gate that opens before the pending timer fires gets a
 	// timer of its own (before it, a 5 s gate waited out a 60 s one).
@@ -308,10 +324,12 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 		state[i] = jobRunning
 		running++
 		runningOf[j.Provider]++
+		writers.Start(i, writes[i])
 		f := workflow.ExecuteActivity(actx, ActivityName, j)
 		sel.AddFuture(f, func(f workflow.Future) {
 			running--
 			runningOf[j.Provider]--
+			writers.Finish(i, writes[i])
 			var res Result
 			err := f.Get(ctx, &res)
 			if err == nil {
@@ -389,6 +407,9 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 			if lim := in.ProviderLimits[p]; lim > 0 && runningOf[p] >= lim {
 				continue // a job of p ending wakes the selector
 			}
+			if k, _ := writers.Conflict(writes[i], name); k >= 0 {
+				continue // job k ending wakes the selector
+			}
 			start(i)
 		}
 		if running == 0 && nextGate.IsZero() {
@@ -411,6 +432,28 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 		sel.Select(ctx)
 	}
 	return results, nil
+}
+
+// writesOf is j's write set as schedule.Writers takes it: its Writes,
+// cleaned, deduplicated and sorted; unknown when one is a directory or a
+// pattern. (CheckJobs refuses paths outside the repository.) Only the
+// strings count: the submitter has no checkout to resolve links in.
+func writesOf(j Job) schedule.Writes {
+	var ws schedule.Writes
+	for _, w := range j.Writes {
+		c := path.Clean(w)
+		switch {
+		case strings.ContainsAny(w, "*?["):
+			return schedule.Writes{Unknown: true, Why: fmt.Sprintf("%q is a pattern, not a file", w)}
+		case w == "" || strings.HasSuffix(w, "/") || c == ".":
+			return schedule.Writes{Unknown: true, Why: fmt.Sprintf("%q is a directory or the repository itself", w)}
+		}
+		if !slices.Contains(ws.Files, c) {
+			ws.Files = append(ws.Files, c)
+		}
+	}
+	slices.Sort(ws.Files)
+	return ws
 }
 
 // synthesized is the verdict pilot makes up for job j, which has none of

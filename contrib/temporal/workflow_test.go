@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -327,5 +328,58 @@ func TestInputWithDefaults(t *testing.T) {
 	}
 	if again := got.WithDefaults(); !cmp.Equal(got, again) {
 		t.Errorf("WithDefaults of a resolved input changed it: %+v", again)
+	}
+}
+
+// No two jobs whose write sets overlap run at once, by schedule's rule:
+// each activity takes a minute of the workflow's clock, so the minute
+// each starts shows what ran beside what.
+func TestRunJobsKeepsOverlappingWriteSetsApart(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	RegisterWorkflow(env)
+	var mu sync.Mutex
+	var t0 time.Time
+	started := map[string]int{} // job -> the minute it started
+	run := func(ctx context.Context, j Job) (Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := env.Now()
+		if t0.IsZero() {
+			t0 = now
+		}
+		started[j.Name] = int(now.Sub(t0) / time.Minute)
+		return Result{Job: j.Name, Verdict: JobVerdict{Verdict: pilot.Verdict{Type: "worker_runner.verdict", Verdict: pilot.Completed}}}, nil
+	}
+	env.RegisterActivityWithOptions(run, activity.RegisterOptions{Name: ActivityName})
+	env.OnActivity(ActivityName, mock.Anything, mock.Anything).After(time.Minute).Return(run)
+	js := jobs("a", "b", "c", "d", "e")
+	js[0].Writes = []string{"x"}
+	js[1].Writes = []string{"./y", "x"} // overlaps a on x
+	js[2].Writes = []string{"z"}
+	js[3].Writes = []string{"src/"} // unknown: beside no writer
+	env.ExecuteWorkflow(WorkflowName, Input{Jobs: js, Limit: 5})
+	rs := workflowResults(t, env)
+	if len(rs) != len(js) {
+		t.Fatalf("%d results for %d jobs", len(rs), len(js))
+	}
+	want := map[string]int{"a": 0, "c": 0, "e": 0, "b": 1, "d": 2}
+	if diff := cmp.Diff(want, started); diff != "" {
+		t.Errorf("the minute each job started (-want +got):\n%s", diff)
+	}
+}
+
+func TestCheckJobsRefusesWritesOutsideTheRepository(t *testing.T) {
+	for _, w := range []string{"/etc/passwd", "../x", "a/../../x"} {
+		js := jobs("a")
+		js[0].Writes = []string{w}
+		if err := CheckJobs(js); err == nil || !strings.Contains(err.Error(), "not inside its repository") {
+			t.Errorf("Writes %q: CheckJobs = %v; want it refused", w, err)
+		}
+	}
+	js := jobs("a")
+	js[0].Writes = []string{"src/x.go", "./README.md", "docs/"}
+	if err := CheckJobs(js); err != nil {
+		t.Errorf("Writes inside the repository: %v", err)
 	}
 }
