@@ -57,6 +57,14 @@ type Job struct {
 	// Deps are the names of jobs that must succeed before this one
 	// starts (RunJobs only).
 	Deps []string
+	// Merge names jobs of the same repository whose published branches
+	// the job's work starts from: a generation that starts at Base (no
+	// earlier generation's commits to go on from) starts at Base with
+	// each of their branches merged in, in order, as pilot schedule's
+	// worktree jobs do. A conflict fails the job (not retried), naming
+	// the branch and the paths, and leaves nothing half merged. RunJobs
+	// adds the job's Deps, in job order.
+	Merge []string
 	// Writes are the files the job may write, relative to the
 	// repository (RunJobs only): no two jobs whose Writes overlap run at
 	// once, on any machine. A directory (written with a trailing slash,
@@ -527,7 +535,13 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 		wt, err = r.f.continueIn(ctx, wtDir, prev.Generation, gen)
 	}
 	if wt == "" && err == nil {
-		wt, err = r.f.worktree(ctx, wtDir, gen, r.f.startOf(ctx, prev.Generation, own.Base))
+		start := r.f.startOf(ctx, prev.Generation, own.Base)
+		if start == own.Base && len(r.j.Merge) > 0 {
+			start, err = r.f.mergeJobs(ctx, own.Base, r.j.Merge)
+		}
+		if err == nil {
+			wt, err = r.f.worktree(ctx, wtDir, gen, start)
+		}
 	}
 	if err != nil {
 		return r.closeWithError(ctx, myOID, own, res, err)

@@ -59,8 +59,8 @@
 // # What it does not do
 //
 // RunJobs keeps jobs whose Writes overlap apart across every machine, by
-// schedule's rule, but takes its jobs, not a schedule.Graph, and does not
-// merge a job's dependencies' branches into its worktree. A generation whose host dies or is cut off
+// schedule's rule, and starts each job from its dependencies' branches
+// merged, but takes its jobs, not a schedule.Graph. A generation whose host dies or is cut off
 // before it pushed its work leaves none to the next on a remote: it starts
 // from the last pushed work. Effects a worker has
 // outside its worktree (a network call, a file elsewhere) are not fenced:

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/worktrees"
 )
 
 // Refs of a job in its repository.
@@ -399,6 +400,42 @@ func (f fence) startOf(ctx context.Context, prev int, base string) string {
 		}
 	}
 	return base
+}
+
+// mergeJobs returns base with the published branches of jobs merged in,
+// in order (worktrees.Git.Merge: no work tree touched, a conflict a
+// *worktrees.Conflict). On a remote the branches are fetched first.
+func (f fence) mergeJobs(ctx context.Context, base string, jobs []string) (string, error) {
+	var refs []string
+	branchOf := map[string]string{} // the clone's ref -> the job's branch
+	for _, j := range jobs {
+		ref := "refs/heads/" + BranchPrefix + j
+		if f.remote != "" {
+			seen := "refs/pilot/seen/dep/" + j
+			if _, err := git(ctx, f.repo, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", f.remote, "+"+ref+":"+seen); err != nil {
+				return "", fmt.Errorf("temporal: job %s starts from job %s's work, whose branch %s cannot be fetched: %w", f.job, j, ref, err)
+			}
+			branchOf[seen] = ref
+			ref = seen
+		}
+		refs = append(refs, ref)
+	}
+	c, err := worktrees.New(os.TempDir(), "").Merge(ctx, f.repo, base, refs)
+	if err != nil {
+		var conflict *worktrees.Conflict
+		if errors.As(err, &conflict) {
+			if b, ok := branchOf[conflict.Branch]; ok {
+				conflict.Branch = b
+			}
+			for i, m := range conflict.Merged {
+				if b, ok := branchOf[m]; ok {
+					conflict.Merged[i] = b
+				}
+			}
+		}
+		return "", fmt.Errorf("temporal: job %s starts from its dependencies' work: %w", f.job, err)
+	}
+	return c, nil
 }
 
 // publishable checks that the worktree wt holds the generation's whole

@@ -286,6 +286,9 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 	// timer of its own (before it, a 5 s gate waited out a 60 s one).
 	// Histories recorded before it replay as they ran.
 	earliestGate := workflow.GetVersion(ctx, "earliest-gate-timer", workflow.DefaultVersion, 1) >= 1
+	// Version 1: a job's worktree starts from its dependencies' branches
+	// merged (Job.Merge). Histories recorded before it replay as they ran.
+	mergeDeps := workflow.GetVersion(ctx, "merge-deps", workflow.DefaultVersion, 1) >= 1
 
 	finish := func(i int, res Result, success bool) {
 		res.Job = in.Jobs[i].Name
@@ -306,6 +309,15 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 	}
 	start := func(i int) {
 		j := in.Jobs[i]
+		if mergeDeps {
+			// Its work starts from its dependencies', in job order.
+			j.Merge = slices.Clone(j.Merge)
+			for k, o := range in.Jobs {
+				if slices.Contains(j.Deps, o.Name) && k != i && !slices.Contains(j.Merge, o.Name) {
+					j.Merge = append(j.Merge, o.Name)
+				}
+			}
+		}
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue:           QueueFor(in.Queue, j.Capability),
 			StartToCloseTimeout: in.StartToClose,

@@ -383,3 +383,29 @@ func TestCheckJobsRefusesWritesOutsideTheRepository(t *testing.T) {
 		t.Errorf("Writes inside the repository: %v", err)
 	}
 }
+
+// RunJobs has each job start from its dependencies' work: their names in
+// Job.Merge, in job order, after any the job names itself.
+func TestRunJobsMergesDependenciesInJobOrder(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	RegisterWorkflow(env)
+	var mu sync.Mutex
+	merges := map[string][]string{}
+	env.RegisterActivityWithOptions(func(ctx context.Context, j Job) (Result, error) {
+		mu.Lock()
+		merges[j.Name] = j.Merge
+		mu.Unlock()
+		return Result{Job: j.Name, Verdict: JobVerdict{Verdict: pilot.Verdict{Type: "worker_runner.verdict", Verdict: pilot.Completed}}}, nil
+	}, activity.RegisterOptions{Name: ActivityName})
+	js := jobs("a", "b", "c", "d")
+	js[3].Deps = []string{"c", "a", "b"}
+	js[3].Merge = []string{"x"}
+	js[2].Deps = []string{"a"}
+	env.ExecuteWorkflow(WorkflowName, Input{Jobs: js, Limit: 4})
+	workflowResults(t, env)
+	want := map[string][]string{"a": nil, "b": nil, "c": {"a"}, "d": {"x", "a", "b", "c"}}
+	if diff := cmp.Diff(want, merges); diff != "" {
+		t.Errorf("each job's Merge (-want +got):\n%s", diff)
+	}
+}
