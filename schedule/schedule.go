@@ -209,7 +209,7 @@ func (s *Scheduler) Run(ctx context.Context, g Graph) ([]Result, error) {
 	if err := g.Check(); err != nil {
 		return nil, err
 	}
-	r := &runState{s: s, now: s.Now, after: s.After, }
+	r := &runState{s: s, now: s.Now, after: s.After}
 	r.gates = gate.New(func(provider string) int {
 		return pilot.LimitsOf(s.Dispatcher, pilot.Task{Provider: provider}).MaxParallel
 	}, nil)
@@ -239,8 +239,8 @@ type runState struct {
 	maxGated int
 
 	jobs    []*job
-	gates   *gate.Set      // the providers' gates: slots, rate limits, quotas
-	writers Writers // the running jobs' write sets
+	gates   *gate.Set // the providers' gates: slots, rate limits, quotas
+	writers Writers   // the running jobs' write sets
 	running int
 	ready   []int  // pending jobs whose dependencies are complete, in graph order
 	full    string // the reason a job waits for a slot
