@@ -497,6 +497,10 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 		}
 		own.Base = base
 	}
+	// A base an earlier generation chose on another host comes here.
+	if err := r.f.haveCommit(ctx, own.Base); err != nil {
+		return r.pilotError(ctx, res, err)
+	}
 	myOID, err := r.f.swap(ctx, oid, own)
 	if errors.Is(err, ErrFenced) {
 		return Result{}, errRetake

@@ -195,6 +195,22 @@ func (f fence) resolveBase(ctx context.Context, base string) (string, error) {
 	return git(ctx, f.repo, nil, "rev-parse", "--verify", seen+"^{commit}")
 }
 
+// haveCommit makes sure commit c, which another host may have chosen (a
+// job's base, recorded in its fence), is in the clone: fetched by its id
+// when it is not. Nothing without a remote.
+func (f fence) haveCommit(ctx context.Context, c string) error {
+	if f.remote == "" {
+		return nil
+	}
+	if _, err := git(ctx, f.repo, nil, "cat-file", "-e", c+"^{commit}"); err == nil {
+		return nil
+	}
+	if _, err := git(ctx, f.repo, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", f.remote, "+"+c+":refs/pilot/seen/base/"+f.job); err != nil {
+		return fmt.Errorf("temporal: job %s's base %s is not in this host's clone of %s and cannot be fetched by its id (the server must serve reachable commits by id, as git's protocol v2 does): %w", f.job, c, f.remote, err)
+	}
+	return nil
+}
+
 // cloneLocks serializes the making of each clone in this process.
 var cloneLocks sync.Map
 

@@ -278,3 +278,37 @@ func TestRunJobRefusesAServerWithoutAtomicPush(t *testing.T) {
 		t.Errorf("the worker ran %d times; want never", n)
 	}
 }
+
+// A generation that takes a job over on a host whose clone has never seen
+// the base the first generation chose, and that left no pushed work,
+// fetches the base by its id.
+func TestRunJobOnARemoteFetchesTheBaseAnotherHostChose(t *testing.T) {
+	srv := startGitServer(t)
+	url := srv.repo(t, "r")
+	bare := filepath.Join(srv.dir, "r.git")
+	base := mustGit(t, bare, "rev-parse", "HEAD")
+	// Host a's generation 1 chose the base and failed before it pushed
+	// any work; the server's HEAD has moved on since.
+	a := hostClone(t, url)
+	f := fence{repo: a, job: "j", remote: url}
+	failed := pilot.Verdict{Type: "worker_runner.verdict", Verdict: pilot.Failed, Failure: pilot.Failure{FailureClass: pilot.FailProviderRateLimit}}
+	if _, err := f.swap(context.Background(), "", Owner{Job: "j", Generation: 1, State: stateDone, Host: "a", Base: base, Verdict: &failed}); err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	mustGit(t, src, "clone", "-q", bare, ".")
+	mustGit(t, src, "-c", "user.name=u", "-c", "user.email=u@example.invalid", "commit", "-q", "--allow-empty", "-m", "later")
+	mustGit(t, src, "push", "-q", "origin", "HEAD")
+	var calls atomic.Int32
+	hostB := &Activities{Dispatcher: committing(&calls), CacheDir: t.TempDir(), Host: "b", WorktreeDir: t.TempDir()}
+	res, err := runJob(t, activityEnv(t, hostB), testJob(url, "j"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Generation != 2 || calls.Load() != 1 {
+		t.Fatalf("host b: generation %d, %d launches; want generation 2 launched once", res.Generation, calls.Load())
+	}
+	if got := mustGit(t, bare, "rev-parse", res.Commit+"^"); got != base {
+		t.Errorf("the published work stands on %s; want the base generation 1 chose, %s", got, base)
+	}
+}
