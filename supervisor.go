@@ -18,9 +18,10 @@ import (
 // none running (that one starts a new supervisor).
 //
 // A later dispatch starts a new supervisor, as the first one did. Call
-// Shutdown before checking for leaked goroutines or child processes, or to
-// have the supervisor gone before the program goes on; it is not needed
-// before exit, which ends the supervisor anyway.
+// Shutdown before checking for leaked goroutines or child processes, to
+// have the supervisor gone before the program goes on, and before exit:
+// the exit ends the supervisor too, but then PID 1 must reap it, which in
+// a container without an init never happens (a <defunct> per run).
 func Shutdown(ctx context.Context) error {
 	return supervise.Shutdown(ctx)
 }

@@ -36,5 +36,6 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
+	cli.EndSupervisor(os.Stderr) // reaped here, not left to PID 1 (see cli.Main)
 	os.Exit(code)
 }

@@ -6,9 +6,12 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/pilottest"
@@ -76,11 +79,29 @@ func ServeFakeAgent() { pilottest.ServeFakeAgent() }
 
 // Main is the pilot command's process: ServeFakeAgent, then Run with the
 // process's arguments, standard streams and h, SIGINT and SIGTERM
-// cancelling it. It returns the exit status and never exits itself, so
-// that a caller can flush what it must before os.Exit.
+// cancelling it, then pilot.Shutdown. It returns the exit status and never
+// exits itself, so that a caller can flush what it must before os.Exit.
+//
+// Shutdown reaps pilot's supervisor here. Left to the exit, the
+// supervisor would outlive the command by a moment and be reaped by PID 1,
+// which in a container without an init never happens: every command would
+// leave a <defunct> process behind.
 func Main(h Hooks) int {
 	ServeFakeAgent()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, h)
+	code := Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, h)
+	stop()
+	EndSupervisor(os.Stderr)
+	return code
+}
+
+// EndSupervisor ends and reaps pilot's supervisor (pilot.Shutdown, for up
+// to 30 s while dispatches still end), saying on stderr if it could not:
+// what a main that runs Run itself calls before it exits (see Main).
+func EndSupervisor(stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pilot.Shutdown(ctx); err != nil {
+		fmt.Fprintln(stderr, "pilot: ending pilot's supervisor:", err)
+	}
 }
