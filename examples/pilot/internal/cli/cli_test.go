@@ -450,6 +450,41 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// pilot classify reads a run of pilot's own, by its id or its stream.log
+// (whose lines say their stream), as the run's runner, and gives the
+// verdict's class and evidence.
+func TestClassifyARun(t *testing.T) {
+	const line = "Error: 429 Too Many Requests: rate limit exceeded"
+	f := newFixture(t, map[string][]string{"rl": {"out=working", "err=" + line, "exit=1"}})
+	code, out, errOut := runCLI(f.args("dispatch", "rl")...)
+	if code != 1 {
+		t.Fatalf("dispatch: exit %d, stderr %q", code, errOut)
+	}
+	var v pilot.Verdict
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &v); err != nil {
+		t.Fatalf("the verdict %q: %v", out, err)
+	}
+	if v.FailureClass != pilot.FailProviderRateLimit || v.EvidenceExcerpt != line {
+		t.Fatalf("the run's verdict: %s %q; want a rate limit with its line as evidence", v.FailureClass, v.EvidenceExcerpt)
+	}
+	want := fmt.Sprintf(`{"failure_class":"provider-rate-limit","evidence":%q,"evidence_source":%q,"provider_transport_failure_confirmed":%v}`,
+		line, v.EvidenceSource, v.TransportConfirmed)
+	for _, args := range [][]string{
+		{"classify", "--run-dir", f.runDir, v.RunID},
+		{"classify", "--run-dir", f.runDir, v.RunID[:len(v.RunID)-4]},
+		{"classify", filepath.Join(filepath.Dir(v.Record), "stream.log")},
+	} {
+		code, out, errOut := runCLI(args...)
+		if code != 0 || strings.TrimSpace(out) != want {
+			t.Errorf("pilot %v: exit %d, stdout %s (stderr %q)\nwant %s", args, code, out, errOut, want)
+		}
+	}
+	if code, _, errOut := runCLI("classify", "--run-dir", f.runDir, "no-such-run"); code != 2 || !strings.Contains(errOut, "no-such-run is no file, and no run") {
+		t.Errorf("an unknown run: exit %d, stderr %q", code, errOut)
+	}
+}
+
 func TestPhase(t *testing.T) {
 	session := `{"type":"session","version":3,"id":"s","timestamp":"2026-07-25T00:00:00.000Z","cwd":"/tmp"}
 {"type":"message","id":"u1","parentId":null,"timestamp":"2026-07-25T00:00:01.000Z","message":{"role":"user","content":"go"}}

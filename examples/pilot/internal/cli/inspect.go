@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/pisession"
+	"github.com/pilotworkers/pilot/runs"
 )
 
 // openInput opens the one optional FILE argument, "-" or none meaning stdin.
@@ -29,15 +31,35 @@ func openInput(fsArgs []string, stdin io.Reader) (io.ReadCloser, string, error) 
 }
 
 func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("classify", "[--runner R] [--stream stdout|stderr] [FILE|-]", stdout, stderr)
-	runnerName := fs.String("runner", "command", "the `runner` whose output this is: command, pi, codex, claude, opencode, gemini")
-	stream := fs.String("stream", "stderr", "the `stream` the text came from: stdout or stderr")
+	fs := newFlagSet("classify", "[--runner R] [--stream stdout|stderr] [FILE|RUN_ID|-] [--run-dir DIR]", stdout, stderr)
+	runnerName := fs.String("runner", "", "the `runner` whose output this is: command, pi, codex, claude, opencode, gemini (default: a run's own, else command)")
+	stream := fs.String("stream", "stderr", "the `stream` the text came from: stdout or stderr (a stream.log says it line by line)")
+	runDir := runDirFlag(fs)
 	if code := fs.parseAny(args); code >= 0 {
 		return code
 	}
 	s := pilot.Stream(*stream)
 	if s != pilot.Stdout && s != pilot.Stderr {
 		return badInput(stderr, "classify", "--stream: want stdout or stderr, got %q", *stream)
+	}
+	// A run of pilot's own (its id, or its directory): its stream.log,
+	// whose lines say their stream, read as its runner's.
+	input, tagged := fs.Args(), false
+	if len(input) == 1 && input[0] != "-" {
+		if st, err := os.Stat(input[0]); err != nil || st.IsDir() {
+			r, ferr := runs.Find(resolveRunDir(*runDir), input[0])
+			if ferr != nil {
+				return badInput(stderr, "classify", "%s is no file, and no run: %v", input[0], ferr)
+			}
+			if *runnerName == "" {
+				*runnerName = r.Record.Runner
+			}
+			input = []string{r.StreamLog()}
+		}
+		tagged = filepath.Base(input[0]) == "stream.log"
+	}
+	if *runnerName == "" {
+		*runnerName = "command"
 	}
 	var runner pilot.Runner
 	var names []string
@@ -50,7 +72,7 @@ func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	if runner == nil {
 		return badInput(stderr, "classify", "--runner: unknown runner %q: want one of %s", *runnerName, strings.Join(names, ", "))
 	}
-	in, _, err := openInput(fs.Args(), stdin)
+	in, _, err := openInput(input, stdin)
 	if err != nil {
 		return badInput(stderr, "classify", "%v", err)
 	}
@@ -65,9 +87,21 @@ func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	for {
 		line, err := br.ReadString('\n')
 		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+		ls := s
+		if tagged {
+			// stream.log: "out " or "err " before each line.
+			switch {
+			case strings.HasPrefix(line, "out "):
+				ls, line = pilot.Stdout, line[len("out "):]
+			case strings.HasPrefix(line, "err "):
+				ls, line = pilot.Stderr, line[len("err "):]
+			}
+		}
 		if line != "" || err == nil {
-			if d, ok := diagnose(s, line); ok {
-				c = pilot.Strongest(c, d)
+			if d, ok := diagnose(ls, line); ok {
+				if c = pilot.Strongest(c, d); c.Evidence == d.Evidence {
+					s = ls // the stream of the line that proves it
+				}
 			}
 		}
 		if err != nil {
@@ -88,7 +122,7 @@ func cmdClassify(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	if c.Evidence != "" {
 		src := c.Source
 		if src == "" {
-			src = *runnerName + ":" + *stream
+			src = *runnerName + ":" + string(s)
 		}
 		out.Evidence, out.EvidenceSource = &c.Evidence, &src
 	}
