@@ -311,9 +311,74 @@ func loadRegistry(flagValue string) (*pilot.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkRunners(reg, path); err != nil {
+		return nil, err
+	}
 	// A provider that names no binary runs the CLI pilot installed for
 	// its runner (pilot install runner NAME), if any.
 	return withInstalledRunners(reg)
+}
+
+// checkRunners refuses a provider whose runner pilot does not have (a
+// misspelling, most likely), naming the closest runner and all of them.
+func checkRunners(reg *pilot.Registry, path string) error {
+	var names []string
+	for _, r := range agents.Runners() {
+		names = append(names, r.Name())
+	}
+	var errs []string
+	for _, n := range reg.Names() {
+		p, _ := reg.Lookup(n)
+		if p.Runner == "" || slices.Contains(names, p.Runner) {
+			continue
+		}
+		hint := ""
+		if near := closest(p.Runner, names); near != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", near)
+		}
+		errs = append(errs, fmt.Sprintf("provider %s names runner %q, which pilot does not have%s", n, p.Runner, hint))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	where := "the providers file"
+	if path != "" {
+		where = "providers file " + path
+	}
+	return fmt.Errorf("%s: %s; the runners are %s", where, strings.Join(errs, "; "), strings.Join(names, ", "))
+}
+
+// closest returns the one of names within two edits of s (the nearest),
+// or "" when none is.
+func closest(s string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(s, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func cmdDispatch(ctx context.Context, h Hooks, args []string, stdout, stderr io.Writer, stream bool) int {

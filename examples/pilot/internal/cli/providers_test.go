@@ -326,3 +326,41 @@ func TestInsecureCredentialFileIsRefusedBeforeAnythingRuns(t *testing.T) {
 		t.Errorf("after chmod 600: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// A misspelled runner is an error when the providers file is read, naming
+// the runner meant and every runner; no "install a CLI called claud".
+func TestAMisspelledRunnerIsRefusedAtLoad(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "providers.json")
+	os.WriteFile(file, []byte(`{"providers": {"x": {"runner": "claud"}, "y": {"runner": "nonsense"}}}`), 0o644)
+	for _, args := range [][]string{
+		{"providers", "--providers-file", file},
+		{"doctor", "--providers-file", file},
+		{"dispatch", "--providers-file", file, "--provider", "x", "--mode", "review", "--task-file", file, "--workdir", t.TempDir()},
+	} {
+		code, _, errOut := runCLI(args...)
+		for _, want := range []string{
+			`provider x names runner "claud", which pilot does not have (did you mean "claude"?)`,
+			`provider y names runner "nonsense", which pilot does not have;`,
+			"the runners are command, pi, codex, claude, opencode, gemini",
+		} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("pilot %s: exit %d, stderr %q; want %q in it", args[0], code, errOut, want)
+			}
+		}
+		if code != 2 && code != 1 {
+			t.Errorf("pilot %s: exit %d; want a failure", args[0], code)
+		}
+		if strings.Contains(errOut, "not found on PATH") {
+			t.Errorf("pilot %s: stderr %q says to install a CLI named after the misspelling", args[0], errOut)
+		}
+	}
+}
+
+func TestClosest(t *testing.T) {
+	names := []string{"command", "pi", "codex", "claude", "opencode", "gemini"}
+	for in, want := range map[string]string{"claud": "claude", "Claude": "claude", "codx": "codex", "open-code": "opencode", "gemni": "gemini", "nonsense": "", "py": "pi"} {
+		if got := closest(in, names); got != want {
+			t.Errorf("closest(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
