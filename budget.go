@@ -12,7 +12,7 @@ func (r *run) checkBudget() error {
 		return nil
 	}
 	var tokens, cost bool
-	if uw, ok := r.watcher.(UsageWatcher); ok {
+	if uw, ok := r.watcher.(usageWatcher); ok {
 		tokens, cost = uw.Reports()
 	}
 	switch {
@@ -29,7 +29,7 @@ func (r *run) budget() func() (string, bool) {
 	if r.task.MaxTokens == 0 && r.task.MaxCostUSD == 0 {
 		return nil
 	}
-	uw := r.watcher.(UsageWatcher) // checkBudget made sure
+	uw := r.watcher.(usageWatcher) // checkBudget made sure
 	return func() (string, bool) {
 		r.lineMu.Lock()
 		u := uw.Usage()

@@ -106,7 +106,7 @@ func (c FailureClass) Provider() bool {
 }
 
 // A Classification is why a worker failed and the proof: what
-// [ClassifyFailure] or a [Diagnoser] read in its output, and the failure
+// [ClassifyFailure] or a Watcher's Diagnose read in its output, and the failure
 // part of a watcher's [Result]. The verdict's failure fields are its JSON
 // form.
 type Classification struct {
@@ -131,7 +131,7 @@ type Classification struct {
 	// not decide.
 	TransportConfirmed bool
 	// Source says where the evidence came from ("<runner>:stderr"):
-	// ClassifyFailure leaves it empty; a [Diagnoser] may set it, and the
+	// ClassifyFailure leaves it empty; a Watcher's Diagnose may set it, and the
 	// Dispatcher sets it when it is empty.
 	Source string
 	// Note is a runner's own gloss of the evidence, for what the CLI's
@@ -175,7 +175,7 @@ func classRank(c FailureClass) int {
 // ClassifyFailure reads free text (a worker's stderr, an error message) and
 // returns the failure class it proves with the line that proves it. It
 // knows what every model API says, no CLI's own words: a runner that knows
-// its CLI's classifies them itself ([Diagnoser]).
+// its CLI's classifies them itself (a [Watcher]'s Diagnose).
 //
 // Each line of text is read on its own, and proves a provider class only
 // with provider context: a provider marker ("API Error", "provider",

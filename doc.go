@@ -28,10 +28,10 @@
 //
 // This package names no agent CLI. A [Runner] builds one worker's
 // [Command] and returns a [Watcher] that judges its output; a Watcher may
-// also be a [Diagnoser] (which output lines are the worker's own error
-// reports), a [PhaseWatcher] (the phase its stream shows, for the
-// [StallPolicy]) and a [RetryWatcher] (its own retries of a failing model
-// call). The zero Dispatcher has the command runner ([NewCommandRunner]),
+// also diagnose lines (which are the worker's own error reports), follow
+// its usage and its own retries of a failing model call (the methods its
+// doc lists), and be a [PhaseWatcher] (the phase its stream shows, for the
+// [StallPolicy]). The zero Dispatcher has the command runner ([NewCommandRunner]),
 // which runs any program. The rest is built only on this package's
 // exported API, as a third-party runner or orchestrator would be:
 //

@@ -49,7 +49,7 @@ func verdictOf(e Exit, said Result, loop RetryLoop, retrying, finishedFirst bool
 		// (for too long, or past a deadline): that failure is why the
 		// work did not get done. (Not when the memory limit ended it:
 		// the memory is why.)
-		out = DiagnosticResult(loop.Diagnostic)
+		out = diagnosticResult(loop.Diagnostic)
 	default:
 		out = failedBy(e.Reason, sourcePilotPolicy)
 	}

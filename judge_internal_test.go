@@ -54,7 +54,7 @@ func TestVerdictOf(t *testing.T) {
 			name: "failed without a class: judged by the exit and its diagnostic",
 			exit: Exit{Started: true, Code: 1, Diagnostic: provider},
 			said: Result{Outcome: Failed},
-			want: DiagnosticResult(*provider),
+			want: diagnosticResult(*provider),
 			wantFailure: Failure{
 				FailureClass:       FailProviderConnection,
 				FailureSource:      sourceProviderDiagnostic,
@@ -99,7 +99,7 @@ func TestVerdictOf(t *testing.T) {
 		{
 			name: "pilot's timeout, whatever the worker printed",
 			exit: pilotEnded(FailTimeout),
-			said: withSession(DiagnosticResult(*provider)),
+			said: withSession(diagnosticResult(*provider)),
 			want: withSession(Result{Outcome: Failed, Classification: Classification{Class: FailTimeout}, DecidedBy: sourcePilotPolicy}),
 			wantFailure: func() Failure {
 				f := pilotTerm(FailTimeout)
@@ -148,7 +148,7 @@ func TestVerdictOf(t *testing.T) {
 			said:     session,
 			loop:     retried,
 			retrying: true,
-			want:     withSession(DiagnosticResult(retried.Diagnostic)),
+			want:     withSession(diagnosticResult(retried.Diagnostic)),
 			wantFailure: func() Failure {
 				f := pilotTerm(FailTimeout)
 				f.FailureClass, f.FailureSource = FailProviderServerError, sourceProviderDiagnostic
@@ -161,7 +161,7 @@ func TestVerdictOf(t *testing.T) {
 			exit:     pilotEnded(FailProviderServerError),
 			loop:     retried,
 			retrying: true,
-			want:     DiagnosticResult(retried.Diagnostic),
+			want:     diagnosticResult(retried.Diagnostic),
 			wantFailure: func() Failure {
 				f := pilotTerm(FailProviderServerError)
 				f.FailureClass, f.FailureSource = FailProviderServerError, sourceProviderDiagnostic
@@ -248,7 +248,7 @@ func TestSeenExit(t *testing.T) {
 func TestEvidenceNoteStaysApartFromTheExcerpt(t *testing.T) {
 	d := Classification{Class: FailProviderStreamDisconnect, Evidence: "APIError: Connection reset by server",
 		Source: "x:stdout", Note: "the provider reset the stream", TransportConfirmed: true}
-	f := failureOf(Exit{Started: true, Code: 1}, DiagnosticResult(d))
+	f := failureOf(Exit{Started: true, Code: 1}, diagnosticResult(d))
 	if f.EvidenceExcerpt != d.Evidence || f.EvidenceNote != d.Note || f.EvidenceSource != d.Source {
 		t.Errorf("failure = excerpt %q, note %q, source %q; want %q, %q, %q",
 			f.EvidenceExcerpt, f.EvidenceNote, f.EvidenceSource, d.Evidence, d.Note, d.Source)

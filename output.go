@@ -162,11 +162,11 @@ func (r *run) noteDiagnostic(l Line) {
 		return
 	}
 	// The line is not copied (a megabyte-long line would cost a megabyte
-	// of garbage): a Diagnoser must keep nothing of it, and what it
+	// of garbage): a diagnoser must keep nothing of it, and what it
 	// returns, which may alias it, is cloned.
 	line := unsafe.String(unsafe.SliceData(l.Data), len(l.Data))
 	var c Classification
-	if dw, ok := r.watcher.(Diagnoser); ok {
+	if dw, ok := r.watcher.(diagnoser); ok {
 		if c, ok = dw.Diagnose(l.Stream, line); !ok {
 			return
 		}

@@ -131,7 +131,7 @@ type Exit struct {
 	Terminated bool
 	Reason     FailureClass
 	// Diagnostic is the strongest terminal diagnostic pilot found in the
-	// worker's output ([Diagnoser], [ClassifyFailure]), if any.
+	// worker's output (a [Watcher]'s Diagnose, [ClassifyFailure]), if any.
 	Diagnostic *Classification
 	// StdoutBytes and StderrBytes count the output read.
 	StdoutBytes, StderrBytes int64
@@ -169,12 +169,12 @@ const (
 type Result struct {
 	Outcome Outcome
 	// Classification is why the attempt failed, when Outcome is Failed:
-	// its Class (required then) and the proof, as a Diagnoser gives them.
+	// its Class (required then) and the proof, as a diagnoser gives them.
 	Classification
 	// DecidedBy says what decided the class, as the verdict's
 	// failure_source gives it: empty for a failure the worker's own stream
 	// reports ("worker-report"); "exit-code" for an exit code with a
-	// documented meaning; JudgeExit and DiagnosticResult set the others.
+	// documented meaning; JudgeExit sets the others.
 	DecidedBy string
 
 	// SessionID is the worker's own id for its session (codex's thread
@@ -200,32 +200,51 @@ type Result struct {
 // Pilot applies its own policy around the Watcher: a worker that pilot
 // ended (timeout, idle timeout, stall, cancel) is judged by why pilot ended
 // it, whatever Finish says.
+//
+// A Watcher may have more methods, which pilot finds by type assertion:
+//
+//	Diagnose(s Stream, line string) (c Classification, ok bool)
+//	Reports() (tokens, cost bool); Usage() Usage
+//	RetryLoop() (loop RetryLoop, ok bool)
+//	StreamState() (st SessionState, quietUntil time.Time, ok bool) // a PhaseWatcher
+//
+// Diagnose classifies the worker's output lines itself: which lines are
+// its CLI's reports of how the run went wrong, and what class they prove.
+// Without it, each stderr line is classified with [ClassifyFailure] and no
+// stdout line counts; of all the lines, the strongest class ([Strongest])
+// becomes the Exit's Diagnostic. Pilot calls it for every line, right
+// before Line; line is valid only during the call (pilot copies what it
+// returns). Evidence must be the CLI's own words; Source, when empty,
+// becomes "<runner>:<stream>".
+//
+// Reports and Usage give the usage the stream has reported so far, so
+// that pilot can hold Task.MaxTokens and Task.MaxCostUSD: Reports says
+// what the stream reports as it goes (tokens, cost, or both).
+//
+// RetryLoop says when the worker is retrying a failed model call on its
+// own (codex's "Reconnecting...", Claude Code's api_retry, pi's
+// auto_retry_start, gemini-cli's "Attempt N failed"): its retries since
+// the model last answered, ok false when it is not retrying. A worker that
+// retries for longer than StallPolicy.RetryLoop is ended, and one pilot
+// ends for any reason but cancellation while it retries is judged by the
+// failure it was retrying (see [StallPolicy]). All of pilot's agent CLI
+// watchers have it.
+//
+// Pilot calls none of them concurrently with Line or Finish.
 type Watcher interface {
 	Line(l Line)
 	Finish(e Exit) Result
 }
 
-// A UsageWatcher is a Watcher that knows, while the worker runs, the usage
-// its stream has reported so far, so that pilot can hold Task.MaxTokens and
-// Task.MaxCostUSD. Reports says what the stream reports as it goes: tokens,
-// cost, or both. Pilot calls Usage between Line calls, never concurrently
-// with them.
-type UsageWatcher interface {
+// usageWatcher is a Watcher with Reports and Usage (see Watcher).
+type usageWatcher interface {
 	Watcher
 	Reports() (tokens, cost bool)
 	Usage() Usage
 }
 
-// A Diagnoser is a Watcher that classifies its worker's output lines
-// itself: it knows which lines are its CLI's reports of how the run went
-// wrong, and what class they prove. Without one, each stderr line is
-// classified with [ClassifyFailure] and no stdout line counts. Of all the
-// lines, the strongest class ([Strongest]) becomes the Exit's Diagnostic.
-//
-// Pilot calls Diagnose for every line, right before Line, never
-// concurrently with Line or Finish. line is valid only during the call:
-// Diagnose may return parts of it (pilot copies them) but must not keep it.
-type Diagnoser interface {
+// diagnoser is a Watcher with Diagnose (see Watcher).
+type diagnoser interface {
 	Watcher
 	// Diagnose returns the failure line proves; ok is false when it
 	// proves none. Evidence must be the CLI's own words; Source, when
@@ -248,16 +267,8 @@ type PhaseWatcher interface {
 	StreamState() (st SessionState, quietUntil time.Time, ok bool)
 }
 
-// A RetryWatcher is a Watcher that also knows when its worker is retrying
-// a failed model call on its own: codex's "Reconnecting..." errors, Claude
-// Code's api_retry events, pi's auto_retry_start, gemini-cli's "Attempt N
-// failed". Pilot asks it on every heartbeat and when it judges a worker it
-// ended, never concurrently with Line. A worker that retries for longer
-// than StallPolicy.RetryLoop is ended, and a worker pilot ends for any
-// reason but cancellation while it retries is judged by the failure it was
-// retrying (see [StallPolicy]). All of pilot's agent CLI watchers are
-// RetryWatchers.
-type RetryWatcher interface {
+// retryWatcher is a Watcher with RetryLoop (see Watcher).
+type retryWatcher interface {
 	Watcher
 	// RetryLoop returns the worker's retries since the model last
 	// answered; ok is false when the worker is not retrying.
@@ -314,7 +325,7 @@ func JudgeExit(e Exit) Result {
 	}
 	if e.Code != 0 {
 		if d := e.Diagnostic; d != nil && d.Evidence != "" {
-			return DiagnosticResult(*d)
+			return diagnosticResult(*d)
 		}
 		return failedBy(FailGeneric, sourceExitStatus)
 	}
@@ -329,8 +340,9 @@ func failedBy(c FailureClass, by string) Result {
 	return Result{Outcome: Failed, Classification: Classification{Class: c}, DecidedBy: by}
 }
 
-// DiagnosticResult is the failed Result a diagnostic proves.
-func DiagnosticResult(d Classification) Result {
+// diagnosticResult is the failed Result a diagnostic proves (JudgeExits
+// of a non-zero exit with it as the Diagnostic).
+func diagnosticResult(d Classification) Result {
 	src := sourceTerminalDiagnostic
 	if d.Class.Provider() || d.Class == FailContextLimit || d.TransportConfirmed {
 		src = sourceProviderDiagnostic

@@ -112,7 +112,7 @@ type StallPolicy struct {
 	// worker for awaiting the model.
 	ModelStall time.Duration
 	// RetryLoop is how long a worker may spend retrying a failing model
-	// call on its own (a RetryWatcher's RetryLoop: codex's
+	// call on its own (a retryWatcher's RetryLoop: codex's
 	// "Reconnecting...", Claude Code's api_retry, pi's auto_retry_start)
 	// with no answer from the model since its first retry, before pilot
 	// ends it. Its verdict then has the class of the failure being

@@ -39,7 +39,7 @@ type Task struct {
 	// by the usage its stream reports as it runs (every token it counts:
 	// input, output, cache reads and writes; the cost in US dollars),
 	// pilot ends it as budget-exceeded. Zero means no cap. A cap the
-	// runner cannot follow while the worker runs (see UsageWatcher) is an
+	// runner cannot follow while the worker runs (see Watcher's Usage) is an
 	// error: nothing starts.
 	MaxTokens  int64
 	MaxCostUSD float64

@@ -135,7 +135,7 @@ func (w *sessionWatch) inPhase(ps ...SessionPhase) bool {
 
 // retryLoop returns the worker's own retry loop, if its watcher sees one.
 func (r *run) retryLoop() (RetryLoop, bool) {
-	rw, ok := r.watcher.(RetryWatcher)
+	rw, ok := r.watcher.(retryWatcher)
 	if !ok {
 		return RetryLoop{}, false
 	}

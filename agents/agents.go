@@ -72,7 +72,9 @@ func Classifier(r pilot.Runner) (func(pilot.Stream, string) (pilot.Classificatio
 	if err != nil {
 		return nil, err
 	}
-	if d, ok := cmd.Watcher.(pilot.Diagnoser); ok {
+	if d, ok := cmd.Watcher.(interface {
+		Diagnose(pilot.Stream, string) (pilot.Classification, bool)
+	}); ok {
 		return d.Diagnose, nil
 	}
 	return func(s pilot.Stream, line string) (pilot.Classification, bool) {
@@ -187,7 +189,7 @@ func (s *streamWatch) retryOver() {
 	}
 }
 
-// RetryLoop implements RetryWatcher.
+// RetryLoop is pilot.Watcher's optional RetryLoop.
 func (s *streamWatch) RetryLoop() (pilot.RetryLoop, bool) { return s.loop, s.looping }
 
 // setPhase records the phase the stream shows now. pending lists the tool
@@ -223,7 +225,7 @@ func (s *streamWatch) StreamState() (pilot.SessionState, time.Time, bool) {
 	return st, s.quietUntil, s.seen
 }
 
-// Usage is the usage the stream has reported so far (UsageWatcher's, for
+// Usage is the usage the stream has reported so far (pilot.Watcher's optional Usage, for
 // the watchers whose streams report it as they go).
 func (s *streamWatch) Usage() pilot.Usage {
 	if s.usage == nil {
@@ -336,7 +338,8 @@ func (p phrase) classify(line string) pilot.Classification {
 // with the event as evidence.
 func reportedFailure(e pilot.Exit, runner, line string) pilot.Result {
 	if d := e.Diagnostic; d != nil && d.Evidence != "" {
-		return pilot.DiagnosticResult(*d)
+		// What the diagnostic proves, as pilot judges a failed exit.
+		return pilot.JudgeExit(pilot.Exit{Started: true, Code: 1, Diagnostic: d})
 	}
 	return failed(pilot.FailGeneric, runner+":stdout", clip(line, 2000))
 }

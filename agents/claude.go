@@ -538,11 +538,11 @@ func claudeErrorCategory(raw json.RawMessage) string {
 	return s
 }
 
-// Reports implements pilot.UsageWatcher: each assistant message carries
+// Reports is the usage method of pilot.Watcher: each assistant message carries
 // its tokens as the run goes; the cost comes only with the final result.
 func (w *claudeWatcher) Reports() (tokens, cost bool) { return true, false }
 
-// Usage implements pilot.UsageWatcher: the result's, once it came, else
+// Usage is the usage method of pilot.Watcher: the result's, once it came, else
 // the sum of the messages' latest usage.
 func (w *claudeWatcher) Usage() pilot.Usage {
 	if w.usage != nil {
@@ -609,7 +609,7 @@ func (w *claudeWatcher) transcript() string {
 	return ""
 }
 
-// Diagnose implements pilot.Diagnoser: a stderr line in Claude Code's
+// Diagnose is pilot.Watcher's optional Diagnose: a stderr line in Claude Code's
 // words or any API's, a result with is_error, and the synthetic assistant
 // message that carries an API error.
 func (w *claudeWatcher) Diagnose(s pilot.Stream, line string) (pilot.Classification, bool) {

@@ -568,7 +568,7 @@ func (w *codexWatcher) findRollout() {
 
 var _ pilot.PhaseWatcher = (*codexWatcher)(nil)
 
-// Diagnose implements pilot.Diagnoser: a stderr line in codex's words or
+// Diagnose is pilot.Watcher's optional Diagnose: a stderr line in codex's words or
 // any API's, and the message of a turn.failed or of a top-level error
 // event. Reconnect notices are retries in progress, never evidence; an
 // error item is a warning.

@@ -539,7 +539,7 @@ func writeGeminiSettings(home string, p pilot.Provider) error {
 	return nil
 }
 
-// Diagnose implements pilot.Diagnoser: a stderr line in gemini-cli's
+// Diagnose is pilot.Watcher's optional Diagnose: a stderr line in gemini-cli's
 // words or any API's, the error of a result with status error, and the
 // message of an error event with severity error.
 func (w *geminiWatcher) Diagnose(s pilot.Stream, line string) (pilot.Classification, bool) {

@@ -797,11 +797,11 @@ func (w *opencodeWatcher) noteUsage() {
 	w.usage = &u
 }
 
-// Reports implements pilot.UsageWatcher: every step_finish carries its
+// Reports is the usage method of pilot.Watcher: every step_finish carries its
 // tokens and cost as the run goes.
 func (w *opencodeWatcher) Reports() (tokens, cost bool) { return true, true }
 
-// Usage implements pilot.UsageWatcher: the sum of the steps so far.
+// Usage is the usage method of pilot.Watcher: the sum of the steps so far.
 func (w *opencodeWatcher) Usage() pilot.Usage {
 	u := pilot.Usage{InputTokens: w.in, OutputTokens: w.out, CacheReadTokens: w.cacheRead, CacheWriteTokens: w.cacheWrite}
 	if w.costSeen {
@@ -848,7 +848,7 @@ func (w *opencodeWatcher) Finish(e pilot.Exit) pilot.Result {
 
 var _ pilot.PhaseWatcher = (*opencodeWatcher)(nil)
 
-// Diagnose implements pilot.Diagnoser: an error event; on stderr, the
+// Diagnose is pilot.Watcher's optional Diagnose: an error event; on stderr, the
 // main model call's "stream error" log line (--print-logs), and a line
 // that is no log line (opencode's own, a crash) in opencode's words or any
 // API's. Its other log lines never count: they quote the model's tool

@@ -369,7 +369,9 @@ func TestOpencodeWatcherRetries(t *testing.T) {
 	if st, quiet, _ := w.StreamState(); st.Phase != pilot.PhaseAwaitingModel || !quiet.IsZero() {
 		t.Fatalf("before any failure: %s, quiet %v", st.Phase, quiet)
 	}
-	rw := w.(pilot.RetryWatcher)
+	rw := w.(interface {
+		RetryLoop() (pilot.RetryLoop, bool)
+	})
 	if loop, ok := rw.RetryLoop(); ok {
 		t.Fatalf("a retry loop (%+v) from the title request's failure", loop)
 	}
@@ -423,7 +425,9 @@ func TestOpencodeWatcherRetries(t *testing.T) {
 func TestOpencodeWatcherRetryLoopEnds(t *testing.T) {
 	refused := `timestamp=2026-11-30T07:16:14.724Z level=ERROR run=e532bdfa message="stream error" providerID=pilot modelID=fake-model session.id=ses_T small=false agent=build mode=primary error.error="AI_APICallError: Cannot connect to API: Unable to connect. Is the computer able to access the url? (cause: Error: Unable to connect. Is the computer able to access the url?)"`
 	w := opencodeWatcher(t)
-	rw := w.(pilot.RetryWatcher)
+	rw := w.(interface {
+		RetryLoop() (pilot.RetryLoop, bool)
+	})
 	feedLines(w, ocErr(ocLogStream), ocErr(refused), ocErr(ocLogStream), ocOut(ocStepStart))
 	loop, ok := rw.RetryLoop()
 	if !ok || loop.Retries != 1 || loop.Diagnostic.Class != pilot.FailProviderConnection || loop.Since.IsZero() {

@@ -636,7 +636,7 @@ func (w *piWatcher) endPhase() pilot.SessionPhase {
 	return pilot.PhaseFinished
 }
 
-// Reports implements pilot.UsageWatcher: every assistant message (one model
+// Reports is the usage method of pilot.Watcher: every assistant message (one model
 // call) carries its tokens and cost as the run goes.
 func (w *piWatcher) Reports() (tokens, cost bool) { return true, true }
 
@@ -911,7 +911,7 @@ func piFloat(raw json.RawMessage) (float64, bool) {
 	return n, decodeFloat(raw, &n)
 }
 
-// Diagnose implements pilot.Diagnoser: a stderr line in pi's words or
+// Diagnose is pilot.Watcher's optional Diagnose: a stderr line in pi's words or
 // any API's, and the errorMessage of an event that ends a model call in
 // error (piEventError).
 func (w *piWatcher) Diagnose(s pilot.Stream, line string) (pilot.Classification, bool) {

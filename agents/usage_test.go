@@ -12,7 +12,10 @@ import (
 
 func usageOf(t *testing.T, w pilot.Watcher) (pilot.Usage, bool, bool) {
 	t.Helper()
-	uw, ok := w.(pilot.UsageWatcher)
+	uw, ok := w.(interface {
+		Reports() (bool, bool)
+		Usage() pilot.Usage
+	})
 	if !ok {
 		t.Fatalf("%T is no UsageWatcher", w)
 	}
@@ -66,7 +69,10 @@ func TestUsageWhileTheWorkerRuns(t *testing.T) {
 	})
 	codex := agentWatcher(t, agents.CodexRunner{}, agentAttempt(t, agents.RunnerCodex, pilot.Provider{}, pilot.ModeCode, "", "hi", ""))
 	for name, w := range map[string]pilot.Watcher{"codex": codex, "gemini": geminiWatcher(t)} {
-		if _, ok := w.(pilot.UsageWatcher); ok {
+		if _, ok := w.(interface {
+			Reports() (bool, bool)
+			Usage() pilot.Usage
+		}); ok {
 			t.Errorf("%s's watcher is a UsageWatcher, but its stream reports usage only at the end", name)
 		}
 	}

@@ -35,7 +35,7 @@ func (jsonlRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, 
 }
 
 // jsonlWatcher follows one worker's events. It is a pilot.Watcher, a
-// pilot.Diagnoser (its error events are the evidence) and a
+// Watcher with Diagnose (its error events are the evidence) and a
 // pilot.PhaseWatcher (an open tool call is tool-running, for the stall
 // policy).
 type jsonlWatcher struct {
@@ -66,7 +66,7 @@ func (w *jsonlWatcher) Line(l pilot.Line) {
 	}
 }
 
-// Diagnose implements pilot.Diagnoser: an error event is a failed model
+// Diagnose is pilot.Watcher's optional Diagnose: an error event is a failed model
 // call, whose message pilot.ClassifyProviderError reads; stderr is read
 // by pilot.ClassifyFailure, as for any worker. A CLI's own words for a
 // failure would be classified here first.
@@ -104,7 +104,8 @@ func (w *jsonlWatcher) Finish(e pilot.Exit) pilot.Result {
 	case w.done:
 		return pilot.Result{Outcome: pilot.Empty}
 	case e.Diagnostic != nil && e.Diagnostic.Evidence != "":
-		return pilot.DiagnosticResult(*e.Diagnostic) // classified by Diagnose
+		// classified by Diagnose; judged as pilot judges a failed exit
+		return pilot.JudgeExit(pilot.Exit{Started: true, Code: 1, Diagnostic: e.Diagnostic})
 	case w.failure != "":
 		return pilot.Result{Outcome: pilot.Failed, Classification: pilot.Classification{Class: pilot.FailGeneric, Source: "jsonl-agent:stdout", Evidence: w.failure}}
 	}

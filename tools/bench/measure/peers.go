@@ -90,7 +90,9 @@ func WatchStream(runner pilot.Runner, r io.Reader, maxLine int, spillDir string)
 		return pilot.Result{}, err
 	}
 	w := cmd.Watcher
-	dw, _ := w.(pilot.Diagnoser)
+	dw, _ := w.(interface {
+		Diagnose(pilot.Stream, string) (pilot.Classification, bool)
+	})
 	sp := &lines.Splitter{
 		Max:      maxLine,
 		SpillDir: spillDir,
