@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -167,8 +166,7 @@ type job struct {
 	Job
 	ws Writes // the normalized write set
 
-	deps, dependents []int
-	pending          int // dependencies not yet complete
+	deps []int
 
 	state    int // one of the st* constants
 	res      Result
@@ -242,7 +240,7 @@ type runState struct {
 	gates   *gate.Set // the providers' gates: slots, rate limits, quotas
 	writers Writers   // the running jobs' write sets
 	running int
-	ready   []int  // pending jobs whose dependencies are complete, in graph order
+	ready   *Ready // pending jobs whose dependencies are complete
 	full    string // the reason a job waits for a slot
 	fresh   []int  // jobs that became ready since the last pass
 	mem     *memoryState
@@ -278,20 +276,15 @@ func (r *runState) init(g Graph) {
 		}
 		r.jobs = append(r.jobs, jb)
 	}
+	deps := make([][]int, len(r.jobs))
 	for i, jb := range r.jobs {
 		for _, d := range jb.Deps {
-			k := index[d]
-			jb.deps = append(jb.deps, k)
-			r.jobs[k].dependents = append(r.jobs[k].dependents, i)
+			jb.deps = append(jb.deps, index[d])
 		}
-		jb.pending = len(jb.deps)
+		deps[i] = jb.deps
 	}
-	for i, jb := range r.jobs {
-		if jb.pending == 0 {
-			r.ready = append(r.ready, i)
-		}
-	}
-	r.fresh = append(r.fresh, r.ready...)
+	r.ready = NewReady(deps)
+	r.fresh = append(r.fresh, r.ready.Jobs()...)
 	r.done = make(chan finish)
 }
 
@@ -365,16 +358,15 @@ func (r *runState) pass(ctx context.Context) time.Time {
 	now := r.now()
 	var wake time.Time
 	r.mem.pass()
-	keep := r.ready[:0]
-	for idx, i := range r.ready {
+	for _, i := range r.ready.Jobs() {
 		jb := r.jobs[i]
 		if jb.state != stPending {
+			r.ready.Take(i)
 			continue
 		}
 		if r.s.MaxParallel > 0 && r.running >= r.s.MaxParallel {
 			// No slot: the rest wait as they are. Only the jobs that
 			// became ready since the last pass are told so.
-			keep = append(keep, r.ready[idx:]...)
 			for _, k := range r.fresh {
 				if fj := r.jobs[k]; fj.state == stPending && fj.deferred == "" {
 					r.defer1(fj, r.full, "")
@@ -384,10 +376,10 @@ func (r *runState) pass(ctx context.Context) time.Time {
 		}
 		st := r.gates.Check(jb.Task.Provider, now)
 		if st.Closed != "" {
+			r.ready.Take(i)
 			r.block(i, st.Closed)
 			continue
 		}
-		keep = append(keep, i)
 		if !st.Until.IsZero() {
 			r.gated(jb, st.Until)
 			if wake.IsZero() || st.Until.Before(wake) {
@@ -406,7 +398,7 @@ func (r *runState) pass(ctx context.Context) time.Time {
 			continue
 		}
 		if m := r.s.MaxCostUSD; m > 0 && r.spent >= m {
-			keep = keep[:len(keep)-1]
+			r.ready.Take(i)
 			r.skip(i, fmt.Sprintf("budget: the graph's finished jobs spent $%.4f of its MaxCostUSD $%.4f; no further job starts", r.spent, m))
 			continue
 		}
@@ -414,14 +406,13 @@ func (r *runState) pass(ctx context.Context) time.Time {
 		if why != "" {
 			// It waits for memory, and the ready jobs after it wait
 			// behind it.
-			keep = append(keep, r.ready[idx+1:]...)
 			r.deferForMemory(jb, why)
 			break
 		}
 		jb.hold = hold
+		r.ready.Take(i)
 		r.start(ctx, i)
 	}
-	r.ready = keep
 	r.fresh = r.fresh[:0]
 	return wake
 }
@@ -600,7 +591,7 @@ func (r *runState) finish(f finish) {
 			jb.Task.Resume = v.Resume
 			jb.Task.Prompt, jb.Task.TaskFile = resumePrompt, ""
 		}
-		r.ready = insertSorted(r.ready, f.i)
+		r.ready.Again(f.i)
 		r.fresh = append(r.fresh, f.i)
 	case v.FailureClass == pilot.FailProviderQuota:
 		// Its provider is closed for the rest of the graph; the job
@@ -634,10 +625,8 @@ func pilotFailure(jb *job, v pilot.Verdict, err error) pilot.Verdict {
 // completed makes the dependents of job i whose dependencies are now all
 // complete ready.
 func (r *runState) completed(i int) {
-	for _, d := range r.jobs[i].dependents {
-		dj := r.jobs[d]
-		if dj.pending--; dj.pending == 0 && dj.state == stPending {
-			r.ready = insertSorted(r.ready, d)
+	for _, d := range r.ready.Complete(i) {
+		if r.jobs[d].state == stPending {
 			r.fresh = append(r.fresh, d)
 		}
 	}
@@ -689,7 +678,7 @@ func (r *runState) end(i int, st Status) {
 // interrupt fails every job not yet started, after ctx ended.
 func (r *runState) interrupt() {
 	for i, jb := range r.jobs {
-		if jb.state != stPending || jb.pending > 0 {
+		if jb.state != stPending || r.ready.Pending(i) > 0 {
 			continue
 		}
 		jb.res.Verdict = pilot.Verdict{Type: event.Verdict, Provider: jb.Task.Provider, Mode: jb.Task.Mode,
@@ -732,17 +721,6 @@ func GroupStatus(rs []Result) string {
 		}
 	}
 	return status
-}
-
-func insertSorted(s []int, v int) []int {
-	i := sort.SearchInts(s, v)
-	if i < len(s) && s[i] == v {
-		return s
-	}
-	s = append(s, 0)
-	copy(s[i+1:], s[i:])
-	s[i] = v
-	return s
 }
 
 // String describes a result in one line, for logs.

@@ -1,12 +1,16 @@
 package temporal
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/event"
+	"github.com/pilotworkers/pilot/pilottest"
 	"github.com/pilotworkers/pilot/schedule"
 )
 
@@ -36,5 +40,48 @@ func TestJobsOfAGraph(t *testing.T) {
 	_, err = JobsOf(g, "/repo")
 	if err == nil || !strings.Contains(err.Error(), "job a is held (review first)") || !strings.Contains(err.Error(), "job b writes /elsewhere/z, outside") {
 		t.Errorf("JobsOf of a held job and a write outside: %v; want both named", err)
+	}
+}
+
+// RunJobs picks a graph's jobs by schedule's own rules: with one slot,
+// both start the first ready job in graph order, so they start a graph's
+// jobs in the same order.
+func TestRunJobsPicksAGraphsJobsAsTheSchedulerDoes(t *testing.T) {
+	task := pilot.Task{Provider: "p", Mode: pilot.ModeCode, Prompt: "do it", Timeout: time.Minute}
+	g := schedule.Graph{Workdir: "/w", Jobs: []schedule.Job{
+		{ID: "a", Deps: []string{"c"}, Task: task},
+		{ID: "b", Task: task},
+		{ID: "c", Task: task},
+		{ID: "d", Deps: []string{"b"}, Task: task},
+		{ID: "e", Deps: []string{"a", "d"}, Task: task},
+		{ID: "f", Deps: []string{"c"}, Task: task},
+	}}
+	var mu sync.Mutex
+	var scheduled []string
+	s := schedule.Scheduler{MaxParallel: 1, Dispatcher: pilottest.DispatchFunc(func(_ context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		mu.Lock()
+		scheduled = append(scheduled, tk.Label)
+		mu.Unlock()
+		return pilot.Verdict{Type: event.Verdict, Verdict: pilot.Completed}, nil
+	})}
+	for i := range g.Jobs {
+		g.Jobs[i].Task.Label = g.Jobs[i].ID
+	}
+	if _, err := s.Run(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := JobsOf(g, "/repo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeJobs{}
+	env := workflowEnv(t, f)
+	env.ExecuteWorkflow(WorkflowName, Input{Jobs: jobs, Limit: 1})
+	workflowResults(t, env)
+	if diff := cmp.Diff([]string{"b", "c", "a", "d", "e", "f"}, scheduled); diff != "" {
+		t.Errorf("the scheduler's order (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(scheduled, f.calls); diff != "" {
+		t.Errorf("RunJobs's order against the scheduler's (-scheduler +RunJobs):\n%s", diff)
 	}
 }

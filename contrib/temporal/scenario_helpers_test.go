@@ -117,7 +117,8 @@ func scenarioWorker() int {
 // as one's start inside the other's interval. A run that finds the work
 // committed already (an earlier generation committed and was ended
 // before its done line) does not do it again, as an agent resuming its
-// job would: it appends "recovered JOB GEN" if no done line is there.
+// job would: it appends "recovered JOB GEN" if no done or recovered line
+// is there (a generation that recovered it may be superseded in turn).
 // The three victims, before their work, wait to be faulted and then keep
 // working (a "work JOB GEN" line every 20 ms) until they are ended.
 func ledgerAgent(args []string) int {
@@ -169,7 +170,8 @@ func ledgerAgent(args []string) int {
 		if err != nil && !os.IsNotExist(err) {
 			return fail(err)
 		}
-		if !strings.Contains("\n"+string(data), "\ndone "+job+" ") {
+		seen := "\n" + string(data)
+		if !strings.Contains(seen, "\ndone "+job+" ") && !strings.Contains(seen, "\nrecovered "+job+" ") {
 			if err := appendLedger(fmt.Sprintf("recovered %s %d\n", job, gen)); err != nil {
 				return fail(err)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/event"
+	"github.com/pilotworkers/pilot/internal/gate"
 	"github.com/pilotworkers/pilot/schedule"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -270,15 +271,21 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 	state := make([]int, n)
 	ok := make([]bool, n)
 	rateLimited := make([]int32, n)
-	gates := map[string]time.Time{}
 	running, done := 0, 0
-	runningOf := map[string]int{} // running jobs per provider
-	// The write sets of the running jobs, by the scheduler's own rule.
-	var writers schedule.Writers
+	// Which jobs may start is decided by the scheduler's own rules: its
+	// readiness (dependencies complete, graph order), its provider gates
+	// (caps, rate limits) and its write sets.
+	deps := make([][]int, n)
 	writes := make([]schedule.Writes, n)
 	for i, j := range in.Jobs {
+		for _, d := range j.Deps {
+			deps[i] = append(deps[i], index[d])
+		}
 		writes[i] = writesOf(j)
 	}
+	ready := schedule.NewReady(deps)
+	gates := gate.New(func(p string) int { return in.ProviderLimits[p] }, nil)
+	var writers schedule.Writers
 	name := func(i int) string { return in.Jobs[i].Name }
 	var timerAt time.Time // when the pending gate timer fires; zero for none
 	sel := workflow.NewSelector(ctx)
@@ -294,18 +301,18 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 		res.Job = in.Jobs[i].Name
 		results[i], state[i], ok[i] = res, jobDone, success
 		done++
+		if success {
+			ready.Complete(i)
+		}
 	}
-	ready := func(i int) (bool, string) {
+	// failedDep names a dependency of job i that ended without success.
+	failedDep := func(i int) string {
 		for _, d := range in.Jobs[i].Deps {
-			k := index[d]
-			if state[k] != jobDone {
-				return false, ""
-			}
-			if !ok[k] {
-				return false, d
+			if k := index[d]; state[k] == jobDone && !ok[k] {
+				return d
 			}
 		}
-		return true, ""
+		return ""
 	}
 	start := func(i int) {
 		j := in.Jobs[i]
@@ -335,12 +342,13 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 		})
 		state[i] = jobRunning
 		running++
-		runningOf[j.Provider]++
+		ready.Take(i)
+		gates.Take(j.Provider)
 		writers.Start(i, writes[i])
 		f := workflow.ExecuteActivity(actx, ActivityName, j)
 		sel.AddFuture(f, func(f workflow.Future) {
 			running--
-			runningOf[j.Provider]--
+			gates.Done(j.Provider)
 			writers.Finish(i, writes[i])
 			var res Result
 			err := f.Get(ctx, &res)
@@ -356,11 +364,9 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 					if has && res.Verdict.RetryAfterMS > 0 {
 						wait = time.Duration(res.Verdict.RetryAfterMS) * time.Millisecond
 					}
-					until := workflow.Now(ctx).Add(min(wait, maxRateLimitWait))
-					if until.After(gates[j.Provider]) {
-						gates[j.Provider] = until
-					}
+					gates.Hold(j.Provider, workflow.Now(ctx).Add(min(wait, maxRateLimitWait)))
 					state[i] = jobWaiting
+					ready.Again(i)
 					return
 				}
 			}
@@ -388,7 +394,7 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 					changed = true
 					continue
 				}
-				if _, failed := ready(i); failed != "" {
+				if failed := failedDep(i); failed != "" {
 					v := synthesized(in.Jobs[i], nil)
 					v.Blocked = true
 					v.BlockedReason = fmt.Sprintf("dependency %s did not succeed", failed)
@@ -402,22 +408,23 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 		}
 		now := workflow.Now(ctx)
 		var nextGate time.Time
-		for i := 0; i < n && running < in.Limit && ctx.Err() == nil; i++ {
+		for _, i := range ready.Jobs() {
+			if running >= in.Limit || ctx.Err() != nil {
+				break
+			}
 			if state[i] != jobWaiting {
+				ready.Take(i)
 				continue
 			}
-			if r, _ := ready(i); !r {
-				continue
-			}
-			p := in.Jobs[i].Provider
-			if g := gates[p]; now.Before(g) {
+			st := gates.Check(in.Jobs[i].Provider, now)
+			if g := st.Until; !g.IsZero() {
 				if nextGate.IsZero() || g.Before(nextGate) {
 					nextGate = g
 				}
 				continue
 			}
-			if lim := in.ProviderLimits[p]; lim > 0 && runningOf[p] >= lim {
-				continue // a job of p ending wakes the selector
+			if st.Full > 0 {
+				continue // a job of its provider ending wakes the selector
 			}
 			if k, _ := writers.Conflict(writes[i], name); k >= 0 {
 				continue // job k ending wakes the selector
