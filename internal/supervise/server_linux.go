@@ -40,7 +40,7 @@ func workerAttr() *syscall.SysProcAttr {
 // signalRunning sends sig to every process of a running job's tree: its
 // process group, and each descendant, whatever group it moved to.
 func (s *server) signalRunning(j *job, sig syscall.Signal) {
-	pids := s.tree(j)
+	pids, _ := s.tree(j)
 	if sig == syscall.SIGKILL {
 		freeze(pids)
 	}
@@ -54,7 +54,8 @@ func (s *server) signalRunning(j *job, sig syscall.Signal) {
 // processes, from /proc.
 func (s *server) memory(j *job) (Memory, bool) {
 	var m Memory
-	for _, p := range s.tree(j) {
+	pids, _ := s.tree(j)
+	for _, p := range pids {
 		rss, comm, ok := procfs.RSS(p)
 		if !ok {
 			continue
@@ -80,10 +81,12 @@ func (s *server) progress() {
 		if !j.cleaning {
 			continue
 		}
-		pids := s.tree(j)
+		pids, unsettled := s.tree(j)
 		if len(pids) == 0 {
-			s.finish(j)
-			continue
+			if !unsettled {
+				s.finish(j)
+			}
+			continue // an orphan not yet known to be another job's may be j's
 		}
 		switch {
 		case j.killed || (!j.termAt.IsZero() && now.Sub(j.termAt) >= j.grace):
@@ -128,24 +131,33 @@ func (s *server) finish(j *job) {
 
 // tree lists the live processes that belong to j: the leader's descendants
 // (and the leader while it lives), plus orphans re-parented to the
-// supervisor that carry j's cookie, with their descendants.
-func (s *server) tree(j *job) []int {
+// supervisor that carry j's cookie, with their descendants. unsettled
+// says an orphan's environment read empty (a process in the middle of
+// execve, for as long as the machine's load keeps it there): it may be
+// j's, so j's cleanup is not done until it reads otherwise, or until
+// unsettledLimit makes it an orphan of every job.
+func (s *server) tree(j *job) (pids []int, unsettled bool) {
 	if j.exited && !hasChildren() {
 		// A subreaper without children has no descendants at all: the
 		// common case of a worker that left nothing behind, answered
 		// without reading /proc.
-		return nil
+		return nil, false
 	}
 	for {
-		pids, dead := s.treeOnce(j)
+		pids, dead, unsettled := s.treeOnce(j)
 		if len(pids) > 0 || !dead {
-			return pids
+			return pids, unsettled
 		}
 		s.reap()
 	}
 }
 
-func (s *server) treeOnce(j *job) (out []int, dead bool) {
+// unsettledLimit is how long an orphan's environment may read empty
+// before the supervisor believes it (the process cleared it) and holds
+// the orphan for every job then running.
+const unsettledLimit = time.Second
+
+func (s *server) treeOnce(j *job) (out []int, dead, unsettled bool) {
 	if !j.exited {
 		out = append(out, j.pid)
 		sub, d := subtree(j.pid)
@@ -164,22 +176,58 @@ func (s *server) treeOnce(j *job) (out []int, dead bool) {
 		if err != nil {
 			continue
 		}
-		if procfs.HasEntry(env, j.cookie) {
+		switch s.place(c, env, j, time.Now()) {
+		case placeMine:
 			out = append(out, c)
 			sub, d := subtree(c)
 			out = append(out, sub...)
 			dead = dead || d
-			continue
-		}
-		if s.orphan[c] == nil && !s.ownedByAny(env) {
-			owners := map[uint64]bool{}
-			for id := range s.jobs {
-				owners[id] = true
-			}
-			s.orphan[c] = owners
+		case placeUnsettled:
+			unsettled = true
 		}
 	}
-	return out, dead
+	return out, dead, unsettled
+}
+
+type placement int
+
+const (
+	placeOther     placement = iota // another job's, or held for every job
+	placeMine                       // carries the job's cookie
+	placeUnsettled                  // its environment read empty: not yet known
+)
+
+// place says whose orphan c is, whose environment read env at now, as j's
+// tree is being listed. An orphan no job's cookie claims is held for every
+// job then running (finish ends it when the last of them ends), except
+// that an empty environment, which a process shows while in execve, is
+// not believed until it has read empty for unsettledLimit.
+func (s *server) place(c int, env []byte, j *job, now time.Time) placement {
+	if procfs.HasEntry(env, j.cookie) {
+		delete(s.unsettled, c)
+		return placeMine
+	}
+	if s.orphan[c] != nil || s.ownedByAny(env) {
+		delete(s.unsettled, c)
+		return placeOther
+	}
+	if len(env) == 0 {
+		since, ok := s.unsettled[c]
+		if !ok {
+			since = now
+			s.unsettled[c] = now
+		}
+		if now.Sub(since) < unsettledLimit {
+			return placeUnsettled
+		}
+	}
+	delete(s.unsettled, c)
+	owners := map[uint64]bool{}
+	for id := range s.jobs {
+		owners[id] = true
+	}
+	s.orphan[c] = owners
+	return placeOther
 }
 
 // settledEnviron reads pid's environment. A process in the middle of

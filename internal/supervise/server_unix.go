@@ -49,8 +49,11 @@ type server struct {
 	jobs   map[uint64]*job
 	byPid  map[int]*job
 	orphan map[int]map[uint64]bool // unattributed orphans → jobs live when found (Linux)
-	out    []byte                  // replies not yet written (flush)
-	forks  chan forkTask           // to the forker threads (startForkers)
+	// unsettled holds the orphans whose environment read empty, since
+	// when (Linux): not yet anyone's, nor every job's.
+	unsettled map[int]time.Time
+	out       []byte        // replies not yet written (flush)
+	forks     chan forkTask // to the forker threads (startForkers)
 }
 
 // ctlConn is the supervisor's side of the control socket, as flush writes
@@ -88,6 +91,8 @@ func serve(fd int) int {
 		jobs:   map[uint64]*job{},
 		byPid:  map[int]*job{},
 		orphan: map[int]map[uint64]bool{},
+
+		unsettled: map[int]time.Time{},
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -354,6 +359,7 @@ func (s *server) reap() {
 			return
 		}
 		delete(s.orphan, pid)
+		delete(s.unsettled, pid)
 		j := s.byPid[pid]
 		if j == nil {
 			continue
