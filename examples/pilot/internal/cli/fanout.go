@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -133,9 +132,9 @@ func checkJobName(name string) error {
 	return nil
 }
 
-// jobLabels names each job for the terminal: its name, else its task file's
-// base name, made unique with #2, #3, ... when it is repeated. Two jobs
-// given the same name are an error.
+// jobLabels names each job for the terminal as its JSON does: its name,
+// else "provider:mode", made unique with #2, #3, ... when it is repeated.
+// Two jobs given the same name are an error.
 func jobLabels(specs []jobSpec) ([]string, error) {
 	labels := make([]string, len(specs))
 	used := map[string]int{} // label → job number
@@ -152,7 +151,7 @@ func jobLabels(specs []jobSpec) ([]string, error) {
 		if s.Name != "" {
 			continue
 		}
-		base := filepath.Base(s.TaskFile)
+		base := s.Provider + ":" + s.Mode
 		label := base
 		for n := 2; used[label] != 0; n++ {
 			label = base + "#" + strconv.Itoa(n)

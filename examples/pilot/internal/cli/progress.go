@@ -158,6 +158,7 @@ func (p *progress) event(i int, e pilot.Event) {
 	case e.Verdict != nil:
 		r.Ended = now
 		r.Verdict, r.OK, r.Class = verdictText(*e.Verdict), e.Verdict.Verdict.Success(), e.Verdict.FailureClass
+		p.endLine(i)
 	case e.Type == event.Phase && e.Session != nil:
 		r.Phase = string(e.Session.Phase)
 	case e.Type == event.Terminate:
@@ -223,7 +224,20 @@ func (p *progress) ended(i int, st schedule.Status) {
 	defer p.mu.Unlock()
 	if r := p.row(i); r != nil && r.Ended.IsZero() {
 		r.Ended, r.Verdict, r.OK, r.Wait = p.now(), string(st), st == schedule.StatusComplete, ""
+		p.endLine(i)
 	}
+}
+
+// endLine says, when there is no table, that job i's attempt ended: its
+// verdict and class, and how long it ran ("pilot fanout: fix (glm:code):
+// error (timeout) after 2m01s"). A table shows it in the job's row.
+func (p *progress) endLine(i int) {
+	r := p.rows[i]
+	msg := r.Verdict
+	if !r.Started.IsZero() {
+		msg += " after " + shortDuration(r.Ended.Sub(r.Started))
+	}
+	p.note(i, msg)
 }
 
 // settle says what the summary shows of job i in place of its verdict: its
@@ -240,7 +254,11 @@ func (p *progress) settle(i int, state, why string) {
 // it in the job's row).
 func (p *progress) note(i int, msg string) {
 	if p.term == nil {
-		p.print("pilot " + p.cmd + ": " + p.rows[i].Label + " (" + p.rows[i].Worker + "): " + msg)
+		name := p.rows[i].Label
+		if w := p.rows[i].Worker; w != "" && w != name {
+			name += " (" + w + ")"
+		}
+		p.print("pilot " + p.cmd + ": " + name + ": " + msg)
 	}
 }
 

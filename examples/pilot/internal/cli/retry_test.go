@@ -245,7 +245,7 @@ func TestFanoutMaxFailures(t *testing.T) {
 	if len(vs) != 2 || vs[0]["blocked"] != true || vs[0]["attempts"] != 2.0 || vs[1]["verdict"] != "completed" || vs[1]["attempts"] != 1.0 {
 		t.Errorf("verdicts %v", vs)
 	}
-	if len(*waits) != 1 || !strings.Contains(errOut, "pilot fanout: task.md (broken:review): attempt 1 failed (generic-error, 1/2)") {
+	if len(*waits) != 1 || !strings.Contains(errOut, "pilot fanout: broken:review: attempt 1 failed (generic-error, 1/2)") {
 		t.Errorf("%d waits; stderr:\n%s", len(*waits), errOut)
 	}
 	s, err := retry.OpenStore(filepath.Join(state, retry.StateFileName))
@@ -408,7 +408,7 @@ func TestFanoutRetryWaitOnATerminal(t *testing.T) {
 		<-ended
 		pts.Close()
 	}()
-	term.waitFor(t, regexp.MustCompile(`pilot fanout: 0/1 done, 0 running, 1 waiting\r\n.*\r\n1 +task\.md +flaky:review +waiting +- +- +generic-error: retry at \d\d:\d\d:\d\d\r\n`), ended)
+	term.waitFor(t, regexp.MustCompile(`pilot fanout: 0/1 done, 0 running, 1 waiting\r\n.*\r\n1 +flaky:review +flaky:review +waiting +- +- +generic-error: retry at \d\d:\d\d:\d\d\r\n`), ended)
 	close(release)
 	closed = true
 	if c := <-code; c != exitOK {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +80,16 @@ func TestScheduleRunsAGraph(t *testing.T) {
 	}
 	if vs[3]["synthesized"] != true {
 		t.Errorf("d never ran: its verdict must be synthesized: %v", vs[3])
+	}
+	// Off a terminal, each job that ran ends in one line on stderr.
+	ends := regexp.MustCompile(`(?m)^pilot schedule: ([a-d]) \((ok|bad):code\): (completed|error \(generic-error\)) after \d+s$`).FindAllStringSubmatch(errOut, -1)
+	var ended []string
+	for _, m := range ends {
+		ended = append(ended, m[1]+" "+m[3])
+	}
+	sort.Strings(ended)
+	if diff := cmp.Diff([]string{"a completed", "b completed", "c error (generic-error)"}, ended); diff != "" {
+		t.Errorf("end lines (-want +got):\n%s\nstderr:\n%s", diff, errOut)
 	}
 	// A second run picks up where the first stopped: a and b are not run
 	// again.

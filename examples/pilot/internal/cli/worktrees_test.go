@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -33,17 +34,17 @@ func TestParseJobSpec(t *testing.T) {
 
 func TestJobLabels(t *testing.T) {
 	specs := []jobSpec{
-		{TaskFile: "/t/task.md"},
-		{TaskFile: "task.md"},
-		{Name: "task.md#3", TaskFile: "x.md"},
-		{TaskFile: "/u/task.md"},
-		{Name: "task.md", TaskFile: "y.md"},
-		{TaskFile: "fix.md"},
+		{Provider: "glm", Mode: "review", TaskFile: "/t/task.md"},
+		{Provider: "glm", Mode: "review", TaskFile: "task.md"},
+		{Name: "glm:review#3", Provider: "kimi", Mode: "code", TaskFile: "x.md"},
+		{Provider: "glm", Mode: "review", TaskFile: "/u/task.md"},
+		{Name: "glm:review", Provider: "opus", Mode: "code", TaskFile: "y.md"},
+		{Provider: "glm", Mode: "code", TaskFile: "fix.md"},
 	}
 	got, err := jobLabels(specs)
-	// A name a job was given is its own; the task files' base names make
-	// room for it.
-	want := []string{"task.md#2", "task.md#4", "task.md#3", "task.md#5", "task.md", "fix.md"}
+	// A name a job was given is its own; the others are called as their
+	// verdicts call them, "provider:mode", and make room for it.
+	want := []string{"glm:review#2", "glm:review#4", "glm:review#3", "glm:review#5", "glm:review", "glm:code"}
 	if err != nil || !cmp.Equal(want, got) {
 		t.Errorf("jobLabels = %q, %v; want %q", got, err, want)
 	}
@@ -268,5 +269,47 @@ func TestFanoutJobSpecWorktreeAndWorktreeDir(t *testing.T) {
 	code, out, errOut = runCLI(f.fanoutArgs("--worktree-dir", filepath.Join(blocker, "trees"), "--job", "writer:code:"+f.taskFile+":worktree")...)
 	if code != 2 || out != "" || !strings.Contains(errOut, "worktrees directory") {
 		t.Errorf("an impossible --worktree-dir: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// Off a terminal (a CI log): each job's end is one line on stderr, with
+// the name its verdict carries, the verdict and class, and its time.
+func TestFanoutOffATerminalEndsEachJobInOneLine(t *testing.T) {
+	f := newFixture(t, map[string][]string{
+		"glm":     {"out=done"},
+		"kimi-k3": {"out=done"},
+		"broken":  {"out=trying", "err=fatal: the model said no", "exit=3"},
+	})
+	jobs := writeJobsFile(t, f.dir, []map[string]any{
+		{"provider": "glm", "mode": "review", "task_file": f.taskFile, "name": "first look"},
+		{"provider": "kimi-k3", "mode": "review", "task_file": f.taskFile},
+		{"provider": "broken", "mode": "explore", "task_file": f.taskFile},
+	})
+	code, out, errOut := runCLI(f.fanoutArgs("--jobs-file", jobs)...)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d (one job failed); stderr:\n%s", code, exitFailed, errOut)
+	}
+	if vs := fanoutVerdicts(t, out); len(vs) != 3 {
+		t.Fatalf("%d verdicts", len(vs))
+	}
+	end := regexp.MustCompile(`^pilot fanout: (.+?): (completed|error \([a-z-]+\)) after \d+(m\d\d)?s$`)
+	got := map[string]string{}
+	for _, l := range strings.Split(errOut, "\n") {
+		m := end.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		if _, twice := got[m[1]]; twice {
+			t.Errorf("job %s ended twice:\n%s", m[1], errOut)
+		}
+		got[m[1]] = m[2]
+	}
+	want := map[string]string{
+		"first look (glm:review)": "completed",
+		"kimi-k3:review":          "completed",
+		"broken:explore":          "error (generic-error)",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("end lines (-want +got):\n%s\nstderr:\n%s", diff, errOut)
 	}
 }
