@@ -147,7 +147,7 @@ func jsonObject(data []byte, what string, allowed []string, shape string) (objec
 	case err == io.EOF:
 		return o, fmt.Errorf("empty input: expected a JSON object like %s", shape)
 	case err != nil:
-		return o, jsonError(err)
+		return o, jsonError(data, err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return o, fmt.Errorf("expected a JSON object like %s, got %s", shape, jsonKind(tok))
@@ -156,7 +156,7 @@ func jsonObject(data []byte, what string, allowed []string, shape string) (objec
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return o, jsonError(err)
+			return o, jsonError(data, err)
 		}
 		key := tok.(string) // object keys are always strings
 		if seen[key] {
@@ -173,13 +173,13 @@ func jsonObject(data []byte, what string, allowed []string, shape string) (objec
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return o, jsonError(err)
+			return o, jsonError(data, err)
 		}
 		o.keys = append(o.keys, key)
 		o.vals = append(o.vals, raw)
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
-		return o, jsonError(err)
+		return o, jsonError(data, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return o, errors.New("unexpected data after the JSON object")
@@ -187,15 +187,31 @@ func jsonObject(data []byte, what string, allowed []string, shape string) (objec
 	return o, nil
 }
 
-func jsonError(err error) error {
+func jsonError(data []byte, err error) error {
 	var syn *json.SyntaxError
 	switch {
 	case errors.As(err, &syn):
-		return fmt.Errorf("invalid JSON at byte %d: %v", syn.Offset, err)
+		line, col := lineColumn(data, syn.Offset, err.Error())
+		return fmt.Errorf("invalid JSON at line %d, column %d: %v", line, col, err)
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return errors.New("invalid JSON: the input ends too early")
 	}
 	return fmt.Errorf("invalid JSON: %v", err)
+}
+
+// lineColumn is where, 1-based, a JSON syntax error at offset of data
+// (msg, its text) stands: the byte before offset, or, when msg names an
+// "invalid character" that is not there (json.Decoder's Token counts
+// from the token before), the first of that character after it.
+func lineColumn(data []byte, offset int64, msg string) (line, col int) {
+	at := int(max(min(offset, int64(len(data)))-1, 0))
+	if c, ok := strings.CutPrefix(msg, "invalid character '"); ok && len(c) > 1 && c[1] == '\'' && at < len(data) && data[at] != c[0] {
+		if i := bytes.IndexByte(data[at:], c[0]); i >= 0 {
+			at += i
+		}
+	}
+	before := data[:at]
+	return 1 + bytes.Count(before, []byte{'\n'}), at - bytes.LastIndexByte(before, '\n')
 }
 
 func jsonKind(tok json.Token) string {

@@ -455,6 +455,7 @@ func TestLoadRegistryFileErrors(t *testing.T) {
 		want          []string
 	}{
 		{"invalid JSON", `{"providers": {`, []string{"invalid JSON"}},
+		{"a comma too many", "{\"providers\": {\n  \"glm\": {\"runner\": \"pi\"},\n}}", []string{"invalid JSON at line 3, column 1", "invalid character '}'"}},
 		{"not an object", `[]`, []string{"expected a JSON object"}},
 		{"no providers", `{}`, []string{`no "providers" object`}},
 		{"unknown top-level field", `{"providers": {}, "extra": 1}`, []string{`unknown field "extra"`}},

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -572,6 +573,28 @@ func writeJSON(w io.Writer, v any) {
 		data = []byte(fmt.Sprintf(`{"type":"pilot.error","error":%q}`, err.Error()))
 	}
 	w.Write(append(data, '\n'))
+}
+
+// syntaxAt says where in data, a file a person wrote, the JSON error err
+// stands ("line 3, column 1: invalid character ..."); other errors are
+// returned as they are.
+func syntaxAt(data []byte, err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	var off int64
+	switch {
+	case errors.As(err, &syn):
+		off = syn.Offset
+	case errors.As(err, &typ):
+		off = typ.Offset
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("the JSON ends too early: a bracket, brace or string is not closed")
+	default:
+		return err
+	}
+	at := int(max(min(off, int64(len(data)))-1, 0))
+	before := data[:at]
+	return fmt.Errorf("line %d, column %d: %v", 1+bytes.Count(before, []byte{'\n'}), at-bytes.LastIndexByte(before, '\n'), err)
 }
 
 // summaryLine is the one-line human summary of a verdict.

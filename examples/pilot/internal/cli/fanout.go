@@ -173,7 +173,7 @@ func loadJobsFile(path string) ([]jobSpec, error) {
 	}
 	var doc any
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("cannot read jobs file: %s: %v", path, err)
+		return nil, fmt.Errorf("cannot read jobs file: %s: %v", path, syntaxAt(data, err))
 	}
 	entries, ok := doc.([]any)
 	if !ok {

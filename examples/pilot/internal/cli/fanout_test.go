@@ -447,6 +447,7 @@ func TestFanoutBadInput(t *testing.T) {
 		{"jobs file empty", f.fanoutArgs("--jobs-file", writeJobsFile(t, t.TempDir(), "[]")), "at least one job is required"},
 		{"jobs file missing", f.fanoutArgs("--jobs-file", "/nonexistent/jobs.json"), "cannot read jobs file"},
 		{"jobs file not JSON", f.fanoutArgs("--jobs-file", writeJobsFile(t, t.TempDir(), "[{")), "cannot read jobs file"},
+		{"jobs file with a comma too many", f.fanoutArgs("--jobs-file", writeJobsFile(t, t.TempDir(), "[\n  {\"provider\": \"glm\",}\n]")), "line 2, column 22: invalid character '}'"},
 		{"jobs file not an array", f.fanoutArgs("--jobs-file", writeJobsFile(t, t.TempDir(), `{"provider":"glm"}`)), "jobs file must be a JSON array of job objects"},
 		{"jobs file entry not an object", f.fanoutArgs("--jobs-file", writeJobsFile(t, t.TempDir(), `["glm:review:x"]`)), "jobs file entries must be objects"},
 		{"jobs file unknown fields", f.fanoutArgs("--jobs-file", writeJobsFile(t, t.TempDir(), `[{"provider":"glm","mode":"review","task_file":"x","zeta":1,"alpha":2}]`)), "unknown jobs file fields: alpha, zeta"},

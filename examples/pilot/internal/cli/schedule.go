@@ -71,7 +71,10 @@ func loadGraph(path string) ([]graphJob, error) {
 		if strings.HasPrefix(err.Error(), "json: unknown field ") {
 			return nil, fmt.Errorf("graph file %s: %s (a graph is {\"jobs\": [...]}, a job has %s)", path, strings.TrimPrefix(err.Error(), "json: "), graphFields)
 		}
-		return nil, fmt.Errorf("graph file %s: %v", path, err)
+		if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '[' {
+			return nil, fmt.Errorf("graph file %s is a JSON array: a graph is an object, {\"jobs\": [...]} (put the array under \"jobs\")", path)
+		}
+		return nil, fmt.Errorf("graph file %s: %v", path, syntaxAt(data, err))
 	}
 	if len(doc.Jobs) == 0 {
 		return nil, fmt.Errorf("graph file %s has no jobs: it must look like {\"jobs\": [{\"id\": ..., \"provider\": ..., \"mode\": ..., \"task_file\": ...}]}", path)

@@ -182,6 +182,27 @@ func TestScheduleBadGraphExits2(t *testing.T) {
 	}
 }
 
+// A graph file that is not JSON says where; one that is an array says
+// what a graph is.
+func TestScheduleGraphFileErrorsSayWhere(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
+	for _, tt := range []struct{ name, content, want string }{
+		{"comma too many", "{\"jobs\": [\n  {\"id\": \"a\",}\n]}", "line 2, column 14: invalid character '}'"},
+		{"unclosed", "{\"jobs\": [\n", "the JSON ends too early"},
+		{"an array", `[{"id": "a"}]`, `is a JSON array: a graph is an object, {"jobs": [...]}`},
+		{"wrong type", "{\"jobs\": [\n  {\"id\": 7}]}", "line 2, column 10: json: cannot unmarshal number"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "graph.json")
+			os.WriteFile(path, []byte(tt.content), 0o644)
+			code, _, errOut := runCLI(f.scheduleArgs(path)...)
+			if code != 2 || !strings.Contains(errOut, tt.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, errOut, tt.want)
+			}
+		})
+	}
+}
+
 // A dry run prints the plan, with normalized write sets, and writes nothing.
 func TestScheduleDryRunWritesNothing(t *testing.T) {
 	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
