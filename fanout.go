@@ -555,6 +555,29 @@ func synthesized(job Job, exitCode *int, stderrTail string, interrupted bool) Jo
 // workdir, matched with errors.Is.
 var ErrSharedWorkdir = errors.New("multiple code jobs share one workdir; give each its own worktree (Job.Worktree)")
 
+// sharedWorkdir refuses two code jobs that would write in one workdir
+// itself (a job in a worktree of it writes elsewhere), naming them: the
+// pair whose first job comes first. code holds each workdir's code jobs.
+func sharedWorkdir(jobs []Job, code map[string][]int) error {
+	first, second := -1, -1
+	for _, idx := range code {
+		var in []int
+		for _, i := range idx {
+			if !jobs[i].Worktree {
+				in = append(in, i)
+			}
+		}
+		if len(in) >= 2 && (first < 0 || in[0] < first) {
+			first, second = in[0], in[1]
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	name := func(i int) string { return fmt.Sprintf("%d (%s)", i+1, jobs[i].label()) }
+	return fmt.Errorf("jobs %s and %s both write in %s: %w", name(first), name(second), jobs[first].Task.Workdir, ErrSharedWorkdir)
+}
+
 // errResumeInFanout refuses a resume job: a fanout runs fresh work.
 var errResumeInFanout = errors.New("resume is not supported in fanout")
 
@@ -619,15 +642,8 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 			test[wd]++
 		}
 	}
-	for _, idx := range code {
-		if len(idx) < 2 {
-			continue
-		}
-		for _, i := range idx {
-			if !jobs[i].Worktree {
-				return ErrSharedWorkdir
-			}
-		}
+	if err := sharedWorkdir(jobs, code); err != nil {
+		return err
 	}
 	for wd, n := range test {
 		if n >= 2 && f.OnEvent != nil {

@@ -82,7 +82,8 @@ func TestFanoutGuardsSpawnNothing(t *testing.T) {
 		text string
 	}{
 		{"resume", []pilot.Job{{Task: pilot.Task{Provider: "touch", Mode: pilot.ModeResume, Prompt: "x"}}}, nil, "resume is not supported in fanout"},
-		{"two code jobs, one workdir", []pilot.Job{code("touch"), code("touch")}, pilot.ErrSharedWorkdir, "multiple code jobs share one workdir"},
+		{"two code jobs, one workdir", []pilot.Job{code("touch"), {Task: pilot.Task{Provider: "touch", Mode: pilot.ModeReview, Prompt: "x", Workdir: wd}}, code("touch")},
+			pilot.ErrSharedWorkdir, "jobs 1 (touch:code) and 3 (touch:code) both write in " + wd + ": multiple code jobs share one workdir"},
 		{"missing credential", []pilot.Job{code("touch"), {Task: pilot.Task{Provider: "glm", Mode: pilot.ModeReview, Prompt: "x"}}}, nil, "credential missing for glm"},
 		{"unknown provider", fanoutJobs(pilot.ModeReview, "touch", "bogus"), nil, "unknown provider: bogus"},
 		// pilot-workers' order: every job's provider, mode and files
@@ -202,6 +203,27 @@ func TestFanoutFailFast(t *testing.T) {
 
 // gitRepo is pilottest.GitRepo.
 func gitRepo(t *testing.T) string { return pilottest.GitRepo(t) }
+
+// A code job in a repository and one in a worktree of it write in
+// different places: the guard lets them run.
+func TestFanoutOneCodeJobBesideAWorktreeJob(t *testing.T) {
+	repo := gitRepo(t)
+	p := pilot.Provider{Name: "writer", Runner: "command", Argv: []string{"/bin/sh", "-c", "echo change > made.txt && echo done"}}
+	d := testDispatcher(t, p)
+	job := pilot.Job{Task: pilot.Task{Provider: "writer", Mode: pilot.ModeCode, Prompt: "x", Workdir: repo}}
+	inTree := job
+	inTree.Worktree = true
+	vs, err := (&pilot.Fanout{Dispatcher: d, Worktrees: worktrees.New(d.RunDir, "")}).Run(context.Background(), []pilot.Job{job, inTree})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vs[0].Verdict.Verdict != pilot.Completed || vs[1].Verdict.Verdict != pilot.Completed || vs[1].Worktree == nil || !vs[1].Worktree.Kept {
+		t.Fatalf("verdicts %+v; want both completed, the second's work kept in its worktree", vs)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "made.txt")); err != nil {
+		t.Errorf("the job in the repository wrote nothing there: %v", err)
+	}
+}
 
 // Two code jobs in worktrees of one repository: the one that changes a file
 // keeps its worktree, with the change committed on its branch, the other's

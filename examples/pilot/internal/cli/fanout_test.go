@@ -247,8 +247,9 @@ func TestFanoutCodeJobsSameWorkdirWithoutWorktreeExits2(t *testing.T) {
 		{"provider": "kimi-k3", "mode": "code", "task_file": f.taskFile},
 	})
 	code, out, errOut := runCLI(f.fanoutArgs("--jobs-file", jobs)...)
-	if code != 2 || !strings.Contains(errOut, "multiple code jobs share one workdir") {
-		t.Errorf("exit %d, stderr %q; want 2 and the shared-workdir message", code, errOut)
+	if code != 2 || !strings.Contains(errOut, "jobs 1 (glm:code) and 2 (kimi-k3:code) both write in ") ||
+		!strings.Contains(errOut, "multiple code jobs share one workdir; give each its own worktree (--job P:M:F:worktree") {
+		t.Errorf("exit %d, stderr %q; want 2 and the shared-workdir message naming the jobs", code, errOut)
 	}
 	assertNothingRan(t, f, out)
 }
