@@ -512,7 +512,9 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	info.incomplete = !w.drain(r.d.WaitDelay)
 	watch.beat(time.Now()) // the session as the worker left it, every line read
 	r.rec.SessionRecord = watch.record(r.d.Stall)
-	info.phase = watch.state.Phase
+	if watch.follows() {
+		info.phase = watch.state.Phase
+	}
 
 	r.ended(&exit, job.Status(), start)
 	return exit, info, nil

@@ -603,6 +603,16 @@ func TestStartedEventAndVerdictContract(t *testing.T) {
 	}
 }
 
+// A command runner follows no session: its verdict claims no phase (it
+// would say "starting" of a run that ended), while a runner that reads
+// the phase from the stream (pi's) tells the one it saw last.
+func TestVerdictSessionPhaseOnlyWhenFollowed(t *testing.T) {
+	d := testDispatcher(t, fakeProvider(t, "fake", "out=hi"))
+	if v := dispatch(t, d, pilot.Task{Provider: "fake", Mode: pilot.ModeReview, Prompt: "x"}); v.Verdict != pilot.Completed || v.SessionPhase != "" {
+		t.Errorf("command runner: %s, session_phase %q; want completed and none", v.Verdict, v.SessionPhase)
+	}
+}
+
 func TestTaskFileIsKeptWhetherOrNotTheWorkerReadsIt(t *testing.T) {
 	checkGoroutines(t)
 	reads := fakeProvider(t, "reads")

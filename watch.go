@@ -49,6 +49,14 @@ func (r *run) newSessionWatch(cmd *Command, start time.Time) *sessionWatch {
 	return w
 }
 
+// follows reports whether the run followed its session's phase: a
+// session file it could read appeared, or its watcher reads the phase
+// from the stream. A run that followed none has no phase to tell.
+func (w *sessionWatch) follows() bool {
+	_, ok := w.r.watcher.(PhaseWatcher)
+	return ok || w.read != nil && w.size >= 0
+}
+
 // beat takes one look: new output, session growth, the phase, and what the
 // stall policy says about the silence.
 func (w *sessionWatch) beat(now time.Time) stallAction {
