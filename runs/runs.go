@@ -128,10 +128,23 @@ func List(dir string) ([]Run, error) {
 }
 
 // Find returns the run that name names in dir: a run id, the start of
-// exactly one, or the path of a run directory or of its record.json (a
-// path may be outside dir). Its errors wrap ErrNoRun, ErrAmbiguous, or
-// what reading the record met (a [*RecordError]).
+// exactly one, "last" (the run started last, as List orders them), or the
+// path of a run directory or of its record.json (a path may be outside
+// dir). Its errors wrap ErrNoRun, ErrAmbiguous, or what reading the
+// record met (a [*RecordError]).
 func Find(dir, name string) (Run, error) {
+	if name == Last {
+		if _, err := os.Stat(filepath.Join(resolve(dir), name, "record.json")); err != nil {
+			all, err := List(dir)
+			if len(all) > 0 {
+				return all[0], nil
+			}
+			if err != nil {
+				return Run{}, err
+			}
+			return Run{}, fmt.Errorf("%w in %s: there is no last run", ErrNoRun, resolve(dir))
+		}
+	}
 	if strings.ContainsRune(name, os.PathSeparator) || strings.ContainsRune(name, '/') {
 		d := name
 		if filepath.Base(d) == "record.json" {
@@ -162,6 +175,9 @@ func Find(dir, name string) (Run, error) {
 	}
 	return read(filepath.Join(dir, match[0]))
 }
+
+// Last is the name Find takes for the run started last.
+const Last = "last"
 
 // read reads the run in directory dir. A missing record.json is returned
 // as it is (fs.ErrNotExist); any other failure is a *RecordError.

@@ -147,6 +147,13 @@ func TestFind(t *testing.T) {
 	if _, err := runs.Find(dir, "nope"); !errors.Is(err, runs.ErrNoRun) {
 		t.Errorf("Find of no run: %v, want ErrNoRun", err)
 	}
+	writeRun(t, dir, "20250502-pi-later", ended(t0.Add(time.Hour), time.Second, pilot.Completed), "")
+	if r, err := runs.Find(dir, runs.Last); err != nil || r.ID != "20250502-pi-later" {
+		t.Errorf("Find(last) = %q, %v; want the run started last", r.ID, err)
+	}
+	if _, err := runs.Find(t.TempDir(), runs.Last); !errors.Is(err, runs.ErrNoRun) {
+		t.Errorf("Find(last) of no runs: %v, want ErrNoRun", err)
+	}
 }
 
 func TestLogs(t *testing.T) {

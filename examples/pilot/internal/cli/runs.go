@@ -8,6 +8,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -36,12 +37,22 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runsPrune(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fs := newFlagSet("runs", "[show ID | logs ID [-f] | prune --older-than D | --max-size SIZE] [--run-dir DIR] [--json] [--reconcile]", stdout, stderr)
+	fs := newFlagSet("runs", "[show ID|last | logs ID|last [-f] | prune --older-than D | --max-size SIZE] [--provider P] [--failed] [--since AGE] [--run-dir DIR] [--json] [--reconcile]", stdout, stderr)
 	runDir := runDirFlag(fs)
 	asJSON := fs.Bool("json", false, "print the runs as a JSON array")
 	reconcile := fs.Bool("reconcile", false, "first close out the runs whose pilot died (marked \"abandoned\"; what is done goes to stderr)")
+	provider := fs.String("provider", "", "only the runs of this `provider`")
+	failed := fs.Bool("failed", false, "only the runs that did not succeed (running ones aside)")
+	since := fs.String("since", "", "only the runs started within this `age`: a Go duration (2h) or days (7d)")
 	if code := fs.parse(args); code >= 0 {
 		return code
+	}
+	var within time.Duration
+	if *since != "" {
+		var err error
+		if within, err = parseAge(*since); err != nil {
+			return badInput(stderr, "runs", "--since: %v", err)
+		}
 	}
 	dir := resolveRunDir(*runDir)
 	if *reconcile {
@@ -55,6 +66,13 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return badInput(stderr, "runs", "%v", err)
 	}
+	now := runsNow()
+	list = slices.DeleteFunc(list, func(r runs.Run) bool {
+		rec := r.Record
+		return *provider != "" && rec.Provider != *provider ||
+			*failed && (rec.Status == runs.StatusRunning || rec.Verdict.Success()) ||
+			*since != "" && now.Sub(rec.StartedAt) > within
+	})
 	if *asJSON {
 		out := make([]runSummary, 0, len(list))
 		for _, r := range list {
@@ -64,15 +82,19 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if len(list) == 0 {
-		fmt.Fprintf(stdout, "no runs in %s\n", dir)
+		if *provider != "" || *failed || *since != "" {
+			fmt.Fprintf(stdout, "no runs in %s match\n", dir)
+		} else {
+			fmt.Fprintf(stdout, "no runs in %s\n", dir)
+		}
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN ID\tPROVIDER\tMODE\tSTATUS\tCLASS\tDURATION\tSTARTED")
+	fmt.Fprintln(tw, "RUN ID\tLABEL\tPROVIDER\tMODE\tSTATUS\tCLASS\tWORKDIR\tDURATION\tAGE")
 	for _, r := range list {
 		rec := r.Record
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, rec.Provider, rec.Mode, statusText(r),
-			dash(string(rec.FailureClass)), durationText(rec), rec.StartedAt.Local().Format("2006-01-02 15:04:05"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s ago\n", r.ID, dash(rec.Label), rec.Provider, rec.Mode, statusText(r),
+			dash(string(rec.FailureClass)), dash(homeShort(rec.Workdir)), durationText(rec), runs.Duration(now.Sub(rec.StartedAt)))
 	}
 	tw.Flush()
 	return exitOK
@@ -143,6 +165,7 @@ type runSummary struct {
 	Provider     string             `json:"provider"`
 	Mode         pilot.Mode         `json:"mode"`
 	Label        string             `json:"label,omitempty"`
+	Workdir      string             `json:"workdir,omitempty"`
 	Status       string             `json:"status"`
 	Verdict      pilot.Outcome      `json:"verdict,omitempty"`
 	FailureClass pilot.FailureClass `json:"failure_class,omitempty"`
@@ -158,7 +181,7 @@ type runSummary struct {
 
 func summarize(r runs.Run) runSummary {
 	rec := r.Record
-	s := runSummary{RunID: r.ID, Provider: rec.Provider, Mode: rec.Mode, Label: rec.Label, Status: rec.Status,
+	s := runSummary{RunID: r.ID, Provider: rec.Provider, Mode: rec.Mode, Label: rec.Label, Workdir: rec.Workdir, Status: rec.Status,
 		Verdict: rec.Verdict, FailureClass: rec.FailureClass, StartedAt: rec.StartedAt, EndedAt: rec.EndedAt}
 	if rec.EndedAt != nil {
 		ms := rec.EndedAt.Sub(rec.StartedAt).Milliseconds()
@@ -197,6 +220,18 @@ func durationText(rec pilot.Record) string {
 		return runs.Duration(runsNow().Sub(rec.StartedAt)) + "+"
 	}
 	return "-"
+}
+
+// homeShort is path with the user's home directory written ~.
+func homeShort(path string) string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" || home == "/" {
+		return path
+	}
+	if rest, ok := strings.CutPrefix(path, home); ok && (rest == "" || rest[0] == filepath.Separator) {
+		return "~" + rest
+	}
+	return path
 }
 
 func dash(s string) string {

@@ -144,7 +144,7 @@ func TestRunsListsNewestFirst(t *testing.T) {
 	for i, want := range [][]string{
 		{held, "held", "review", "running", "+"},
 		{broken.RunID, "broken", "error", string(broken.FailureClass)},
-		{ok.RunID, "ok", "review", "completed", "-", okRec.StartedAt.Local().Format("2006-01-02 15:04:05"),
+		{ok.RunID, "ok", "review", "completed", "-", homeShort(f.workdir), " ago",
 			runs.Duration(okRec.EndedAt.Sub(okRec.StartedAt))},
 	} {
 		fields := strings.Fields(lines[i+1])
@@ -156,6 +156,36 @@ func TestRunsListsNewestFirst(t *testing.T) {
 		if fields[0] != want[0] {
 			t.Errorf("line %d is run %s, want %s (newest first)", i+1, fields[0], want[0])
 		}
+	}
+
+	// Filters: a provider, the failed runs, an age.
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--provider", "broken"}, []string{broken.RunID}},
+		{[]string{"--failed"}, []string{broken.RunID}},
+		{[]string{"--since", "1h"}, []string{held, broken.RunID, ok.RunID}},
+		{[]string{"--provider", "ok", "--failed"}, nil},
+	} {
+		code, out, errOut := runCLI(append([]string{"runs", "--run-dir", f.runDir, "--json"}, tt.args...)...)
+		var got []runSummary
+		if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+			t.Fatalf("runs %v: exit %d, %v: %s %s", tt.args, code, err, out, errOut)
+		}
+		var ids []string
+		for _, s := range got {
+			ids = append(ids, s.RunID)
+		}
+		if diff := cmp.Diff(tt.want, ids); diff != "" {
+			t.Errorf("runs %v (-want +got):\n%s", tt.args, diff)
+		}
+	}
+	if code, _, errOut := runCLI("runs", "--run-dir", f.runDir, "--since", "soon"); code != 2 || !strings.Contains(errOut, "--since: want a duration like 72h or 7d") {
+		t.Errorf("--since soon: exit %d, %q", code, errOut)
+	}
+	if code, out, _ := runCLI("runs", "show", "last", "--run-dir", f.runDir); code != 0 || !strings.Contains(out, held) {
+		t.Errorf("runs show last: exit %d:\n%s\nwant run %s, the newest", code, out, held)
 	}
 
 	code, out, _ = runCLI("runs", "--run-dir", f.runDir, "--json")
