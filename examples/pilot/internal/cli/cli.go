@@ -55,7 +55,10 @@ commands:
                host agent's integration (claude, codex, opencode, gemini, pi) for PROVIDER.
   uninstall    Undo an install: removes exactly what pilot wrote, never a file edited since.
 
-Run 'pilot <command> --help' for a command's flags; 'pilot --version' for the build.
+  completion   Print a shell completion script: 'pilot completion bash|zsh|fish'.
+
+Run 'pilot help <command>' (or 'pilot <command> --help') for a command's flags;
+'pilot --version' for the build.
 `
 
 // run is the whole CLI without hooks (Run with a zero Hooks).
@@ -109,10 +112,15 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, versionLine())
 		return exitOK
 	case "-h", "--help", "help":
+		if len(args) > 1 && args[0] == "help" {
+			return cmdHelp(ctx, args[1:], stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return exitOK
+	case "completion":
+		return cmdCompletion(ctx, args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "pilot: unknown command %q\n\n%s", args[0], usage)
+	fmt.Fprintf(stderr, "pilot: unknown command %q%s\n\n%s", args[0], didYouMean(args[0], commands()), usage)
 	return exitBadInput
 }
 
@@ -223,7 +231,7 @@ func (fs *flagSet) parseAny(args []string) int {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case err != nil:
-		fmt.Fprintf(out, "%s: %s (see %s --help)\n", fs.Name(), flagProblem(err), fs.Name())
+		fmt.Fprintf(out, "%s: %s (see %s --help)\n", fs.Name(), fs.flagProblem(err), fs.Name())
 		return exitBadInput
 	}
 	return -1
@@ -237,7 +245,7 @@ var (
 
 // flagProblem is a flag package error in the command line's words: the
 // flag as --name, then the problem.
-func flagProblem(err error) string {
+func (fs *flagSet) flagProblem(err error) string {
 	msg := err.Error()
 	if m := reInvalidValue.FindStringSubmatch(msg); m != nil {
 		if strings.Contains(m[3], m[1]) {
@@ -249,7 +257,13 @@ func flagProblem(err error) string {
 		return "--" + m[1] + ": needs a value"
 	}
 	if m := reUndefined.FindStringSubmatch(msg); m != nil {
-		return "unknown flag --" + strings.TrimLeft(m[1], "-")
+		name := strings.TrimLeft(m[1], "-")
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if c := closest(name, names); c != "" {
+			return "unknown flag --" + name + " (did you mean --" + c + "?)"
+		}
+		return "unknown flag --" + name
 	}
 	return msg
 }
