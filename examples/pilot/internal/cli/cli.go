@@ -545,7 +545,8 @@ func cmdDispatch(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		}
 		writeJSON(stdout, v)
 	} else {
-		fmt.Fprintln(stdout, summaryLine(v.Verdict))
+		// On stderr: stdout is the worker's output alone.
+		fmt.Fprintln(stderr, summaryLine(v.Verdict))
 	}
 	if v.Verdict.Verdict.Success() {
 		return exitOK

@@ -322,9 +322,9 @@ func TestDurationsTakeUnitsOrSeconds(t *testing.T) {
 func TestRunSummarySaysWhyASpawnFailed(t *testing.T) {
 	f := newFixture(t, nil)
 	os.WriteFile(f.providers, []byte(`{"providers":{"gone":{"runner":"command","argv":["/nonexistent/agent-cli"]}}}`), 0o644)
-	code, out, _ := runCLI(f.args("run", "gone")...)
-	if code != 1 || !strings.Contains(out, "pilot: error (spawn-failed)") || !strings.Contains(out, "/nonexistent/agent-cli") {
-		t.Errorf("exit %d, summary %q; want the spawn failure and its reason", code, out)
+	code, _, errOut := runCLI(f.args("run", "gone")...)
+	if code != 1 || !strings.Contains(errOut, "pilot: error (spawn-failed)") || !strings.Contains(errOut, "/nonexistent/agent-cli") {
+		t.Errorf("exit %d, summary %q; want the spawn failure and its reason", code, errOut)
 	}
 }
 
@@ -353,18 +353,20 @@ func TestHelpOnEveryCommand(t *testing.T) {
 	}
 }
 
-func TestRunStreamsOutputAndEndsWithASummary(t *testing.T) {
+func TestRunStreamsOutputAndEndsWithASummaryOnStderr(t *testing.T) {
 	f := newFixture(t, map[string][]string{"ok": {"out=line one", "err=a warning", "out=line two"}})
 	code, out, errOut := runCLI(f.args("run", "ok")...)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if len(lines) != 3 || lines[0] != "line one" || lines[1] != "line two" || !strings.HasPrefix(lines[2], "pilot: completed, exit 0") {
-		t.Errorf("stdout:\n%s\nwant the two lines then a summary", out)
+	// stdout is the worker's own output, nothing of pilot's in it: a
+	// pipe gets what the worker printed.
+	if out != "line one\nline two\n" {
+		t.Errorf("stdout:\n%s\nwant the worker's two lines alone", out)
 	}
-	if errOut != "a warning\n" {
-		t.Errorf("stderr = %q, want the worker's stderr", errOut)
+	lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+	if len(lines) != 2 || lines[0] != "a warning" || !strings.HasPrefix(lines[1], "pilot: completed, exit 0") {
+		t.Errorf("stderr = %q, want the worker's stderr, then pilot's summary", errOut)
 	}
 }
 

@@ -120,7 +120,7 @@ func TestRunSandboxReachesTheSummary(t *testing.T) {
 	}
 	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
 	code, out, errOut := runCLI(f.args("run", "ok", "--sandbox", "workspace")...)
-	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
 	summary := lines[len(lines)-1]
 	if code != 0 || !strings.Contains(summary, ", sandbox workspace; record ") {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want a summary that says sandbox workspace", code, out, errOut)
