@@ -590,6 +590,22 @@ func writeJSON(w io.Writer, v any) {
 	w.Write(append(data, '\n'))
 }
 
+// writeResult writes v, a command's one JSON result, to stdout: indented
+// when stdout is a terminal (a person reads it), one line otherwise.
+func writeResult(stdout io.Writer, v any) {
+	f, ok := stdout.(*os.File)
+	if !ok || !isTerminal(f) {
+		writeJSON(stdout, v)
+		return
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		writeJSON(stdout, v)
+		return
+	}
+	stdout.Write(append(data, '\n'))
+}
+
 // syntaxAt says where in data, a file a person wrote, the JSON error err
 // stands ("line 3, column 1: invalid character ..."); other errors are
 // returned as they are.

@@ -386,7 +386,7 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 		// The guards refused the jobs; nothing ran.
 		return fanoutBadInput(stderr, "%v", err)
 	}
-	writeJSON(stdout, verdicts)
+	writeResult(stdout, verdicts)
 	return fanoutExit(ctx, verdicts)
 }
 

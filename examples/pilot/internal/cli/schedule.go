@@ -305,7 +305,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	prog.finish(summary)
 	pilotErrors(stderr, out)
 	integrationSummary(stderr, integrate, out)
-	writeJSON(stdout, out)
+	writeResult(stdout, out)
 	for _, v := range out {
 		if v.Integrated != nil && !*v.Integrated {
 			return exitFailed // its work is not where --integrate was to put it
@@ -349,6 +349,6 @@ func schedulePlan(stdout io.Writer, g schedule.Graph, worktree map[string]bool) 
 		plan[i] = planned{j.ID, j.Task.Provider, string(j.Task.Mode), deps, set, known, why, worktree[j.ID], j.Task.Sandbox,
 			j.Task.Timeout.Seconds(), j.Task.IdleTimeout.Seconds()}
 	}
-	writeJSON(stdout, plan)
+	writeResult(stdout, plan)
 	return exitOK
 }

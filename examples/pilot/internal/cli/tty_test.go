@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -126,5 +127,23 @@ func TestReadTerminalSecretRestoresTheTerminalWhenInterrupted(t *testing.T) {
 			// The abandoned read takes this line and ends.
 			master.Write([]byte("\r"))
 		})
+	}
+}
+
+// A command's JSON result is indented on a terminal, one line elsewhere:
+// one JSON value either way.
+func TestWriteResultIndentsOnATerminal(t *testing.T) {
+	ptm, pts := openPTY(t, 80, 24)
+	defer ptm.Close()
+	writeResult(pts, []map[string]int{{"a": 1}})
+	pts.Close()
+	got, _ := io.ReadAll(ptm)
+	if want := "[\r\n  {\r\n    \"a\": 1\r\n  }\r\n]\r\n"; string(got) != want {
+		t.Errorf("on a terminal: %q, want %q", got, want)
+	}
+	var b strings.Builder
+	writeResult(&b, []map[string]int{{"a": 1}})
+	if b.String() != "[{\"a\":1}]\n" {
+		t.Errorf("elsewhere: %q", b.String())
 	}
 }
