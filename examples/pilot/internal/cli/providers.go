@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -49,9 +50,10 @@ type providerStatus struct {
 }
 
 func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("providers", "[--providers-file F] [--json]", stdout, stderr)
+	fs := newFlagSet("providers", "[--providers-file F] [--wide | --json]", stdout, stderr)
 	providersFile := providersFlag(fs)
 	asJSON := fs.Bool("json", false, "print the providers as one JSON array")
+	wide := fs.Bool("wide", false, "print every column: the credential's source and security, where the provider and its CLI come from")
 	if code := fs.parse(args); code >= 0 {
 		return code
 	}
@@ -71,7 +73,11 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return "no"
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tRUNNER\tMODEL\tCREDENTIAL\tCONFIGURED\tSECURE\tSOURCE\tFROM\tBINARY\tVERSION")
+	if *wide {
+		fmt.Fprintln(tw, "NAME\tRUNNER\tMODEL\tCREDENTIAL\tCONFIGURED\tSECURE\tSOURCE\tFROM\tBINARY\tVERSION")
+	} else {
+		fmt.Fprintln(tw, "NAME\tRUNNER\tMODEL\tCREDENTIAL\tREADY\tCLI")
+	}
 	var problems []string
 	for _, st := range statuses {
 		model := orDash(st.Model)
@@ -91,8 +97,16 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if !st.BinaryFound {
 			bin += " (not found)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.Name, st.Runner, model, orDash(st.CredentialEnv),
-			configured, yesNo(st.SecureMode), st.Source, st.From, bin, orDash(st.BinaryVersion))
+		if *wide {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.Name, st.Runner, model, orDash(st.CredentialEnv),
+				configured, yesNo(st.SecureMode), st.Source, st.From, bin, orDash(st.BinaryVersion))
+			continue
+		}
+		cli := "not found"
+		if st.BinaryFound {
+			cli = strings.TrimSpace(filepath.Base(st.Binary) + " " + st.BinaryVersion)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", st.Name, st.Runner, cut(model, 32), orDash(st.CredentialEnv), configured, cut(cli, 24))
 	}
 	tw.Flush()
 	if len(problems) > 0 {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
@@ -123,16 +124,31 @@ func TestProvidersListsBuiltinsWithTheFileOverThem(t *testing.T) {
 		t.Errorf("pilot providers --json (-want +got):\n%s", diff)
 	}
 
-	code, out, _ := runCLI("providers", "--providers-file", f.providers)
+	code, out, _ := runCLI("providers", "--providers-file", f.providers, "--wide")
 	if code != 0 {
-		t.Fatalf("pilot providers: exit %d", code)
+		t.Fatalf("pilot providers --wide: exit %d", code)
 	}
 	for _, s := range []string{"NAME", "RUNNER", "MODEL", "CONFIGURED", "SECURE", "SOURCE",
 		"my-model at http://127.0.0.1:8080/v1", "refused", "chmod 600 " + claude} {
 		if !strings.Contains(out, s) {
-			t.Errorf("pilot providers does not show %q:\n%s", s, out)
+			t.Errorf("pilot providers --wide does not show %q:\n%s", s, out)
 		}
 	}
+	wideOut := out
+	// Without --wide the table fits 100 columns: name, runner, model,
+	// credential variable, whether it is ready, and its CLI.
+	code, out, _ = runCLI("providers", "--providers-file", f.providers)
+	table, notes, _ := strings.Cut(out, "\n\n")
+	for _, l := range strings.Split(table, "\n") {
+		if n := utf8.RuneCountInString(l); n > 100 {
+			t.Errorf("a line of %d columns: %q", n, l)
+		}
+	}
+	if code != 0 || !strings.HasPrefix(table, "NAME") || !strings.Contains(table, "READY") || !strings.Contains(table, "refused") ||
+		!strings.Contains(notes, "chmod 600 "+claude) || strings.Contains(table, "SOURCE") {
+		t.Errorf("pilot providers: exit %d:\n%s", code, out)
+	}
+	out = wideOut + out
 	for _, secret := range []string{"sk-local-secret-value", "sk-kimi-secret-value", "sk-claude-secret-value"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("pilot providers shows a secret value:\n%s", out)
