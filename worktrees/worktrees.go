@@ -19,6 +19,11 @@ import (
 // the commit pilot made of the job's changes.
 type Entry = worktree.Entry
 
+// StateMissing is the state List and Prune give an entry whose directory
+// was removed by hand (no live run owns it): Prune drops it, Remove
+// removes its branch (when merged, or forced).
+const StateMissing = worktree.StateMissing
+
 // A Conflict is a merge that needs a person (Git.Merge, Git.Advance): the
 // branch, what it was merged onto, and the paths both sides changed. Find
 // it with errors.As.
@@ -49,7 +54,8 @@ func List(runDir string) ([]Entry, error) {
 }
 
 // Prune removes the worktrees whose runs are over and which hold no work
-// found nowhere else, with their branches, and returns them. A worktree
+// found nowhere else, with their branches, and returns them, then the
+// entries it dropped because their directory was gone (StateMissing). A worktree
 // whose owning pilot still runs is never touched; one with uncommitted
 // changes is kept, and so is one whose branch holds commits that no other
 // branch, remote-tracking branch or tag holds (a kept worktree goes once

@@ -64,6 +64,11 @@ const (
 	StateActive  = "active"  // its run is going on (or its owner died before Finish)
 	StateKept    = "kept"    // its run is over and left changes; worktree and branch are kept
 	StateRemoved = "removed" // its run is over and left no changes; worktree and branch are gone
+	// StateMissing is what List and Prune say of an entry whose directory
+	// is gone (removed by hand) while no live run owns it: Prune drops it
+	// (deleting its branch unless that holds work), Remove removes its
+	// branch. The inventory never stores it.
+	StateMissing = "missing"
 )
 
 // Errors of CheckRepo, Create, Lookup and Remove, matched with errors.Is.
@@ -751,7 +756,21 @@ func (m *Manager) List() ([]Entry, error) {
 		return nil, err
 	}
 	slices.SortStableFunc(inv.Entries, func(a, b Entry) int { return a.Created.Compare(b.Created) })
+	for i, e := range inv.Entries {
+		if missing(e) {
+			inv.Entries[i].State = StateMissing
+		}
+	}
 	return inv.Entries, nil
+}
+
+// missing reports whether e's directory is gone while no live run owns it.
+func missing(e Entry) bool {
+	if e.State == StateRemoved || e.State == StateActive && ownerAlive(e.OwnerPID, e.OwnerStart) {
+		return false
+	}
+	_, err := os.Lstat(e.Path)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // Lookup returns the entry named name: its exact name, its branch
@@ -934,7 +953,8 @@ func worktreeBranch(ctx context.Context, repo, path string) (listed bool, branch
 
 // Prune removes the worktrees whose runs are over and which hold no work
 // found nowhere else, with their branches, and returns them (with State
-// "removed"). Exactly these are removed: entries in state "active" whose
+// "removed"), then the entries it dropped because their directory was gone
+// (State "missing"). Exactly these are removed: entries in state "active" whose
 // owner process is gone (no process with that pid, or one with another
 // start time), and entries in state "kept", that have no uncommitted
 // changes, still have their branch checked out, and whose branch holds no
@@ -1023,6 +1043,12 @@ func (m *Manager) Prune(ctx context.Context) ([]Entry, error) {
 		}
 		if err := deleteBranchIf(ctx, e.Repo, e.Branch, e.Base); err != nil {
 			errs = append(errs, fmt.Errorf("worktree %s: %w", e.Name, err))
+		}
+	}
+	for _, e := range dropped {
+		if e.State != StateRemoved {
+			e.State = StateMissing
+			removed = append(removed, e)
 		}
 	}
 	inv.Entries = stay

@@ -939,6 +939,7 @@ func TestPrune(t *testing.T) {
 		setup       func(t *testing.T, e *Entry)
 		wantState   string // "" when dropped from the inventory
 		wantRemoved bool   // returned by Prune
+		wantMissing bool   // returned by Prune as missing: its directory was gone
 		wantDir     bool
 		wantBranch  bool
 	}{
@@ -1000,14 +1001,16 @@ func TestPrune(t *testing.T) {
 			wantState: StateKept, wantDir: true, wantBranch: true,
 		},
 		{
-			name: "dead-owner-directory-gone",
+			name:        "dead-owner-directory-gone",
+			wantMissing: true,
 			setup: func(t *testing.T, e *Entry) {
 				rmDir(t, e)
 				setOwner(t, m, e.Name, dead)
 			},
 		},
 		{
-			name: "kept-directory-gone-branch-committed",
+			name:        "kept-directory-gone-branch-committed",
+			wantMissing: true,
 			setup: func(t *testing.T, e *Entry) {
 				gitT(t, e.Path, "commit", "-q", "--allow-empty", "-m", "work of "+e.Name)
 				finish(t, e)
@@ -1050,7 +1053,8 @@ func TestPrune(t *testing.T) {
 			wantState: StateKept, wantDir: true, wantBranch: true,
 		},
 		{
-			name: "kept-directory-gone-branch-merged",
+			name:        "kept-directory-gone-branch-merged",
+			wantMissing: true,
 			setup: func(t *testing.T, e *Entry) {
 				writeFile(t, filepath.Join(e.Path, "merged3.txt"), "work\n")
 				finish(t, e)
@@ -1068,6 +1072,19 @@ func TestPrune(t *testing.T) {
 		}
 	}
 
+	// List tells a directory removed by hand, unless a live run owns it.
+	for _, e := range list(t, m) {
+		want := e.State
+		switch e.Name {
+		case "dead-owner-directory-gone", "kept-directory-gone-branch-committed":
+			want = StateMissing
+		case "live-owner-directory-gone":
+			want = StateActive
+		}
+		if e.State != want {
+			t.Errorf("List: %s is %s, want %s", e.Name, e.State, want)
+		}
+	}
 	removed, err := m.Prune(t.Context())
 	if err != nil {
 		t.Fatalf("Prune: %v", err)
@@ -1083,6 +1100,9 @@ func TestPrune(t *testing.T) {
 	for _, tt := range tests {
 		if tt.wantRemoved {
 			wantRemoved = append(wantRemoved, tt.name+" "+StateRemoved)
+		}
+		if tt.wantMissing {
+			wantRemoved = append(wantRemoved, tt.name+" "+StateMissing)
 		}
 		if tt.wantState != "" {
 			wantStates[tt.name] = tt.wantState

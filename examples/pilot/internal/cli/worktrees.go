@@ -50,7 +50,17 @@ func cmdWorktrees(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return exitOK
 	}
 	if prune {
-		fmt.Fprintf(stdout, "pruned %d worktree(s)\n", len(entries))
+		gone := 0
+		for _, e := range entries {
+			if e.State == worktrees.StateMissing {
+				gone++
+			}
+		}
+		fmt.Fprintf(stdout, "pruned %d worktree(s)", len(entries)-gone)
+		if gone > 0 {
+			fmt.Fprintf(stdout, "; dropped %d whose directory was gone (each branch with work kept)", gone)
+		}
+		fmt.Fprintln(stdout)
 	}
 	if len(entries) == 0 {
 		if !prune {

@@ -313,3 +313,50 @@ func TestFanoutOffATerminalEndsEachJobInOneLine(t *testing.T) {
 		t.Errorf("end lines (-want +got):\n%s\nstderr:\n%s", diff, errOut)
 	}
 }
+
+// A worktree whose directory a person removed by hand is listed as
+// missing; remove refuses it while its branch holds work, and with
+// --force removes the branch; prune says what it dropped.
+func TestWorktreeRemovedByHand(t *testing.T) {
+	f := newFixture(t, map[string][]string{"writer": {`write={workdir}/made.txt=work\n`, "out=wrote"}})
+	repo := gitWorkdir(t, f)
+	jobs := writeJobsFile(t, f.dir, []map[string]any{
+		{"provider": "writer", "mode": "code", "task_file": f.taskFile, "worktree": true, "name": "one"},
+		{"provider": "writer", "mode": "code", "task_file": f.taskFile, "worktree": true, "name": "two"},
+	})
+	code, out, errOut := runCLI(f.fanoutArgs("--jobs-file", jobs)...)
+	if code != 0 {
+		t.Fatalf("exit %d (stderr %q)", code, errOut)
+	}
+	vs := fanoutVerdicts(t, out)
+	one, two := worktreeOf(t, vs[0]), worktreeOf(t, vs[1])
+	for _, wt := range []pilot.WorktreeInfo{one, two} {
+		if err := os.RemoveAll(wt.Path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, _ = runCLI("worktrees", "--run-dir", f.runDir)
+	if code != 0 || strings.Count(out, " missing ") != 2 {
+		t.Errorf("pilot worktrees: exit %d:\n%s\nwant both missing", code, out)
+	}
+	name := filepath.Base(one.Path)
+	if code, _, errOut := runCLI("worktrees", "remove", name, "--run-dir", f.runDir); code == 0 || !strings.Contains(errOut, "commit(s) on no other branch") {
+		t.Errorf("remove of a missing worktree with work: exit %d, %q; want a refusal naming its commits", code, errOut)
+	}
+	if code, _, errOut := runCLI("worktrees", "remove", name, "--force", "--run-dir", f.runDir); code != 0 {
+		t.Errorf("remove --force: exit %d, %q", code, errOut)
+	}
+	if got := gitOut(t, repo, "branch", "--list", one.Branch); got != "" {
+		t.Errorf("its branch %s is still there", one.Branch)
+	}
+	code, out, _ = runCLI("worktrees", "prune", "--run-dir", f.runDir)
+	if code != 0 || !strings.Contains(out, "pruned 0 worktree(s); dropped 1 whose directory was gone") || !strings.Contains(out, filepath.Base(two.Path)) {
+		t.Errorf("prune: exit %d:\n%s", code, out)
+	}
+	if got := gitOut(t, repo, "branch", "--list", two.Branch); got == "" {
+		t.Errorf("prune deleted branch %s, which holds work", two.Branch)
+	}
+	if _, out, _ := runCLI("worktrees", "--run-dir", f.runDir); !strings.Contains(out, "no worktrees") {
+		t.Errorf("after prune:\n%s", out)
+	}
+}
