@@ -129,6 +129,14 @@ type Worktrees interface {
 	Finish(ctx context.Context, wt WorktreeInfo, runID string) (WorktreeInfo, error)
 }
 
+// uncommittedCounter is a Worktrees that can also count the files with
+// uncommitted changes in the repository holding dir (worktrees.Git can):
+// the jobs' worktrees start from HEAD and see none of them, and Fanout
+// warns so.
+type uncommittedCounter interface {
+	Uncommitted(ctx context.Context, dir string) (int, error)
+}
+
 // WorktreeInfo describes a job's worktree in its verdict.
 type WorktreeInfo struct {
 	Name   string `json:"name"`
@@ -590,6 +598,19 @@ func jobError(i int, j Job, err error) error {
 	return fmt.Errorf("job %d (%s): %w", i+1, j.label(), err)
 }
 
+// warnUncommitted warns, when wts can tell, that the repository holding
+// dir has uncommitted changes its worktree jobs will not see.
+func (f *Fanout) warnUncommitted(ctx context.Context, wts Worktrees, dir string) {
+	u, ok := wts.(uncommittedCounter)
+	if !ok || f.OnEvent == nil {
+		return
+	}
+	if n, err := u.Uncommitted(ctx, dir); err == nil && n > 0 {
+		f.OnEvent(-1, Event{Type: event.FanoutWarning, Time: time.Now().UTC(),
+			Message: fmt.Sprintf("note: worktrees start from HEAD: %d file(s) with uncommitted changes in %s are not in them (commit them first for the jobs to see them)", n, dir)})
+	}
+}
+
 // guard checks every job before anything is spawned.
 func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 	for i, j := range jobs {
@@ -634,6 +655,7 @@ func (f *Fanout) guard(ctx context.Context, jobs []Job, wts Worktrees) error {
 				return jobError(i, j, err)
 			}
 			checked[wd] = true
+			f.warnUncommitted(ctx, wts, j.Task.Workdir)
 		}
 		switch j.Task.Mode {
 		case ModeCode:

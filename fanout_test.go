@@ -204,6 +204,39 @@ func TestFanoutFailFast(t *testing.T) {
 // gitRepo is pilottest.GitRepo.
 func gitRepo(t *testing.T) string { return pilottest.GitRepo(t) }
 
+// Worktrees start from HEAD: a fanout from a repository with uncommitted
+// changes warns, once, how many files its jobs will not see; a clean one
+// says nothing.
+func TestFanoutWarnsOfUncommittedChanges(t *testing.T) {
+	repo := gitRepo(t)
+	d := testDispatcher(t, pilot.Provider{Name: "r", Runner: "command", Argv: []string{"/bin/sh", "-c", "echo read"}})
+	job := pilot.Job{Task: pilot.Task{Provider: "r", Mode: pilot.ModeReview, Prompt: "x", Workdir: repo}, Worktree: true}
+	warnings := func() []string {
+		var mu sync.Mutex
+		var got []string
+		f := &pilot.Fanout{Dispatcher: d, Worktrees: worktrees.New(d.RunDir, ""), OnEvent: func(_ int, e pilot.Event) {
+			if e.Type == event.FanoutWarning {
+				mu.Lock()
+				got = append(got, e.Message)
+				mu.Unlock()
+			}
+		}}
+		if _, err := f.Run(context.Background(), []pilot.Job{job, job}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := warnings(); len(got) != 0 {
+		t.Errorf("a clean repository: warnings %q", got)
+	}
+	os.WriteFile(filepath.Join(repo, "new.txt"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(repo, "README.md"), []byte("changed"), 0o644)
+	want := []string{"note: worktrees start from HEAD: 2 file(s) with uncommitted changes in " + repo + " are not in them (commit them first for the jobs to see them)"}
+	if diff := cmp.Diff(want, warnings()); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+}
+
 // A code job in a repository and one in a worktree of it write in
 // different places: the guard lets them run.
 func TestFanoutOneCodeJobBesideAWorktreeJob(t *testing.T) {

@@ -49,6 +49,13 @@ func (g *Git) CheckRepo(ctx context.Context, dir string) error {
 	return err
 }
 
+// Uncommitted counts the files with uncommitted changes (untracked ones
+// too) in the work tree of the repository holding dir: a job's worktree
+// starts from HEAD and sees none of them.
+func (g *Git) Uncommitted(ctx context.Context, dir string) (int, error) {
+	return worktree.Uncommitted(ctx, dir)
+}
+
 func (g *Git) Create(ctx context.Context, dir, name string) (pilot.WorktreeInfo, error) {
 	return g.CreateAt(ctx, dir, name, "")
 }

@@ -136,7 +136,7 @@ func checkRepo(ctx context.Context, dir string) (top, head string, err error) {
 	if err != nil {
 		var ge *GitError
 		if errors.As(err, &ge) && strings.Contains(ge.Stderr, "not a git repository") {
-			return "", "", fmt.Errorf("workdir %s is %w: worktree jobs need one (run git init there, or drop \"worktree\": true)", dir, ErrNotRepo)
+			return "", "", fmt.Errorf("workdir %s is %w: worktree jobs need one (give a workdir inside a git repository, or run git init there)", dir, ErrNotRepo)
 		}
 		return "", "", fmt.Errorf("workdir %s: %w", dir, err)
 	}
@@ -695,6 +695,17 @@ func work(ctx context.Context, e Entry) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("its branch %s has %d commit(s) on no other branch, remote-tracking branch or tag", e.Branch, n), nil
+}
+
+// Uncommitted counts the files with uncommitted changes, untracked ones
+// too (ignored ones aside), in the work tree of the repository holding
+// dir.
+func Uncommitted(ctx context.Context, dir string) (int, error) {
+	out, err := git(ctx, dir, "status", "--porcelain", "--untracked-files=all")
+	if err != nil {
+		return 0, err
+	}
+	return strings.Count(out, "\n"), nil
 }
 
 // unmerged counts the commits of branch that no other branch,

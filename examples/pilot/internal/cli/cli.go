@@ -519,8 +519,8 @@ func cmdDispatch(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 			v = jobVerdict(rs[0], retried, t.Key)
 			v.Job, v.TaskFile = "", "" // a dispatch's verdict, as without --worktree
 		}
-		if unavailable := (*sandbox.UnavailableError)(nil); errors.As(err, &unavailable) {
-			err = unavailable // as without --worktree: a dispatch has no "job 1"
+		if u := errors.Unwrap(err); u != nil && strings.HasPrefix(err.Error(), "job 1 (") {
+			err = u // as without --worktree: a dispatch has no "job 1"
 		}
 	} else {
 		v.Verdict, err = td.Dispatch(ctx, t)

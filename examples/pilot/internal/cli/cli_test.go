@@ -199,6 +199,17 @@ func TestDispatchResumeFlag(t *testing.T) {
 	}
 }
 
+// dispatch --worktree outside a git repository says what it needs, as a
+// dispatch (no "job 1"), and runs nothing.
+func TestDispatchWorktreeOutsideARepository(t *testing.T) {
+	f := newFixture(t, map[string][]string{"writer": {"out=wrote it"}})
+	code, out, errOut := runCLI(f.args("dispatch", "writer", "--worktree")...)
+	want := "pilot dispatch: workdir " + f.workdir + " is not a git repository: worktree jobs need one (give a workdir inside a git repository, or run git init there)\n"
+	if code != 2 || out != "" || errOut != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, out, errOut, want)
+	}
+}
+
 func TestDispatchWorktree(t *testing.T) {
 	f := newFixture(t, map[string][]string{"writer": {`write={workdir}/made.txt=by the worker\n`, "out=wrote it"}})
 	repo := pilottest.GitRepo(t)
