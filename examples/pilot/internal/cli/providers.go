@@ -66,12 +66,6 @@ func cmdProviders(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		writeJSON(stdout, statuses)
 		return exitOK
 	}
-	yesNo := func(b bool) string {
-		if b {
-			return "yes"
-		}
-		return "no"
-	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	if *wide {
 		fmt.Fprintln(tw, "NAME\tRUNNER\tMODEL\tCREDENTIAL\tCONFIGURED\tSECURE\tSOURCE\tFROM\tBINARY\tVERSION")
@@ -204,7 +198,8 @@ func cmdCredentials(ctx context.Context, args []string, stdin io.Reader, stdout,
 		"and stores it in "+credentialsDirForHelp()+"/PROVIDER (mode 0600).\n"+
 		"With --status, stores nothing and prints whether the credential is configured.", stdout, stderr)
 	providersFile := providersFlag(fs)
-	status := fs.Bool("status", false, "store nothing; print the credential's status as JSON (configured, secure_mode, source; never the value) and exit 1 when it is not configured")
+	status := fs.Bool("status", false, "store nothing; print the credential's status (configured, secure_mode, source; never the value), a table on a terminal, else JSON, and exit 1 when it is not configured")
+	asJSON := fs.Bool("json", false, "with --status: print JSON on a terminal too")
 	// The provider comes first, flags after it.
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -225,7 +220,7 @@ func cmdCredentials(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return badInput(stderr, "credentials", "unknown provider: %s (known: %s)", name, strings.Join(reg.Names(), ", "))
 	}
 	if *status {
-		return credentialStatus(ctx, p, stdout, stderr)
+		return credentialStatus(ctx, p, forPerson(stdout, *asJSON), stdout, stderr)
 	}
 	if p.CredentialEnv == "" {
 		return badInput(stderr, "credentials", "provider %s needs no credential (it has no credential_env), so pilot would never use a stored one: "+
@@ -263,15 +258,20 @@ func credentialsDirForHelp() string {
 
 // credentialStatus prints p's credential status as one JSON line: the
 // behaviour of 'pilot credentials PROVIDER' before it stored secrets.
-func credentialStatus(ctx context.Context, p pilot.Provider, stdout, stderr io.Writer) int {
+func credentialStatus(ctx context.Context, p pilot.Provider, person bool, stdout, stderr io.Writer) int {
 	info, err := config.DefaultCredentials().Info(ctx, p)
 	if err != nil {
 		info.Configured, info.SecureMode = false, false
 	}
-	writeJSON(stdout, struct {
-		Provider string `json:"provider"`
-		config.Info
-	}{p.Name, info})
+	if person {
+		table(stdout, []string{"PROVIDER", "CREDENTIAL", "CONFIGURED", "SECURE", "SOURCE"},
+			[][]string{{p.Name, p.CredentialEnv, yesNo(info.Configured), yesNo(info.SecureMode), info.Source}})
+	} else {
+		writeJSON(stdout, struct {
+			Provider string `json:"provider"`
+			config.Info
+		}{p.Name, info})
+	}
 	switch {
 	case err != nil:
 		fmt.Fprintf(stderr, "pilot credentials: %v\n", strings.TrimPrefix(err.Error(), "pilot: "))

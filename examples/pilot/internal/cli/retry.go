@@ -75,6 +75,7 @@ func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&workdir, "workdir", "", "a `directory` in the repository whose .git/pilot state to use (when --state is not given)")
 	fs.StringVar(&group, "clear-blocked", "", "unblock the jobs of `group` and reset their failure budgets and counters")
 	fs.BoolVar(&dryRun, "dry-run", false, "say what --clear-blocked would clear, and change nothing")
+	asJSON := fs.Bool("json", false, "print JSON on a terminal too (elsewhere it always is)")
 	if code := fs.parse(args); code >= 0 {
 		return code
 	}
@@ -129,6 +130,18 @@ func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	tasks := map[string]retry.TaskState{}
 	for _, n := range s.Tasks() {
 		tasks[n] = s.Task(n)
+	}
+	if forPerson(stdout, *asJSON) {
+		fmt.Fprintf(stdout, "state %s: %d task(s)\n", s.Path(), len(tasks))
+		var rows [][]string
+		for _, n := range slices.Sorted(maps.Keys(tasks)) {
+			t := tasks[n]
+			rows = append(rows, []string{n, t.Group, counts(t.RecoveryFailures), string(t.LastFailureClass), t.Blocked, t.UpdatedAt.Local().Format("2006-01-02 15:04")})
+		}
+		if len(rows) > 0 {
+			table(stdout, []string{"TASK", "GROUP", "FAILURES", "LAST CLASS", "BLOCKED", "UPDATED"}, rows)
+		}
+		return exitOK
 	}
 	writeJSON(stdout, map[string]any{"state": s.Path(), "tasks": tasks})
 	return exitOK

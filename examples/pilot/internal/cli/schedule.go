@@ -147,6 +147,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	})
 	fs.StringVar(&stateDir, "state", "", "`directory` of the state file ("+schedule.StoreFileName+") shared with other pilots running the graph (default: .git/pilot of the workdir's repository)")
 	fs.BoolVar(&dryRun, "dry-run", false, "check the graph, providers and credentials and print the plan; run and write nothing")
+	planJSON := fs.Bool("json", false, "with --dry-run: print the plan as JSON on a terminal too (elsewhere it always is)")
 	fs.StringVar(&integrate, "integrate", "", "merge each complete worktree job's branch into `BRANCH` (created at the graph's base commit; never one that is checked out), in graph order, as the graph finishes")
 	var maxCost float64
 	totalBudgetFlag(fs, "graph", &maxCost)
@@ -212,7 +213,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	}
 	statePath := scheduleStatePath(ctx, stateDir, workdir, stderr)
 	if dryRun {
-		return schedulePlan(stdout, g, worktree)
+		return schedulePlan(stdout, g, worktree, *planJSON)
 	}
 	rows := make([]progressJob, len(g.Jobs))
 	index := map[string]int{}
@@ -322,7 +323,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 
 // schedulePlan prints what a run would start, in graph order, and writes
 // nothing.
-func schedulePlan(stdout io.Writer, g schedule.Graph, worktree map[string]bool) int {
+func schedulePlan(stdout io.Writer, g schedule.Graph, worktree map[string]bool, asJSON bool) int {
 	type planned struct {
 		ID            string       `json:"id"`
 		Provider      string       `json:"provider"`
@@ -348,6 +349,19 @@ func schedulePlan(stdout io.Writer, g schedule.Graph, worktree map[string]bool) 
 		}
 		plan[i] = planned{j.ID, j.Task.Provider, string(j.Task.Mode), deps, set, known, why, worktree[j.ID], j.Task.Sandbox,
 			j.Task.Timeout.Seconds(), j.Task.IdleTimeout.Seconds()}
+	}
+	if forPerson(stdout, asJSON) {
+		var rows [][]string
+		for _, p := range plan {
+			ws := strings.Join(p.WriteSet, " ")
+			if !p.WriteSetKnown {
+				ws = "unknown: " + p.Why
+			}
+			rows = append(rows, []string{p.ID, p.Provider + ":" + p.Mode, strings.Join(p.Deps, ","), ws, yesNo(p.Worktree), string(p.Sandbox)})
+		}
+		fmt.Fprintf(stdout, "pilot schedule --dry-run: %d job(s); nothing was run or written\n", len(plan))
+		table(stdout, []string{"JOB", "WORKER", "DEPS", "WRITE SET", "WORKTREE", "SANDBOX"}, rows)
+		return exitOK
 	}
 	writeResult(stdout, plan)
 	return exitOK

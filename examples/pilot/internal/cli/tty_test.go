@@ -5,12 +5,16 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/pilotworkers/pilot/retry"
 )
 
 // newPTY is a pseudo-terminal (openPTY, from the fanout tests) that the
@@ -145,5 +149,65 @@ func TestWriteResultIndentsOnATerminal(t *testing.T) {
 	writeResult(&b, []map[string]int{{"a": 1}})
 	if b.String() != "[{\"a\":1}]\n" {
 		t.Errorf("elsewhere: %q", b.String())
+	}
+}
+
+// On a terminal, credentials --status, state and schedule --dry-run are
+// tables a person reads; with --json, and off a terminal, the JSON they
+// always were.
+func TestStatusCommandsOnATerminal(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=done"}})
+	t.Setenv("ZHIPU_API_KEY", "sk-not-shown")
+	stateDir := t.TempDir()
+	st, err := retry.OpenStore(filepath.Join(stateDir, retry.StateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpdateTask("fix-login", func(ts *retry.TaskState) {
+		ts.Group, ts.Blocked = "g1", "3 failures in a row"
+		ts.RecoveryFailures = map[string]int{"code": 3}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	graph := f.writeGraph(t, gjob("a", "ok", f), gjob("b", "ok", f, "a"))
+	onTerminal := func(args ...string) string {
+		t.Helper()
+		ptm, pts := openPTY(t, 200, 40)
+		defer ptm.Close()
+		var errb bytes.Buffer
+		code := run(context.Background(), args, nil, pts, &errb)
+		pts.Close()
+		out, _ := io.ReadAll(ptm)
+		if code != 0 {
+			t.Fatalf("pilot %v: exit %d, stderr %q", args, code, errb.String())
+		}
+		return strings.ReplaceAll(string(out), "\r\n", "\n")
+	}
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"credentials", "glm", "--status"}, []string{"PROVIDER  CREDENTIAL     CONFIGURED  SECURE  SOURCE\nglm       ZHIPU_API_KEY  yes         no      env:ZHIPU_API_KEY\n"}},
+		{[]string{"state", "--state", stateDir}, []string{": 1 task(s)\nTASK       GROUP  FAILURES  LAST CLASS  BLOCKED              UPDATED\nfix-login  g1     code=3    -           3 failures in a row  "}},
+		{f.scheduleArgs(graph, "--dry-run"), []string{"pilot schedule --dry-run: 2 job(s); nothing was run or written\nJOB  WORKER   DEPS  WRITE SET  WORKTREE  SANDBOX\na    ok:code  -     -          no        -\nb    ok:code  a     -          no        -\n"}},
+	} {
+		out := onTerminal(tt.args...)
+		for _, w := range tt.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("pilot %v on a terminal:\n%s\nwant it to hold:\n%s", tt.args, out, w)
+			}
+		}
+		if strings.Contains(out, "{") || strings.Contains(out, "sk-not-shown") {
+			t.Errorf("pilot %v on a terminal shows JSON or the secret:\n%s", tt.args, out)
+		}
+		jsonOut := onTerminal(append(tt.args, "--json")...)
+		var v any
+		if err := json.Unmarshal([]byte(jsonOut), &v); err != nil {
+			t.Errorf("pilot %v --json on a terminal is not JSON: %v\n%s", tt.args, err, jsonOut)
+		}
+		if code, out, _ := runCLI(tt.args...); code != 0 || json.Unmarshal([]byte(out), &v) != nil {
+			t.Errorf("pilot %v off a terminal: exit %d, not JSON:\n%s", tt.args, code, out)
+		}
 	}
 }
