@@ -92,6 +92,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "\nread: the archives in %s/agent-task/archive/, each with its WORK_LOG.md and complete.log;\n"+
 			"      the user review in %s/agent-task/%s/04_gate/USER_REVIEW.md;\n"+
 			"      the loop's state in %s/.taskloop/state/ (progress.json, state.json), pilot's run records in %s/.taskloop/runs/\n", ws, ws, demoGroup, ws, ws)
+		if code == exitBlocked {
+			fmt.Fprintf(stdout, "\nexit 2 is the demo's expected end: 04_gate holds a user-review stop, as a group waiting on a person does\n")
+		}
 	}
 	return code
 }

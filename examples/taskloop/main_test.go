@@ -205,6 +205,16 @@ func TestExternalActiveTaskReturnsNonTerminalExitThree(t *testing.T) {
 	}
 }
 
+// The demo's text ends saying that its exit 2 is what it means to end
+// with: a reader should not take it for a failure.
+func TestDemoSaysItsExitIsExpected(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "demo", "--dir", filepath.Join(t.TempDir(), "demo"))
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	if code != 2 || !strings.HasPrefix(lines[len(lines)-1], "exit 2 is the demo's expected end: 04_gate holds a user-review stop") {
+		t.Errorf("exit %d, last line %q; want 2 and the line saying it is expected\nstderr:\n%s", code, lines[len(lines)-1], stderr)
+	}
+}
+
 func TestDemoRunsTheFourTaskGroup(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "demo")
 	code, stdout, stderr := runCmd(t, "demo", "--dir", dir, "--json")
