@@ -13,6 +13,7 @@ import (
 
 	"github.com/pilotworkers/pilot/event"
 	"github.com/pilotworkers/pilot/internal/gate"
+	"github.com/pilotworkers/pilot/internal/membudget"
 	"github.com/pilotworkers/pilot/internal/text"
 	"github.com/pilotworkers/pilot/size"
 	"golang.org/x/sync/semaphore"
@@ -202,138 +203,175 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]JobResult, error) {
 	if len(jobs) == 0 {
 		return nil, errors.New("pilot: at least one job is required")
 	}
-	wts := f.Worktrees
-	if err := f.guard(ctx, jobs, wts); err != nil {
+	if err := f.guard(ctx, jobs, f.Worktrees); err != nil {
 		return nil, err
 	}
-
-	limit := f.MaxParallel
-	if limit <= 0 || limit > len(jobs) {
-		limit = len(jobs)
-	}
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	results := make([]JobResult, len(jobs))
-	var id [4]byte
-	_, _ = rand.Read(id[:])
-	names := worktreeNames(jobs, hex.EncodeToString(id[:]))
-	// sem is the fanout's parallelism: a job takes its first slot in
-	// job order; a retry taking its slot back (WithoutSlot) goes first.
-	sem := semaphore.NewWeighted(int64(limit))
-	poke := make(chan struct{}, 1) // a slot, a provider's slot or a gate changed
-	wake := func() {
-		select {
-		case poke <- struct{}{}:
-		default:
-		}
-	}
-	gates := gate.New(func(provider string) int {
-		return LimitsOf(f.Dispatcher, Task{Provider: provider}).MaxParallel
-	}, wake)
-	spent := &spending{max: f.MaxCostUSD}
-	mem := f.memory() // nil without a MemoryBudget
-	told := make([]string, len(jobs))
-	say := func(i int, key, why string) {
-		if told[i] != key && f.OnEvent != nil {
-			f.OnEvent(i, Event{Type: event.FanoutJobWaiting, Time: time.Now().UTC(), Message: why})
-		}
-		told[i] = key
-	}
-	var wg sync.WaitGroup
+	fr := f.newFanoutRun(ctx, jobs)
+	defer fr.cancel(nil)
 	queue := make([]int, len(jobs))
 	for i := range queue {
 		queue[i] = i
 	}
 	for len(queue) > 0 {
-		if runCtx.Err() != nil {
+		if fr.ctx.Err() != nil {
 			for _, i := range queue {
-				results[i] = synthesized(jobs[i], nil, "", true)
+				fr.results[i] = synthesized(jobs[i], nil, "", true)
 			}
 			break
 		}
-		room := mem.changed() // before the pass: no change is missed
-		now := time.Now()
-		var next time.Time // the earliest reset a job waits for
-		keep := queue[:0]
-		behind := false // a job waits for a slot or for memory: the jobs after it wait behind it
-		for _, i := range queue {
-			p := jobs[i].Task.Provider
-			st := gates.Check(p, now)
-			switch {
-			case st.Closed != "":
-				results[i] = blocked(jobs[i], st.Closed)
-				continue
-			case behind:
-				keep = append(keep, i)
-				continue
-			case !st.Open():
-				// Its provider holds it back; it holds no slot, and the
-				// other providers' jobs go on.
-				keep = append(keep, i)
-				why := st.Waiting(p)
-				say(i, why, why)
-				if !st.Until.IsZero() && (next.IsZero() || st.Until.Before(next)) {
-					next = st.Until
-				}
-				continue
-			}
-			if !sem.TryAcquire(1) {
-				keep, behind = append(keep, i), true
-				continue
-			}
-			if why, over := spent.over("fanout"); over {
-				sem.Release(1)
-				results[i] = skipped(jobs[i], why)
-				continue
-			}
-			hold, why := mem.tryAcquire(jobs[i])
-			if why != "" {
-				// Memory is let in job order: the jobs after it wait.
-				sem.Release(1)
-				keep, behind = append(keep, i), true
-				say(i, "\x00memory", why)
-				continue
-			}
-			gates.Take(p)
-			s := &fanoutSlot{sem: sem, held: true, wake: wake}
-			job := gated(mem.follow(jobs[i], hold), gates)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer gates.Done(p) // last: it wakes the loop
-				defer hold.Release()
-				defer s.release()
-				r := f.runJob(context.WithValue(runCtx, slotKey{}, s), i, job, wts, names[i])
-				gates.Learn(p, gateFailure(r.Verdict), time.Now())
-				spent.add(r.Usage)
-				if v := r.Verdict; f.FailFast && !v.Verdict.Success() {
-					cancel(fmt.Errorf("fail-fast: job %d (%s) ended %s", i, jobs[i].label(), v.Verdict))
-				}
-				results[i] = r
-			}()
-		}
-		queue = keep
-		if len(queue) == 0 {
-			break
-		}
-		var timer *time.Timer
-		var reset <-chan time.Time
-		if !next.IsZero() {
-			timer = time.NewTimer(time.Until(next))
-			reset = timer.C
-		}
-		select {
-		case <-poke:
-		case <-room:
-		case <-reset:
-		case <-runCtx.Done():
-		}
-		if timer != nil {
-			timer.Stop()
+		room := fr.mem.changed() // before the pass: no change is missed
+		var next time.Time
+		if queue, next = fr.pass(queue); len(queue) > 0 {
+			fr.wait(room, next)
 		}
 	}
-	wg.Wait()
-	return results, nil
+	fr.wg.Wait()
+	return fr.results, nil
+}
+
+// fanoutRun is the state of one Fanout.Run: the jobs, their results, and
+// what decides when each starts (its slots, the providers' gates, the
+// cost spent and the memory budget).
+type fanoutRun struct {
+	f       *Fanout
+	jobs    []Job
+	results []JobResult
+	names   []string // the jobs' worktree names
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	// sem is the fanout's parallelism: a job takes its first slot in
+	// job order; a retry taking its slot back (WithoutSlot) goes first.
+	sem   *semaphore.Weighted
+	poke  chan struct{} // a slot, a provider's slot or a gate changed
+	gates *gate.Set
+	spent *spending
+	mem   *fanoutMemory // nil without a MemoryBudget
+	told  []string      // the last wait each job was told of
+	wg    sync.WaitGroup
+}
+
+func (f *Fanout) newFanoutRun(ctx context.Context, jobs []Job) *fanoutRun {
+	limit := f.MaxParallel
+	if limit <= 0 || limit > len(jobs) {
+		limit = len(jobs)
+	}
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	fr := &fanoutRun{f: f, jobs: jobs, results: make([]JobResult, len(jobs)),
+		names: worktreeNames(jobs, hex.EncodeToString(id[:])),
+		sem:   semaphore.NewWeighted(int64(limit)), poke: make(chan struct{}, 1),
+		spent: &spending{max: f.MaxCostUSD}, mem: f.memory(), told: make([]string, len(jobs))}
+	fr.ctx, fr.cancel = context.WithCancelCause(ctx)
+	fr.gates = gate.New(func(provider string) int {
+		return LimitsOf(f.Dispatcher, Task{Provider: provider}).MaxParallel
+	}, fr.wake)
+	return fr
+}
+
+func (fr *fanoutRun) wake() {
+	select {
+	case fr.poke <- struct{}{}:
+	default:
+	}
+}
+
+// say tells, once per wait (key), why job i waits.
+func (fr *fanoutRun) say(i int, key, why string) {
+	if fr.told[i] != key && fr.f.OnEvent != nil {
+		fr.f.OnEvent(i, Event{Type: event.FanoutJobWaiting, Time: time.Now().UTC(), Message: why})
+	}
+	fr.told[i] = key
+}
+
+// pass starts every job of queue that may start now, in job order, and
+// ends those that never will; it returns the jobs that wait, and the
+// earliest provider reset one of them waits for (zero for none).
+func (fr *fanoutRun) pass(queue []int) (keep []int, next time.Time) {
+	now := time.Now()
+	keep = queue[:0]
+	behind := false // a job waits for a slot or for memory: the jobs after it wait behind it
+	for _, i := range queue {
+		p := fr.jobs[i].Task.Provider
+		st := fr.gates.Check(p, now)
+		switch {
+		case st.Closed != "":
+			fr.results[i] = blocked(fr.jobs[i], st.Closed)
+			continue
+		case behind:
+			keep = append(keep, i)
+			continue
+		case !st.Open():
+			// Its provider holds it back; it holds no slot, and the
+			// other providers' jobs go on.
+			keep = append(keep, i)
+			why := st.Waiting(p)
+			fr.say(i, why, why)
+			if !st.Until.IsZero() && (next.IsZero() || st.Until.Before(next)) {
+				next = st.Until
+			}
+			continue
+		}
+		if !fr.sem.TryAcquire(1) {
+			keep, behind = append(keep, i), true
+			continue
+		}
+		if why, over := fr.spent.over("fanout"); over {
+			fr.sem.Release(1)
+			fr.results[i] = skipped(fr.jobs[i], why)
+			continue
+		}
+		hold, why := fr.mem.tryAcquire(fr.jobs[i])
+		if why != "" {
+			// Memory is let in job order: the jobs after it wait.
+			fr.sem.Release(1)
+			keep, behind = append(keep, i), true
+			fr.say(i, "\x00memory", why)
+			continue
+		}
+		fr.start(i, hold)
+	}
+	return keep, next
+}
+
+// start runs job i, which holds a slot, its provider's gate and hold (its
+// share of the memory budget), in a goroutine of its own.
+func (fr *fanoutRun) start(i int, hold *membudget.Hold) {
+	p := fr.jobs[i].Task.Provider
+	fr.gates.Take(p)
+	s := &fanoutSlot{sem: fr.sem, held: true, wake: fr.wake}
+	job := gated(fr.mem.follow(fr.jobs[i], hold), fr.gates)
+	fr.wg.Add(1)
+	go func() {
+		defer fr.wg.Done()
+		defer fr.gates.Done(p) // last: it wakes the loop
+		defer hold.Release()
+		defer s.release()
+		r := fr.f.runJob(context.WithValue(fr.ctx, slotKey{}, s), i, job, fr.f.Worktrees, fr.names[i])
+		fr.gates.Learn(p, gateFailure(r.Verdict), time.Now())
+		fr.spent.add(r.Usage)
+		if v := r.Verdict; fr.f.FailFast && !v.Verdict.Success() {
+			fr.cancel(fmt.Errorf("fail-fast: job %d (%s) ended %s", i, fr.jobs[i].label(), v.Verdict))
+		}
+		fr.results[i] = r
+	}()
+}
+
+// wait waits for something that may let a waiting job start: a slot or a
+// gate changed, memory was freed (room), a provider's reset came (next),
+// or the run ended.
+func (fr *fanoutRun) wait(room <-chan struct{}, next time.Time) {
+	var reset <-chan time.Time
+	if !next.IsZero() {
+		timer := time.NewTimer(time.Until(next))
+		defer timer.Stop()
+		reset = timer.C
+	}
+	select {
+	case <-fr.poke:
+	case <-room:
+	case <-reset:
+	case <-fr.ctx.Done():
+	}
 }
 
 // fanoutSlot is one job's hold on the fanout's parallelism. Only the job's
