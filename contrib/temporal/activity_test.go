@@ -560,15 +560,24 @@ func TestRunJobSupersededGenerationStopsAndPublishesNothing(t *testing.T) {
 		if err := commitIn(task); err != nil {
 			return pilot.Verdict{}, err
 		}
-		// A replacement elsewhere commits the next generation.
-		oid, o, err := f.read(context.Background())
-		if err != nil {
-			return pilot.Verdict{}, err
-		}
-		o.Generation++
-		o.Host = "elsewhere"
-		if _, err := f.swap(context.Background(), oid, o); err != nil {
-			return pilot.Verdict{}, err
+		// A replacement elsewhere commits the next generation. This
+		// generation's renewal may move the fence between its read and
+		// its swap (a busy machine): it reads again, as a real taker
+		// would.
+		for {
+			oid, o, err := f.read(context.Background())
+			if err != nil {
+				return pilot.Verdict{}, err
+			}
+			o.Generation++
+			o.Host = "elsewhere"
+			_, err = f.swap(context.Background(), oid, o)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, ErrFenced) {
+				return pilot.Verdict{}, err
+			}
 		}
 		<-ctx.Done() // the fence check ends this generation's worker
 		if !errors.Is(context.Cause(ctx), ErrFenced) {
