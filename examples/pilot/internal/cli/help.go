@@ -31,6 +31,18 @@ func didYouMean(s string, names []string) string {
 	return ""
 }
 
+// unknownSubcommand says so, with the one meant, when arg (the first
+// argument of command cmd, which takes subcommands subs) is a word that
+// is none of them, and returns exit 2; ok is false for a flag or a
+// subcommand.
+func unknownSubcommand(stderr io.Writer, cmd, arg string, subs ...string) (code int, ok bool) {
+	if strings.HasPrefix(arg, "-") || slices.Contains(subs, arg) {
+		return 0, false
+	}
+	fmt.Fprintf(stderr, "pilot %s: unknown subcommand %q%s; its subcommands are %s (see pilot %s --help)\n", cmd, arg, didYouMean(arg, subs), strings.Join(subs, ", "), cmd)
+	return exitBadInput, true
+}
+
 // cmdHelp is 'pilot help COMMAND': that command's usage and flags.
 func cmdHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !slices.Contains(commands(), args[0]) {

@@ -31,6 +31,8 @@ func TestMisspellingsGetTheOneMeant(t *testing.T) {
 		{[]string{"dispatch", "--tiemout", "5"}, "unknown flag --tiemout (did you mean --timeout?)"},
 		{[]string{"help", "fanot"}, `pilot help: no command "fanot" (did you mean "fanout"?)`},
 		{[]string{"zzz"}, `pilot: unknown command "zzz"`},
+		{[]string{"runs", "shwo", "last"}, `pilot runs: unknown subcommand "shwo" (did you mean "show"?); its subcommands are show, logs, prune`},
+		{[]string{"worktrees", "remvoe", "x"}, `pilot worktrees: unknown subcommand "remvoe" (did you mean "remove"?)`},
 	} {
 		code, _, errOut := runCLI(tt.args...)
 		if code != 2 || !strings.Contains(errOut, tt.want) {

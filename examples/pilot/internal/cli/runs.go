@@ -36,6 +36,9 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case "prune":
 			return runsPrune(ctx, args[1:], stdout, stderr)
 		}
+		if code, ok := unknownSubcommand(stderr, "runs", args[0], "show", "logs", "prune"); ok {
+			return code
+		}
 	}
 	fs := newFlagSet("runs", "[show ID|last | logs ID|last [-f] | prune --older-than D | --max-size SIZE] [--provider P] [--failed] [--since AGE] [--run-dir DIR] [--json] [--reconcile]", stdout, stderr)
 	runDir := runDirFlag(fs)

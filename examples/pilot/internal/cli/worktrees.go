@@ -25,6 +25,10 @@ func cmdWorktrees(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	prune := false
 	if len(args) > 0 && args[0] == "prune" {
 		prune, args = true, args[1:]
+	} else if len(args) > 0 {
+		if code, ok := unknownSubcommand(stderr, "worktrees", args[0], "diff", "remove", "prune"); ok {
+			return code
+		}
 	}
 	fs := newFlagSet("worktrees", "[prune] [--run-dir DIR] [--json] | diff NAME | remove NAME [--force]", stdout, stderr)
 	runDir := worktreesRunDirFlag(fs)
