@@ -490,6 +490,10 @@ func Run(cfg Config) *Report {
 	}
 	var mu sync.Mutex
 	seen := map[int]bool{}
+	// token tells this Run's processes from another's with the same
+	// seed (a second chaos run on the machine, a test beside the
+	// command): a run's tag is its seed, its index and this.
+	token := fmt.Sprintf("%d.%x", os.Getpid(), rand.Uint64())
 	idx := make(chan int)
 	var wg sync.WaitGroup
 	for w := 0; w < cfg.Parallel; w++ {
@@ -512,7 +516,7 @@ func Run(cfg Config) *Report {
 					rng:  rng,
 					kind: k.name,
 					dir:  filepath.Join(cfg.Dir, fmt.Sprintf("run-%05d", i)),
-					tag:  fmt.Sprintf("%s=%d-%d", envTag, cfg.Seed, i),
+					tag:  fmt.Sprintf("%s=%d-%d-%s", envTag, cfg.Seed, i, token),
 					pids: map[int]bool{},
 				}
 				k.run(c)

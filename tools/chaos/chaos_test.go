@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pilotworkers/pilot/internal/fakeagent"
@@ -189,5 +190,36 @@ func TestSkippedKindIsLeftOut(t *testing.T) {
 	rep = Run(Config{Runs: 2, Seed: 1, Parallel: 1, Dir: t.TempDir(), Exe: exe, BigLine: 1, Kinds: []string{"sigsegv", "torn-final-line"}})
 	if rep.Runs != 2 || rep.Kinds["sigsegv"] != 0 || rep.Kinds["torn-final-line"] != 2 || !rep.OK() {
 		t.Errorf("a skipped kind beside another: %d runs of %v; want 2 of torn-final-line", rep.Runs, rep.Kinds)
+	}
+}
+
+// Two chaos runs of one seed at once (two test processes, or the command
+// beside the tests) must not take each other's processes for their own:
+// a process tagged as another run's job 0 of seed 1 is neither counted
+// nor killed by this run's job 0 of seed 1.
+func TestARunLeavesAnotherRunsProcessesAlone(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := exec.Command("/bin/sh", "-c", "echo ready; read x")
+	other.Env = append(os.Environ(), envTag+"=1-0") // what job 0 of seed 1 was tagged before runs had tokens
+	stdin, _ := other.StdinPipe()
+	stdout, _ := other.StdoutPipe()
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); other.Wait() }()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("the other run's process: %q, %v", line, err)
+	}
+	rep := Run(Config{Runs: 1, Seed: 1, Parallel: 1, Dir: t.TempDir(), Exe: exe, BigLine: 1, Kinds: []string{"sigsegv"}})
+	if rep.Orphans != 0 || !rep.OK() {
+		var text bytes.Buffer
+		rep.WriteText(&text)
+		t.Errorf("this run counted another's process:\n%s", text.String())
+	}
+	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the other run's process was killed: %v", err)
 	}
 }
