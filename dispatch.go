@@ -66,7 +66,22 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 		r.delivery = newDelivery(r.observe)
 		defer r.delivery.close()
 	}
-	return r.execute(ctx)
+	v, err := r.execute(ctx)
+	return v, fdLimit(err)
+}
+
+// fdLimit adds to err, when this process ran out of file descriptors, the
+// limit and what to do: each running worker holds several (its pipes, its
+// run's logs), so many workers at once need a higher limit.
+func fdLimit(err error) error {
+	if !errors.Is(err, syscall.EMFILE) {
+		return err
+	}
+	limit := openFileLimit()
+	if limit == "" {
+		return fmt.Errorf("%w (this process is out of file descriptors: raise its limit, or run fewer workers at once)", err)
+	}
+	return fmt.Errorf("%w (this process is out of file descriptors: its limit is %s, ulimit -n; each running worker holds several: raise the limit, or run fewer workers at once)", err, limit)
 }
 
 // Check reports whether Dispatch would accept t: no secret-looking

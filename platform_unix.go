@@ -4,6 +4,7 @@ package pilot
 
 import (
 	"os"
+	"strconv"
 	"syscall"
 )
 
@@ -23,4 +24,14 @@ func devIno(fi os.FileInfo) (dev, ino uint64) {
 		return 0, 0
 	}
 	return uint64(st.Dev), uint64(st.Ino)
+}
+
+// openFileLimit is this process's limit on open files (ulimit -n), as
+// text; "" when it cannot be read.
+func openFileLimit() string {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return ""
+	}
+	return strconv.FormatUint(l.Cur, 10)
 }

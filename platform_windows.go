@@ -16,3 +16,6 @@ var signalNames = map[syscall.Signal]string{
 // devIno returns zeros: os.FileInfo carries no inode numbers here, and size
 // and modification time alone tell a changed file.
 func devIno(os.FileInfo) (dev, ino uint64) { return 0, 0 }
+
+// openFileLimit is "": Windows has no ulimit -n to name.
+func openFileLimit() string { return "" }
