@@ -8,9 +8,9 @@ import "slices"
 // to last. Jobs are named by their index in the graph. It reads no clock
 // and no map, so a replayed workflow picks as the run did.
 type Ready struct {
-	dependents [][]int
-	pending    []int // each job's dependencies not yet complete
-	ready      []int // ascending
+	dependents [][]int // each job's, ascending (NewReady adds them in graph order)
+	pending    []int   // each job's dependencies not yet complete
+	ready      []int   // ascending
 }
 
 // NewReady returns the readiness of a graph whose job i depends on the
@@ -59,7 +59,6 @@ func (r *Ready) Complete(i int) []int {
 			made = append(made, d)
 		}
 	}
-	slices.Sort(made)
 	return made
 }
 

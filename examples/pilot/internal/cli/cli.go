@@ -347,11 +347,7 @@ func checkRunners(reg *pilot.Registry, path string) error {
 		if p.Runner == "" || slices.Contains(names, p.Runner) {
 			continue
 		}
-		hint := ""
-		if near := closest(p.Runner, names); near != "" {
-			hint = fmt.Sprintf(" (did you mean %q?)", near)
-		}
-		errs = append(errs, fmt.Sprintf("provider %s names runner %q, which pilot does not have%s", n, p.Runner, hint))
+		errs = append(errs, fmt.Sprintf("provider %s names runner %q, which pilot does not have%s", n, p.Runner, didYouMean(p.Runner, names)))
 	}
 	if len(errs) == 0 {
 		return nil
@@ -593,8 +589,7 @@ func writeJSON(w io.Writer, v any) {
 // writeResult writes v, a command's one JSON result, to stdout: indented
 // when stdout is a terminal (a person reads it), one line otherwise.
 func writeResult(stdout io.Writer, v any) {
-	f, ok := stdout.(*os.File)
-	if !ok || !isTerminal(f) {
+	if !forPerson(stdout, false) {
 		writeJSON(stdout, v)
 		return
 	}
