@@ -207,6 +207,7 @@ type Result struct {
 //	Reports() (tokens, cost bool); Usage() Usage
 //	RetryLoop() (loop RetryLoop, ok bool)
 //	StreamState() (st SessionState, quietUntil time.Time, ok bool) // a PhaseWatcher
+//	PassedStates() []SessionState // the phases the stream left since the last call
 //
 // Diagnose classifies the worker's output lines itself: which lines are
 // its CLI's reports of how the run went wrong, and what class they prove.

@@ -49,6 +49,13 @@ func (r *run) newSessionWatch(cmd *Command, start time.Time) *sessionWatch {
 	return w
 }
 
+// phasePasser is a PhaseWatcher that also keeps the phases its stream
+// left between two looks (see Watcher): a phase shorter than a heartbeat
+// is told too.
+type phasePasser interface {
+	PassedStates() []SessionState
+}
+
 // follows reports whether the run followed its session's phase: a
 // session file it could read appeared, or its watcher reads the phase
 // from the stream. A run that followed none has no phase to tell.
@@ -84,23 +91,31 @@ func (w *sessionWatch) beat(now time.Time) stallAction {
 	// The session file when it says more than "starting", else the
 	// stream, else the file.
 	next := w.fileState
+	var passed []SessionState
 	if pw, ok := w.r.watcher.(PhaseWatcher); ok {
 		w.r.lineMu.Lock()
 		st, quietUntil, ok := pw.StreamState()
+		if pp, has := pw.(phasePasser); has {
+			passed = pp.PassedStates()
+		}
 		w.r.lineMu.Unlock()
 		if !quietUntil.IsZero() {
 			w.clock.Output(quietUntil) // a retry is due then: silence until then is expected
 		}
 		if ok && (w.read == nil || w.fileState.Phase == PhaseStarting) {
 			next = st
+		} else {
+			passed = nil // the session file tells the phase
 		}
 	}
-	if !samePhase(next, w.state) {
-		w.state = next
-		shown := w.r.red.state(next)
-		w.r.emit(Event{Type: event.Phase, Session: &shown})
-	} else {
-		w.state = next
+	// The phases the stream passed through since the last look, each
+	// told once, then the one it is in.
+	for _, st := range append(passed, next) {
+		if !samePhase(st, w.state) {
+			shown := w.r.red.state(st)
+			w.r.emit(Event{Type: event.Phase, Session: &shown})
+		}
+		w.state = st
 	}
 	a := w.clock.Check(w.r.d.Stall, w.state.Phase, now)
 	if a != stallNone {

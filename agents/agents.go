@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -162,7 +163,14 @@ type streamWatch struct {
 	looping    bool
 	gone       string   // the CLI's line saying the session to resume is gone
 	ids        []string // state.PendingToolCallIDs' buffer
+	// passed holds the phases the stream left since the last
+	// PassedStates (at most maxPassed, the latest), so that a phase
+	// shorter than pilot's heartbeat is still told.
+	passed []pilot.SessionState
 }
+
+// maxPassed bounds the phases a stream keeps between two heartbeats.
+const maxPassed = 16
 
 // retrying records a retry notice: the worker's model call failed as c
 // says and the worker calls again. notice is the notice as the worker
@@ -195,6 +203,16 @@ func (s *streamWatch) RetryLoop() (pilot.RetryLoop, bool) { return s.loop, s.loo
 // setPhase records the phase the stream shows now. pending lists the tool
 // calls still open (nil for none).
 func (s *streamWatch) setPhase(p pilot.SessionPhase, reason string, pending []string) {
+	if s.seen && s.state.Phase != p {
+		// The phase it leaves, with its own copy of the ids (the
+		// buffer is overwritten below).
+		left := s.state
+		left.PendingToolCallIDs = slices.Clone(s.state.PendingToolCallIDs)
+		if len(s.passed) == maxPassed {
+			s.passed = append(s.passed[:0], s.passed[1:]...)
+		}
+		s.passed = append(s.passed, left)
+	}
 	// The ids are copied into a buffer kept from call to call
 	// (StreamState hands out copies); pending may be that buffer.
 	s.ids = append(s.ids[:0], pending...)
@@ -216,6 +234,14 @@ func (s *streamWatch) quiet(d time.Duration) {
 		return
 	}
 	s.quietUntil = time.Now().Add(d)
+}
+
+// PassedStates returns the phases the stream left since the last call, in
+// order (pilot's optional method of a PhaseWatcher).
+func (s *streamWatch) PassedStates() []pilot.SessionState {
+	ps := s.passed
+	s.passed = nil
+	return ps
 }
 
 // StreamState implements PhaseWatcher.
