@@ -157,6 +157,7 @@ var canaryFixture = map[string]string{
 	agents.RunnerClaude:   "testdata/claude/stream/parallel-tools",
 	agents.RunnerOpencode: "testdata/opencode/stream/parallel-tools",
 	agents.RunnerGemini:   "testdata/gemini/stream/parallel-tools",
+	agents.RunnerQwen:     "testdata/qwen/stream/e2e-two-tools",
 	"command":             "testdata/pi/stream/parallel-tools-gen-b",
 }
 
@@ -189,11 +190,18 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 	provs := agents.Providers()
 	for i := range provs {
 		if provs[i].CredentialEnv == "" {
-			provs[i].CredentialEnv = "PI_CANARY_KEY" // pi needs none: give it one
+			// pi and qwen need none: give each one of its own.
+			provs[i].CredentialEnv = strings.ToUpper(provs[i].Name) + "_CANARY_KEY"
 		}
 	}
 	provs = append(provs, pilot.Provider{Name: "cmd", Runner: "command", Argv: []string{"true"}, CredentialEnv: "CMD_CANARY_KEY"})
 	canary := map[string]string{} // provider → its secret
+	// alsoAs is where each provider's runner puts its secret besides
+	// its credential_env (Command.SecretEnv: qwen's OPENAI_API_KEY).
+	alsoAs := map[string][]string{}
+	for _, p := range provs {
+		alsoAs[p.Name] = secretEnvOf(t, p)
+	}
 	secretOf := map[string]string{}
 	for i, p := range provs {
 		canary[p.Name] = fmt.Sprintf("canary-%s-%08x-secret", p.Name, 0x5eed0000+i)
@@ -463,7 +471,7 @@ func TestSecretCanaryEverywhere(t *testing.T) {
 						continue
 					}
 					k, _, _ := strings.Cut(kv, "=")
-					if name == owner && kv == k+"="+c && secretOf[k] == c {
+					if name == owner && kv == k+"="+c && (secretOf[k] == c || slices.Contains(alsoAs[owner], k)) {
 						own = true
 						continue
 					}
@@ -571,4 +579,26 @@ func TestSecretCanaryStrayAllowlist(t *testing.T) {
 			})
 		}
 	}
+}
+
+// secretEnvOf is the variables p's runner hands p's secret to besides its
+// credential_env (pilot.Command's SecretEnv).
+func secretEnvOf(t *testing.T, p pilot.Provider) []string {
+	t.Helper()
+	for _, r := range agents.Runners() {
+		if r.Name() != p.Runner {
+			continue
+		}
+		dir := t.TempDir()
+		cmd, err := r.Command(context.Background(), pilot.Attempt{
+			Task:     pilot.Task{Provider: p.Name, Mode: pilot.ModeCode, Prompt: "p", Workdir: dir},
+			Provider: p, RunID: "secret-env", RunDir: dir, Prompt: "p", Workdir: dir,
+			TaskFile: filepath.Join(dir, "task.md"), SessionPath: filepath.Join(dir, "session"),
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		return cmd.SecretEnv
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package agents_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"slices"
 	"testing"
@@ -23,18 +24,11 @@ func TestEveryRunnersWorkerStartsWithOnlyStdio(t *testing.T) {
 	if !strayfds.InChild(t) {
 		return
 	}
-	recorded := map[string]string{
-		agents.RunnerPi:       "../testdata/pi/stream/success-gen-a",
-		agents.RunnerCodex:    "../testdata/codex/stream/success-docs-sample",
-		agents.RunnerClaude:   "../testdata/claude/stream/success",
-		agents.RunnerOpencode: "../testdata/opencode/stream/success",
-		agents.RunnerGemini:   "../testdata/gemini/stream/success",
-	}
 	var ps []pilot.Provider
 	for _, rn := range conformanceRunners() {
-		prefix, ok := recorded[rn.Name()]
+		prefix, ok := completedCase(t, rn.Name())
 		if !ok {
-			t.Fatalf("no recorded stream for the %s runner", rn.Name())
+			t.Fatalf("no recorded stream of a completed run for the %s runner", rn.Name())
 		}
 		ps = append(ps, replayProvider(t, rn.Name(), prefix))
 	}
@@ -77,4 +71,20 @@ func TestEveryRunnersWorkerStartsWithOnlyStdio(t *testing.T) {
 	for i, v := range vs {
 		check("in a fanout", ps[i], v.Verdict)
 	}
+}
+
+// completedCase is the path prefix of the first (by name) conformance case
+// of runner rn whose worker completes a fresh code task.
+func completedCase(t *testing.T, rn string) (string, bool) {
+	cases := loadConformance(t, rn)
+	names := slices.Sorted(maps.Keys(cases))
+	for _, name := range names {
+		c := cases[name]
+		var verdict string
+		json.Unmarshal(c.Want["verdict"], &verdict)
+		if verdict == string(pilot.Completed) && c.Resume == "" && (c.Mode == "" || c.Mode == pilot.ModeCode) && c.ExitCode == 0 {
+			return name, true
+		}
+	}
+	return "", false
 }

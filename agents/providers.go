@@ -19,6 +19,7 @@ import (
 //	glm      opencode  zai-coding-plan/glm-5.2   ZHIPU_API_KEY
 //	kimi-k3  opencode  moonshotai/kimi-k3        MOONSHOT_API_KEY
 //	pi       pi        (the CLI's default)       (none: pi's own login and settings)
+//	qwen     qwen      (the CLI's default)       (none: qwen's own settings and login)
 //
 // The opencode models are opencode's provider/model ids; opencode reads the
 // key from the variable named. codex exec reads CODEX_API_KEY for one
@@ -32,7 +33,7 @@ import (
 // Each call returns a fresh slice the caller may change.
 func Providers() []pilot.Provider {
 	var ps []pilot.Provider
-	for _, p := range [][]pilot.Provider{claudeProviders, codexProviders, geminiProviders, opencodeProviders, piProviders} {
+	for _, p := range [][]pilot.Provider{claudeProviders, codexProviders, geminiProviders, opencodeProviders, piProviders, qwenProviders} {
 		ps = append(ps, p...)
 	}
 	slices.SortFunc(ps, func(a, b pilot.Provider) int { return strings.Compare(a.Name, b.Name) })

@@ -22,6 +22,7 @@ func TestDefaultProviders(t *testing.T) {
 		{Name: "glm", Runner: agents.RunnerOpencode, Model: "zai-coding-plan/glm-5.2", CredentialEnv: "ZHIPU_API_KEY"},
 		{Name: "kimi-k3", Runner: agents.RunnerOpencode, Model: "moonshotai/kimi-k3", CredentialEnv: "MOONSHOT_API_KEY"},
 		{Name: "pi", Runner: agents.RunnerPi},
+		{Name: "qwen", Runner: agents.RunnerQwen},
 	}
 	if diff := cmp.Diff(want, registryProviders(t, reg)); diff != "" {
 		t.Errorf("built-in providers (-want +got):\n%s", diff)

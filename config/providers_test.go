@@ -516,4 +516,5 @@ func ExampleLoadRegistry() {
 	// kimi-k3  opencode moonshotai/kimi-k3
 	// local    codex    my-model
 	// pi       pi
+	// qwen     qwen
 }

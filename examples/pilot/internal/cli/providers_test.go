@@ -85,7 +85,8 @@ func TestProvidersListsBuiltinsWithTheFileOverThem(t *testing.T) {
 			Info: config.Info{Configured: true, SecureMode: true, Source: "file:" + filepath.Join(credDir, "kimi-k3")}},
 		"local": {Name: "local", Runner: "codex", Model: "my-model", BaseURL: "http://127.0.0.1:8080/v1", CredentialEnv: "PILOT_TEST_LOCAL_KEY", From: f.providers,
 			Info: config.Info{Configured: true, Source: "env:PILOT_TEST_LOCAL_KEY"}},
-		"pi": {Name: "pi", Runner: "pi", From: "built-in", Info: config.Info{Configured: true, Source: "none"}},
+		"pi":   {Name: "pi", Runner: "pi", From: "built-in", Info: config.Info{Configured: true, Source: "none"}},
+		"qwen": {Name: "qwen", Runner: "qwen", From: "built-in", Info: config.Info{Configured: true, Source: "none"}},
 	}
 	// No agent CLI on PATH here: each provider's binary is its runner's
 	// name, not found.
