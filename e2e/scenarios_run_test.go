@@ -142,9 +142,10 @@ func tools(cli string, workdir string) (bash func(string) fakellm.Call, read fak
 		return func(cmd string) fakellm.Call { return fakellm.Bash("Bash", cmd) }, fakellm.Read("Read", "file_path", file)
 	case "opencode":
 		return func(cmd string) fakellm.Call { return fakellm.Bash("bash", cmd) }, fakellm.Read("read", "filePath", file)
-	case "gemini":
+	case "gemini", "qwen":
 		// gemini-cli 0.61 declares run_shell_command {command} and
-		// read_file {file_path} (its tool definitions, default set).
+		// read_file {file_path} (its tool definitions, default set);
+		// qwen-code 0.24, its fork, the same two.
 		return func(cmd string) fakellm.Call { return fakellm.Bash("run_shell_command", cmd) }, fakellm.Read("read_file", "file_path", file)
 	}
 	return func(cmd string) fakellm.Call { return fakellm.Bash("bash", cmd) }, fakellm.Read("read", "path", file)
@@ -285,7 +286,7 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, run setup) {
 	}
 	// The runners set each CLI's own config dir under the run directory
 	// (BaseURL implies Isolated); HOME and the XDG dirs stay the test's.
-	for _, k := range []string{"PI_CODING_AGENT_DIR", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME"} {
+	for _, k := range []string{"PI_CODING_AGENT_DIR", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "QWEN_HOME", "QWEN_RUNTIME_DIR"} {
 		delete(env, k)
 	}
 	// The worker's temp dir is pilot's, <run dir>/tmp.
@@ -333,7 +334,15 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, run setup) {
 	// minutes and gemini-cli's up to five, and the timeout leaves room for
 	// them.
 	policy.RetryLoop = 30 * time.Second
-	timeout := 2 * time.Minute
+	timeout, idle := 2*time.Minute, time.Minute
+	if runner == "qwen" && (s.name == "server-error-always" || s.name == "connection-refused") {
+		// qwen retries a 5xx or a refused connection 7 times, 1.5 s
+		// doubling to 30 s, and prints nothing while it does (no
+		// setting changes that loop): about 80 to 100 s of silence
+		// before its error result, which pilot's default idle
+		// timeout (15 min) waits out and this test's minute does not.
+		timeout, idle = 3*time.Minute, 3*time.Minute
+	}
 	if defaults {
 		policy.RetryLoop, timeout = 4*time.Minute, 5*time.Minute
 		switch runner {
@@ -341,6 +350,13 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, run setup) {
 			// codex's default retries end within 30 s here; its endless
 			// reconnects do not.
 			policy.RetryLoop = time.Minute
+		case "qwen":
+			// qwen's rate-limit loop waits 60 s doubling to 5 min, ten
+			// times: pilot ends it by its retry-loop limit, with the
+			// class its stderr retry line names.
+			if s.name == "rate-limit-always" {
+				want.source = "qwen:stderr|qwen:stdout"
+			}
 		case "gemini":
 			// gemini's own retries of a 429, a 5xx or a refused
 			// connection take 10 attempts, 5 s backoff doubling to 30 s,
@@ -396,6 +412,13 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, run setup) {
 			// not root's or has a group- or world-writable parent, such as
 			// /tmp, where t.TempDir() is (NOTES.md).
 			writeFile(t, filepath.Join(workdir, ".gemini", "settings.json"), `{"general":{"maxAttempts":2}}`+"\n")
+		case "qwen":
+			// model.generationConfig.maxRetries bounds both the OpenAI
+			// SDK's silent retries (default 3) and qwen's rate-limit
+			// loop (default 10, 60 s doubling to 5 min), whose delays
+			// retryInitialDelayMs and retryMaxDelayMs set; the runner
+			// writes the user settings, so these go in the workspace's.
+			writeFile(t, filepath.Join(workdir, ".qwen", "settings.json"), `{"model":{"generationConfig":{"maxRetries":1,"retryInitialDelayMs":1000,"retryMaxDelayMs":2000}}}`+"\n")
 		}
 	}
 	reg, err := pilot.NewRegistry(prov)
@@ -413,7 +436,7 @@ func runScenario(t *testing.T, s scenario, c cli, want expect, run setup) {
 		Credentials: config.EnvCredentials{LookupEnv: func(k string) (string, bool) { return fakeKey, k == fakeKeyEnv }},
 		Grace:       2 * time.Second,
 		Timeout:     timeout,
-		IdleTimeout: time.Minute,
+		IdleTimeout: idle,
 		Stall:       policy,
 		Heartbeat:   250 * time.Millisecond,
 		LookupEnv: func(k string) (string, bool) {

@@ -37,6 +37,8 @@ func runnerPackages() map[string]runnerPackage {
 		"claude":   {Package: "@anthropic-ai/claude-code", Version: "2.1.332", Bin: ".bin/claude"},
 		"gemini":   {Package: "@google/gemini-cli", Version: "0.61.0", Bin: ".bin/gemini"},
 		"opencode": {Package: opencode, Version: "1.18.33", Bin: opencode + "/bin/opencode"},
+		// qwen-code needs Node 22 or later on PATH (its engines field).
+		"qwen": {Package: "@qwen-code/qwen-code", Version: "0.24.4", Bin: ".bin/qwen"},
 	}
 }
 
