@@ -12,7 +12,7 @@
 //	P2   Fanout of 1000 trivial jobs at 64 vs errgroup + os/exec ratio <= 1.2
 //	P3   1 GiB of Claude stream-json through a dispatch vs cat   throughput >= 0.5×
 //	P3m  peak RSS of the pilot process during P3                 <= 64 MiB
-//	P3-pi, P3-codex, P3-opencode, P3-gemini
+//	P3-pi, P3-codex, P3-opencode, P3-gemini, P3-qwen
 //	     P3 for the other runners: their recorded streams' events
 //	     repeated to P3's size, through a dispatch vs cat       throughput >= 0.5×
 //	P3-floor
@@ -94,6 +94,7 @@ var rows = []rowSpec{
 	{"P3-codex", runP3Runner(agents.RunnerCodex)},
 	{"P3-opencode", runP3Runner(agents.RunnerOpencode)},
 	{"P3-gemini", runP3Runner(agents.RunnerGemini)},
+	{"P3-qwen", runP3Runner(agents.RunnerQwen)},
 	{"P3-floor", runP3Floor},
 	{"P4", runP4},
 	{"P5", runP5},
@@ -109,7 +110,7 @@ func main() {
 }
 
 func run() int {
-	only := flag.String("only", "", "comma-separated rows to run (P1,P1s,P1b,P2,P3,P3-pi,P3-codex,P3-opencode,P3-gemini,P3-floor,P4,P5,P6,P7); empty runs all")
+	only := flag.String("only", "", "comma-separated rows to run (P1,P1s,P1b,P2,P3,P3-pi,P3-codex,P3-opencode,P3-gemini,P3-qwen,P3-floor,P4,P5,P6,P7); empty runs all")
 	quick := flag.Bool("quick", false, "a short run: fewer rounds and smaller inputs")
 	asJSON := flag.Bool("json", false, "print one JSON array instead of a table")
 	rounds := flag.Int("rounds", 0, "rounds per row; 0 means 5, or 3 with -quick")
@@ -126,7 +127,7 @@ func run() int {
 			id = "P3"
 		}
 		if !slices.ContainsFunc(rows, func(r rowSpec) bool { return strings.ToUpper(r.id) == id }) {
-			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1, P1s, P1b, P2, P3 (Claude's, with P3m), P3-pi, P3-codex, P3-opencode, P3-gemini, P3-floor, P4, P5, P6, P7\n", id)
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1, P1s, P1b, P2, P3 (Claude's, with P3m), P3-pi, P3-codex, P3-opencode, P3-gemini, P3-qwen, P3-floor, P4, P5, P6, P7\n", id)
 			return 2
 		}
 		want[strings.ToUpper(id)] = true

@@ -19,6 +19,7 @@ var RecordedStreams = map[string]string{
 	"codex":    "parallel-commands.stdout",
 	"opencode": "parallel-tools.stdout",
 	"gemini":   "e2e-two-tools-success.stdout",
+	"qwen":     "e2e-two-tools.stdout",
 }
 
 // RecordedStream writes at least size bytes of runner's JSON event stream
