@@ -156,7 +156,7 @@ func AgentDirs(home string) []string {
 		".codex", ".claude", ".claude.json", ".config/claude", ".gemini", ".pi",
 		".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode",
 		".cursor", ".config/github-copilot", ".aider", ".continue", ".qwen", ".factory",
-		".config/goose", ".amp", ".config/amp", ".crush", ".config/crush", ".kiro", ".grok",
+		".config/goose", ".amp", ".config/amp", ".crush", ".config/crush", ".local/share/crush", ".kiro", ".grok",
 	)
 }
 
