@@ -117,14 +117,14 @@ func TestAQuotaFailureBlocksItsProviderOnly(t *testing.T) {
 		}),
 	}
 	rs := run(t, s, schedule.Graph{Jobs: []schedule.Job{
-		providerJob("S1", "spent"), providerJob("S2", "spent"), providerJob("O1", "other"), providerJob("O2", "other", "S2"),
+		providerJob("S1", "spent"), providerJob("S2", "spent"), providerJob("O1", "other"), providerJob("O2", "other", "S1"),
 	}})
 	reason := "provider spent quota used up (job S1): You've hit your usage limit."
 	want := map[string]string{
 		"S1": "S1: blocked (" + reason + ")",
 		"S2": "S2: blocked (" + reason + ")",
 		"O1": "O1: complete",
-		"O2": "O2: waiting on S2",
+		"O2": "O2: waiting on S1",
 	}
 	if diff := cmp.Diff(want, statuses(rs)); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/pilotworkers/pilot"
 )
@@ -47,6 +48,12 @@ type Job struct {
 	// Rerun runs the job even when the Store says an earlier run
 	// completed it.
 	Rerun bool
+	// Estimate is how long the job is expected to run; zero is unknown
+	// (then Scheduler.Estimate's, if set). Of the jobs ready at once,
+	// Run starts the one with the longest remaining path of estimates
+	// first (NewReadyCriticalFirst): the job the group's end waits on
+	// longest is not left for last. It changes no rule, only the order.
+	Estimate time.Duration
 }
 
 // A Graph is a group of jobs and the workspace they write in.

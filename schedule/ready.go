@@ -1,20 +1,28 @@
 package schedule
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+	"time"
+)
 
 // Ready holds which of a graph's jobs have every dependency complete and
-// have not been taken yet, in graph order: the jobs Scheduler.Run, and
-// contrib/temporal's workflow across many machines, try to start, first
-// to last. Jobs are named by their index in the graph. It reads no clock
-// and no map, so a replayed workflow picks as the run did.
+// have not been taken yet, in the order they are tried: the jobs
+// Scheduler.Run, and contrib/temporal's workflow across many machines,
+// try to start, first to last. Jobs are named by their index in the graph.
+// It reads no clock and no map, so a replayed workflow picks as the run
+// did.
 type Ready struct {
 	dependents [][]int // each job's, ascending (NewReady adds them in graph order)
 	pending    []int   // each job's dependencies not yet complete
-	ready      []int   // ascending
+	ready      []int   // in r.before's order
+	// path is each job's longest remaining path (nil: graph order).
+	path []float64
 }
 
 // NewReady returns the readiness of a graph whose job i depends on the
-// jobs deps[i]. The jobs without dependencies are ready.
+// jobs deps[i], tried in graph order. The jobs without dependencies are
+// ready.
 func NewReady(deps [][]int) *Ready {
 	r := &Ready{dependents: make([][]int, len(deps)), pending: make([]int, len(deps))}
 	for i, ds := range deps {
@@ -29,13 +37,95 @@ func NewReady(deps [][]int) *Ready {
 	return r
 }
 
-// Jobs returns a copy of the ready jobs, in graph order.
+// NewReadyCriticalFirst is NewReady with the ready jobs tried longest
+// remaining path first: a job's path is its expected duration est[i] plus
+// the longest path among its dependents, so the job the graph's end waits
+// on longest starts first; graph order breaks ties. An unknown duration
+// (zero or less) counts as the mean of the known ones, or as one unit when
+// none is known, which makes the path the number of jobs on it.
+func NewReadyCriticalFirst(deps [][]int, est []time.Duration) *Ready {
+	r := NewReady(deps)
+	r.path = remainingPaths(r.dependents, est)
+	slices.SortFunc(r.ready, r.before)
+	return r
+}
+
+// remainingPaths returns each job's longest path to the graph's end, its
+// own expected duration included (see NewReadyCriticalFirst). A job on a
+// cycle, which a valid graph has none of, counts its own duration only.
+func remainingPaths(dependents [][]int, est []time.Duration) []float64 {
+	n := len(dependents)
+	var known float64
+	var count int
+	for _, d := range est {
+		if d > 0 {
+			known += float64(d)
+			count++
+		}
+	}
+	unknown := 1.0
+	if count > 0 {
+		unknown = known / float64(count)
+	}
+	cost := make([]float64, n)
+	for i := range cost {
+		cost[i] = unknown
+		if i < len(est) && est[i] > 0 {
+			cost[i] = float64(est[i])
+		}
+	}
+	path := make([]float64, n)
+	state := make([]byte, n) // 0 new, 1 on the stack, 2 done
+	type frame struct{ job, next int }
+	for root := range n {
+		if state[root] != 0 {
+			continue
+		}
+		stack := []frame{{root, 0}}
+		state[root] = 1
+		for len(stack) > 0 {
+			f := &stack[len(stack)-1]
+			if f.next < len(dependents[f.job]) {
+				d := dependents[f.job][f.next]
+				f.next++
+				if state[d] == 0 {
+					state[d] = 1
+					stack = append(stack, frame{d, 0})
+				}
+				continue
+			}
+			longest := 0.0
+			for _, d := range dependents[f.job] {
+				if state[d] == 2 && path[d] > longest {
+					longest = path[d]
+				}
+			}
+			path[f.job] = cost[f.job] + longest
+			state[f.job] = 2
+			stack = stack[:len(stack)-1]
+		}
+	}
+	return path
+}
+
+// before orders two ready jobs: the longer remaining path first (with
+// paths), then graph order.
+func (r *Ready) before(a, b int) int {
+	if r.path != nil {
+		if c := cmp.Compare(r.path[b], r.path[a]); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(a, b)
+}
+
+// Jobs returns a copy of the ready jobs, in the order they are tried.
 func (r *Ready) Jobs() []int { return slices.Clone(r.ready) }
 
 // Take removes job i from the ready jobs: it started, or ended without
 // starting.
 func (r *Ready) Take(i int) {
-	if at, ok := slices.BinarySearch(r.ready, i); ok {
+	if at, ok := slices.BinarySearchFunc(r.ready, i, r.before); ok {
 		r.ready = slices.Delete(r.ready, at, at+1)
 	}
 }
@@ -43,7 +133,7 @@ func (r *Ready) Take(i int) {
 // Again makes job i, taken before, ready again: it waits for its turn
 // once more (a provider's rate limit sent it back).
 func (r *Ready) Again(i int) {
-	if at, ok := slices.BinarySearch(r.ready, i); !ok {
+	if at, ok := slices.BinarySearchFunc(r.ready, i, r.before); !ok {
 		r.ready = slices.Insert(r.ready, at, i)
 	}
 }

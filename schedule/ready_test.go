@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -46,6 +47,50 @@ func TestReadyJobsIsACopy(t *testing.T) {
 	js[0] = 7
 	r.Take(1)
 	if diff := cmp.Diff([]int{0}, r.Jobs()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestReadyCriticalFirstStartsTheLongestRemainingPath(t *testing.T) {
+	const m = time.Minute
+	// 0 → 2 → 3 is the long chain (1+1+10 min); 1 is long alone (5 min);
+	// 4 is short and free.
+	deps := [][]int{nil, nil, {0}, {2}, nil}
+	est := []time.Duration{m, 5 * m, m, 10 * m, m}
+	r := NewReadyCriticalFirst(deps, est)
+	if diff := cmp.Diff([]int{0, 1, 4}, r.Jobs()); diff != "" {
+		t.Fatalf("at the start, 0 (12 min to the end) before 1 (5) before 4 (1) (-want +got):\n%s", diff)
+	}
+	r.Take(1)
+	r.Again(1) // a rate limit sent it back: its place, not the end
+	if diff := cmp.Diff([]int{0, 1, 4}, r.Jobs()); diff != "" {
+		t.Errorf("1 back (-want +got):\n%s", diff)
+	}
+	// Graph order breaks ties, and unknown durations count as the mean of
+	// the known: 1 (unknown, so 3 min) ties with 0 (3 min).
+	r = NewReadyCriticalFirst([][]int{nil, nil, nil}, []time.Duration{3 * m, 0, m})
+	if diff := cmp.Diff([]int{0, 1, 2}, r.Jobs()); diff != "" {
+		t.Errorf("ties (-want +got):\n%s", diff)
+	}
+	// With no estimate at all the path is counted in jobs: the head of a
+	// chain of three goes before two lone jobs listed earlier.
+	r = NewReadyCriticalFirst([][]int{nil, nil, nil, {2}, {3}}, nil)
+	if diff := cmp.Diff([]int{2, 0, 1}, r.Jobs()); diff != "" {
+		t.Errorf("no estimates (-want +got):\n%s", diff)
+	}
+	r.Take(2)
+	if diff := cmp.Diff([]int{3}, r.Complete(2)); diff != "" {
+		t.Errorf("2 completed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{3, 0, 1}, r.Jobs()); diff != "" {
+		t.Errorf("3 (two jobs to the end) before the lone ones (-want +got):\n%s", diff)
+	}
+}
+
+// A cycle, which a valid graph never has, does not hang the path count.
+func TestReadyCriticalFirstSurvivesACycle(t *testing.T) {
+	r := NewReadyCriticalFirst([][]int{{1}, {0}, nil}, nil)
+	if diff := cmp.Diff([]int{2}, r.Jobs()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

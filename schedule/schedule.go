@@ -116,6 +116,10 @@ type Scheduler struct {
 	// MaxParallel bounds how many jobs run at once; zero means no bound
 	// (every ready job starts).
 	MaxParallel int
+	// Estimate, when set, is a job's expected duration when its own
+	// Estimate is zero (from the run history of the same job, say; zero
+	// for unknown). See Job.Estimate.
+	Estimate func(Job) time.Duration
 	// MemoryBudget bounds the resident memory of the running jobs' trees,
 	// as Fanout.MemoryBudget does: a ready job starts only when it fits,
 	// or when no job runs; until then it, and the ready jobs after it,
@@ -283,7 +287,14 @@ func (r *runState) init(g Graph) {
 		}
 		deps[i] = jb.deps
 	}
-	r.ready = NewReady(deps)
+	est := make([]time.Duration, len(r.jobs))
+	for i, jb := range r.jobs {
+		est[i] = jb.Estimate
+		if est[i] <= 0 && r.s.Estimate != nil {
+			est[i] = r.s.Estimate(jb.Job)
+		}
+	}
+	r.ready = NewReadyCriticalFirst(deps, est)
 	r.fresh = append(r.fresh, r.ready.Jobs()...)
 	r.done = make(chan finish)
 }
