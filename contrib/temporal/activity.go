@@ -71,6 +71,11 @@ type Job struct {
 	// or "."), or a pattern, is an unknown write set: the job runs
 	// beside no other job that writes. Empty: it keeps no job apart.
 	Writes []string
+	// Estimate is how long the job is expected to run (RunJobs only;
+	// zero: unknown): of the jobs ready at once, the one with the longest
+	// remaining path of estimates starts first, as pilot schedule's do
+	// (schedule.NewReadyCriticalFirst).
+	Estimate time.Duration
 
 	// The pilot.Task the job dispatches, with the job's worktree as its
 	// workdir.

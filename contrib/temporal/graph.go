@@ -36,7 +36,7 @@ func JobsOf(g schedule.Graph, repo string) ([]Job, error) {
 		j := Job{
 			Name: sj.ID, Repo: repo, Deps: sj.Deps,
 			Provider: t.Provider, Mode: t.Mode, Prompt: t.Prompt, TaskFile: t.TaskFile, Label: t.Label,
-			Timeout: t.Timeout, IdleTimeout: t.IdleTimeout,
+			Timeout: t.Timeout, IdleTimeout: t.IdleTimeout, Estimate: sj.Estimate,
 		}
 		if sj.Hold != "" {
 			errs = append(errs, fmt.Sprintf("job %s is held (%s): RunJobs has no holds; run it once the hold is lifted", sj.ID, sj.Hold))

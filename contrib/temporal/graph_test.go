@@ -44,44 +44,65 @@ func TestJobsOfAGraph(t *testing.T) {
 }
 
 // RunJobs picks a graph's jobs by schedule's own rules: with one slot,
-// both start the first ready job in graph order, so they start a graph's
-// jobs in the same order.
+// both start the ready job with the longest remaining path first (graph
+// order breaking ties), so they start a graph's jobs in the same order.
 func TestRunJobsPicksAGraphsJobsAsTheSchedulerDoes(t *testing.T) {
 	task := pilot.Task{Provider: "p", Mode: pilot.ModeCode, Prompt: "do it", Timeout: time.Minute}
-	g := schedule.Graph{Workdir: "/w", Jobs: []schedule.Job{
-		{ID: "a", Deps: []string{"c"}, Task: task},
-		{ID: "b", Task: task},
-		{ID: "c", Task: task},
-		{ID: "d", Deps: []string{"b"}, Task: task},
-		{ID: "e", Deps: []string{"a", "d"}, Task: task},
-		{ID: "f", Deps: []string{"c"}, Task: task},
-	}}
-	var mu sync.Mutex
-	var scheduled []string
-	s := schedule.Scheduler{MaxParallel: 1, Dispatcher: pilottest.DispatchFunc(func(_ context.Context, tk pilot.Task) (pilot.Verdict, error) {
-		mu.Lock()
-		scheduled = append(scheduled, tk.Label)
-		mu.Unlock()
-		return pilot.Verdict{Type: event.Verdict, Verdict: pilot.Completed}, nil
-	})}
-	for i := range g.Jobs {
-		g.Jobs[i].Task.Label = g.Jobs[i].ID
-	}
-	if _, err := s.Run(context.Background(), g); err != nil {
-		t.Fatal(err)
-	}
-	jobs, err := JobsOf(g, "/repo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeJobs{}
-	env := workflowEnv(t, f)
-	env.ExecuteWorkflow(WorkflowName, Input{Jobs: jobs, Limit: 1})
-	workflowResults(t, env)
-	if diff := cmp.Diff([]string{"b", "c", "a", "d", "e", "f"}, scheduled); diff != "" {
-		t.Errorf("the scheduler's order (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(scheduled, f.calls); diff != "" {
-		t.Errorf("RunJobs's order against the scheduler's (-scheduler +RunJobs):\n%s", diff)
+	const m = time.Minute
+	for _, tc := range []struct {
+		name string
+		jobs []schedule.Job
+		want []string
+	}{
+		{"no estimates", []schedule.Job{
+			{ID: "a", Deps: []string{"c"}, Task: task},
+			{ID: "b", Task: task},
+			{ID: "c", Task: task},
+			{ID: "d", Deps: []string{"b"}, Task: task},
+			{ID: "e", Deps: []string{"a", "d"}, Task: task},
+			{ID: "f", Deps: []string{"c"}, Task: task},
+		}, []string{"b", "c", "a", "d", "e", "f"}},
+		// f is long: c, which it waits on, starts before b and its
+		// chain; then f before a.
+		{"estimates", []schedule.Job{
+			{ID: "a", Deps: []string{"c"}, Task: task, Estimate: m},
+			{ID: "b", Task: task, Estimate: m},
+			{ID: "c", Task: task, Estimate: m},
+			{ID: "d", Deps: []string{"b"}, Task: task, Estimate: m},
+			{ID: "e", Deps: []string{"a", "d"}, Task: task, Estimate: m},
+			{ID: "f", Deps: []string{"c"}, Task: task, Estimate: 30 * m},
+		}, []string{"c", "f", "b", "a", "d", "e"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := schedule.Graph{Workdir: "/w", Jobs: tc.jobs}
+			var mu sync.Mutex
+			var scheduled []string
+			s := schedule.Scheduler{MaxParallel: 1, Dispatcher: pilottest.DispatchFunc(func(_ context.Context, tk pilot.Task) (pilot.Verdict, error) {
+				mu.Lock()
+				scheduled = append(scheduled, tk.Label)
+				mu.Unlock()
+				return pilot.Verdict{Type: event.Verdict, Verdict: pilot.Completed}, nil
+			})}
+			for i := range g.Jobs {
+				g.Jobs[i].Task.Label = g.Jobs[i].ID
+			}
+			if _, err := s.Run(context.Background(), g); err != nil {
+				t.Fatal(err)
+			}
+			jobs, err := JobsOf(g, "/repo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := &fakeJobs{}
+			env := workflowEnv(t, f)
+			env.ExecuteWorkflow(WorkflowName, Input{Jobs: jobs, Limit: 1})
+			workflowResults(t, env)
+			if diff := cmp.Diff(tc.want, scheduled); diff != "" {
+				t.Errorf("the scheduler's order (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(scheduled, f.calls); diff != "" {
+				t.Errorf("RunJobs's order against the scheduler's (-scheduler +RunJobs):\n%s", diff)
+			}
+		})
 	}
 }

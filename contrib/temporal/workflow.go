@@ -283,7 +283,17 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 		}
 		writes[i] = writesOf(j)
 	}
+	// Version 1: the ready jobs start longest remaining path first, as
+	// the scheduler's do; histories recorded before it replay in graph
+	// order, as they ran.
 	ready := schedule.NewReady(deps)
+	if workflow.GetVersion(ctx, "critical-path-first", workflow.DefaultVersion, 1) >= 1 {
+		est := make([]time.Duration, n)
+		for i, j := range in.Jobs {
+			est[i] = j.Estimate
+		}
+		ready = schedule.NewReadyCriticalFirst(deps, est)
+	}
 	gates := gate.New(func(p string) int { return in.ProviderLimits[p] }, nil)
 	var writers schedule.Writers
 	name := func(i int) string { return in.Jobs[i].Name }
