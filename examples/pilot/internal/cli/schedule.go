@@ -48,13 +48,18 @@ type graphJob struct {
 	// MaxTokens and MaxCostUSD are the job's own caps (see Task).
 	MaxTokens  int64   `json:"max_tokens"`
 	MaxCostUSD float64 `json:"max_cost_usd"`
+	// Estimate is how long the job is expected to run (schedule.Job's
+	// Estimate); estimate is it parsed, 0 when not given, when the run
+	// history's is used.
+	Estimate limit `json:"estimate"`
+	estimate time.Duration
 }
 
-const graphFields = "id, provider, mode, task_file, deps, write_set, worktree, sandbox, timeout, idle_timeout, max_tokens, max_cost_usd"
+const graphFields = "id, provider, mode, task_file, deps, write_set, worktree, sandbox, timeout, idle_timeout, max_tokens, max_cost_usd, estimate"
 
 // loadGraph reads a graph file: {"jobs": [{"id", "provider", "mode",
 // "task_file", "deps", "write_set", "worktree", "sandbox", "timeout",
-// "idle_timeout"}]}. Unknown fields are an error that names them and the
+// "idle_timeout", "max_tokens", "max_cost_usd", "estimate"}]}. Unknown fields are an error that names them and the
 // known ones; so are a sandbox mode that is not one and a limit that is no
 // positive duration.
 func loadGraph(path string) ([]graphJob, error) {
@@ -98,6 +103,9 @@ func loadGraph(path string) ([]graphJob, error) {
 		}
 		if doc.Jobs[i].idleTimeout, err = j.IdleTimeout.duration(); err != nil {
 			return nil, fmt.Errorf("graph file %s: job %s: idle_timeout: %v", path, j.ID, err)
+		}
+		if doc.Jobs[i].estimate, err = j.Estimate.duration(); err != nil {
+			return nil, fmt.Errorf("graph file %s: job %s: estimate: %v", path, j.ID, err)
 		}
 		if j.MaxTokens < 0 || j.MaxCostUSD < 0 {
 			return nil, fmt.Errorf("graph file %s: job %s: max_tokens and max_cost_usd must be positive (or left out for no cap)", path, j.ID)
@@ -192,7 +200,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 			Provider: s.Provider, Mode: pilot.Mode(s.Mode), TaskFile: taskFile, Workdir: workdir, Label: s.ID, Key: s.ID,
 			Sandbox: mode, Timeout: cmp.Or(s.timeout, timeout), IdleTimeout: cmp.Or(s.idleTimeout, idleTimeout),
 			MaxTokens: s.MaxTokens, MaxCostUSD: s.MaxCostUSD,
-		}}
+		}, Estimate: s.estimate}
 		if s.Worktree {
 			// Its own tree, built on its dependencies' work.
 			worktree[s.ID], j.Worktree = true, true
@@ -226,7 +234,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	}
 	d = h.dispatcher(d)
 	sched := &schedule.Scheduler{Dispatcher: d, MaxParallel: maxParallel, Now: scheduleNow, After: scheduleAfter, Integrate: integrate,
-		MaxCostUSD: maxCost, MemoryBudget: memoryBudget}
+		MaxCostUSD: maxCost, MemoryBudget: memoryBudget, Estimate: historyEstimates(d.RunDir)}
 	if len(worktree) > 0 {
 		sched.Worktrees = worktrees.New(d.RunDir, "")
 	}

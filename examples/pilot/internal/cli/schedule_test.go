@@ -154,7 +154,7 @@ func TestScheduleBadGraphExits2(t *testing.T) {
 		want  string
 	}{
 		{"unknown field", []map[string]any{with(gjob("a", "ok", f), "dependencies", []string{})}, nil,
-			`unknown field "dependencies" (a graph is {"jobs": [...]}, a job has id, provider, mode, task_file, deps, write_set, worktree, sandbox, timeout, idle_timeout, max_tokens, max_cost_usd)`},
+			`unknown field "dependencies" (a graph is {"jobs": [...]}, a job has id, provider, mode, task_file, deps, write_set, worktree, sandbox, timeout, idle_timeout, max_tokens, max_cost_usd, estimate)`},
 		{"cycle", []map[string]any{gjob("a", "ok", f, "b"), gjob("b", "ok", f, "a")}, nil, "pilot schedule: the graph is not valid: the dependencies have a cycle: a -> b -> a"},
 		{"unknown dep", []map[string]any{gjob("a", "ok", f, "zz")}, nil, `depends on "zz"`},
 		{"unknown provider", []map[string]any{gjob("a", "nobody", f)}, nil, "pilot schedule: job a: unknown provider: nobody"},
@@ -355,7 +355,7 @@ func TestScheduleJobTimeouts(t *testing.T) {
 // --help names the limits' flags and the graph's fields.
 func TestScheduleHelp(t *testing.T) {
 	code, out, _ := runCLI("schedule", "--help")
-	for _, want := range []string{"-timeout seconds", "-idle-timeout seconds", "timeout, idle_timeout, max_tokens, max_cost_usd}", "-max-cost-usd USD", `"timeout" and "idle_timeout" win over the flags`} {
+	for _, want := range []string{"-timeout seconds", "-idle-timeout seconds", "timeout, idle_timeout, max_tokens, max_cost_usd, estimate}", "-max-cost-usd USD", `"timeout" and "idle_timeout" win over the flags`} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("exit %d; the help lacks %q:\n%s", code, want, out)
 		}
