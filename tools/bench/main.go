@@ -26,6 +26,11 @@
 //	P7   pilot's claude watcher vs the Go peers' reader (bufio.Scanner,
 //	     json.Unmarshal) on P3's stream without its big line      throughput >= 1.5×
 //	     and, on a 16 MiB line before the result, pilot reads the result
+//	P9   makespan of 200 random graphs (20-200 jobs, write sets,
+//	     heavy-tailed durations) over a simulated clock, longest
+//	     remaining path first vs graph order, each against the bound
+//	     max(critical path, work / slots)                          mean <= 1.15× the bound,
+//	                                                             never 5% worse than graph order
 //
 // It is a report: it exits 0 whether or not the goals are met, and 1 only
 // when a measurement could not be made. The binary doubles as pilot's
@@ -55,6 +60,7 @@ import (
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/internal/fakeagent"
 	"github.com/pilotworkers/pilot/sandbox"
+	"github.com/pilotworkers/pilot/schedule"
 	"github.com/pilotworkers/pilot/tools/bench/measure"
 )
 
@@ -100,6 +106,7 @@ var rows = []rowSpec{
 	{"P5", runP5},
 	{"P6", runP6},
 	{"P7", runP7},
+	{"P9", runP9},
 }
 
 func main() {
@@ -110,7 +117,7 @@ func main() {
 }
 
 func run() int {
-	only := flag.String("only", "", "comma-separated rows to run (P1,P1s,P1b,P2,P3,P3-pi,P3-codex,P3-opencode,P3-gemini,P3-qwen,P3-floor,P4,P5,P6,P7); empty runs all")
+	only := flag.String("only", "", "comma-separated rows to run (P1,P1s,P1b,P2,P3,P3-pi,P3-codex,P3-opencode,P3-gemini,P3-qwen,P3-floor,P4,P5,P6,P7,P9); empty runs all")
 	quick := flag.Bool("quick", false, "a short run: fewer rounds and smaller inputs")
 	asJSON := flag.Bool("json", false, "print one JSON array instead of a table")
 	rounds := flag.Int("rounds", 0, "rounds per row; 0 means 5, or 3 with -quick")
@@ -127,7 +134,7 @@ func run() int {
 			id = "P3"
 		}
 		if !slices.ContainsFunc(rows, func(r rowSpec) bool { return strings.ToUpper(r.id) == id }) {
-			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1, P1s, P1b, P2, P3 (Claude's, with P3m), P3-pi, P3-codex, P3-opencode, P3-gemini, P3-qwen, P3-floor, P4, P5, P6, P7\n", id)
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1, P1s, P1b, P2, P3 (Claude's, with P3m), P3-pi, P3-codex, P3-opencode, P3-gemini, P3-qwen, P3-floor, P4, P5, P6, P7, P9\n", id)
 			return 2
 		}
 		want[strings.ToUpper(id)] = true
@@ -893,4 +900,43 @@ func fsType(dir string) string {
 		}
 	}
 	return typ
+}
+
+// runP9 schedules 200 random graphs on a simulated clock (measure.Makespan),
+// each twice: in graph order and longest remaining path first, with each
+// job's estimate its duration off by a factor of up to two either way, as
+// a run history's median would be.
+func runP9(cfg *config) (row, error) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	graphs := 200
+	if cfg.quick {
+		graphs = 50
+	}
+	var critical, order []float64
+	worst := 0.0
+	for range graphs {
+		g := measure.RandomGraph(rng, 20+rng.IntN(181), 0.15+0.3*rng.Float64())
+		slots := []int{2, 4, 8, 16}[rng.IntN(4)]
+		est := make([]time.Duration, len(g.Dur))
+		for i, d := range g.Dur {
+			est[i] = time.Duration(float64(d) * math.Exp2(2*rng.Float64()-1))
+		}
+		lb := float64(g.LowerBound(slots))
+		c := float64(g.Makespan(slots, schedule.NewReadyCriticalFirst(g.Deps, est)))
+		o := float64(g.Makespan(slots, schedule.NewReady(g.Deps)))
+		critical, order = append(critical, c/lb), append(order, o/lb)
+		worst = max(worst, c/o)
+	}
+	mean := func(xs []float64) float64 {
+		var s float64
+		for _, x := range xs {
+			s += x
+		}
+		return s / float64(len(xs))
+	}
+	p, b := mean(critical), mean(order)
+	return row{ID: "P9", Pilot: p, Baseline: &b, Unit: "× bound", Ratio: ptr(p / b),
+		Goal: "mean <= 1.15× the bound, never 5% worse than graph order", Pass: p <= 1.15 && worst <= 1.05,
+		Note: fmt.Sprintf("%d graphs; critical path first: max %.2f× the bound; graph order: max %.2f×; worst graph %.3f× its graph-order makespan",
+			graphs, slices.Max(critical), slices.Max(order), worst)}, nil
 }

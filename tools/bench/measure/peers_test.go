@@ -55,9 +55,9 @@ func TestPeerReadClaude(t *testing.T) {
 // TestRecordedStream checks the inputs of the P3 rows per runner: each
 // runner's watcher, fed the stream in process, judges it completed.
 func TestRecordedStream(t *testing.T) {
-	runners := map[string]pilot.Runner{
-		agents.RunnerPi: agents.PiRunner{}, agents.RunnerCodex: agents.CodexRunner{},
-		agents.RunnerOpencode: agents.OpencodeRunner{}, agents.RunnerGemini: agents.GeminiRunner{},
+	runners := map[string]pilot.Runner{}
+	for _, r := range agents.Runners() {
+		runners[r.Name()] = r
 	}
 	for name := range measure.RecordedStreams {
 		t.Run(name, func(t *testing.T) {
@@ -148,9 +148,9 @@ func BenchmarkPilotWatcherClaude(b *testing.B) {
 // 16 MiB) to its watcher in process, as WatchStream does: the watcher's
 // share of the P3-<runner> rows, without the process and stream.log.
 func BenchmarkWatchRecorded(b *testing.B) {
-	runners := map[string]pilot.Runner{
-		agents.RunnerPi: agents.PiRunner{}, agents.RunnerCodex: agents.CodexRunner{},
-		agents.RunnerOpencode: agents.OpencodeRunner{}, agents.RunnerGemini: agents.GeminiRunner{},
+	runners := map[string]pilot.Runner{}
+	for _, r := range agents.Runners() {
+		runners[r.Name()] = r
 	}
 	for _, name := range []string{agents.RunnerPi, agents.RunnerCodex, agents.RunnerOpencode, agents.RunnerGemini} {
 		b.Run(name, func(b *testing.B) {
