@@ -51,8 +51,9 @@ type Job struct {
 	// Estimate is how long the job is expected to run; zero is unknown
 	// (then Scheduler.Estimate's, if set). Of the jobs ready at once,
 	// Run starts the one with the longest remaining path of estimates
-	// first (NewReadyCriticalFirst): the job the group's end waits on
-	// longest is not left for last. It changes no rule, only the order.
+	// first, unless graph order finishes the graph sooner by them
+	// (NewReadyPlanned): the job the group's end waits on longest is not
+	// left for last. It changes no rule, only the order.
 	Estimate time.Duration
 }
 

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -50,30 +51,86 @@ func NewReadyCriticalFirst(deps [][]int, est []time.Duration) *Ready {
 	return r
 }
 
+// NewReadyPlanned is the readiness of the graph in whichever of two
+// orders, longest remaining path first (NewReadyCriticalFirst) or graph
+// order (NewReady), finishes the graph sooner when its jobs take est
+// (unknown ones as NewReadyCriticalFirst counts them) and run with writes
+// on slots at once (Simulate); critical path first when they tie. A
+// priority order is not better on every graph (a long job started first
+// can hold a file, or a slot, that a shorter chain needed), so the plan
+// keeps graph order where, by the estimates, it wins. slots 0 or less,
+// or more than the jobs, is one per job.
+func NewReadyPlanned(deps [][]int, est []time.Duration, writes []Writes, slots int) *Ready {
+	critical := NewReadyCriticalFirst(deps, est)
+	if slots <= 0 || slots > len(deps) {
+		slots = len(deps)
+	}
+	dur := make([]time.Duration, len(deps))
+	for i, c := range costs(est, len(deps)) {
+		dur[i] = max(1, time.Duration(c))
+	}
+	sim := func(r *Ready) (time.Duration, bool) { return Simulate(deps, dur, writes, slots, r) }
+	c, cok := sim(NewReadyCriticalFirst(deps, est))
+	o, ook := sim(NewReady(deps))
+	if ook && (!cok || o < c) {
+		return NewReady(deps)
+	}
+	return critical
+}
+
+// Simulate runs a graph whose job i depends on deps[i], takes dur[i] and
+// writes writes[i] (nil: nothing) on a simulated clock, slots at a time,
+// by the scheduler's rules: whenever a job ends the ready jobs are tried
+// in r's order and each starts unless the slots are full or a running
+// job's write set overlaps its own. It returns when the last job ended,
+// and false when the graph cannot finish (a cycle). It consumes r.
+func Simulate(deps [][]int, dur []time.Duration, writes []Writes, slots int, r *Ready) (time.Duration, bool) {
+	n := len(deps)
+	ws := func(i int) Writes {
+		if i < len(writes) {
+			return writes[i]
+		}
+		return Writes{}
+	}
+	var w Writers
+	ends := make([]time.Duration, n)
+	var running []int
+	var now time.Duration
+	name := func(i int) string { return fmt.Sprint(i) }
+	for done := 0; done < n; done++ {
+		// r.ready in place: a started job leaves it, a held one stays.
+		for at := 0; at < len(r.ready) && len(running) < max(slots, 1); {
+			i := r.ready[at]
+			if k, _ := w.Conflict(ws(i), name); k >= 0 {
+				at++
+				continue
+			}
+			r.ready = slices.Delete(r.ready, at, at+1)
+			w.Start(i, ws(i))
+			ends[i] = now + dur[i]
+			running = append(running, i)
+		}
+		if len(running) == 0 {
+			return now, false
+		}
+		// The next job to end: the earliest, then the first in graph order.
+		next := slices.MinFunc(running, func(a, b int) int {
+			return cmp.Or(cmp.Compare(ends[a], ends[b]), cmp.Compare(a, b))
+		})
+		now = ends[next]
+		running = slices.DeleteFunc(running, func(i int) bool { return i == next })
+		w.Finish(next, ws(next))
+		r.Complete(next)
+	}
+	return now, true
+}
+
 // remainingPaths returns each job's longest path to the graph's end, its
 // own expected duration included (see NewReadyCriticalFirst). A job on a
 // cycle, which a valid graph has none of, counts its own duration only.
 func remainingPaths(dependents [][]int, est []time.Duration) []float64 {
 	n := len(dependents)
-	var known float64
-	var count int
-	for _, d := range est {
-		if d > 0 {
-			known += float64(d)
-			count++
-		}
-	}
-	unknown := 1.0
-	if count > 0 {
-		unknown = known / float64(count)
-	}
-	cost := make([]float64, n)
-	for i := range cost {
-		cost[i] = unknown
-		if i < len(est) && est[i] > 0 {
-			cost[i] = float64(est[i])
-		}
-	}
+	cost := costs(est, n)
 	path := make([]float64, n)
 	state := make([]byte, n) // 0 new, 1 on the stack, 2 done
 	type frame struct{ job, next int }
@@ -106,6 +163,31 @@ func remainingPaths(dependents [][]int, est []time.Duration) []float64 {
 		}
 	}
 	return path
+}
+
+// costs returns the n jobs' expected durations: est[i] when known (more
+// than zero), else the mean of the known ones, or 1 when none is known.
+func costs(est []time.Duration, n int) []float64 {
+	var known float64
+	var count int
+	for _, d := range est {
+		if d > 0 {
+			known += float64(d)
+			count++
+		}
+	}
+	unknown := 1.0
+	if count > 0 {
+		unknown = known / float64(count)
+	}
+	cost := make([]float64, n)
+	for i := range cost {
+		cost[i] = unknown
+		if i < len(est) && est[i] > 0 {
+			cost[i] = float64(est[i])
+		}
+	}
+	return cost
 }
 
 // before orders two ready jobs: the longer remaining path first (with

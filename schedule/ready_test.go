@@ -94,3 +94,38 @@ func TestReadyCriticalFirstSurvivesACycle(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// Longest remaining path first is not better on every graph: here job 3,
+// the longest, holds file f for 6 minutes while the two short chains that
+// also write f wait (13 minutes on two slots; graph order takes 10).
+// NewReadyPlanned simulates both and keeps graph order; on a graph where
+// the long chain should go first, it goes first.
+func TestReadyPlannedKeepsGraphOrderWhereItWins(t *testing.T) {
+	const m = time.Minute
+	f := Writes{Files: []string{"f"}}
+	deps := [][]int{nil, nil, {0}, nil, {1}}
+	dur := []time.Duration{3 * m, m, 2 * m, 6 * m, 3 * m}
+	ws := []Writes{f, f, {}, f, {}}
+	critical, _ := Simulate(deps, dur, ws, 2, NewReadyCriticalFirst(deps, dur))
+	order, _ := Simulate(deps, dur, ws, 2, NewReady(deps))
+	if critical != 13*m || order != 10*m {
+		t.Fatalf("critical first %v, graph order %v; want 13m and 10m", critical, order)
+	}
+	if diff := cmp.Diff([]int{0, 1, 3}, NewReadyPlanned(deps, dur, ws, 2).Jobs()); diff != "" {
+		t.Errorf("planned order (-want +got):\n%s", diff)
+	}
+	planned, _ := Simulate(deps, dur, ws, 2, NewReadyPlanned(deps, dur, ws, 2))
+	if planned != order {
+		t.Errorf("planned makespan %v, want graph order's %v", planned, order)
+	}
+
+	// Two lone jobs and a chain: the chain's head first.
+	deps = [][]int{nil, nil, nil, {2}, {3}}
+	dur = []time.Duration{10 * m, 10 * m, 10 * m, 10 * m, 10 * m}
+	if diff := cmp.Diff([]int{2, 0, 1}, NewReadyPlanned(deps, dur, nil, 2).Jobs()); diff != "" {
+		t.Errorf("planned order of a chain (-want +got):\n%s", diff)
+	}
+	if d, ok := Simulate([][]int{{1}, {0}}, []time.Duration{m, m}, nil, 1, NewReady([][]int{{1}, {0}})); ok {
+		t.Errorf("a cycle simulated to an end at %v", d)
+	}
+}

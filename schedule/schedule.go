@@ -294,7 +294,11 @@ func (r *runState) init(g Graph) {
 			est[i] = r.s.Estimate(jb.Job)
 		}
 	}
-	r.ready = NewReadyCriticalFirst(deps, est)
+	ws := make([]Writes, len(r.jobs))
+	for i, jb := range r.jobs {
+		ws[i] = jb.ws
+	}
+	r.ready = NewReadyPlanned(deps, est, ws, r.s.MaxParallel)
 	r.fresh = append(r.fresh, r.ready.Jobs()...)
 	r.done = make(chan finish)
 }

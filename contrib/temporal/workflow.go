@@ -283,8 +283,9 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 		}
 		writes[i] = writesOf(j)
 	}
-	// Version 1: the ready jobs start longest remaining path first, as
-	// the scheduler's do; histories recorded before it replay in graph
+	// Version 1: the ready jobs start in the scheduler's planned order
+	// (longest remaining path first, unless graph order finishes sooner
+	// by the estimates); histories recorded before it replay in graph
 	// order, as they ran.
 	ready := schedule.NewReady(deps)
 	if workflow.GetVersion(ctx, "critical-path-first", workflow.DefaultVersion, 1) >= 1 {
@@ -292,7 +293,7 @@ func RunJobs(ctx workflow.Context, in Input) ([]Result, error) {
 		for i, j := range in.Jobs {
 			est[i] = j.Estimate
 		}
-		ready = schedule.NewReadyCriticalFirst(deps, est)
+		ready = schedule.NewReadyPlanned(deps, est, writes, in.Limit)
 	}
 	gates := gate.New(func(p string) int { return in.ProviderLimits[p] }, nil)
 	var writers schedule.Writers

@@ -70,45 +70,12 @@ func (g SimGraph) LowerBound(slots int) time.Duration {
 }
 
 // Makespan simulates schedule's rules on g with slots jobs at once, on a
-// simulated clock: whenever a slot frees, the ready jobs are tried in
-// ready's order (schedule.Ready) and a job starts unless a running job's
-// write set overlaps its own (schedule.Writers). It returns when the last
-// job ends.
+// simulated clock, trying the ready jobs in ready's order
+// (schedule.Simulate). It returns when the last job ends.
 func (g SimGraph) Makespan(slots int, ready *schedule.Ready) time.Duration {
-	n := len(g.Dur)
-	var writers schedule.Writers
-	ends := make([]time.Duration, n) // a running job's end
-	var running []int
-	var now time.Duration
-	name := func(i int) string { return fmt.Sprint(i) }
-	for done := 0; done < n; {
-		for _, i := range ready.Jobs() {
-			if len(running) == slots {
-				break
-			}
-			if k, _ := writers.Conflict(g.Writes[i], name); k >= 0 {
-				continue
-			}
-			ready.Take(i)
-			writers.Start(i, g.Writes[i])
-			ends[i] = now + g.Dur[i]
-			running = append(running, i)
-		}
-		if len(running) == 0 {
-			panic("measure: a simulated graph stalled") // RandomGraph's never do
-		}
-		// The next job to end (the earliest, then the lowest index).
-		next := slices.MinFunc(running, func(a, b int) int {
-			if ends[a] != ends[b] {
-				return int(ends[a] - ends[b])
-			}
-			return a - b
-		})
-		now = ends[next]
-		running = slices.DeleteFunc(running, func(i int) bool { return i == next })
-		writers.Finish(next, g.Writes[next])
-		ready.Complete(next)
-		done++
+	d, ok := schedule.Simulate(g.Deps, g.Dur, g.Writes, slots, ready)
+	if !ok {
+		panic("measure: a simulated graph stalled") // RandomGraph's never do
 	}
-	return now
+	return d
 }
