@@ -3,7 +3,6 @@ package agents
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -272,23 +271,40 @@ func (w *qwenWatcher) stderrRetry(line string) {
 	}
 }
 
-// qwenSynthetic reports whether an assistant line is qwen's report of an
-// API error rather than a model message: its only block is a text that
+// qwenLine is the part of a qwen line its error checks read.
+type qwenLine struct {
+	Type    string `json:"type"`
+	IsError bool   `json:"is_error"`
+	Error   struct {
+		Message string `json:"message"`
+	} `json:"error"`
+	Message struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	} `json:"message"`
+}
+
+// apiError returns the text of an assistant line that is qwen's report of
+// an API error rather than a model message: its only block is a text that
 // begins "[API Error:".
-func qwenSynthetic(data []byte) bool {
-	var ev struct {
-		Message struct {
-			Content []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"content"`
-		} `json:"message"`
+func (l qwenLine) apiError() (string, bool) {
+	if c := l.Message.Content; len(c) == 1 && c[0].Type == "text" && strings.HasPrefix(c[0].Text, qwenAPIErrorText) {
+		return c[0].Text, true
 	}
-	if json.Unmarshal(data, &ev) != nil || len(ev.Message.Content) != 1 {
+	return "", false
+}
+
+// qwenSynthetic reports whether an assistant line is qwen's report of an
+// API error (qwenLine.apiError).
+func qwenSynthetic(data []byte) bool {
+	var l qwenLine
+	if !claudeDecode(data, &l) {
 		return false
 	}
-	b := ev.Message.Content[0]
-	return b.Type == "text" && strings.HasPrefix(b.Text, qwenAPIErrorText)
+	_, ok := l.apiError()
+	return ok
 }
 
 // qwenExitClass is the class of a qwen exit code that means something by
@@ -415,19 +431,7 @@ func qwenEventError(line string) (pilot.Classification, bool) {
 	case typ != "assistant" && !strings.Contains(line, `"is_error"`):
 		return pilot.Classification{}, false
 	}
-	var ev struct {
-		Type    string `json:"type"`
-		IsError bool   `json:"is_error"`
-		Error   struct {
-			Message string `json:"message"`
-		} `json:"error"`
-		Message struct {
-			Content []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"content"`
-		} `json:"message"`
-	}
+	var ev qwenLine
 	if !claudeDecode([]byte(line), &ev) {
 		return pilot.Classification{}, false
 	}
@@ -435,10 +439,8 @@ func qwenEventError(line string) (pilot.Classification, bool) {
 	case ev.Type == "result" && ev.IsError && ev.Error.Message != "":
 		return proved(qwenAPIError(ev.Error.Message))
 	case ev.Type == "assistant":
-		for _, b := range ev.Message.Content {
-			if b.Type == "text" && strings.HasPrefix(b.Text, qwenAPIErrorText) {
-				return proved(qwenAPIError(b.Text))
-			}
+		if text, ok := ev.apiError(); ok {
+			return proved(qwenAPIError(text))
 		}
 	}
 	return pilot.Classification{}, false
