@@ -6,9 +6,12 @@ import "time"
 // starts a job, for a caller that runs its jobs itself (the task loop):
 // claimed is false when another live process owns the job, and holder
 // then says who and how that is known. A record whose owner is gone is
-// taken over. A dry-run store claims without writing.
+// taken over. A job recorded complete is claimed like any other: the
+// caller decides what it runs again. A dry-run store claims without
+// writing.
 func (s *Store) Claim(id string, now time.Time) (claimed bool, holder string, err error) {
-	return s.claim(id, now)
+	claimed, _, holder, err = s.claim(id, "", true, now)
+	return claimed, holder, err
 }
 
 // Started records the worker of job id, which this process has claimed:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -154,5 +155,61 @@ func TestScheduleStopsStartingJobsAtItsBudget(t *testing.T) {
 	want := map[string]string{"a": "a: complete", "b": "b: complete", "c": "c" + skipped, "d": "d" + skipped}
 	if diff := cmp.Diff(want, statuses(rs)); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
+	}
+}
+
+// A job another pilot completed while this run went on is not run again:
+// the claim yields to the store's complete record, the job counts as
+// complete. (Before, a claim yielded only to a
+// running record, and two pilots started 300 ms apart ran a job twice.)
+func TestAJobAnotherPilotCompletedMeanwhileIsNotRunAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), schedule.StoreFileName)
+	open := func() *schedule.Store {
+		st, err := schedule.OpenStore(path, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	other := open() // the other pilot's handle on the same file
+	var mu sync.Mutex
+	var started []string
+	s := &schedule.Scheduler{MaxParallel: 1, Store: open(), Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		mu.Lock()
+		started = append(started, tk.Label)
+		mu.Unlock()
+		if tk.Label == "a" {
+			// While a runs, the other pilot runs b to its end.
+			if ok, holder, err := other.Claim("b", time.Now()); !ok || err != nil {
+				t.Errorf("the other pilot's claim of b: %v %q %v", ok, holder, err)
+			}
+			if err := other.Release("b", true, time.Now()); err != nil {
+				t.Error(err)
+			}
+		}
+		return ok(ctx, tk)
+	})}
+	rs := run(t, s, schedule.Graph{Jobs: []schedule.Job{job("a"), job("b"), job("c", "a")}})
+	if diff := cmp.Diff([]string{"a", "c"}, started); diff != "" {
+		t.Errorf("dispatched (-want +got):\n%s", diff)
+	}
+	want := map[string]string{"a": "a: complete", "b": "b: complete", "c": "c: complete"}
+	if diff := cmp.Diff(want, statuses(rs)); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+
+	// With Rerun the job runs, whatever the store says.
+	started = nil
+	b := job("b")
+	b.Rerun = true
+	s.Dispatcher = pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		mu.Lock()
+		started = append(started, tk.Label)
+		mu.Unlock()
+		return ok(ctx, tk)
+	})
+	run(t, s, schedule.Graph{Jobs: []schedule.Job{b}})
+	if diff := cmp.Diff([]string{"b"}, started); diff != "" {
+		t.Errorf("rerun dispatched (-want +got):\n%s", diff)
 	}
 }

@@ -327,11 +327,7 @@ func (r *runState) run(ctx context.Context) ([]Result, error) {
 				jb.changed = true // it runs again
 				continue
 			}
-			if rec.Branch != "" {
-				jb.res.Worktree = &pilot.WorktreeInfo{Branch: rec.Branch, Kept: true}
-			}
-			r.end(i, StatusComplete)
-			r.completed(i)
+			r.completedElsewhere(i, rec)
 		}
 	}
 	for i, jb := range r.jobs {
@@ -463,12 +459,18 @@ func (r *runState) conflict(jb *job) (string, string) {
 func (r *runState) start(ctx context.Context, i int) {
 	jb := r.jobs[i]
 	if st := r.s.Store; st != nil {
-		claimed, holder, err := st.claim(jb.ID, r.now())
+		claimed, done, holder, err := st.claim(jb.ID, jb.def, jb.Rerun, r.now())
 		switch {
 		case err != nil:
 			jb.hold.Release()
 			jb.hold = nil
 			r.block(i, "the state store refused the job: "+err.Error())
+			return
+		case done != nil:
+			// Another pilot completed it since this run read the store.
+			jb.hold.Release()
+			jb.hold = nil
+			r.completedElsewhere(i, *done)
 			return
 		case !claimed:
 			jb.hold.Release()
@@ -639,6 +641,17 @@ func pilotFailure(jb *job, v pilot.Verdict, err error) pilot.Verdict {
 
 // completed makes the dependents of job i whose dependencies are now all
 // complete ready.
+// completedElsewhere ends job i complete as the store's record rec says
+// an earlier run, or another pilot, completed it: its dependents are
+// ready, and a worktree job's branch is theirs to build on.
+func (r *runState) completedElsewhere(i int, rec ownerRecord) {
+	if rec.Branch != "" {
+		r.jobs[i].res.Worktree = &pilot.WorktreeInfo{Branch: rec.Branch, Kept: true}
+	}
+	r.end(i, StatusComplete)
+	r.completed(i)
+}
+
 func (r *runState) completed(i int) {
 	for _, d := range r.ready.Complete(i) {
 		if r.jobs[d].state == stPending {

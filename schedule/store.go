@@ -200,10 +200,18 @@ func (s *Store) live(rec *ownerRecord, now time.Time) (bool, string) {
 
 // claim takes job id for this process unless another live owner holds it:
 // then claimed is false and holder says who. A record a dead owner left
-// running is marked stale first.
-func (s *Store) claim(id string, now time.Time) (claimed bool, holder string, err error) {
+// running is marked stale first. Unless rerun, a job another pilot
+// completed since this one read the store, with the definition def (or
+// none recorded), is not taken either: done is its record, and the job
+// counts as complete.
+func (s *Store) claim(id, def string, rerun bool, now time.Time) (claimed bool, done *ownerRecord, holder string, err error) {
 	err = s.change(func(doc *storeDoc) bool {
 		rec := doc.Jobs[id]
+		if rec != nil && rec.Status == ownComplete && !rerun && (rec.Def == "" || rec.Def == def) {
+			c := *rec
+			done = &c
+			return false
+		}
 		if rec != nil && rec.Status == ownRunning && rec.Pid != os.Getpid() {
 			if ok, why := s.live(rec, now); ok {
 				holder = fmt.Sprintf("owned by a live pilot (pid %d): %s", rec.Pid, why)
@@ -219,7 +227,7 @@ func (s *Store) claim(id string, now time.Time) (claimed bool, holder string, er
 		claimed = true
 		return true
 	})
-	return claimed, holder, err
+	return claimed, done, holder, err
 }
 
 // started records the worker of job id.
