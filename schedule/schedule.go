@@ -639,8 +639,6 @@ func pilotFailure(jb *job, v pilot.Verdict, err error) pilot.Verdict {
 	return v
 }
 
-// completed makes the dependents of job i whose dependencies are now all
-// complete ready.
 // completedElsewhere ends job i complete as the store's record rec says
 // an earlier run, or another pilot, completed it: its dependents are
 // ready, and a worktree job's branch is theirs to build on.
@@ -652,6 +650,8 @@ func (r *runState) completedElsewhere(i int, rec ownerRecord) {
 	r.completed(i)
 }
 
+// completed makes the dependents of job i whose dependencies are now all
+// complete ready.
 func (r *runState) completed(i int) {
 	for _, d := range r.ready.Complete(i) {
 		if r.jobs[d].state == stPending {
