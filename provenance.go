@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+
+	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
 // Provenance says which program dispatched a run, so a record can be traced
@@ -14,8 +16,17 @@ import (
 // source check: a binary replaced on disk while it runs (a rebuild, an
 // upgrade) keeps running the old code, and SourceMatchesLoaded turns false.
 type Provenance struct {
-	// Pid is the dispatching process.
-	Pid int `json:"dispatcher_pid"`
+	// Pid is the dispatching process, and Start its start time in clock
+	// ticks after boot (Linux; 0 elsewhere). With the kernel's BootID, the
+	// PidNamespace ("pid:[N]") and the Host they name that process beyond
+	// doubt: a reconcile never takes a reused pid, or a pid of another
+	// namespace or host, for the run's pilot, nor a live pilot for a dead
+	// one after the wall clock stepped.
+	Pid          int    `json:"dispatcher_pid"`
+	Start        uint64 `json:"dispatcher_start_ticks,omitempty"`
+	BootID       string `json:"dispatcher_boot_id,omitempty"`
+	PidNamespace string `json:"dispatcher_pid_namespace,omitempty"`
+	Host         string `json:"dispatcher_host,omitempty"`
 	// SourcePath is the executable's path; SourceSHA256 the sha256 of the
 	// executable that is running (read through /proc/self/exe on Linux,
 	// which is the loaded file even when the path now holds another;
@@ -80,6 +91,9 @@ func currentProvenance() Provenance {
 	loaded.once.Do(func() {
 		p := &loaded.p
 		p.Pid = os.Getpid()
+		p.Start, _ = procfs.StartTime(p.Pid)
+		id := procfs.Self()
+		p.BootID, p.PidNamespace, p.Host = id.BootID, id.PidNamespace, id.Host
 		p.SourcePath, _ = os.Executable()
 		exe := loadedExecutable(p.SourcePath)
 		p.SourceSHA256 = sha256File(exe)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
 const envProvenanceChild = "PILOT_TEST_PROVENANCE_CHILD"
@@ -76,8 +77,16 @@ func TestDispatcherSourceProvenanceDetectsHotEdit(t *testing.T) {
 	if err := dec.Decode(&before); err != nil {
 		t.Fatal(err)
 	}
+	// Its identity: its start in ticks after boot, and this system's
+	// boot, pid namespace and host, which it shares.
+	id := procfs.Self()
+	ticks, _ := procfs.StartTime(cmd.Process.Pid)
 	want := pilot.Provenance{
 		Pid:                 cmd.Process.Pid,
+		Start:               ticks,
+		BootID:              id.BootID,
+		PidNamespace:        id.PidNamespace,
+		Host:                id.Host,
 		SourcePath:          copyPath,
 		SourceSHA256:        loadedSum,
 		CurrentSHA256:       loadedSum,

@@ -57,8 +57,10 @@ func (r Run) EventsLog() string { return filepath.Join(r.Dir, "events.log") }
 // record whose pilot is gone will never end, and Reconcile closes it out.
 func (r Run) Owner() (alive bool, evidence string) {
 	rec := r.Record
+	pv := rec.Provenance
 	return rundir.Owner(rundir.Record{RunID: rec.RunID, Status: rec.Status, Pid: rec.Pid, Pgid: rec.Pgid,
-		StartedAt: rec.StartedAt, DispatcherPid: rec.Provenance.Pid})
+		StartedAt: rec.StartedAt, DispatcherPid: pv.Pid, DispatcherStart: pv.Start,
+		BootID: pv.BootID, PidNamespace: pv.PidNamespace, Host: pv.Host})
 }
 
 // OwnsWorktree reports whether e, an entry of [worktrees.List], is the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pilotworkers/pilot/internal/atomicfile"
 	"github.com/pilotworkers/pilot/internal/filelock"
+	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
 // Record statuses.
@@ -68,6 +69,13 @@ type Record struct {
 	Pgid          int       `json:"pgid,omitempty"`
 	StartedAt     time.Time `json:"started_at"`
 	DispatcherPid int       `json:"dispatcher_pid"`
+	// The dispatcher's identity (pilot.Provenance): its start in clock
+	// ticks after boot, the boot, pid namespace and host it ran in. A
+	// record from before pilot wrote them has none.
+	DispatcherStart uint64 `json:"dispatcher_start_ticks,omitempty"`
+	BootID          string `json:"dispatcher_boot_id,omitempty"`
+	PidNamespace    string `json:"dispatcher_pid_namespace,omitempty"`
+	Host            string `json:"dispatcher_host,omitempty"`
 }
 
 // envRunID is pilot.EnvRunID: every worker and its descendants carry
@@ -314,9 +322,30 @@ func Owner(rec Record) (alive bool, evidence string) {
 		}
 		return false, "the record names no pilot pid, and no process of the run is left"
 	}
+	here := procfs.Self()
+	switch {
+	case rec.PidNamespace != "" && here.PidNamespace != "" && rec.PidNamespace != here.PidNamespace,
+		rec.Host != "" && here.Host != "" && rec.Host != here.Host:
+		// Its pid names a process this system cannot see: not known dead.
+		return true, fmt.Sprintf("pilot pid %d ran in pid namespace %s on host %q, not this one's (%s on %q): not known dead, so left alone",
+			pid, rec.PidNamespace, rec.Host, here.PidNamespace, here.Host)
+	case rec.BootID != "" && here.BootID != "" && rec.BootID != here.BootID:
+		return false, fmt.Sprintf("pilot pid %d ran before this system booted (boot id %s, now %s)", pid, rec.BootID, here.BootID)
+	}
 	p := lookProc(pid)
 	if !p.exists {
 		return false, fmt.Sprintf("pilot pid %d is gone (%s)", pid, p.proof)
+	}
+	if rec.DispatcherStart != 0 {
+		// Exact, and blind to the wall clock: the start in ticks after
+		// boot the record keeps against the process's now.
+		if ticks, ok := procfs.StartTime(pid); ok {
+			if ticks != rec.DispatcherStart {
+				return false, fmt.Sprintf("pilot pid %d is alive but is another process: it started %d ticks after boot, the run's pilot %d (the pid was reused)",
+					pid, ticks, rec.DispatcherStart)
+			}
+			return true, fmt.Sprintf("pilot pid %d is alive: its start, %d ticks after boot, is the one the record keeps", pid, ticks)
+		}
 	}
 	if p.start.IsZero() {
 		return true, fmt.Sprintf("pilot pid %d is alive (%s); this system gives no start time to tell a reused pid", pid, p.proof)

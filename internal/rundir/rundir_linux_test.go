@@ -3,6 +3,7 @@ package rundir_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"github.com/pilotworkers/pilot/internal/rundir"
 	"os"
@@ -153,7 +154,10 @@ func TestReconcileTellsAReusedPilotPid(t *testing.T) {
 
 	runDir := t.TempDir()
 	path := completedRun(t, runDir)
-	orphaned(t, path, map[string]any{"dispatcher_pid": other.Process.Pid, "started_at": time.Now().Add(time.Minute)})
+	// A record from before pilot kept its start in ticks: judged by the
+	// wall clock.
+	orphaned(t, path, map[string]any{"dispatcher_pid": other.Process.Pid, "started_at": time.Now().Add(time.Minute),
+		"dispatcher_start_ticks": nil})
 	if rep, err := rundir.Reconcile(runDir); err != nil || len(rep.Runs) != 0 {
 		t.Fatalf("a live pilot pid that started before the run: %+v, %v; want it left alone", rep, err)
 	}
@@ -169,4 +173,82 @@ func TestReconcileTellsAReusedPilotPid(t *testing.T) {
 	if !procfs.Alive(other.Process.Pid) {
 		t.Error("the process that reused the pid was killed")
 	}
+}
+
+// A pilot's record keeps its start in clock ticks after boot: a live
+// pilot is told from a reused pid exactly, whatever the wall clock did
+// since. A forward step of an hour (NTP's first sync, a VM resumed) made
+// the wall-clock judgement take a live pilot for a reused pid and kill its
+// run's worker.
+func TestReconcileIsBlindToAClockStep(t *testing.T) {
+	pilot := exec.Command(os.Args[0], "block")
+	pilot.Env = append(os.Environ(), fakeagent.EnvFakeAgent+"=1", "GORACE=atexit_sleep_ms=0")
+	if err := pilot.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { pilot.Process.Kill(); pilot.Wait() }()
+	ticks, ok := procfs.StartTime(pilot.Process.Pid)
+	if !ok {
+		t.Fatal("no start time of a live process")
+	}
+	runDir := t.TempDir()
+	path := completedRun(t, runDir)
+	// The run started an hour before its pilot did, by the wall clock now.
+	orphaned(t, path, map[string]any{"dispatcher_pid": pilot.Process.Pid, "dispatcher_start_ticks": ticks,
+		"started_at": time.Now().Add(-time.Hour)})
+	if rep, err := rundir.Reconcile(runDir); err != nil || len(rep.Runs) != 0 {
+		t.Fatalf("a live pilot after a clock step: %+v, %v; want its run left alone", rep, err)
+	}
+	// The same pid with another start is another process: the pid was
+	// reused, and the run's pilot is gone.
+	setFields(t, path, map[string]any{"dispatcher_start_ticks": ticks - 1})
+	rep, err := rundir.Reconcile(runDir)
+	if err != nil || len(rep.Runs) != 1 || !strings.Contains(rep.Runs[0].Evidence, "another process") {
+		t.Fatalf("a reused pid: %+v, %v; want the run marked, naming the other process", rep, err)
+	}
+	if !procfs.Alive(pilot.Process.Pid) {
+		t.Error("the process that reused the pid was killed")
+	}
+}
+
+// A pilot in another pid namespace, or on another host sharing the run
+// directory, runs processes this system's pids do not name: its run is
+// not known dead and is left alone, its pid gone here or not.
+func TestReconcileLeavesAnotherNamespacesRunAlone(t *testing.T) {
+	runDir := t.TempDir()
+	path := completedRun(t, runDir)
+	for _, f := range []map[string]any{
+		{"dispatcher_pid_namespace": "pid:[1]"},
+		{"dispatcher_host": "another-host"},
+	} {
+		orphaned(t, path, f)
+		rep, err := rundir.Reconcile(runDir)
+		if err != nil || len(rep.Runs) != 0 {
+			t.Errorf("%v: %+v, %v; want the run left alone", f, rep, err)
+		}
+		alive, ev := rundir.Owner(readRec(t, path))
+		if !alive || !strings.Contains(ev, "not known dead") {
+			t.Errorf("%v: Owner %v %q", f, alive, ev)
+		}
+		setFields(t, path, map[string]any{"dispatcher_pid_namespace": nil, "dispatcher_host": nil})
+	}
+	// A run of an earlier boot of this system is dead.
+	orphaned(t, path, map[string]any{"dispatcher_boot_id": "00000000-0000-0000-0000-000000000000"})
+	rep, err := rundir.Reconcile(runDir)
+	if err != nil || len(rep.Runs) != 1 || !strings.Contains(rep.Runs[0].Evidence, "before this system booted") {
+		t.Errorf("a run of an earlier boot: %+v, %v; want it marked", rep, err)
+	}
+}
+
+func readRec(t *testing.T, path string) rundir.Record {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec rundir.Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
 }

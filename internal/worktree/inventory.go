@@ -125,10 +125,27 @@ func ownerAlive(pid int, start uint64) bool {
 	return ok && got == start
 }
 
-// owner identifies a process across pid reuse.
+// ownerAlive reports whether e's owner may still run: one of another pid
+// namespace or host is not known dead (this system's pids do not name
+// it), one of an earlier boot is dead, and otherwise its pid and start
+// decide (ownerAlive).
+func (e Entry) ownerAlive() bool {
+	here := procfs.Self()
+	switch {
+	case e.OwnerPidNamespace != "" && here.PidNamespace != "" && e.OwnerPidNamespace != here.PidNamespace,
+		e.OwnerHost != "" && here.Host != "" && e.OwnerHost != here.Host:
+		return true
+	case e.OwnerBoot != "" && here.BootID != "" && e.OwnerBoot != here.BootID:
+		return false
+	}
+	return ownerAlive(e.OwnerPID, e.OwnerStart)
+}
+
+// owner identifies a process across pid reuse, and the system it runs in.
 type owner struct {
 	pid   int
 	start uint64
+	id    procfs.Identity
 }
 
 // self is this process.
@@ -138,5 +155,5 @@ var self = sync.OnceValues(func() (owner, error) {
 	if !ok {
 		return owner{}, fmt.Errorf("cannot read /proc/%d/stat: worktree jobs need Linux's /proc to record which process owns a worktree", pid)
 	}
-	return owner{pid, start}, nil
+	return owner{pid, start, procfs.Self()}, nil
 })

@@ -27,11 +27,19 @@ type Entry struct {
 	// OwnerPID and OwnerStart identify the pilot process that created the
 	// worktree; OwnerStart is that process's start time (field 22 of
 	// /proc/PID/stat), so a reused pid is not mistaken for the owner.
-	OwnerPID   int       `json:"owner_pid"`
-	OwnerStart uint64    `json:"owner_start"`
-	Created    time.Time `json:"created"`
-	State      string    `json:"state"` // StateActive, StateKept or StateRemoved
-	Changed    bool      `json:"changed,omitempty"`
+	OwnerPID   int    `json:"owner_pid"`
+	OwnerStart uint64 `json:"owner_start"`
+	// OwnerBoot, OwnerPidNamespace and OwnerHost are the boot, pid
+	// namespace and host the owner ran in (procfs.Identity): an owner of
+	// another namespace or host is not known dead, so its worktree is
+	// never pruned from here; one of an earlier boot is dead. An entry
+	// from before they were written has none.
+	OwnerBoot         string    `json:"owner_boot_id,omitempty"`
+	OwnerPidNamespace string    `json:"owner_pid_namespace,omitempty"`
+	OwnerHost         string    `json:"owner_host,omitempty"`
+	Created           time.Time `json:"created"`
+	State             string    `json:"state"` // StateActive, StateKept or StateRemoved
+	Changed           bool      `json:"changed,omitempty"`
 	// Job and TaskFile say which job ran in the worktree (Run.Job and
 	// Run.TaskFile), and Commit is the commit Finish made of what it
 	// changed, on Branch; all three are set by Finish.
@@ -324,7 +332,8 @@ func (m *Manager) CreateAt(ctx context.Context, repoDir, name, base string) (*En
 		Base:       base,
 		OwnerPID:   me.pid,
 		OwnerStart: me.start,
-		State:      StateActive,
+		OwnerBoot:  me.id.BootID, OwnerPidNamespace: me.id.PidNamespace, OwnerHost: me.id.Host,
+		State: StateActive,
 	}
 	err = m.update(func(inv *inventory) error {
 		if i := inv.find(name); i >= 0 {
@@ -777,7 +786,7 @@ func (m *Manager) List() ([]Entry, error) {
 
 // missing reports whether e's directory is gone while no live run owns it.
 func missing(e Entry) bool {
-	if e.State == StateRemoved || e.State == StateActive && ownerAlive(e.OwnerPID, e.OwnerStart) {
+	if e.State == StateRemoved || e.State == StateActive && e.ownerAlive() {
 		return false
 	}
 	_, err := os.Lstat(e.Path)
@@ -874,7 +883,7 @@ func (m *Manager) Remove(ctx context.Context, name string, force bool) (Entry, e
 	if err := m.owns(e); err != nil {
 		return e, err
 	}
-	if e.State == StateActive && ownerAlive(e.OwnerPID, e.OwnerStart) {
+	if e.State == StateActive && e.ownerAlive() {
 		return e, fmt.Errorf("worktree %s is %w: its run is going on (pilot pid %d); when it ends the worktree is removed, or kept if the job changed something", e.Name, ErrInUse, e.OwnerPID)
 	}
 	if !force {
@@ -1001,7 +1010,7 @@ func (m *Manager) Prune(ctx context.Context) ([]Entry, error) {
 	var removed, stay, dropped []Entry
 	var errs []error
 	for _, e := range inv.Entries {
-		if e.State == StateActive && ownerAlive(e.OwnerPID, e.OwnerStart) {
+		if e.State == StateActive && e.ownerAlive() {
 			stay = append(stay, e)
 			continue
 		}

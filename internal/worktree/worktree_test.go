@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pilotworkers/pilot/internal/procfs"
 	"io"
 	"os"
 	"os/exec"
@@ -196,7 +197,7 @@ func deadProcess(t *testing.T) owner {
 	if !ok {
 		t.Fatalf("procStart(%d) failed for a running child", cmd.Process.Pid)
 	}
-	return owner{cmd.Process.Pid, start}
+	return owner{pid: cmd.Process.Pid, start: start}
 }
 
 // setOwner rewrites the owner of the entry named name.
@@ -503,6 +504,7 @@ func TestCreateFinish(t *testing.T) {
 			want := Entry{
 				Name: "job-1", Repo: repo, Path: filepath.Join(dir, "job-1"), Branch: "pilot/job-1",
 				Base: gitT(t, repo, "rev-parse", "HEAD"), OwnerPID: os.Getpid(), OwnerStart: me.start,
+				OwnerBoot: me.id.BootID, OwnerPidNamespace: me.id.PidNamespace, OwnerHost: me.id.Host,
 				Created: e.Created, State: StateActive,
 			}
 			if diff := cmp.Diff(want, *e); diff != "" {
@@ -925,7 +927,7 @@ func TestPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead := deadProcess(t)
-	reused := owner{me.pid, me.start + 1} // this pid, but another process
+	reused := owner{me.pid, me.start + 1, me.id} // this pid, but another process
 	finish := func(t *testing.T, e *Entry) {
 		t.Helper()
 		if _, err := m.Finish(t.Context(), e, Run{ID: "run-" + e.Name}); err != nil {
@@ -1162,14 +1164,35 @@ func TestOwnerAlive(t *testing.T) {
 		want bool
 	}{
 		{"this process", me, true},
-		{"this pid, another start time", owner{me.pid, me.start + 1}, false},
+		{"this pid, another start time", owner{me.pid, me.start + 1, me.id}, false},
 		{"an exited child", dead, false},
-		{"pid 0", owner{0, 0}, false},
-		{"negative pid", owner{-1, 0}, false},
+		{"pid 0", owner{}, false},
+		{"negative pid", owner{pid: -1}, false},
 	}
 	for _, tt := range tests {
 		if got := ownerAlive(tt.o.pid, tt.o.start); got != tt.want {
 			t.Errorf("%s: ownerAlive(%d, %d) = %v, want %v", tt.name, tt.o.pid, tt.o.start, got, tt.want)
+		}
+	}
+
+	// An owner of another pid namespace or host is not known dead, its
+	// pid gone here or not; one of an earlier boot is dead, its pid
+	// alive here or not.
+	here := procfs.Self()
+	for _, tt := range []struct {
+		name string
+		e    Entry
+		want bool
+	}{
+		{"this system, gone", Entry{OwnerPID: dead.pid, OwnerStart: dead.start, OwnerBoot: here.BootID, OwnerPidNamespace: here.PidNamespace, OwnerHost: here.Host}, false},
+		{"this system, alive", Entry{OwnerPID: me.pid, OwnerStart: me.start, OwnerBoot: here.BootID, OwnerPidNamespace: here.PidNamespace, OwnerHost: here.Host}, true},
+		{"another namespace", Entry{OwnerPID: dead.pid, OwnerStart: dead.start, OwnerBoot: here.BootID, OwnerPidNamespace: "pid:[1]"}, true},
+		{"another host", Entry{OwnerPID: dead.pid, OwnerStart: dead.start, OwnerHost: here.Host + "-other"}, true},
+		{"an earlier boot", Entry{OwnerPID: me.pid, OwnerStart: me.start, OwnerBoot: "00000000-0000-0000-0000-000000000000"}, false},
+		{"an old entry", Entry{OwnerPID: me.pid, OwnerStart: me.start}, true},
+	} {
+		if got := tt.e.ownerAlive(); got != tt.want {
+			t.Errorf("%s: Entry.ownerAlive() = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }
@@ -1217,7 +1240,7 @@ func TestInventoryFormat(t *testing.T) {
 		}
 	}
 	want := []string{`"entries"`, `"name"`, `"repo"`, `"path"`, `"branch"`, `"base"`, `"run_id"`,
-		`"owner_pid"`, `"owner_start"`, `"created"`, `"state"`}
+		`"owner_pid"`, `"owner_start"`, `"owner_boot_id"`, `"owner_pid_namespace"`, `"owner_host"`, `"created"`, `"state"`}
 	if diff := cmp.Diff(want, keys); diff != "" {
 		t.Errorf("inventory keys (-want +got):\n%s", diff)
 	}
