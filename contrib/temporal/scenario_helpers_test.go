@@ -108,7 +108,8 @@ func scenarioWorker() int {
 }
 
 // ledgerAgent is the scenario's fake agent. Given its job's name, it
-// appends "start JOB GEN PID HOST" to the ledger before anything else, then
+// appends "start JOB GEN PID HOST BUSY" to the ledger before anything else
+// (BUSY: what holdLocks found held, "-" for nothing), then
 // commits "work of JOB" in its worktree (the current directory), appends
 // "done JOB GEN", and last "end JOB GEN". Ended by SIGTERM (pilot ending
 // it, or its supervisor when its worker died), it appends "end JOB GEN"
@@ -154,7 +155,8 @@ func ledgerAgent(args []string) int {
 	}
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
-	if err := appendLedger(fmt.Sprintf("start %s %d %d %s\n", job, gen, os.Getpid(), own.Host)); err != nil {
+	busy := holdLocks(os.Getenv(envMarks), job)
+	if err := appendLedger(fmt.Sprintf("start %s %d %d %s %s\n", job, gen, os.Getpid(), own.Host, busy)); err != nil {
 		return fail(err)
 	}
 	go func() {
@@ -230,6 +232,52 @@ func ledgerAgent(args []string) int {
 }
 
 // appendLedger appends line to the ledger, in one write.
+// writesFile is the file in the marks dir that maps each job to its
+// Writes, for the ledger agents' locks.
+const writesFile = "writes.json"
+
+// heldLocks keeps the lock files holdLocks opened: a file the garbage
+// collector closed would release its lock.
+var heldLocks []*os.File
+
+// holdLocks takes, for the ledger agent of job, an exclusive flock on a
+// file in marks for the job ("job:NAME") and one for each file it writes
+// ("write:PATH", from writesFile), and keeps them while the agent lives:
+// the kernel releases them when it dies, by SIGKILL too, which leaves no
+// "end" line. So a start line's BUSY is the proof of overlap, and its
+// absence the proof that an earlier agent without an end line is dead.
+// It returns the names another live agent held, comma-separated, or "-".
+func holdLocks(marks, job string) string {
+	names := []string{"job:" + job}
+	if data, err := os.ReadFile(filepath.Join(marks, writesFile)); err == nil {
+		var writes map[string][]string
+		if json.Unmarshal(data, &writes) == nil {
+			for _, w := range writes[job] {
+				names = append(names, "write:"+w)
+			}
+		}
+	}
+	var busy []string
+	for _, n := range names {
+		path := filepath.Join(marks, "lock-"+strings.NewReplacer("/", "_", ":", "_").Replace(n))
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			busy = append(busy, n+"(unlockable)")
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			busy = append(busy, n)
+			f.Close()
+			continue
+		}
+		heldLocks = append(heldLocks, f)
+	}
+	if len(busy) == 0 {
+		return "-"
+	}
+	return strings.Join(busy, ",")
+}
+
 func appendLedger(line string) error { return appendTo(os.Getenv(envLedger), line) }
 
 // appendTo appends line to the file at path, in one write.

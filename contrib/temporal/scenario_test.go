@@ -4,6 +4,7 @@ package temporal
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -242,6 +243,15 @@ func runScenario(t *testing.T, srv *gitServer) {
 		}
 		jobs = append(jobs, j)
 	}
+	writes := map[string][]string{}
+	for _, j := range jobs {
+		writes[j.Name] = j.Writes
+	}
+	if data, err := json.Marshal(writes); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(filepath.Join(marks, writesFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, WorkflowName, Input{
@@ -424,7 +434,10 @@ func checkIntervals(lines []string) []error {
 		job, gen := f[1], f[2]
 		switch f[0] {
 		case "start":
-			if g, ok := open[job]; ok {
+			// An earlier generation without an end line ran on unless
+			// this start found the job's lock free: then its agent was
+			// dead (SIGKILLed before it could write its end).
+			if g, ok := open[job]; ok && busyAt(f, "job:"+job) {
 				errs = append(errs, fmt.Errorf("ledger line %d: job %s's generation %s started while generation %s's agent ran", i+1, job, gen, g))
 			}
 			open[job] = gen
@@ -467,8 +480,13 @@ func checkWriteSets(lines []string, jobs []Job) []error {
 					continue
 				}
 				for _, w := range writes[f[1]] {
-					if slices.Contains(writes[other], w) {
+					if !slices.Contains(writes[other], w) {
+						continue
+					}
+					if busyAt(f, "write:"+w) {
 						errs = append(errs, fmt.Errorf("ledger line %d: job %s started while job %s, which also writes %s, ran", i+1, f[1], other, w))
+					} else {
+						open[other] = 0 // its agent died without an end line
 					}
 				}
 			}
@@ -478,6 +496,16 @@ func checkWriteSets(lines []string, jobs []Job) []error {
 		}
 	}
 	return errs
+}
+
+// busyAt reports whether the start line f found the lock name held by a
+// live agent (holdLocks); a start line without the field (none written
+// so) counts as finding every lock held.
+func busyAt(f []string, name string) bool {
+	if len(f) < 6 {
+		return true
+	}
+	return f[5] != "-" && slices.Contains(strings.Split(f[5], ","), name)
 }
 
 // fault appends "fault KIND HOST" to the ledger: the runs of HOST open
@@ -631,6 +659,16 @@ func TestCheckIntervals(t *testing.T) {
 			t.Errorf("%s: no error for %q", name, lines)
 		}
 	}
+	// A SIGKILLed agent writes no end line: a later start that found the
+	// job's lock free proves it dead; one that found it held, alive.
+	killed := []string{"start j 1 10 h -", "work j 1", "start j 2 11 h -", "done j 2", "end j 2"}
+	if errs := checkIntervals(killed); len(errs) != 0 {
+		t.Errorf("after a SIGKILLed agent: %v; want no error", errs)
+	}
+	alive := []string{"start j 1 10 h -", "work j 1", "start j 2 11 h job:j", "end j 2", "end j 1"}
+	if errs := checkIntervals(alive); len(errs) == 0 || !strings.Contains(errs[0].Error(), "started while generation 1's agent ran") {
+		t.Errorf("beside a live agent: %v; want the overlap first", errs)
+	}
 }
 
 func TestCheckWriteSets(t *testing.T) {
@@ -642,6 +680,58 @@ func TestCheckWriteSets(t *testing.T) {
 	bad := []string{"start a 1 1 h", "start b 1 3 h", "end a 1", "end b 1"}
 	if errs := checkWriteSets(bad, jobs); len(errs) != 1 {
 		t.Errorf("b beside a: %v; want one error", errs)
+	}
+	// a was SIGKILLed (no end line): b found x's lock free.
+	killed := []string{"start a 1 1 h -", "start b 1 3 h -", "end b 1", "start a 2 4 h -", "end a 2"}
+	if errs := checkWriteSets(killed, jobs); len(errs) != 0 {
+		t.Errorf("after a SIGKILLed agent: %v", errs)
+	}
+	held := []string{"start a 1 1 h -", "start b 1 3 h write:x", "end a 1", "end b 1"}
+	if errs := checkWriteSets(held, jobs); len(errs) != 1 {
+		t.Errorf("b beside a live a: %v; want one error", errs)
+	}
+}
+
+// holdLocks finds a lock a live process holds, and frees it when that
+// process dies by SIGKILL, which leaves it no chance to say so.
+func TestHoldLocksOutliveNoAgent(t *testing.T) {
+	marks := t.TempDir()
+	if err := os.WriteFile(filepath.Join(marks, writesFile), []byte(`{"j":["area-0/notes.md"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(marks, "lock-job_j")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another process holds job j's lock: flock(1) in a child, alive
+	// until it is killed.
+	// -o: the command does not inherit the lock; flock itself holds it.
+	holder := exec.Command("flock", "-x", "-o", path, "-c", "echo locked; exec sleep 600")
+	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its sleep dies with it
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Skipf("flock(1): %v", err)
+	}
+	defer func() { syscall.Kill(-holder.Process.Pid, syscall.SIGKILL); holder.Wait() }()
+	if line := <-readLines(out); line != "locked" {
+		t.Fatalf("the holder said %q", line)
+	}
+	defer f.Close()
+	if got := holdLocks(marks, "j"); got != "job:j" {
+		t.Errorf("with the job's lock held: %q, want job:j", got)
+	}
+	syscall.Kill(-holder.Process.Pid, syscall.SIGKILL)
+	holder.Wait()
+	for _, l := range heldLocks {
+		l.Close() // this process's own, taken above: let go of them
+	}
+	heldLocks = nil
+	if got := holdLocks(marks, "j"); got != "-" {
+		t.Errorf("after the holder's SIGKILL: %q, want -", got)
 	}
 }
 
