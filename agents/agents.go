@@ -1,4 +1,4 @@
-// Package agents adapts pi, codex, Claude Code, opencode and gemini-cli to
+// Package agents adapts pi, codex, Claude Code, opencode, gemini-cli and kilo to
 // pilot: one file per CLI holds all pilot knows of it (its command line per
 // mode, its event stream, its error events and the failure classes they
 // prove, exit codes, retries and "session gone" signs, isolation, config
@@ -46,7 +46,7 @@ import (
 func Runners() []pilot.Runner {
 	return []pilot.Runner{
 		pilot.NewCommandRunner(ReadPiSession),
-		PiRunner{}, CodexRunner{}, ClaudeRunner{}, OpencodeRunner{}, GeminiRunner{},
+		PiRunner{}, CodexRunner{}, ClaudeRunner{}, OpencodeRunner{}, GeminiRunner{}, KiloRunner{},
 	}
 }
 

@@ -29,6 +29,7 @@ func TestEveryRunnersWorkerStartsWithOnlyStdio(t *testing.T) {
 		agents.RunnerClaude:   "../testdata/claude/stream/success",
 		agents.RunnerOpencode: "../testdata/opencode/stream/success",
 		agents.RunnerGemini:   "../testdata/gemini/stream/success",
+		agents.RunnerKilo:     "../testdata/kilo/stream/success",
 	}
 	var ps []pilot.Provider
 	for _, rn := range conformanceRunners() {

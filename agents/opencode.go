@@ -205,7 +205,8 @@ func writeOpencodeConfig(path string, p pilot.Provider) error {
 // is unknown ("stream:opencode-step"), the stall policy's tool-sized wait.
 type opencodeWatcher struct {
 	streamWatch
-	store string // the isolated session store, if any
+	store  string // the isolated session store, if any
+	runner string // the runner whose evidence it gives: opencode's when empty (kilo's fork shares the stream)
 
 	logs    bool // an INFO log line was seen: the phases come from the log too
 	retries int  // the current step's model calls that failed so far
@@ -776,7 +777,7 @@ func (w *opencodeWatcher) logLine(l pilot.Line) {
 			// opencode retries it (or, when the error is not
 			// retryable or this was its last try, reports it in an
 			// error event at once, which ends the loop).
-			w.retrying(RunnerOpencode+":stderr", string(l.Data), c)
+			w.retrying(w.name()+":stderr", string(l.Data), c)
 		}
 		w.retries++
 		w.quiet(opencodeRetryWait(w.retries))
@@ -786,6 +787,14 @@ func (w *opencodeWatcher) logLine(l pilot.Line) {
 			w.setPhase(pilot.PhaseToolRunning, "log:evaluated/"+lg.Perm, nil)
 		}
 	}
+}
+
+// name is the runner whose evidence the watcher gives.
+func (w *opencodeWatcher) name() string {
+	if w.runner == "" {
+		return RunnerOpencode
+	}
+	return w.runner
 }
 
 // noteUsage makes the steps' sum the run's usage.
@@ -827,15 +836,15 @@ func (w *opencodeWatcher) Finish(e pilot.Exit) pilot.Result {
 		// comes before the earlier "stream error" log lines' (the
 		// retried calls), which may prove less ("APICallError: boom"
 		// without the status the event carries).
-		e = streamDiagnostic(e, RunnerOpencode, opencodeEventError(w.errLine))
-		return w.session(reportedFailure(e, RunnerOpencode, w.errLine))
+		e = streamDiagnostic(e, w.name(), opencodeEventError(w.errLine))
+		return w.session(reportedFailure(e, w.name(), w.errLine))
 	}
 	if e.Code != 0 {
 		return w.session(pilot.JudgeExit(e))
 	}
 	final := w.steps > 0 && w.lastReason != "tool-calls"
 	if !w.done && !final {
-		return w.session(incomplete(RunnerOpencode, "a done event or a final step_finish"))
+		return w.session(incomplete(w.name(), "a done event or a final step_finish"))
 	}
 	switch {
 	case w.steps > 0 && w.lastReason == "length":
