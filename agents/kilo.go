@@ -23,11 +23,11 @@ const RunnerKilo = "kilo"
 // Its stream and log are opencode's (formats-kilo.md), read by
 // opencode's watcher; what differs is the names (the binary, the "kilo"
 // XDG dirs, kilo.json), its permissions and the errors a run ends with.
-// Code, test and resume pass --auto: kilo's run rejects every permission
-// its agent would ask for (its "code" agent asks before an edit) unless
-// --auto answers them. Explore and review run its "plan" agent without
-// --auto, which denies edits and asks (so is refused) for any shell
-// command but read-only ones.
+// Code, test and resume pass --auto: kilo's run refuses every permission
+// its agent asks for (its "code" agent asks before any shell command) and
+// then fails the run, unless --auto grants them. Explore and review run
+// its "plan" agent without --auto, which denies edits and every shell
+// command but a read-only list (cat, ls, grep, …).
 type KiloRunner struct{}
 
 // Name implements Runner.
@@ -61,10 +61,12 @@ func (KiloRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, e
 	// --print-logs --log-level INFO, as for opencode: the log says when a
 	// model call goes out, a tool starts and a call failed and is retried.
 	argv := []string{program(p, RunnerKilo), "run", "--format", "json", "--print-logs", "--log-level", "INFO"}
+	auto := false
 	if a.Task.Mode == pilot.ModeExplore || a.Task.Mode == pilot.ModeReview {
 		argv = append(argv, "--agent", "plan")
 	} else {
 		argv = append(argv, "--auto")
+		auto = true
 	}
 
 	model := p.Model
@@ -105,10 +107,18 @@ func (KiloRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, e
 			env[x.name] = dir
 		}
 		if p.BaseURL != "" {
-			// kilo reads opencode's config format, as kilo.json.
-			if err := writeOpencodeConfig(filepath.Join(store, "config", "kilo", "kilo.json"), p); err != nil {
+			// kilo reads opencode's config format, as kilo.json. Its
+			// providers enabled by default (its own gateway, apertis)
+			// fetch their model lists at start-up whatever
+			// KILO_DISABLE_MODELS_FETCH says: only pilot's is enabled.
+			cfg := opencodeConfig(p)
+			cfg["enabled_providers"] = []string{opencodeProvider}
+			if err := writeConfigJSON(filepath.Join(store, "config", "kilo", "kilo.json"), cfg, "kilo"); err != nil {
 				return nil, err
 			}
+		}
+		if err := keepBashMigrationOut(filepath.Join(store, "config", "kilo")); err != nil {
+			return nil, err
 		}
 	}
 
@@ -135,8 +145,24 @@ func (KiloRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, e
 		Argv:    argv,
 		Env:     env,
 		Stdin:   []byte(a.Prompt),
-		Watcher: &kiloWatcher{opencodeWatcher: opencodeWatcher{store: store, runner: RunnerKilo}},
+		Watcher: &kiloWatcher{opencodeWatcher: opencodeWatcher{store: store, runner: RunnerKilo, askRuns: auto}},
 	}, nil
+}
+
+// keepBashMigrationOut marks the config dir dir as migrated: without its
+// marker, kilo rewrites the first config file it finds there on start-up
+// to allow every shell command ("permission": {"bash": "allow"}, a one-off
+// migration for its existing users), so pilot's kilo.json would not stay
+// as pilot wrote it, and the agents' own shell rules would meet a global
+// allow.
+func keepBashMigrationOut(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("writing kilo's config dir: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".bash-permission-migrated"), nil, 0o600); err != nil {
+		return fmt.Errorf("writing kilo's config dir: %w", err)
+	}
+	return nil
 }
 
 // kiloWatcher follows one `kilo run --format json --print-logs` stream:

@@ -153,6 +153,11 @@ func TestKiloBaseURLIsolationAndResume(t *testing.T) {
 		t.Errorf("config does not define provider pilot for %s with {env:FAKE_API_KEY}:\n%s", p.BaseURL, data)
 	}
 	noSecretIn(t, runDir, secret)
+	// kilo's one-off rewrite of the config (a global bash allow) is
+	// marked done.
+	if _, err := os.Stat(filepath.Join(store, "config", "kilo", ".bash-permission-migrated")); err != nil {
+		t.Errorf("no migration marker: %v", err)
+	}
 
 	const sid = "ses_db3fa1eb2ffehJNDWUsvehBwck" // the recording's
 	if v.SessionID != sid || v.Resume != filepath.Join(store, sid) {
@@ -249,4 +254,25 @@ func TestKiloOwnErrors(t *testing.T) {
 			t.Errorf("SessionGone %q from the model's text", r.SessionGone)
 		}
 	})
+}
+
+// With --auto a shell command the log shows asked for runs (kilo grants
+// it): the tool-running phase; without (explore) kilo refuses it.
+func TestKiloAskedToolRunsUnderAuto(t *testing.T) {
+	const asked = `timestamp=2026-12-06T16:00:21.939Z level=INFO run=1 message=evaluated permission=bash pattern="sh -c 'echo made'" action.permission=bash action.action=ask action.pattern=* action.source=agent`
+	for _, tc := range []struct {
+		mode pilot.Mode
+		want pilot.SessionPhase
+	}{{pilot.ModeCode, pilot.PhaseToolRunning}, {pilot.ModeExplore, pilot.PhaseAwaitingModel}} {
+		w := agentWatcher(t, agents.KiloRunner{}, agentAttempt(t, agents.RunnerKilo, pilot.Provider{Name: "kilo"}, tc.mode, "", flagPrompt, ""))
+		for _, l := range []string{
+			`timestamp=2026-12-06T16:00:21.590Z level=INFO run=1 message=stream providerID=pilot modelID=fake-model session.id=ses_x small=false agent=code mode=primary`,
+			asked,
+		} {
+			w.Line(pilot.Line{Stream: pilot.Stderr, Data: []byte(l), Size: int64(len(l))})
+		}
+		if st, _, _ := w.StreamState(); st.Phase != tc.want {
+			t.Errorf("%s: phase %s, want %s", tc.mode, st.Phase, tc.want)
+		}
+	}
 }

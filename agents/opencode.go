@@ -165,14 +165,20 @@ func keepPluginSDKOut(dir string) error {
 }
 
 // writeOpencodeConfig writes the opencode config that makes p.BaseURL a
-// provider named "pilot" serving p.Model. The key is referenced by variable
-// name ({env:NAME}), which opencode expands when it loads the file.
+// provider named "pilot" serving p.Model (opencodeConfig).
 func writeOpencodeConfig(path string, p pilot.Provider) error {
+	return writeConfigJSON(path, opencodeConfig(p), "opencode")
+}
+
+// opencodeConfig is the opencode config that makes p.BaseURL a provider
+// named "pilot" serving p.Model. The key is referenced by variable name
+// ({env:NAME}), which opencode expands when it loads the file.
+func opencodeConfig(p pilot.Provider) map[string]any {
 	options := map[string]string{"baseURL": p.BaseURL}
 	if p.CredentialEnv != "" {
 		options["apiKey"] = "{env:" + p.CredentialEnv + "}"
 	}
-	cfg := map[string]any{
+	return map[string]any{
 		"provider": map[string]any{
 			opencodeProvider: map[string]any{
 				"npm":     "@ai-sdk/openai-compatible",
@@ -183,15 +189,20 @@ func writeOpencodeConfig(path string, p pilot.Provider) error {
 		},
 		"model": opencodeProvider + "/" + p.Model,
 	}
+}
+
+// writeConfigJSON writes cfg to path as indented JSON, mode 0600, creating
+// its directory: the config of the CLI named cli.
+func writeConfigJSON(path string, cfg map[string]any, cli string) error {
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("writing the opencode config: %w", err)
+		return fmt.Errorf("writing the %s config: %w", cli, err)
 	}
 	if err := os.WriteFile(path, append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("writing the opencode config: %w", err)
+		return fmt.Errorf("writing the %s config: %w", cli, err)
 	}
 	return nil
 }
@@ -207,6 +218,10 @@ type opencodeWatcher struct {
 	streamWatch
 	store  string // the isolated session store, if any
 	runner string // the runner whose evidence it gives: opencode's when empty (kilo's fork shares the stream)
+	// askRuns says a permission the log shows asked for is granted (kilo
+	// run --auto answers every ask): the tool then starts, as when the
+	// log shows it allowed.
+	askRuns bool
 
 	logs    bool // an INFO log line was seen: the phases come from the log too
 	retries int  // the current step's model calls that failed so far
@@ -783,7 +798,7 @@ func (w *opencodeWatcher) logLine(l pilot.Line) {
 		w.quiet(opencodeRetryWait(w.retries))
 		w.setPhase(pilot.PhaseAwaitingModel, "log:stream error", nil)
 	case "evaluated":
-		if lg.Action == "allow" {
+		if lg.Action == "allow" || w.askRuns && lg.Action == "ask" {
 			w.setPhase(pilot.PhaseToolRunning, "log:evaluated/"+lg.Perm, nil)
 		}
 	}
