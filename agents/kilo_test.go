@@ -257,7 +257,10 @@ func TestKiloOwnErrors(t *testing.T) {
 }
 
 // With --auto a shell command the log shows asked for runs (kilo grants
-// it): the tool-running phase; without (explore) kilo refuses it.
+// it): the tool-running phase; without (explore) kilo refuses it. The
+// step_start kilo may print after its log's tool start (the recordings
+// tool, code-sh-marker-auto, sigterm-tool-pid; in tool-auto it came
+// first) leaves a running tool running.
 func TestKiloAskedToolRunsUnderAuto(t *testing.T) {
 	const asked = `timestamp=2026-12-06T16:00:21.939Z level=INFO run=1 message=evaluated permission=bash pattern="sh -c 'echo made'" action.permission=bash action.action=ask action.pattern=* action.source=agent`
 	for _, tc := range []struct {
@@ -271,6 +274,8 @@ func TestKiloAskedToolRunsUnderAuto(t *testing.T) {
 		} {
 			w.Line(pilot.Line{Stream: pilot.Stderr, Data: []byte(l), Size: int64(len(l))})
 		}
+		const start = `{"type":"step_start","timestamp":1796572583461,"sessionID":"ses_x","part":{"id":"prt_1","sessionID":"ses_x","messageID":"msg_1","type":"step-start"}}`
+		w.Line(pilot.Line{Stream: pilot.Stdout, Data: []byte(start), Size: int64(len(start))})
 		if st, _, _ := w.StreamState(); st.Phase != tc.want {
 			t.Errorf("%s: phase %s, want %s", tc.mode, st.Phase, tc.want)
 		}

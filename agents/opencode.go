@@ -223,6 +223,8 @@ type opencodeWatcher struct {
 	// log shows it allowed.
 	askRuns bool
 
+	toolStarted bool // the log showed a tool start since the last model call went out
+
 	logs    bool // an INFO log line was seen: the phases come from the log too
 	retries int  // the current step's model calls that failed so far
 
@@ -676,6 +678,11 @@ func (w *opencodeWatcher) answerPart(typ string, text bool) {
 	case "step_start":
 		// The model's answer is arriving.
 		w.quiet(0)
+		if w.logs && w.toolStarted {
+			// Printed after a tool of its own step started (kilo's
+			// stdout lags its log): the tool runs on.
+			return
+		}
 		if w.logs {
 			w.setPhase(pilot.PhaseAwaitingModel, "stream:step_start", nil)
 		} else {
@@ -783,6 +790,7 @@ func (w *opencodeWatcher) logLine(l pilot.Line) {
 			return
 		}
 		w.quiet(0)
+		w.toolStarted = false
 		w.setPhase(pilot.PhaseAwaitingModel, "log:stream", nil)
 	case "stream error":
 		if lg.Small == "true" || lg.Level != "ERROR" {
@@ -799,6 +807,7 @@ func (w *opencodeWatcher) logLine(l pilot.Line) {
 		w.setPhase(pilot.PhaseAwaitingModel, "log:stream error", nil)
 	case "evaluated":
 		if lg.Action == "allow" || w.askRuns && lg.Action == "ask" {
+			w.toolStarted = true
 			w.setPhase(pilot.PhaseToolRunning, "log:evaluated/"+lg.Perm, nil)
 		}
 	}
