@@ -38,10 +38,12 @@ func (KiloRunner) Name() string { return RunnerKilo }
 // (kilo.db), log and telemetry id in $XDG_DATA_HOME/kilo, a sandbox policy
 // cache in $XDG_STATE_HOME/kilo-sandbox-policy beside $XDG_STATE_HOME/kilo,
 // and its cache in $XDG_CACHE_HOME/kilo; an isolated worker's are in its
-// run directory. Its default provider is Kilo's own gateway; it also asks
-// models.dev for the model catalogue.
+// run directory. Its default provider is Kilo's own gateway (api.kilo.ai,
+// which also serves its model list); it asks models.dev for the model
+// catalogue. Its connectivity probes while offline (kilo.ai, example.com,
+// cloudflare.com) are not needed: denied, kilo retries all the same.
 func (KiloRunner) SandboxNeeds(p pilot.Provider, home string) sandbox.Needs {
-	n := sandbox.Needs{Connect: []string{"api.kilo.ai:443", "app.kilo.ai:443", "models.dev:443"}}
+	n := sandbox.Needs{Connect: []string{"api.kilo.ai:443", "models.dev:443"}}
 	if !isolated(p) {
 		for _, x := range [...]struct{ name, rel, sub string }{
 			{"XDG_CONFIG_HOME", ".config", "kilo"}, {"XDG_DATA_HOME", ".local/share", "kilo"},
