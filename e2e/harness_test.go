@@ -78,6 +78,9 @@ var clis = []cli{
 		".bin/opencode", "opencode-linux-x64/bin/opencode", "opencode-linux-x64-baseline/bin/opencode",
 	}, version: []string{"--version"}},
 	{name: "gemini", pkg: "@google/gemini-cli", paths: []string{".bin/gemini"}, node: true, version: []string{"--version"}},
+	{name: "kilo", pkg: "@kilocode/cli-linux-x64", paths: []string{
+		"@kilocode/cli-linux-x64/bin/kilo", "@kilocode/cli-linux-x64-baseline/bin/kilo",
+	}, version: []string{"--version"}},
 }
 
 // runnerName is pilot's runner for c.
@@ -253,6 +256,13 @@ func isolatedEnv(t *testing.T, guard *netGuard) map[string]string {
 		"OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
 		"OPENCODE_DISABLE_LSP_DOWNLOAD":    "1",
 		"OPENCODE_DISABLE_SHARE":           "1",
+
+		"KILO_DISABLE_MODELS_FETCH":    "1",
+		"KILO_DISABLE_AUTOUPDATE":      "1",
+		"KILO_DISABLE_DEFAULT_PLUGINS": "1",
+		"KILO_DISABLE_LSP_DOWNLOAD":    "1",
+		"KILO_DISABLE_SHARE":           "1",
+		"KILO_DISABLE_SESSION_INGEST":  "1",
 
 		"GEMINI_CLI_HOME":            filepath.Join(root, "gemini-home"),
 		"GEMINI_CLI_TRUST_WORKSPACE": "true",
