@@ -113,8 +113,10 @@ wire_api = "responses"
 			`{"provider":{"pilot":{"npm":"@ai-sdk/openai-compatible","name":"pilot","options":{"baseURL":"`+base+`/v1","apiKey":"{env:`+fakeKeyEnv+`}"},"models":{"fake-model":{"name":"fake-model"}}}},"model":"pilot/fake-model"}`+"\n")
 		prov.Model = "pilot/fake-model"
 	case "kilo":
+		// enabled_providers: else kilo's own providers fetch their model
+		// lists from api.kilo.ai at start-up (NOTES.md).
 		writeFile(t, filepath.Join(home, ".config", "kilo", "kilo.json"),
-			`{"provider":{"pilot":{"npm":"@ai-sdk/openai-compatible","name":"pilot","options":{"baseURL":"`+base+`/v1","apiKey":"{env:`+fakeKeyEnv+`}"},"models":{"fake-model":{"name":"fake-model"}}}},"model":"pilot/fake-model"}`+"\n")
+			`{"provider":{"pilot":{"npm":"@ai-sdk/openai-compatible","name":"pilot","options":{"baseURL":"`+base+`/v1","apiKey":"{env:`+fakeKeyEnv+`}"},"models":{"fake-model":{"name":"fake-model"}}}},"model":"pilot/fake-model","enabled_providers":["pilot"]}`+"\n")
 		prov.Model = "pilot/fake-model"
 	case "gemini":
 		writeFile(t, filepath.Join(home, ".gemini", "settings.json"),
