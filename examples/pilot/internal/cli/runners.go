@@ -31,12 +31,14 @@ type runnerPackage struct {
 func runnerPackages() map[string]runnerPackage {
 	arch := map[string]string{"amd64": "x64", "arm64": "arm64"}[runtime.GOARCH]
 	opencode := "opencode-" + runtime.GOOS + "-" + arch
+	kilo := "@kilocode/cli-" + runtime.GOOS + "-" + arch
 	return map[string]runnerPackage{
 		"pi":       {Package: "@mariozechner/pi-coding-agent", Version: "0.73.1", Bin: ".bin/pi"},
 		"codex":    {Package: "@openai/codex", Version: "0.171.0", Bin: ".bin/codex"},
 		"claude":   {Package: "@anthropic-ai/claude-code", Version: "2.1.332", Bin: ".bin/claude"},
 		"gemini":   {Package: "@google/gemini-cli", Version: "0.61.0", Bin: ".bin/gemini"},
 		"opencode": {Package: opencode, Version: "1.18.33", Bin: opencode + "/bin/opencode"},
+		"kilo":     {Package: kilo, Version: "7.7.7", Bin: kilo + "/bin/kilo"},
 	}
 }
 
