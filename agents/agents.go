@@ -1,5 +1,5 @@
-// Package agents adapts pi, codex, Claude Code, opencode, gemini-cli and
-// qwen-code to pilot: one file per CLI holds all pilot knows of it (its command line per
+// Package agents adapts pi, codex, Claude Code, opencode, gemini-cli,
+// qwen-code and kilo to pilot: one file per CLI holds all pilot knows of it (its command line per
 // mode, its event stream, its error events and the failure classes they
 // prove, exit codes, retries and "session gone" signs, isolation, config
 // files and sandbox paths). Runners gives them to a Dispatcher; Providers
@@ -46,7 +46,7 @@ import (
 func Runners() []pilot.Runner {
 	return []pilot.Runner{
 		pilot.NewCommandRunner(ReadPiSession),
-		PiRunner{}, CodexRunner{}, ClaudeRunner{}, OpencodeRunner{}, GeminiRunner{}, QwenRunner{},
+		PiRunner{}, CodexRunner{}, ClaudeRunner{}, OpencodeRunner{}, GeminiRunner{}, QwenRunner{}, KiloRunner{},
 	}
 }
 

@@ -165,14 +165,20 @@ func keepPluginSDKOut(dir string) error {
 }
 
 // writeOpencodeConfig writes the opencode config that makes p.BaseURL a
-// provider named "pilot" serving p.Model. The key is referenced by variable
-// name ({env:NAME}), which opencode expands when it loads the file.
+// provider named "pilot" serving p.Model (opencodeConfig).
 func writeOpencodeConfig(path string, p pilot.Provider) error {
+	return writeConfigJSON(path, opencodeConfig(p), "opencode")
+}
+
+// opencodeConfig is the opencode config that makes p.BaseURL a provider
+// named "pilot" serving p.Model. The key is referenced by variable name
+// ({env:NAME}), which opencode expands when it loads the file.
+func opencodeConfig(p pilot.Provider) map[string]any {
 	options := map[string]string{"baseURL": p.BaseURL}
 	if p.CredentialEnv != "" {
 		options["apiKey"] = "{env:" + p.CredentialEnv + "}"
 	}
-	cfg := map[string]any{
+	return map[string]any{
 		"provider": map[string]any{
 			opencodeProvider: map[string]any{
 				"npm":     "@ai-sdk/openai-compatible",
@@ -183,15 +189,20 @@ func writeOpencodeConfig(path string, p pilot.Provider) error {
 		},
 		"model": opencodeProvider + "/" + p.Model,
 	}
+}
+
+// writeConfigJSON writes cfg to path as indented JSON, mode 0600, creating
+// its directory: the config of the CLI named cli.
+func writeConfigJSON(path string, cfg map[string]any, cli string) error {
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("writing the opencode config: %w", err)
+		return fmt.Errorf("writing the %s config: %w", cli, err)
 	}
 	if err := os.WriteFile(path, append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("writing the opencode config: %w", err)
+		return fmt.Errorf("writing the %s config: %w", cli, err)
 	}
 	return nil
 }
@@ -205,7 +216,14 @@ func writeOpencodeConfig(path string, p pilot.Provider) error {
 // is unknown ("stream:opencode-step"), the stall policy's tool-sized wait.
 type opencodeWatcher struct {
 	streamWatch
-	store string // the isolated session store, if any
+	store  string // the isolated session store, if any
+	runner string // the runner whose evidence it gives: opencode's when empty (kilo's fork shares the stream)
+	// askRuns says a permission the log shows asked for is granted (kilo
+	// run --auto answers every ask): the tool then starts, as when the
+	// log shows it allowed.
+	askRuns bool
+
+	toolStarted bool // the log showed a tool start since the last model call went out
 
 	logs    bool // an INFO log line was seen: the phases come from the log too
 	retries int  // the current step's model calls that failed so far
@@ -660,6 +678,11 @@ func (w *opencodeWatcher) answerPart(typ string, text bool) {
 	case "step_start":
 		// The model's answer is arriving.
 		w.quiet(0)
+		if w.logs && w.toolStarted {
+			// Printed after a tool of its own step started (kilo's
+			// stdout lags its log): the tool runs on.
+			return
+		}
 		if w.logs {
 			w.setPhase(pilot.PhaseAwaitingModel, "stream:step_start", nil)
 		} else {
@@ -767,6 +790,7 @@ func (w *opencodeWatcher) logLine(l pilot.Line) {
 			return
 		}
 		w.quiet(0)
+		w.toolStarted = false
 		w.setPhase(pilot.PhaseAwaitingModel, "log:stream", nil)
 	case "stream error":
 		if lg.Small == "true" || lg.Level != "ERROR" {
@@ -776,16 +800,25 @@ func (w *opencodeWatcher) logLine(l pilot.Line) {
 			// opencode retries it (or, when the error is not
 			// retryable or this was its last try, reports it in an
 			// error event at once, which ends the loop).
-			w.retrying(RunnerOpencode+":stderr", string(l.Data), c)
+			w.retrying(w.name()+":stderr", string(l.Data), c)
 		}
 		w.retries++
 		w.quiet(opencodeRetryWait(w.retries))
 		w.setPhase(pilot.PhaseAwaitingModel, "log:stream error", nil)
 	case "evaluated":
-		if lg.Action == "allow" {
+		if lg.Action == "allow" || w.askRuns && lg.Action == "ask" {
+			w.toolStarted = true
 			w.setPhase(pilot.PhaseToolRunning, "log:evaluated/"+lg.Perm, nil)
 		}
 	}
+}
+
+// name is the runner whose evidence the watcher gives.
+func (w *opencodeWatcher) name() string {
+	if w.runner == "" {
+		return RunnerOpencode
+	}
+	return w.runner
 }
 
 // noteUsage makes the steps' sum the run's usage.
@@ -827,15 +860,15 @@ func (w *opencodeWatcher) Finish(e pilot.Exit) pilot.Result {
 		// comes before the earlier "stream error" log lines' (the
 		// retried calls), which may prove less ("APICallError: boom"
 		// without the status the event carries).
-		e = streamDiagnostic(e, RunnerOpencode, opencodeEventError(w.errLine))
-		return w.session(reportedFailure(e, RunnerOpencode, w.errLine))
+		e = streamDiagnostic(e, w.name(), opencodeEventError(w.errLine))
+		return w.session(reportedFailure(e, w.name(), w.errLine))
 	}
 	if e.Code != 0 {
 		return w.session(pilot.JudgeExit(e))
 	}
 	final := w.steps > 0 && w.lastReason != "tool-calls"
 	if !w.done && !final {
-		return w.session(incomplete(RunnerOpencode, "a done event or a final step_finish"))
+		return w.session(incomplete(w.name(), "a done event or a final step_finish"))
 	}
 	switch {
 	case w.steps > 0 && w.lastReason == "length":

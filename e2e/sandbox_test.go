@@ -112,6 +112,12 @@ wire_api = "responses"
 		writeFile(t, filepath.Join(home, ".config", "opencode", "opencode.json"),
 			`{"provider":{"pilot":{"npm":"@ai-sdk/openai-compatible","name":"pilot","options":{"baseURL":"`+base+`/v1","apiKey":"{env:`+fakeKeyEnv+`}"},"models":{"fake-model":{"name":"fake-model"}}}},"model":"pilot/fake-model"}`+"\n")
 		prov.Model = "pilot/fake-model"
+	case "kilo":
+		// enabled_providers: else kilo's own providers fetch their model
+		// lists from api.kilo.ai at start-up (NOTES.md).
+		writeFile(t, filepath.Join(home, ".config", "kilo", "kilo.json"),
+			`{"provider":{"pilot":{"npm":"@ai-sdk/openai-compatible","name":"pilot","options":{"baseURL":"`+base+`/v1","apiKey":"{env:`+fakeKeyEnv+`}"},"models":{"fake-model":{"name":"fake-model"}}}},"model":"pilot/fake-model","enabled_providers":["pilot"]}`+"\n")
+		prov.Model = "pilot/fake-model"
 	case "gemini":
 		writeFile(t, filepath.Join(home, ".gemini", "settings.json"),
 			`{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false}}`+"\n")
@@ -137,6 +143,7 @@ var userState = map[string]string{
 	"opencode": ".local/share/opencode",
 	"gemini":   ".gemini/tmp",
 	"qwen":     ".qwen/projects",
+	"kilo":     ".local/share/kilo",
 }
 
 // checkUserState checks that a completed run of a CLI with its config

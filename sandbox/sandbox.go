@@ -157,6 +157,7 @@ func AgentDirs(home string) []string {
 		".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode",
 		".cursor", ".config/github-copilot", ".aider", ".continue", ".qwen", ".factory",
 		".config/goose", ".amp", ".config/amp", ".crush", ".config/crush", ".local/share/crush", ".kiro", ".grok",
+		".config/kilo", ".local/share/kilo", ".local/state/kilo", ".local/state/kilo-sandbox-policy", ".cache/kilo",
 	)
 }
 

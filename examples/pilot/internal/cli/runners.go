@@ -31,6 +31,7 @@ type runnerPackage struct {
 func runnerPackages() map[string]runnerPackage {
 	arch := map[string]string{"amd64": "x64", "arm64": "arm64"}[runtime.GOARCH]
 	opencode := "opencode-" + runtime.GOOS + "-" + arch
+	kilo := "@kilocode/cli-" + runtime.GOOS + "-" + arch
 	return map[string]runnerPackage{
 		"pi":       {Package: "@mariozechner/pi-coding-agent", Version: "0.73.1", Bin: ".bin/pi"},
 		"codex":    {Package: "@openai/codex", Version: "0.171.0", Bin: ".bin/codex"},
@@ -39,6 +40,7 @@ func runnerPackages() map[string]runnerPackage {
 		"opencode": {Package: opencode, Version: "1.18.33", Bin: opencode + "/bin/opencode"},
 		// qwen-code needs Node 22 or later on PATH (its engines field).
 		"qwen": {Package: "@qwen-code/qwen-code", Version: "0.24.4", Bin: ".bin/qwen"},
+		"kilo": {Package: kilo, Version: "7.7.7", Bin: kilo + "/bin/kilo"},
 	}
 }
 

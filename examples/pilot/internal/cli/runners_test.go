@@ -31,8 +31,11 @@ func TestRunnerPackagesMatchTheE2EPins(t *testing.T) {
 	}
 	for name, p := range runnerPackages() {
 		pkg := p.Package
-		if name == "opencode" {
+		switch name {
+		case "opencode":
 			pkg = "opencode"
+		case "kilo":
+			pkg = "@kilocode/cli"
 		}
 		if pins[pkg] != p.Version {
 			t.Errorf("runner %s: %s@%s, but e2e/package.json pins %q", name, p.Package, p.Version, pins[pkg])
