@@ -2,6 +2,7 @@ package retry
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -176,7 +177,7 @@ func OpenStore(path string) (*Store, error) {
 	}
 	s := &Store{path: abs, now: time.Now}
 	if err := s.locked(func() error {
-		removeOrphans(s.path)
+		atomicfile.RemoveOrphans(s.path)
 		doc, err := readState(s.path)
 		s.doc = doc
 		return err
@@ -184,22 +185,6 @@ func OpenStore(path string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// removeOrphans removes the temporary files of writes cut short (a pilot
-// killed while it wrote). Called with the lock held: every write is made
-// under it, so no temporary file there is another's write in progress.
-func removeOrphans(path string) {
-	entries, err := os.ReadDir(filepath.Dir(path))
-	if err != nil {
-		return
-	}
-	prefix := "." + filepath.Base(path) + ".tmp-" // atomicfile's temporary names
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) && e.Type().IsRegular() {
-			os.Remove(filepath.Join(filepath.Dir(path), e.Name()))
-		}
-	}
 }
 
 // OpenStoreDryRun reads the state file at path, if there is one, without
@@ -224,11 +209,11 @@ func (s *Store) locked(f func() error) error {
 	}
 	lock, err := os.OpenFile(s.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return &StateError{Path: s.path, Err: err, Fix: dirFix}
+		return &StateError{Path: s.path, Err: err, Fix: cmp.Or(filelock.Fix(err), dirFix)}
 	}
 	defer lock.Close() // closing the descriptor releases the flock
 	if err := filelock.Lock(lock); err != nil {
-		return &StateError{Path: s.path, Err: fmt.Errorf("locking %s: %w", lock.Name(), err), Fix: dirFix}
+		return &StateError{Path: s.path, Err: fmt.Errorf("locking %s: %w", lock.Name(), err), Fix: filelock.Fix(err)}
 	}
 	return f()
 }

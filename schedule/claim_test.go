@@ -78,3 +78,31 @@ func TestClaimStartedRelease(t *testing.T) {
 		t.Errorf("Release of another's job changed it: %+v", rec)
 	}
 }
+
+// A writer killed mid-write leaves its temporary file beside the state
+// file; the next change, under the lock every writer takes, removes it.
+func TestStoreRemovesAKilledWritersTemporaryFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, schedule.StoreFileName)
+	orphan := filepath.Join(dir, "."+schedule.StoreFileName+".tmp-12345")
+	if err := os.WriteFile(orphan, []byte(`{"version": 1, "jobs": {"half`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "notes.tmp-1") // not a temporary of the store's
+	if err := os.WriteFile(other, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := schedule.OpenStore(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := st.Claim("a", time.Now()); !ok || err != nil {
+		t.Fatalf("Claim: %v %v", ok, err)
+	}
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Errorf("the orphaned temporary file is still there (%v)", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another file was removed: %v", err)
+	}
+}

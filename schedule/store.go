@@ -128,12 +128,15 @@ func (s *Store) change(f func(doc *storeDoc) bool) error {
 	}
 	lock, err := os.OpenFile(s.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("schedule: state lock: %w", err)
+		return withFix(fmt.Errorf("schedule: state lock: %w", err))
 	}
 	defer lock.Close() // releases the lock
 	if err := filelock.Lock(lock); err != nil {
-		return fmt.Errorf("schedule: locking %s: %w", s.path, err)
+		return withFix(fmt.Errorf("schedule: locking %s: %w", s.path, err))
 	}
+	// Every write is made under the lock: a temporary file now is one a
+	// writer killed mid-write left.
+	atomicfile.RemoveOrphans(s.path)
 	doc, err := s.read()
 	if err != nil {
 		return err
@@ -145,10 +148,19 @@ func (s *Store) change(f func(doc *storeDoc) bool) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(s.path, append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("schedule: writing state file %s: %w", s.path, err)
+	if err := atomicfile.WriteFileSync(s.path, append(data, '\n'), 0o600); err != nil {
+		return withFix(fmt.Errorf("schedule: writing state file %s: %w", s.path, err))
 	}
 	return nil
+}
+
+// withFix adds to err, a failure of the state file's lock or write, what
+// to do about it when its cause names that (filelock.Fix).
+func withFix(err error) error {
+	if f := filelock.Fix(err); f != "" {
+		return fmt.Errorf("%w: %s", err, f)
+	}
+	return err
 }
 
 // zeroSignal asks whether a process exists without signalling it.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // WriteFile writes data to a temporary file beside path and renames it over
@@ -114,4 +115,22 @@ func WriteFileSync(path string, data []byte, perm os.FileMode) (err error) {
 	}
 	defer dir.Close()
 	return dir.Sync()
+}
+
+// RemoveOrphans removes the temporary files that writes of path cut short
+// left (a process killed while it wrote). Call it only while holding the
+// lock every writer of path takes: then no temporary file there is a
+// write in progress.
+func RemoveOrphans(path string) {
+	dir := filepath.Dir(path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	prefix := "." + filepath.Base(path) + ".tmp-"
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) && e.Type().IsRegular() {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }

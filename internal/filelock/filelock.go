@@ -18,3 +18,12 @@ func Lock(f *os.File) error { return lock(f, true) }
 // TryLock is Lock without the wait: if the lock is held, it returns an
 // error wrapping ErrLocked.
 func TryLock(f *os.File) error { return lock(f, false) }
+
+// Fix says what to do about err, an error of opening or locking a lock
+// file in a state directory, when its cause names the fix: no lock
+// manager (ENOLCK: NFS without its lock daemon, some FUSE mounts), a
+// read-only file system, no permission, no space. It returns "" for
+// another error.
+func Fix(err error) string {
+	return fix(err)
+}

@@ -1,6 +1,7 @@
 package filelock
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -33,4 +34,11 @@ func lock(f *os.File, wait bool) error {
 		return fmt.Errorf("%w (%w)", ErrLocked, err)
 	}
 	return err
+}
+
+func fix(err error) string {
+	if errors.Is(err, os.ErrPermission) {
+		return "make its directory writable or choose another state directory"
+	}
+	return ""
 }
