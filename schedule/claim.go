@@ -10,7 +10,7 @@ import "time"
 // caller decides what it runs again. A dry-run store claims without
 // writing.
 func (s *Store) Claim(id string, now time.Time) (claimed bool, holder string, err error) {
-	claimed, _, holder, err = s.claim(id, "", true, now)
+	claimed, _, holder, _, err = s.claim(id, "", true, Writes{}, now)
 	return claimed, holder, err
 }
 

@@ -213,3 +213,76 @@ func TestAJobAnotherPilotCompletedMeanwhileIsNotRunAgain(t *testing.T) {
 		t.Errorf("rerun dispatched (-want +got):\n%s", diff)
 	}
 }
+
+// Write sets hold across pilots: a job whose write set overlaps a running
+// job of another live pilot sharing the store waits (deferred, naming it)
+// and starts once that pilot's job is over. (Before, the store recorded
+// owners but not write sets, and two pilots on one graph ran two jobs
+// that both write shared.txt at once.)
+func TestWriteSetsHoldAcrossPilots(t *testing.T) {
+	// The other pilot: a real process, alive until the test ends it.
+	other := exec.Command("cat")
+	stdin, err := other.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(); err != nil {
+		t.Skip("cannot start cat:", err)
+	}
+	ended := false
+	end := func() {
+		if !ended {
+			ended = true
+			stdin.Close()
+			other.Wait()
+		}
+	}
+	t.Cleanup(end)
+	workdir := t.TempDir()
+	path := filepath.Join(t.TempDir(), schedule.StoreFileName)
+	doc := fmt.Sprintf(`{"version": 1, "jobs": {"theirs": {"status": "running", "pid": %d, "updated_at": "2026-01-01T00:00:00Z",
+		"writes": [%q]}}}`, other.Process.Pid, filepath.Join(workdir, "shared.txt"))
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := schedule.OpenStore(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var started, deferred []string
+	s := &schedule.Scheduler{Store: st, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		mu.Lock()
+		started = append(started, tk.Label)
+		mu.Unlock()
+		return ok(ctx, tk)
+	}), OnEvent: func(e schedule.Event) {
+		if e.Type == schedule.EventDeferred {
+			mu.Lock()
+			deferred = append(deferred, e.Job+": "+e.Reason)
+			mu.Unlock()
+		}
+	}, After: func(time.Duration) <-chan time.Time {
+		// The scheduler will ask the store again: the other pilot's
+		// job ends first, then the poll fires.
+		end()
+		c := make(chan time.Time, 1)
+		c <- time.Now()
+		return c
+	}}
+	mine := job("mine")
+	mine.WriteSet = []string{"shared.txt"}
+	free := job("free")
+	free.WriteSet = []string{"other.txt"}
+	rs := run(t, s, schedule.Graph{Workdir: workdir, Jobs: []schedule.Job{mine, free}})
+	if diff := cmp.Diff(map[string]string{"mine": "mine: complete", "free": "free: complete"}, statuses(rs)); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	if len(deferred) == 0 || !strings.Contains(deferred[0], "mine: its write set overlaps running job theirs (pilot pid") ||
+		!strings.Contains(deferred[0], "another pilot's") {
+		t.Errorf("deferred %q; want mine deferred for theirs", deferred)
+	}
+	if diff := cmp.Diff([]string{"free", "mine"}, started); diff != "" {
+		t.Errorf("started (-want +got):\n%s", diff)
+	}
+}

@@ -422,11 +422,22 @@ func (r *runState) pass(ctx context.Context) time.Time {
 		}
 		jb.hold = hold
 		r.ready.Take(i)
-		r.start(ctx, i)
+		if !r.start(ctx, i) {
+			// Another pilot runs a job whose write set overlaps: ask
+			// again after a while (no event of this run says when).
+			r.ready.Again(i)
+			if next := now.Add(foreignPoll); wake.IsZero() || next.Before(wake) {
+				wake = next
+			}
+		}
 	}
 	r.fresh = r.fresh[:0]
 	return wake
 }
+
+// foreignPoll is how often a job kept waiting by another pilot's running
+// job asks the store again.
+const foreignPoll = 2 * time.Second
 
 // gated says, once per reset time, that jb waits for its provider's gate.
 func (r *runState) gated(jb *job, until time.Time) {
@@ -456,29 +467,33 @@ func (r *runState) conflict(jb *job) (string, string) {
 	return r.jobs[k].ID, why
 }
 
-func (r *runState) start(ctx context.Context, i int) {
+// start starts job i, unless the store says otherwise; it returns false
+// when the job waits, ready again, for another pilot's running job whose
+// write set overlaps its own.
+func (r *runState) start(ctx context.Context, i int) bool {
 	jb := r.jobs[i]
 	if st := r.s.Store; st != nil {
-		claimed, done, holder, err := st.claim(jb.ID, jb.def, jb.Rerun, r.now())
+		claimed, done, holder, wait, err := st.claim(jb.ID, jb.def, jb.Rerun, jb.ws, r.now())
+		if !claimed {
+			jb.hold.Release()
+			jb.hold = nil
+		}
 		switch {
 		case err != nil:
-			jb.hold.Release()
-			jb.hold = nil
 			r.block(i, "the state store refused the job: "+err.Error())
-			return
+			return true
 		case done != nil:
 			// Another pilot completed it since this run read the store.
-			jb.hold.Release()
-			jb.hold = nil
 			r.completedElsewhere(i, *done)
-			return
+			return true
+		case wait != "":
+			r.defer1(jb, wait+" (another pilot's)", "")
+			return false
 		case !claimed:
-			jb.hold.Release()
-			jb.hold = nil
 			jb.res.BlockedReason = holder
 			r.emit(Event{Type: EventBlocked, Job: jb.ID, Reason: holder, Provider: jb.Task.Provider})
 			r.end(i, StatusExternalActive)
-			return
+			return true
 		}
 	}
 	jb.state = stRunning
@@ -546,6 +561,7 @@ func (r *runState) start(ctx context.Context, i int) {
 		mu.Unlock()
 		r.done <- finish{i, v, err, reason, active}
 	}()
+	return true
 }
 
 // errDispatchExited ends a job whose Dispatch never returned: its goroutine

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,6 +63,16 @@ type ownerRecord struct {
 	// the integration of a later run.
 	Def    string `json:"def,omitempty"`
 	Branch string `json:"branch,omitempty"`
+	// Writes and WritesUnknown are a running job's write set (Writes),
+	// so that a pilot sharing the store keeps its own jobs' apart from
+	// it.
+	Writes        []string `json:"writes,omitempty"`
+	WritesUnknown bool     `json:"writes_unknown,omitempty"`
+}
+
+// writeSet is the write set a running record keeps.
+func (rec *ownerRecord) writeSet() Writes {
+	return Writes{Files: rec.Writes, Unknown: rec.WritesUnknown, Why: "recorded unknown"}
 }
 
 type storeDoc struct {
@@ -210,18 +221,23 @@ func (s *Store) live(rec *ownerRecord, now time.Time) (bool, string) {
 	return false, ""
 }
 
-// claim takes job id for this process unless another live owner holds it:
-// then claimed is false and holder says who. A record a dead owner left
-// running is marked stale first. Unless rerun, a job another pilot
-// completed since this one read the store, with the definition def (or
-// none recorded), is not taken either: done is its record, and the job
-// counts as complete.
-func (s *Store) claim(id, def string, rerun bool, now time.Time) (claimed bool, done *ownerRecord, holder string, err error) {
+// claim takes job id, of write set ws, for this process unless another
+// live owner holds it: then claimed is false and holder says who. A record
+// a dead owner left running is marked stale first. Unless rerun, a job
+// another pilot completed since this one read the store, with the
+// definition def (or none recorded), is not taken either: done is its
+// record, and the job counts as complete. Nor is a job whose write set
+// overlaps a running job's of another live pilot: wait says why, and the
+// job may be claimed once that one ends.
+func (s *Store) claim(id, def string, rerun bool, ws Writes, now time.Time) (claimed bool, done *ownerRecord, holder, wait string, err error) {
 	err = s.change(func(doc *storeDoc) bool {
 		rec := doc.Jobs[id]
 		if rec != nil && rec.Status == ownComplete && !rerun && (rec.Def == "" || rec.Def == def) {
 			c := *rec
 			done = &c
+			return false
+		}
+		if wait = s.foreignConflict(doc, id, ws, now); wait != "" {
 			return false
 		}
 		if rec != nil && rec.Status == ownRunning && rec.Pid != os.Getpid() {
@@ -235,11 +251,37 @@ func (s *Store) claim(id, def string, rerun bool, now time.Time) (claimed bool, 
 		if rec != nil && rec.Status == ownRunning && rec.Pid != me.Pid {
 			me.Reason = fmt.Sprintf("took over from pilot pid %d, gone (its record marked stale)", rec.Pid)
 		}
+		me.Writes, me.WritesUnknown = ws.Files, ws.Unknown
 		doc.Jobs[id] = &me
 		claimed = true
 		return true
 	})
-	return claimed, done, holder, err
+	return claimed, done, holder, wait, err
+}
+
+// foreignConflict says why a job of write set ws may not start beside the
+// running jobs of other live pilots in doc ("" when it may): the rule
+// Writers keeps within one pilot, across all of them.
+func (s *Store) foreignConflict(doc *storeDoc, id string, ws Writes, now time.Time) string {
+	if !ws.writes() {
+		return ""
+	}
+	var others Writers
+	var names []string
+	ids := slices.Sorted(maps.Keys(doc.Jobs))
+	for _, other := range ids {
+		rec := doc.Jobs[other]
+		if other == id || rec.Status != ownRunning || rec.Pid == os.Getpid() {
+			continue
+		}
+		if ok, _ := s.live(rec, now); !ok {
+			continue
+		}
+		others.Start(len(names), rec.writeSet())
+		names = append(names, fmt.Sprintf("%s (pilot pid %d)", other, rec.Pid))
+	}
+	_, why := others.Conflict(ws, func(k int) string { return names[k] })
+	return why
 }
 
 // started records the worker of job id.
