@@ -10,7 +10,7 @@ import "time"
 // caller decides what it runs again. A dry-run store claims without
 // writing.
 func (s *Store) Claim(id string, now time.Time) (claimed bool, holder string, err error) {
-	claimed, _, holder, _, err = s.claim(id, "", true, Writes{}, now)
+	claimed, _, holder, _, err = s.claim(id, "", "", true, Writes{}, now)
 	return claimed, holder, err
 }
 
@@ -18,7 +18,7 @@ func (s *Store) Claim(id string, now time.Time) (claimed bool, holder string, er
 // while agentPid runs, or streamLog moves within the store's Stall window,
 // the owner counts as live to others even when its own pid is gone.
 func (s *Store) Started(id string, agentPid int, streamLog string, now time.Time) error {
-	return s.started(id, agentPid, streamLog, now)
+	return s.started(id, "", agentPid, streamLog, now)
 }
 
 // Release ends this process's claim of job id: complete records the job
@@ -28,5 +28,5 @@ func (s *Store) Started(id string, agentPid int, streamLog string, now time.Time
 // way carries no definition: a Scheduler takes it as complete whatever its
 // definition now is.
 func (s *Store) Release(id string, complete bool, now time.Time) error {
-	return s.release(id, complete, "", "", now)
+	return s.release(id, "", complete, "", "", now)
 }

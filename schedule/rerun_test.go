@@ -286,3 +286,56 @@ func TestWriteSetsHoldAcrossPilots(t *testing.T) {
 		t.Errorf("started (-want +got):\n%s", diff)
 	}
 }
+
+// Two Runs in one process on one store never both start a job: each
+// claims under a token of its own, and a record of this process's pid
+// with another token is the other Run's, alive. (Before, any record with
+// the process's own pid counted as the claimer's own.)
+func TestTwoRunsInOneProcessStartAJobOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), schedule.StoreFileName)
+	st, err := schedule.OpenStore(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	dispatched := 0
+	release := make(chan struct{})
+	first := pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		mu.Lock()
+		dispatched++
+		mu.Unlock()
+		<-release // holds x while the second Run goes
+		return ok(ctx, tk)
+	})
+	second := pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		mu.Lock()
+		dispatched++
+		mu.Unlock()
+		return ok(ctx, tk)
+	})
+	started := make(chan struct{})
+	a := &schedule.Scheduler{Store: st, Dispatcher: first, OnEvent: func(e schedule.Event) {
+		if e.Type == schedule.EventSelected {
+			close(started)
+		}
+	}}
+	done := make(chan []schedule.Result)
+	go func() {
+		rs, err := a.Run(context.Background(), schedule.Graph{Jobs: []schedule.Job{job("x")}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rs
+	}()
+	<-started
+	b := &schedule.Scheduler{Store: st, Dispatcher: second}
+	rs := run(t, b, schedule.Graph{Jobs: []schedule.Job{job("x")}})
+	close(release)
+	ra := <-done
+	if rs[0].Status != schedule.StatusExternalActive || !strings.Contains(rs[0].BlockedReason, "another run of this pilot") {
+		t.Errorf("the second Run's x: %s (%q); want external-active, owned by the other run", rs[0].Status, rs[0].BlockedReason)
+	}
+	if ra[0].Status != schedule.StatusComplete || dispatched != 1 {
+		t.Errorf("the first Run's x: %s; dispatched %d times, want once", ra[0].Status, dispatched)
+	}
+}

@@ -2,6 +2,8 @@ package schedule
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -256,6 +258,9 @@ type runState struct {
 	workdir string  // the graph's
 	base    string  // the graph's base commit, for worktree jobs
 	token   string  // unique to this run, in its worktrees' names
+	// claimToken names this Run in the store's records: two Runs of one
+	// process never both take a job.
+	claimToken string
 }
 
 func (r *runState) init(g Graph) {
@@ -264,6 +269,9 @@ func (r *runState) init(g Graph) {
 		workdir = "."
 	}
 	r.workdir = workdir
+	var tok [8]byte
+	_, _ = rand.Read(tok[:])
+	r.claimToken = hex.EncodeToString(tok[:])
 	norm, nerr := newNormalizer(workdir)
 	index := map[string]int{}
 	for i, j := range g.Jobs {
@@ -473,7 +481,7 @@ func (r *runState) conflict(jb *job) (string, string) {
 func (r *runState) start(ctx context.Context, i int) bool {
 	jb := r.jobs[i]
 	if st := r.s.Store; st != nil {
-		claimed, done, holder, wait, err := st.claim(jb.ID, jb.def, jb.Rerun, jb.ws, r.now())
+		claimed, done, holder, wait, err := st.claim(jb.ID, r.claimToken, jb.def, jb.Rerun, jb.ws, r.now())
 		if !claimed {
 			jb.hold.Release()
 			jb.hold = nil
@@ -529,7 +537,7 @@ func (r *runState) start(ctx context.Context, i int) bool {
 		if store != nil && e.Started != nil {
 			// Best effort: the claim already holds the job; this tells
 			// other pilots how to see that its worker lives.
-			_ = store.started(id, e.Started.Pid, filepath.Join(e.Started.RunDir, "stream.log"), r.now())
+			_ = store.started(id, r.claimToken, e.Started.Pid, filepath.Join(e.Started.RunDir, "stream.log"), r.now())
 		}
 		r.emit(Event{Type: EventDispatch, Job: id, Dispatch: &e})
 	}
@@ -599,7 +607,7 @@ func (r *runState) finish(f finish) {
 			if w := jb.res.Worktree; complete && w != nil && w.Kept {
 				branch = w.Branch
 			}
-			if err := st.release(jb.ID, complete, jb.def, branch, r.now()); err != nil && complete {
+			if err := st.release(jb.ID, r.claimToken, complete, jb.def, branch, r.now()); err != nil && complete {
 				v.StderrTail += "\npilot: recording completion: " + err.Error()
 				jb.res.Verdict = v
 			}

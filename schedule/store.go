@@ -68,6 +68,20 @@ type ownerRecord struct {
 	// it.
 	Writes        []string `json:"writes,omitempty"`
 	WritesUnknown bool     `json:"writes_unknown,omitempty"`
+	// Token names the Run of its pilot that claimed the job, so that two
+	// Runs in one process never both take it.
+	Token string `json:"token,omitempty"`
+}
+
+// mine reports whether rec is this process's claim under token.
+func (rec *ownerRecord) mine(token string) bool {
+	return rec.Pid == os.Getpid() && rec.Token == token
+}
+
+// sibling reports whether rec is a claim of another Run of this process,
+// which is alive as long as this process is.
+func (rec *ownerRecord) sibling(token string) bool {
+	return rec.Pid == os.Getpid() && rec.Token != token
 }
 
 // writeSet is the write set a running record keeps.
@@ -229,7 +243,7 @@ func (s *Store) live(rec *ownerRecord, now time.Time) (bool, string) {
 // record, and the job counts as complete. Nor is a job whose write set
 // overlaps a running job's of another live pilot: wait says why, and the
 // job may be claimed once that one ends.
-func (s *Store) claim(id, def string, rerun bool, ws Writes, now time.Time) (claimed bool, done *ownerRecord, holder, wait string, err error) {
+func (s *Store) claim(id, token, def string, rerun bool, ws Writes, now time.Time) (claimed bool, done *ownerRecord, holder, wait string, err error) {
 	err = s.change(func(doc *storeDoc) bool {
 		rec := doc.Jobs[id]
 		if rec != nil && rec.Status == ownComplete && !rerun && (rec.Def == "" || rec.Def == def) {
@@ -237,7 +251,11 @@ func (s *Store) claim(id, def string, rerun bool, ws Writes, now time.Time) (cla
 			done = &c
 			return false
 		}
-		if wait = s.foreignConflict(doc, id, ws, now); wait != "" {
+		if wait = s.foreignConflict(doc, id, token, ws, now); wait != "" {
+			return false
+		}
+		if rec != nil && rec.Status == ownRunning && rec.sibling(token) {
+			holder = fmt.Sprintf("owned by another run of this pilot (pid %d)", rec.Pid)
 			return false
 		}
 		if rec != nil && rec.Status == ownRunning && rec.Pid != os.Getpid() {
@@ -251,7 +269,7 @@ func (s *Store) claim(id, def string, rerun bool, ws Writes, now time.Time) (cla
 		if rec != nil && rec.Status == ownRunning && rec.Pid != me.Pid {
 			me.Reason = fmt.Sprintf("took over from pilot pid %d, gone (its record marked stale)", rec.Pid)
 		}
-		me.Writes, me.WritesUnknown = ws.Files, ws.Unknown
+		me.Writes, me.WritesUnknown, me.Token = ws.Files, ws.Unknown, token
 		doc.Jobs[id] = &me
 		claimed = true
 		return true
@@ -262,7 +280,7 @@ func (s *Store) claim(id, def string, rerun bool, ws Writes, now time.Time) (cla
 // foreignConflict says why a job of write set ws may not start beside the
 // running jobs of other live pilots in doc ("" when it may): the rule
 // Writers keeps within one pilot, across all of them.
-func (s *Store) foreignConflict(doc *storeDoc, id string, ws Writes, now time.Time) string {
+func (s *Store) foreignConflict(doc *storeDoc, id, token string, ws Writes, now time.Time) string {
 	if !ws.writes() {
 		return ""
 	}
@@ -271,10 +289,10 @@ func (s *Store) foreignConflict(doc *storeDoc, id string, ws Writes, now time.Ti
 	ids := slices.Sorted(maps.Keys(doc.Jobs))
 	for _, other := range ids {
 		rec := doc.Jobs[other]
-		if other == id || rec.Status != ownRunning || rec.Pid == os.Getpid() {
+		if other == id || rec.Status != ownRunning || rec.mine(token) {
 			continue
 		}
-		if ok, _ := s.live(rec, now); !ok {
+		if ok, _ := s.live(rec, now); !ok && !rec.sibling(token) {
 			continue
 		}
 		others.Start(len(names), rec.writeSet())
@@ -285,10 +303,10 @@ func (s *Store) foreignConflict(doc *storeDoc, id string, ws Writes, now time.Ti
 }
 
 // started records the worker of job id.
-func (s *Store) started(id string, agentPid int, streamLog string, now time.Time) error {
+func (s *Store) started(id, token string, agentPid int, streamLog string, now time.Time) error {
 	return s.change(func(doc *storeDoc) bool {
 		rec := doc.Jobs[id]
-		if rec == nil || rec.Pid != os.Getpid() {
+		if rec == nil || !rec.mine(token) {
 			return false
 		}
 		rec.AgentPid, rec.StreamLog, rec.UpdatedAt = agentPid, streamLog, now.UTC()
@@ -300,10 +318,10 @@ func (s *Store) started(id string, agentPid int, streamLog string, now time.Time
 // release records how job id ended: complete (with its definition def and
 // its worktree's branch, if any), or released (its record removed) so that
 // another pilot may run it again.
-func (s *Store) release(id string, complete bool, def, branch string, now time.Time) error {
+func (s *Store) release(id, token string, complete bool, def, branch string, now time.Time) error {
 	return s.change(func(doc *storeDoc) bool {
 		rec := doc.Jobs[id]
-		if rec == nil || rec.Pid != os.Getpid() {
+		if rec == nil || !rec.mine(token) {
 			return false
 		}
 		if complete {
