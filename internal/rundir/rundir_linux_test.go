@@ -27,44 +27,7 @@ import (
 // marks the run abandoned, kills what is left of its tree, and removes the
 // temporary file the pilot had prepared.
 func TestReconcileAfterPilotSIGKILL(t *testing.T) {
-	dir := t.TempDir()
-	runDir := filepath.Join(dir, "runs")
-	fifo := filepath.Join(dir, "ready.fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), envHelperPilot+"="+runDir, envHelperFIFO+"="+fifo)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	ready := make(chan string, 1)
-	go func() {
-		f, err := os.Open(fifo)
-		if err != nil {
-			ready <- err.Error()
-			return
-		}
-		line, _ := bufio.NewReader(f).ReadString('\n')
-		f.Close()
-		ready <- line
-	}()
-	select {
-	case line := <-ready:
-		if line != "ready\n" {
-			t.Fatalf("the worker said %q", line)
-		}
-	case err := <-exited:
-		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil { // unblock the reader
-			w.Close()
-		}
-		<-ready
-		t.Fatalf("the helper pilot exited before its worker was ready: %v\n%s", err, stderr.String())
-	}
+	runDir, cmd, exited := startHelperPilot(t, os.Args[0])
 
 	ents, _ := os.ReadDir(runDir)
 	if len(ents) != 1 {
@@ -126,6 +89,101 @@ func TestReconcileAfterPilotSIGKILL(t *testing.T) {
 	if err != nil || after.Status != rundir.Abandoned || after.EndedAt == nil || !strings.Contains(after.EvidenceExcerpt, want) ||
 		!strings.Contains(after.EvidenceExcerpt, "killed") {
 		t.Errorf("record after: %q, ended %v, evidence %q, %v; want abandoned, %q", after.Status, after.EndedAt, after.EvidenceExcerpt, err, want)
+	}
+}
+
+// startHelperPilot starts the helper pilot (helperPilot) by argv, which
+// ends with this test binary, and waits until its worker is ready; it
+// returns the run directory, the command and a channel its Wait's error
+// comes on.
+func startHelperPilot(t *testing.T, argv ...string) (string, *exec.Cmd, <-chan error) {
+	t.Helper()
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "runs")
+	fifo := filepath.Join(dir, "ready.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), envHelperPilot+"="+runDir, envHelperFIFO+"="+fifo)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	ready := make(chan string, 1)
+	go func() {
+		f, err := os.Open(fifo)
+		if err != nil {
+			ready <- err.Error()
+			return
+		}
+		line, _ := bufio.NewReader(f).ReadString('\n')
+		f.Close()
+		ready <- line
+	}()
+	select {
+	case line := <-ready:
+		if line != "ready\n" {
+			t.Fatalf("the worker said %q", line)
+		}
+	case err := <-exited:
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil { // unblock the reader
+			w.Close()
+		}
+		<-ready
+		t.Fatalf("the helper pilot exited before its worker was ready: %v\n%s", err, stderr.String())
+	}
+	return runDir, cmd, exited
+}
+
+// A live pilot in another pid namespace (a container without a shared
+// /proc) writes its runs into a run directory this system shares: its
+// dispatcher pid names no process here, or another one. Reconcile here
+// leaves its run, and its worker, alone: the record's pid namespace is
+// not this one's, so its pilot is not known dead.
+func TestReconcileLeavesALivePilotOfAnotherPidNamespaceAlone(t *testing.T) {
+	if out, err := exec.Command("unshare", "-rpf", "--mount-proc", "true").CombinedOutput(); err != nil {
+		t.Skipf("no pid namespace can be made here (unshare -rpf --mount-proc: %v %s)", err, out)
+	}
+	runDir, cmd, exited := startHelperPilot(t, "unshare", "-rpf", "--mount-proc", os.Args[0])
+	// The helper pilot is pid 1 of its namespace: unshare's child here.
+	kids := procfs.Children(cmd.Process.Pid)
+	t.Cleanup(func() {
+		for _, k := range kids {
+			syscall.Kill(k, syscall.SIGKILL) // the namespace's init: its whole namespace dies
+		}
+		<-exited
+	})
+	ents, _ := os.ReadDir(runDir)
+	if len(ents) != 1 {
+		t.Fatalf("run dir holds %v", ents)
+	}
+	runID := ents[0].Name()
+	rec, err := pilot.ReadRecord(filepath.Join(runDir, runID, "record.json"))
+	if err != nil || rec.Status != rundir.Running {
+		t.Fatalf("record: %+v, %v", rec, err)
+	}
+	here := procfs.Self()
+	if rec.Provenance.PidNamespace == "" || rec.Provenance.PidNamespace == here.PidNamespace {
+		t.Fatalf("the record's pid namespace %q, this one's %q: want another", rec.Provenance.PidNamespace, here.PidNamespace)
+	}
+	workers := pilottest.Alive(runID)
+	if len(workers) == 0 {
+		t.Fatal("no process of the run is alive")
+	}
+	rep, err := rundir.Reconcile(runDir)
+	if err != nil || len(rep.Runs) != 0 {
+		t.Fatalf("reconcile of a live pilot's run in another pid namespace: %+v, %v; want it left alone", rep, err)
+	}
+	alive, ev := rundir.Owner(ownerOf(rec))
+	if !alive || !strings.Contains(ev, "not known dead") {
+		t.Errorf("Owner: %v %q; want alive, not known dead", alive, ev)
+	}
+	if left := pilottest.Alive(runID); len(left) != len(workers) {
+		t.Errorf("the run's processes: %v before reconcile, %v after", workers, left)
 	}
 }
 

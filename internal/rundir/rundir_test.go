@@ -381,7 +381,9 @@ func helperPilot() int {
 
 // ownerOf is what rundir reads of a pilot.Record.
 func ownerOf(r pilot.Record) rundir.Record {
-	return rundir.Record{RunID: r.RunID, Status: r.Status, Pid: r.Pid, Pgid: r.Pgid, StartedAt: r.StartedAt, DispatcherPid: r.Provenance.Pid}
+	pv := r.Provenance
+	return rundir.Record{RunID: r.RunID, Status: r.Status, Pid: r.Pid, Pgid: r.Pgid, StartedAt: r.StartedAt, DispatcherPid: pv.Pid,
+		DispatcherStart: pv.Start, BootID: pv.BootID, PidNamespace: pv.PidNamespace, Host: pv.Host}
 }
 
 // rundir keeps its own name of pilot's run id variable.
