@@ -339,3 +339,59 @@ func TestTwoRunsInOneProcessStartAJobOnce(t *testing.T) {
 		t.Errorf("the first Run's x: %s; dispatched %d times, want once", ra[0].Status, dispatched)
 	}
 }
+
+// A pilot in another pid namespace (a container: both pilots may be pid
+// 1) owns a running job: this pilot cannot see its pid, so the owner is
+// not known dead, and the job waits (deferred) while the owner's lease is
+// renewed; once this pilot has watched it go unrenewed for the lease's
+// length, by its own clock, the job is taken over and runs once. (Before,
+// a record with this process's own pid counted as its own, and both
+// containerised pilots ran every job.)
+func TestAJobOfAPilotInAnotherPidNamespaceWaitsForItsLease(t *testing.T) {
+	path := filepath.Join(t.TempDir(), schedule.StoreFileName)
+	// Its pid is this process's, its namespace another.
+	doc := fmt.Sprintf(`{"version": 1, "jobs": {"x": {"status": "running", "pid": %d, "updated_at": "2026-01-01T00:00:00Z",
+		"pid_namespace": "pid:[1]", "host": "container"}}}`, os.Getpid())
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := schedule.OpenStore(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var judge time.Time // this pilot's clock for leases: a minute a look
+	schedule.SetLease(st, 3*time.Minute, func() time.Time { judge = judge.Add(time.Minute); return judge })
+	var mu sync.Mutex
+	var dispatched []string
+	var deferred []string
+	s := &schedule.Scheduler{Store: st, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		mu.Lock()
+		dispatched = append(dispatched, tk.Label)
+		mu.Unlock()
+		return ok(ctx, tk)
+	}), OnEvent: func(e schedule.Event) {
+		if e.Type == schedule.EventDeferred {
+			mu.Lock()
+			deferred = append(deferred, e.Reason)
+			mu.Unlock()
+		}
+	}, After: func(time.Duration) <-chan time.Time {
+		c := make(chan time.Time, 1)
+		c <- time.Now() // the poll fires at once; the lease's clock is the judge's
+		return c
+	}}
+	rs := run(t, s, schedule.Graph{Jobs: []schedule.Job{job("x")}})
+	if rs[0].Status != schedule.StatusComplete {
+		t.Errorf("x: %s (%q); want complete, taken over after the lease", rs[0].Status, rs[0].BlockedReason)
+	}
+	if len(deferred) == 0 || !strings.Contains(deferred[0], "cannot see") || !strings.Contains(deferred[0], "not known dead") {
+		t.Errorf("deferred %q; want x waiting for the other namespace's pilot", deferred)
+	}
+	if diff := cmp.Diff([]string{"x"}, dispatched); diff != "" {
+		t.Errorf("dispatched (-want +got):\n%s", diff)
+	}
+	data, _ := os.ReadFile(path)
+	if !strings.Contains(string(data), "took over from pilot pid") {
+		t.Errorf("the store after: %s; want the takeover recorded", data)
+	}
+}

@@ -326,6 +326,7 @@ func (r *runState) run(ctx context.Context) ([]Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		defer r.renewLeases(st)()
 		for i, jb := range r.jobs {
 			rec, ok := done[jb.ID]
 			if !ok || jb.Hold != "" || jb.Rerun {
@@ -443,6 +444,29 @@ func (r *runState) pass(ctx context.Context) time.Time {
 	return wake
 }
 
+// renewLeases renews this run's records in st every leaseRenew, for the
+// pilots that cannot see this process's pids (Store.leased), until the
+// function it returns is called.
+func (r *runState) renewLeases(st *Store) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(leaseRenew)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = st.renew(r.claimToken, r.now()) // best effort: a missed renewal only shortens the lease
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
 // foreignPoll is how often a job kept waiting by another pilot's running
 // job asks the store again.
 const foreignPoll = 2 * time.Second
@@ -495,7 +519,7 @@ func (r *runState) start(ctx context.Context, i int) bool {
 			r.completedElsewhere(i, *done)
 			return true
 		case wait != "":
-			r.defer1(jb, wait+" (another pilot's)", "")
+			r.defer1(jb, wait, "")
 			return false
 		case !claimed:
 			jb.res.BlockedReason = holder

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -35,7 +37,30 @@ type Store struct {
 	// Stall is how long an owner's stream log may stay still while its
 	// owner counts as live without a live pid; zero means 10 minutes.
 	Stall time.Duration
+
+	// leases are the leases of owners in another pid namespace or on
+	// another host, as this process watched them (see leased).
+	mu        sync.Mutex
+	leases    map[string]lease
+	leaseTime time.Duration    // zero: defaultLease
+	clock     func() time.Time // the judge's monotonic clock; nil: time.Now
 }
+
+// A lease is an owner record's renewal as a judge watched it: the
+// record's UpdatedAt, and when, by the judge's own monotonic clock, that
+// value was first seen.
+type lease struct {
+	renewed time.Time
+	seen    time.Time
+}
+
+// defaultLease is how long an owner this system cannot see (another pid
+// namespace or host) stays alive to a judge that watches its record not
+// renewed; a Run renews its records every leaseRenew.
+const (
+	defaultLease = time.Minute
+	leaseRenew   = 15 * time.Second
+)
 
 // The statuses a store records for a job.
 const (
@@ -71,17 +96,64 @@ type ownerRecord struct {
 	// Token names the Run of its pilot that claimed the job, so that two
 	// Runs in one process never both take it.
 	Token string `json:"token,omitempty"`
+	// Boot, PidNS and Host say where the owning pilot runs
+	// (procfs.Identity): its pid means nothing to a judge in another pid
+	// namespace or on another host.
+	Boot  string `json:"boot_id,omitempty"`
+	PidNS string `json:"pid_namespace,omitempty"`
+	Host  string `json:"host,omitempty"`
+}
+
+// here is this process's identity.
+var here = sync.OnceValue(procfs.Self)
+
+// foreign reports whether rec's owner runs where this process cannot
+// see its pids: another pid namespace or another host (a container, a
+// machine sharing the state directory).
+func (rec *ownerRecord) foreign() bool {
+	h := here()
+	return rec.PidNS != "" && h.PidNamespace != "" && rec.PidNS != h.PidNamespace ||
+		rec.Host != "" && h.Host != "" && rec.Host != h.Host
 }
 
 // mine reports whether rec is this process's claim under token.
 func (rec *ownerRecord) mine(token string) bool {
-	return rec.Pid == os.Getpid() && rec.Token == token
+	return !rec.foreign() && rec.Pid == os.Getpid() && rec.Token == token
+}
+
+// thisProcess reports whether rec's owner is this process (any Run of it).
+func (rec *ownerRecord) thisProcess() bool {
+	return !rec.foreign() && rec.Pid == os.Getpid()
 }
 
 // sibling reports whether rec is a claim of another Run of this process,
 // which is alive as long as this process is.
 func (rec *ownerRecord) sibling(token string) bool {
-	return rec.Pid == os.Getpid() && rec.Token != token
+	return !rec.foreign() && rec.Pid == os.Getpid() && rec.Token != token
+}
+
+// leased says whether the owner of rec, foreign to this process, is
+// alive: not known dead until this process has watched its record go
+// unrenewed for the lease's length by its own monotonic clock (never by
+// comparing the owner's wall clock with this one's).
+func (s *Store) leased(rec *ownerRecord) (bool, string) {
+	where := fmt.Sprintf("pilot pid %d of pid namespace %s on host %q", rec.Pid, rec.PidNS, rec.Host)
+	key := fmt.Sprint(rec.Host, rec.PidNS, rec.Pid, rec.Start, rec.Token)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[key]
+	if !ok || !l.renewed.Equal(rec.UpdatedAt) {
+		if s.leases == nil {
+			s.leases = map[string]lease{}
+		}
+		s.leases[key] = lease{renewed: rec.UpdatedAt, seen: s.monotonic()}
+		l = s.leases[key]
+	}
+	length := cmp.Or(s.leaseTime, defaultLease)
+	if s.monotonic().Sub(l.seen) < length {
+		return true, fmt.Sprintf("%s (not this system's): not known dead until its lease goes %s unrenewed", where, length)
+	}
+	return false, fmt.Sprintf("%s (not this system's) left its lease unrenewed for %s", where, length)
 }
 
 // writeSet is the write set a running record keeps.
@@ -195,7 +267,8 @@ var zeroSignal = syscall.Signal(0)
 func self() ownerRecord {
 	pid := os.Getpid()
 	start, _ := procfs.StartTime(pid)
-	return ownerRecord{Status: ownRunning, Pid: pid, Start: start}
+	h := here()
+	return ownerRecord{Status: ownRunning, Pid: pid, Start: start, Boot: h.BootID, PidNS: h.PidNamespace, Host: h.Host}
 }
 
 // alive reports whether the process pid, started at start (when known), is
@@ -217,6 +290,12 @@ func alive(pid int, start uint64) bool {
 // stream log moving within the stall window. Never a heartbeat's or events
 // log's mtime: those move while a worker is stuck.
 func (s *Store) live(rec *ownerRecord, now time.Time) (bool, string) {
+	if rec.foreign() {
+		return s.leased(rec)
+	}
+	if h := here(); rec.Boot != "" && h.BootID != "" && rec.Boot != h.BootID {
+		return false, fmt.Sprintf("pilot pid %d ran before this system booted", rec.Pid)
+	}
 	if alive(rec.AgentPid, rec.AgentStart) {
 		return true, fmt.Sprintf("agent pid %d is running", rec.AgentPid)
 	}
@@ -258,15 +337,20 @@ func (s *Store) claim(id, token, def string, rerun bool, ws Writes, now time.Tim
 			holder = fmt.Sprintf("owned by another run of this pilot (pid %d)", rec.Pid)
 			return false
 		}
-		if rec != nil && rec.Status == ownRunning && rec.Pid != os.Getpid() {
+		if rec != nil && rec.Status == ownRunning && !rec.thisProcess() {
 			if ok, why := s.live(rec, now); ok {
+				if rec.foreign() {
+					// Not known dead: wait for its lease.
+					wait = "owned by a pilot this system cannot see: " + why
+					return false
+				}
 				holder = fmt.Sprintf("owned by a live pilot (pid %d): %s", rec.Pid, why)
 				return false
 			}
 		}
 		me := self()
 		me.UpdatedAt = now.UTC()
-		if rec != nil && rec.Status == ownRunning && rec.Pid != me.Pid {
+		if rec != nil && rec.Status == ownRunning && !rec.thisProcess() {
 			me.Reason = fmt.Sprintf("took over from pilot pid %d, gone (its record marked stale)", rec.Pid)
 		}
 		me.Writes, me.WritesUnknown, me.Token = ws.Files, ws.Unknown, token
@@ -299,7 +383,34 @@ func (s *Store) foreignConflict(doc *storeDoc, id, token string, ws Writes, now 
 		names = append(names, fmt.Sprintf("%s (pilot pid %d)", other, rec.Pid))
 	}
 	_, why := others.Conflict(ws, func(k int) string { return names[k] })
+	if why != "" {
+		why += " (another pilot's)"
+	}
 	return why
+}
+
+// monotonic reads the judge's clock for leases (its monotonic reading).
+func (s *Store) monotonic() time.Time {
+	if s.clock != nil {
+		return s.clock()
+	}
+	return time.Now()
+}
+
+// renew renews the leases of the jobs this process's Run token runs:
+// their records' UpdatedAt moves, which a judge that cannot see this
+// process's pids watches (leased).
+func (s *Store) renew(token string, now time.Time) error {
+	return s.change(func(doc *storeDoc) bool {
+		changed := false
+		for _, rec := range doc.Jobs {
+			if rec.Status == ownRunning && rec.mine(token) {
+				rec.UpdatedAt = now.UTC()
+				changed = true
+			}
+		}
+		return changed
+	})
 }
 
 // started records the worker of job id.
@@ -345,7 +456,7 @@ func (s *Store) prepare(now time.Time) (complete map[string]ownerRecord, err err
 			case ownComplete:
 				complete[id] = *rec
 			case ownRunning:
-				if ok, _ := s.live(rec, now); !ok && rec.Pid != os.Getpid() {
+				if ok, _ := s.live(rec, now); !ok && !rec.thisProcess() {
 					rec.Status, rec.Reason, rec.UpdatedAt = ownStale, fmt.Sprintf("pilot pid %d is gone", rec.Pid), now.UTC()
 					changed = true
 				}
