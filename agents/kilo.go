@@ -125,19 +125,13 @@ func (KiloRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, e
 	}
 
 	if r := a.Task.Resume; r != "" {
-		id := r
-		if from, sid, ok := resumeFromStore(r); ok {
-			data := filepath.Join(from, "data")
-			if st, err := os.Stat(data); err != nil || !st.IsDir() {
-				return nil, fmt.Errorf("cannot resume %q: %s holds no kilo session store (was the run directory removed?)", r, data)
-			}
-			id, store = sid, from
-			env["XDG_DATA_HOME"] = data
-		} else if store != "" {
-			return nil, fmt.Errorf("provider %q is isolated, so kilo keeps each session in the run directory that made it; resume with that verdict's \"resume\" value (<run dir>/kilo/<session id>), not the bare session id %q", p.Name, r)
-		}
-		if err := checkResumeID(id); err != nil {
+		id, from, err := xdgResume(RunnerKilo, p.Name, r, store)
+		if err != nil {
 			return nil, err
+		}
+		if from != "" {
+			store = from
+			env["XDG_DATA_HOME"] = filepath.Join(from, "data")
 		}
 		argv = append(argv, "--session", id)
 	}
