@@ -395,3 +395,40 @@ func TestAJobOfAPilotInAnotherPidNamespaceWaitsForItsLease(t *testing.T) {
 		t.Errorf("the store after: %s; want the takeover recorded", data)
 	}
 }
+
+// Rerunning a completed job keeps its completion until the rerun
+// completes: a rerun that fails leaves the job complete, as it was, with
+// its branch. (Before, the claim overwrote the record and a failed rerun
+// removed it: the job had never completed.)
+func TestAFailedRerunKeepsTheEarlierCompletion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), schedule.StoreFileName)
+	doc := `{"version": 1, "jobs": {"x": {"status": "complete", "pid": 1, "updated_at": "2026-01-01T00:00:00Z", "branch": "pilot/x-1"}}}`
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := schedule.OpenStore(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &schedule.Scheduler{Store: st, Dispatcher: pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		v := pilot.Verdict{Provider: tk.Provider, Mode: tk.Mode, Verdict: pilot.Failed}
+		v.FailureClass = pilot.FailGeneric
+		return v, nil
+	})}
+	x := job("x")
+	x.Rerun = true
+	rs := run(t, s, schedule.Graph{Jobs: []schedule.Job{x}})
+	if rs[0].Status != schedule.StatusFailed {
+		t.Fatalf("the rerun: %s, want failed", rs[0].Status)
+	}
+	// A later run without Rerun finds x complete, with its branch.
+	var started []string
+	s.Dispatcher = pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		started = append(started, tk.Label)
+		return ok(ctx, tk)
+	})
+	rs = run(t, s, schedule.Graph{Jobs: []schedule.Job{job("x")}})
+	if rs[0].Status != schedule.StatusComplete || len(started) != 0 || rs[0].Worktree == nil || rs[0].Worktree.Branch != "pilot/x-1" {
+		t.Errorf("after the failed rerun: %s, dispatched %v, worktree %+v; want complete as before, not run, its branch kept", rs[0].Status, started, rs[0].Worktree)
+	}
+}

@@ -102,6 +102,9 @@ type ownerRecord struct {
 	Boot  string `json:"boot_id,omitempty"`
 	PidNS string `json:"pid_namespace,omitempty"`
 	Host  string `json:"host,omitempty"`
+	// Previous is the completion a running rerun of the job replaces:
+	// kept until the rerun completes, and back if it does not.
+	Previous *ownerRecord `json:"previous,omitempty"`
 }
 
 // here is this process's identity.
@@ -354,6 +357,13 @@ func (s *Store) claim(id, token, def string, rerun bool, ws Writes, now time.Tim
 			me.Reason = fmt.Sprintf("took over from pilot pid %d, gone (its record marked stale)", rec.Pid)
 		}
 		me.Writes, me.WritesUnknown, me.Token = ws.Files, ws.Unknown, token
+		switch {
+		case rec != nil && rec.Status == ownComplete:
+			prev := *rec
+			me.Previous = &prev
+		case rec != nil:
+			me.Previous = rec.Previous // a dead owner's rerun's
+		}
 		doc.Jobs[id] = &me
 		claimed = true
 		return true
@@ -435,10 +445,13 @@ func (s *Store) release(id, token string, complete bool, def, branch string, now
 		if rec == nil || !rec.mine(token) {
 			return false
 		}
-		if complete {
+		switch {
+		case complete:
 			rec.Status, rec.UpdatedAt, rec.AgentPid, rec.AgentStart = ownComplete, now.UTC(), 0, 0
-			rec.Def, rec.Branch = def, branch
-		} else {
+			rec.Def, rec.Branch, rec.Previous = def, branch, nil
+		case rec.Previous != nil:
+			doc.Jobs[id] = rec.Previous // the rerun failed: the earlier completion stands
+		default:
 			delete(doc.Jobs, id)
 		}
 		return true
@@ -457,7 +470,14 @@ func (s *Store) prepare(now time.Time) (complete map[string]ownerRecord, err err
 				complete[id] = *rec
 			case ownRunning:
 				if ok, _ := s.live(rec, now); !ok && !rec.thisProcess() {
-					rec.Status, rec.Reason, rec.UpdatedAt = ownStale, fmt.Sprintf("pilot pid %d is gone", rec.Pid), now.UTC()
+					if prev := rec.Previous; prev != nil {
+						// A rerun whose pilot died: the earlier
+						// completion stands.
+						doc.Jobs[id] = prev
+						complete[id] = *prev
+					} else {
+						rec.Status, rec.Reason, rec.UpdatedAt = ownStale, fmt.Sprintf("pilot pid %d is gone", rec.Pid), now.UTC()
+					}
 					changed = true
 				}
 			}
