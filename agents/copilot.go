@@ -24,16 +24,21 @@ const RunnerCopilot = "copilot"
 // headless, one prompt per worker, the prompt on stdin:
 //
 //	copilot --output-format json --no-auto-update --allow-all-tools
-//	        [--model M] [--deny-tool=shell --deny-tool=write]
-//	        [--session-id=UUID | --resume=ID] [Provider.Args...] < prompt
+//	        [--model M] [--allow-all-paths | --deny-tool=shell --deny-tool=write]
+//	        [--session-id=UUID | --resume=ID]
+//	        --usage-output-file=<RunDir>/copilot-usage.json [Provider.Args...] < prompt
 //
-// Explore and review deny its shell and its file-writing tools
-// (--deny-tool beats --allow-all-tools): the model may read, list and
-// search, but runs no command and writes no file. A provider with a
+// Code, test and resume allow every path too (copilot otherwise denies a
+// command or file outside the workdir, asking nobody). Explore and review
+// deny its shell and its file-writing tools (--deny-tool beats
+// --allow-all-tools) and keep its path check: the model may read, list
+// and search the workdir, but runs no command and writes no file. A provider with a
 // base_url is copilot's BYOK provider (COPILOT_PROVIDER_BASE_URL, an
 // OpenAI-compatible endpoint, with COPILOT_MODEL) in offline mode, which
-// keeps copilot off every GitHub host. formats-copilot.md has the stream
-// and what was seen of its failures.
+// keeps copilot off every GitHub host. Its stream has no token counts:
+// they come from the usage file it writes as it exits (for a resumed
+// session, the whole session's). formats-copilot.md has the stream and
+// what was seen of its failures.
 type CopilotRunner struct{}
 
 // Name implements Runner.
@@ -77,18 +82,27 @@ func (CopilotRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command
 	}
 	if a.Task.Mode == pilot.ModeExplore || a.Task.Mode == pilot.ModeReview {
 		argv = append(argv, "--deny-tool=shell", "--deny-tool=write")
+	} else {
+		// Without it copilot asks before a command or a file touches a
+		// path outside the workdir, and headless, nobody answers: the
+		// call is denied. pilot's sandbox is the bound.
+		argv = append(argv, "--allow-all-paths")
 	}
-	w := &copilotWatcher{home: home}
+	w := &copilotWatcher{home: home, usageFile: filepath.Join(a.RunDir, "copilot-usage.json")}
 	if r := a.Task.Resume; r != "" {
 		id := r
-		if from, sid, ok := resumeFromStore(r); ok {
-			if st, err := os.Stat(filepath.Join(from, "session-state", sid)); err != nil || !st.IsDir() {
-				return nil, fmt.Errorf("cannot resume %q: %s holds no copilot session %s (was the run directory removed?)", r, from, sid)
+		if states, sid, ok := resumeFromStore(r); ok {
+			if filepath.Base(states) != "session-state" {
+				return nil, fmt.Errorf("%s does not name a copilot session (<COPILOT_HOME>/session-state/<session id>)", r)
 			}
-			id, home = sid, from
-			w.home = from
+			if st, err := os.Stat(r); err != nil || !st.IsDir() {
+				return nil, fmt.Errorf("cannot resume %q: no such copilot session (was the run directory removed?)", r)
+			}
+			// The session's own COPILOT_HOME, where its store is too.
+			id, home = sid, filepath.Dir(states)
+			w.home = home
 		} else if home != "" {
-			return nil, fmt.Errorf("provider %q is isolated, so copilot keeps each session in the COPILOT_HOME of the run that made it; resume with that verdict's \"resume\" value (<run dir>/copilot/<session id>), not the bare session id %q", p.Name, r)
+			return nil, fmt.Errorf("provider %q is isolated, so copilot keeps each session in the COPILOT_HOME of the run that made it; resume with that verdict's \"resume\" value (<run dir>/copilot/session-state/<session id>), not the bare session id %q", p.Name, r)
 		}
 		if err := checkResumeID(id); err != nil {
 			return nil, err
@@ -102,6 +116,7 @@ func (CopilotRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command
 		argv = append(argv, "--session-id="+id)
 		w.sessionID = id
 	}
+	argv = append(argv, "--usage-output-file="+w.usageFile)
 	argv = append(argv, p.Args...)
 
 	env := map[string]string{}
@@ -139,10 +154,12 @@ func newUUID() string {
 type copilotWatcher struct {
 	streamWatch
 	home      string   // the worker's COPILOT_HOME when pilot chose it, or ""
+	usageFile string   // where copilot writes its usage as it exits
 	pending   []string // the tool calls started and not complete
 	answered  bool     // an assistant message with text
 	failure   pilot.Classification
 	errLine   string // the last session.error line
+	errMsg    string // and its message
 	errClass  pilot.Classification
 	result    *copilotResult
 	resultRaw string
@@ -172,9 +189,22 @@ type copilotEvent struct {
 	} `json:"data"`
 }
 
+// copilotSessionGone begins what copilot prints on stderr, exiting 1
+// before any request, when the session to resume does not exist:
+// "Error: No session, task, or name matched '<id>'."
+const copilotSessionGone = "No session, task, or name matched"
+
+// copilotNoResponse begins the session.error copilot ends a run with,
+// exiting 1, when the model answered nothing: pilot's empty verdict.
+const copilotNoResponse = "No response was returned"
+
 // Line implements Watcher.
 func (w *copilotWatcher) Line(l pilot.Line) {
-	if l.Truncated || l.Stream != pilot.Stdout {
+	if l.Truncated {
+		return
+	}
+	if l.Stream != pilot.Stdout {
+		w.noteGone(l.Data, copilotSessionGone)
 		return
 	}
 	typ, ok := leadingType(l.Data)
@@ -251,7 +281,7 @@ func (w *copilotWatcher) event(t string, ev copilotEvent, line string) {
 			w.setPhase(pilot.PhaseAwaitingModel, "stream:assistant.turn_retry", nil)
 		}
 	case "session.error":
-		w.errLine = line
+		w.errLine, w.errMsg = line, d.Message
 		w.errClass = copilotSessionError(d.ErrorType, d.Message, d.StatusCode)
 	}
 }
@@ -333,6 +363,7 @@ func copilotSessionError(typ, msg string, status int) pilot.Classification {
 // one has a session.error before it, which names the failure.
 func (w *copilotWatcher) Finish(e pilot.Exit) pilot.Result {
 	w.resume = w.resumeValue()
+	w.usage = readCopilotUsage(w.usageFile)
 	if ended(e) {
 		return w.session(pilot.JudgeExit(e))
 	}
@@ -343,6 +374,8 @@ func (w *copilotWatcher) Finish(e pilot.Exit) pilot.Result {
 		return w.session(pilot.JudgeExit(e))
 	case r == nil:
 		return w.session(incomplete(RunnerCopilot, "a result line"))
+	case failedRun && strings.HasPrefix(w.errMsg, copilotNoResponse) && !w.answered:
+		return w.session(pilot.Result{Outcome: pilot.Empty})
 	case failedRun && w.errLine != "":
 		e = streamDiagnostic(e, RunnerCopilot, w.errClass)
 		return w.session(reportedFailure(e, RunnerCopilot, w.errLine))
@@ -360,9 +393,55 @@ func (w *copilotWatcher) Finish(e pilot.Exit) pilot.Result {
 	return w.session(pilot.Result{Outcome: pilot.Completed})
 }
 
+// copilotUsage is the part of copilot's usage file pilot reads: the
+// tokens per model.
+type copilotUsage struct {
+	ModelMetrics map[string]struct {
+		Usage struct {
+			InputTokens      int64 `json:"inputTokens"`
+			OutputTokens     int64 `json:"outputTokens"`
+			CacheReadTokens  int64 `json:"cacheReadTokens"`
+			CacheWriteTokens int64 `json:"cacheWriteTokens"`
+		} `json:"usage"`
+	} `json:"modelMetrics"`
+}
+
+// maxUsageFile bounds the usage file pilot reads.
+const maxUsageFile = 1 << 20
+
+// readCopilotUsage returns the tokens of every model in the usage file
+// at path, or nil when there is none (copilot was killed, or failed
+// before it wrote one).
+func readCopilotUsage(path string) *pilot.Usage {
+	if path == "" {
+		return nil
+	}
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() || st.Size() > maxUsageFile {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var f copilotUsage
+	if json.Unmarshal(data, &f) != nil || f.ModelMetrics == nil {
+		return nil
+	}
+	var u pilot.Usage
+	for _, m := range f.ModelMetrics {
+		u.InputTokens += m.Usage.InputTokens
+		u.OutputTokens += m.Usage.OutputTokens
+		u.CacheReadTokens += m.Usage.CacheReadTokens
+		u.CacheWriteTokens += m.Usage.CacheWriteTokens
+	}
+	return &u
+}
+
 // resumeValue is the verdict's resume value: the session id, or, for a
-// worker in its own COPILOT_HOME, <COPILOT_HOME>/<session id> when that
-// home holds the session (a later worker resumes it there).
+// worker in its own COPILOT_HOME, the session's directory there,
+// <COPILOT_HOME>/session-state/<session id> (a later worker resumes it in
+// that home).
 func (w *copilotWatcher) resumeValue() string {
 	if w.sessionID == "" || checkResumeID(w.sessionID) != nil || strings.ContainsRune(w.sessionID, filepath.Separator) {
 		return ""
@@ -370,10 +449,16 @@ func (w *copilotWatcher) resumeValue() string {
 	if w.home == "" {
 		return w.sessionID
 	}
-	if st, err := os.Stat(filepath.Join(w.home, "session-state", w.sessionID)); err == nil && st.IsDir() {
-		return filepath.Join(w.home, w.sessionID)
+	if dir := filepath.Join(w.home, "session-state", w.sessionID); isDir(dir) {
+		return dir
 	}
 	return ""
+}
+
+// isDir reports whether path is a directory.
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
 
 // Diagnose is pilot.Watcher's optional Diagnose: a session.error and a

@@ -30,21 +30,27 @@ func TestCopilotCommandArgv(t *testing.T) {
 		p      pilot.Provider
 		mode   pilot.Mode
 		resume string
-		want   []string // without the --session-id of a new session
+		want   []string // without --usage-output-file and the --session-id of a new session
 	}{
-		{"code", base, pilot.ModeCode, "", head},
-		{"test with a model", withModel, pilot.ModeTest, "", append(slicesClone(head), "--model", "gpt-5")},
+		{"code", base, pilot.ModeCode, "", append(slicesClone(head), "--allow-all-paths")},
+		{"test with a model", withModel, pilot.ModeTest, "", append(slicesClone(head), "--model", "gpt-5", "--allow-all-paths")},
 		{"explore denies shell and writes", base, pilot.ModeExplore, "", append(slicesClone(head), readOnly...)},
 		{"review denies shell and writes", base, pilot.ModeReview, "", append(slicesClone(head), readOnly...)},
-		{"resume by id", base, pilot.ModeResume, "5c2e1f0a-1b2c-4d3e-8f4a-5b6c7d8e9f00", append(slicesClone(head), "--resume=5c2e1f0a-1b2c-4d3e-8f4a-5b6c7d8e9f00")},
+		{"resume by id", base, pilot.ModeResume, "5c2e1f0a-1b2c-4d3e-8f4a-5b6c7d8e9f00", append(slicesClone(head), "--allow-all-paths", "--resume=5c2e1f0a-1b2c-4d3e-8f4a-5b6c7d8e9f00")},
 		{"binary and args last", withArgs, pilot.ModeCode, "",
-			[]string{"/opt/copilot/bin/copilot", "--output-format", "json", "--no-auto-update", "--allow-all-tools", "--model", "gpt-5", "--max-autopilot-continues", "3"}},
+			[]string{"/opt/copilot/bin/copilot", "--output-format", "json", "--no-auto-update", "--allow-all-tools", "--model", "gpt-5", "--allow-all-paths", "--max-autopilot-continues", "3"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := agentAttempt(t, agents.RunnerCopilot, tc.p, tc.mode, tc.resume, flagPrompt, "/work/tree")
 			cmd := agentCommand(t, agents.CopilotRunner{}, a)
 			argv := cmd.Argv
+			// The usage file, in the run directory, before Provider.Args.
+			u := len(argv) - len(tc.p.Args) - 1
+			if want := "--usage-output-file=" + filepath.Join(a.RunDir, "copilot-usage.json"); u < 0 || argv[u] != want {
+				t.Fatalf("argv %q has no %s before the provider's args", argv, want)
+			}
+			argv = append(slicesClone(argv[:u]), argv[u+1:]...)
 			if tc.resume == "" {
 				// A new session's id, fixed up front, before Provider.Args.
 				i := len(argv) - len(tc.p.Args) - 1
@@ -88,7 +94,8 @@ func TestCopilotCommandRefusals(t *testing.T) {
 		{"base_url without a model", noModel, "", "", `set "model"`},
 		{"resume id read as a flag", base, "-h", "", "not a session id"},
 		{"isolated resume by bare id", isolated, "5c2e1f0a", "", "not the bare session id"},
-		{"store without the session", isolated, "/nonexistent/copilot/5c2e1f0a", "", "holds no copilot session"},
+		{"not a session dir", isolated, "/runs/r/copilot/5c2e1f0a", "", "does not name a copilot session"},
+		{"session gone", isolated, "/nonexistent/copilot/session-state/5c2e1f0a", "", "no such copilot session"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,7 +114,7 @@ func TestCopilotCommandRefusals(t *testing.T) {
 
 // A BaseURL provider is copilot's BYOK provider in offline mode, in its
 // own COPILOT_HOME, the key under the name copilot reads; its resume value
-// is <COPILOT_HOME>/<session id>, which a later worker resumes in that
+// is <COPILOT_HOME>/session-state/<session id>, which a later worker resumes in that
 // home.
 func TestCopilotBaseURLIsolationAndResume(t *testing.T) {
 	const secret = "sk-copilot-test-secret-13579-long-enough-to-mask"
@@ -141,7 +148,7 @@ func TestCopilotBaseURLIsolationAndResume(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(home, "session-state", sid), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	mustDispatch(t, d, pilot.Task{Provider: p.Name, Mode: pilot.ModeResume, Prompt: "go on", Resume: filepath.Join(home, sid), Workdir: workdir})
+	mustDispatch(t, d, pilot.Task{Provider: p.Name, Mode: pilot.ModeResume, Prompt: "go on", Resume: filepath.Join(home, "session-state", sid), Workdir: workdir})
 	call, env := readCall(t, p)
 	if !subsequence(call.Argv, []string{"--resume=" + sid}) {
 		t.Errorf("resume argv %q has no --resume=%s", call.Argv, sid)
@@ -163,8 +170,34 @@ func TestCopilotIsolatedResumeValue(t *testing.T) {
 	}
 	feed(w, copilotAnswer, copilotOK)
 	r := w.Finish(pilot.Exit{Runner: agents.RunnerCopilot, Started: true})
-	if want := filepath.Join(home, "s-1"); r.Resume != want || r.SessionID != "s-1" {
+	if want := filepath.Join(home, "session-state", "s-1"); r.Resume != want || r.SessionID != "s-1" {
 		t.Errorf("session %q resume %q, want s-1 and %q", r.SessionID, r.Resume, want)
+	}
+}
+
+// The usage is the tokens of every model in the usage file copilot writes
+// as it exits; a session to resume that is gone is told from stderr.
+func TestCopilotUsageAndSessionGone(t *testing.T) {
+	a := agentAttempt(t, agents.RunnerCopilot, pilot.Provider{Name: "cp"}, pilot.ModeResume, "99999999-bbbb-4ccc-8ddd-eeeeeeeeeeee", flagPrompt, "")
+	w := agentWatcher(t, agents.CopilotRunner{}, a)
+	data, err := os.ReadFile(filepath.Join("testdata", "copilot", "stream", "usage-file.usage.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a.RunDir, "copilot-usage.json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	feed(w, copilotAnswer, copilotOK)
+	r := w.Finish(pilot.Exit{Runner: agents.RunnerCopilot, Started: true})
+	if want := (pilot.Usage{InputTokens: 200, OutputTokens: 40}); r.Usage == nil || *r.Usage != want {
+		t.Errorf("usage %+v, want %+v", r.Usage, want)
+	}
+
+	w = agentWatcher(t, agents.CopilotRunner{}, agentAttempt(t, agents.RunnerCopilot, pilot.Provider{Name: "cp"}, pilot.ModeResume, "99999999-bbbb-4ccc-8ddd-eeeeeeeeeeee", flagPrompt, ""))
+	w.Line(pilot.Line{Stream: pilot.Stderr, Data: []byte("Error: No session, task, or name matched '99999999-bbbb-4ccc-8ddd-eeeeeeeeeeee'.")})
+	r = w.Finish(pilot.Exit{Runner: agents.RunnerCopilot, Started: true, Code: 1})
+	if !strings.HasPrefix(r.SessionGone, "No session, task, or name matched") || r.Usage != nil {
+		t.Errorf("session gone %q, usage %+v", r.SessionGone, r.Usage)
 	}
 }
 
@@ -267,6 +300,8 @@ func TestCopilotWatcherFinish(t *testing.T) {
 		{"completed", []string{copilotAnswer, copilotOK}, 0, pilot.Completed, ""},
 		{"empty answer", []string{`{"type":"assistant.message","data":{"content":"","toolRequests":[]}}`, copilotOK}, 0, pilot.Empty, ""},
 		{"session error", []string{copilotAuthErr, copilotFailed}, 1, pilot.Failed, pilot.FailProviderAuth},
+		{"no response is empty", []string{`{"type":"assistant.message","data":{"content":"","toolRequests":[]}}`,
+			`{"type":"session.error","data":{"errorType":"query","message":"No response was returned. Send your message again to retry."}}`, copilotFailed}, 1, pilot.Empty, ""},
 		{"failed result alone", []string{copilotAnswer, copilotFailed}, 1, pilot.Failed, pilot.FailGeneric},
 		{"failed result, exit 0", []string{copilotAnswer, copilotFailed}, 0, pilot.Failed, pilot.FailGeneric},
 		{"no result", []string{copilotAnswer}, 0, pilot.Failed, pilot.FailIncomplete},
