@@ -296,23 +296,24 @@ func (w *copilotWatcher) open(id string) {
 // copilotCallFailure classifies one failed model call of a
 // model.call_failure event: its HTTP status and the API's error body, or,
 // with failureKind "transport" and no status, the connection's error. The
-// evidence is "HTTP <status>: <error>", or the transport error alone.
+// evidence is the error as copilot printed it; the note names the status.
 func copilotCallFailure(status int, msg, kind string) pilot.Classification {
-	text := strings.TrimSpace(msg)
-	if status > 0 {
-		text = "HTTP " + strconv.Itoa(status) + ": " + text
-	}
+	text := clip(strings.TrimSpace(msg), 2000)
 	if text == "" {
 		return pilot.Classification{}
 	}
-	text = clip(text, 2000)
+	note := "copilot's model.call_failure, failureKind " + kind
+	if status > 0 {
+		note = "copilot's model.call_failure, HTTP " + strconv.Itoa(status)
+	}
 	c := pilot.ClassifyProviderError(text, status)
 	if (c.Evidence == "" || c.Class == pilot.FailGeneric) && status == 0 && kind == "transport" {
-		c = classified(pilot.FailProviderStreamDisconnect, text, "copilot's model call failed in transport (failureKind transport)")
+		c = classified(pilot.FailProviderStreamDisconnect, text, "")
 	}
 	if c.Evidence == "" {
 		c = classified(pilot.FailGeneric, text, "")
 	}
+	c.Note = note
 	return c
 }
 

@@ -271,7 +271,7 @@ func TestCopilotWatcherRetries(t *testing.T) {
 	feed(w, copilotRetry, copilotCallStart, copilot429, copilotRetry)
 	loop, on := rl.RetryLoop()
 	if !on || loop.Retries != 2 || loop.Diagnostic.Class != pilot.FailProviderRateLimit || loop.Diagnostic.Source != "copilot:stdout" ||
-		!strings.Contains(loop.Diagnostic.Evidence, "HTTP 429") {
+		!strings.Contains(loop.Diagnostic.Evidence, "Rate limit reached") || !strings.Contains(loop.Diagnostic.Note, "HTTP 429") {
 		t.Fatalf("retry loop %+v (%v), want two rate-limit retries from copilot:stdout", loop, on)
 	}
 	feed(w, copilotAnswer)
