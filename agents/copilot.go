@@ -153,13 +153,13 @@ func newUUID() string {
 // a result line (session id, exit code) that always ends it.
 type copilotWatcher struct {
 	streamWatch
-	home      string   // the worker's COPILOT_HOME when pilot chose it, or ""
-	usageFile string   // where copilot writes its usage as it exits
-	pending   []string // the tool calls started and not complete
-	answered  bool     // an assistant message with text
-	failure   pilot.Classification
-	errLine   string // the last session.error line
-	errMsg    string // and its message
+	home      string               // the worker's COPILOT_HOME when pilot chose it, or ""
+	usageFile string               // where copilot writes its usage as it exits
+	pending   []string             // the tool calls started and not complete
+	answered  bool                 // an assistant message with text
+	failure   pilot.Classification // the last failed call's, until its retry is announced
+	errLine   string               // the last session.error line
+	errMsg    string               // and its message
 	errClass  pilot.Classification
 	result    *copilotResult
 	resultRaw string
