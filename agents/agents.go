@@ -1,8 +1,9 @@
 // Package agents adapts pi, codex, Claude Code, opencode, gemini-cli,
-// qwen-code and kilo to pilot: one file per CLI holds all pilot knows of it (its command line per
-// mode, its event stream, its error events and the failure classes they
-// prove, exit codes, retries and "session gone" signs, isolation, config
-// files and sandbox paths). Runners gives them to a Dispatcher; Providers
+// qwen-code, kilo and GitHub's Copilot CLI to pilot: one file per CLI
+// holds all pilot knows of it (its command line per mode, its event
+// stream, its error events and the failure classes they prove, exit
+// codes, retries and "session gone" signs, isolation, config files and
+// sandbox paths). Runners gives them to a Dispatcher; Providers
 // are the built-in providers.
 //
 // Adding a CLI is one file and one line:
@@ -46,7 +47,7 @@ import (
 func Runners() []pilot.Runner {
 	return []pilot.Runner{
 		pilot.NewCommandRunner(ReadPiSession),
-		PiRunner{}, CodexRunner{}, ClaudeRunner{}, OpencodeRunner{}, GeminiRunner{}, QwenRunner{}, KiloRunner{},
+		PiRunner{}, CodexRunner{}, ClaudeRunner{}, OpencodeRunner{}, GeminiRunner{}, QwenRunner{}, KiloRunner{}, CopilotRunner{},
 	}
 }
 

@@ -84,6 +84,11 @@ var clis = []cli{
 	{name: "kilo", pkg: "@kilocode/cli-linux-x64", paths: []string{
 		"@kilocode/cli-linux-x64/bin/kilo", "@kilocode/cli-linux-x64-baseline/bin/kilo",
 	}, version: []string{"--version"}},
+	// copilot's native binary, from the wrapper's platform package; the
+	// wrapper's bin is a node script that starts it.
+	{name: "copilot", pkg: "@github/copilot", paths: []string{
+		"@github/copilot-linux-x64/copilot", ".bin/copilot",
+	}, version: []string{"--version"}},
 }
 
 // runnerName is pilot's runner for c.
@@ -269,6 +274,11 @@ func isolatedEnv(t *testing.T, guard *netGuard) map[string]string {
 
 		"GEMINI_CLI_HOME":            filepath.Join(root, "gemini-home"),
 		"GEMINI_CLI_TRUST_WORKSPACE": "true",
+
+		// copilot unpacks its 235 MB package on its first run into
+		// ~/.cache/copilot/pkg: one cache beside the CLIs, shared by
+		// every run, instead of one per fresh HOME (NOTES.md).
+		"COPILOT_PKG_CACHE_HOME": copilotPkgCache(t),
 	}
 	for _, k := range []string{"HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "PI_CODING_AGENT_DIR", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME"} {
 		if err := os.MkdirAll(env[k], 0o700); err != nil {
@@ -287,6 +297,17 @@ func isolatedEnv(t *testing.T, guard *netGuard) map[string]string {
 		env["NPM_CONFIG_REGISTRY"] = u + "/"
 	}
 	return env
+}
+
+// copilotPkgCache is the absolute path of copilot's package cache beside
+// the CLIs (a relative one would be read from each worker's workdir).
+func copilotPkgCache(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join(nodeModules(), ".copilot-pkg-cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // A netGuard is a listener on 127.0.0.1 that stands in for a proxy: it

@@ -129,6 +129,12 @@ wire_api = "responses"
 			`{"memory":{"enableManagedAutoMemory":false,"enableManagedAutoDream":false,"enableAutoSkill":false},"privacy":{"usageStatisticsEnabled":false}}`+"\n")
 		env["OPENAI_BASE_URL"] = base + "/v1"
 		env["OPENAI_MODEL"] = "fake-model"
+	case "copilot":
+		// copilot has no config file for a BYOK provider: its
+		// environment is the user's config (formats-copilot.md).
+		env["COPILOT_PROVIDER_BASE_URL"] = base + "/v1"
+		env["COPILOT_MODEL"] = "fake-model"
+		env["COPILOT_OFFLINE"] = "true"
 	default:
 		t.Fatalf("no user config for runner %q", prov.Runner)
 	}
@@ -144,6 +150,7 @@ var userState = map[string]string{
 	"gemini":   ".gemini/tmp",
 	"qwen":     ".qwen/projects",
 	"kilo":     ".local/share/kilo",
+	"copilot":  ".copilot/session-state",
 }
 
 // checkUserState checks that a completed run of a CLI with its config

@@ -147,6 +147,13 @@ func tools(cli string, workdir string) (bash func(string) fakellm.Call, read fak
 		// read_file {file_path} (its tool definitions, default set);
 		// qwen-code 0.24, its fork, the same two.
 		return func(cmd string) fakellm.Call { return fakellm.Bash("run_shell_command", cmd) }, fakellm.Read("read_file", "file_path", file)
+	case "copilot":
+		// copilot 1.0.102 declares bash {command, description} (both
+		// required) and view {path}.
+		sh := func(cmd string) fakellm.Call {
+			return fakellm.ToolCall("bash", map[string]string{"command": cmd, "description": "e2e command"})
+		}
+		return sh, fakellm.Read("view", "path", file)
 	}
 	return func(cmd string) fakellm.Call { return fakellm.Bash("bash", cmd) }, fakellm.Read("read", "path", file)
 }
@@ -586,7 +593,8 @@ func withoutKiloProbes(t *testing.T, s scenario, g []string) []string {
 
 // checkNativeSession checks that resume, a completed verdict's resume
 // value, names the session the CLI wrote: pi's session file, codex's
-// rollout file and Claude Code's transcript are files; opencode's, kilo's
+// rollout file and Claude Code's transcript are files; copilot's is its
+// session-state directory; opencode's, kilo's
 // and gemini-cli's values are <store>/<session id>, with the store a directory
 // the CLI wrote into.
 func checkNativeSession(t *testing.T, cli, resume string) {
@@ -600,7 +608,7 @@ func checkNativeSession(t *testing.T, cli, resume string) {
 	switch {
 	case err != nil:
 		t.Errorf("%s's native session %s: %v", cli, path, err)
-	case (cli == "opencode" || cli == "gemini" || cli == "kilo") != st.IsDir():
+	case (cli == "opencode" || cli == "gemini" || cli == "kilo" || cli == "copilot") != st.IsDir():
 		t.Errorf("%s's native session %s: mode %v", cli, path, st.Mode())
 	case !st.IsDir() && st.Size() == 0:
 		t.Errorf("%s's native session %s is empty", cli, path)

@@ -14,7 +14,7 @@ type scenario struct {
 	// model says what the scripted server does, in words; the fakellm
 	// script is built from the name in scenarios_run_test.go.
 	model string
-	// want is the verdict per runner (pi, codex, claude, opencode, gemini, qwen, kilo):
+	// want is the verdict per runner (pi, codex, claude, opencode, gemini, qwen, kilo, copilot):
 	// the "pi" row runs on both pi generations (pi-0, pi-1), and a key
 	// naming one of them ("pi-1") overrides it for that one. A runner
 	// missing from want does not run the scenario.
@@ -40,7 +40,7 @@ type expect struct {
 
 // scenarioCLIs are the runners the scenarios run; clisOf gives each one's
 // CLIs.
-var scenarioCLIs = []string{"pi", "codex", "claude", "opencode", "gemini", "qwen", "kilo"}
+var scenarioCLIs = []string{"pi", "codex", "claude", "opencode", "gemini", "qwen", "kilo", "copilot"}
 
 func all(e expect) map[string]expect {
 	m := make(map[string]expect, len(scenarioCLIs))

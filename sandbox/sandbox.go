@@ -158,6 +158,7 @@ func AgentDirs(home string) []string {
 		".cursor", ".config/github-copilot", ".aider", ".continue", ".qwen", ".factory",
 		".config/goose", ".amp", ".config/amp", ".crush", ".config/crush", ".local/share/crush", ".kiro", ".grok",
 		".config/kilo", ".local/share/kilo", ".local/state/kilo", ".local/state/kilo-sandbox-policy", ".cache/kilo",
+		".copilot",
 	)
 }
 

@@ -41,6 +41,9 @@ func runnerPackages() map[string]runnerPackage {
 		// qwen-code needs Node 22 or later on PATH (its engines field).
 		"qwen": {Package: "@qwen-code/qwen-code", Version: "0.24.4", Bin: ".bin/qwen"},
 		"kilo": {Package: kilo, Version: "7.7.7", Bin: kilo + "/bin/kilo"},
+		// copilot's bin is a node script that starts the native binary of
+		// its platform package (an optional dependency npm installs).
+		"copilot": {Package: "@github/copilot", Version: "1.0.102", Bin: ".bin/copilot"},
 	}
 }
 
