@@ -35,9 +35,9 @@
 // which runs any program. The rest is built only on this package's
 // exported API, as a third-party runner or orchestrator would be:
 //
-//   - agents: the runners of pi, codex, Claude Code, opencode and
-//     gemini-cli (agents.Runners), one file per CLI, and the built-in
-//     providers;
+//   - agents: the runners of pi, codex, Claude Code, opencode,
+//     gemini-cli, qwen-code, kilo and copilot (agents.Runners), one file
+//     per CLI, and the built-in providers;
 //   - pisession: pi's native session file, read into a [SessionState];
 //   - config: the providers file over the built-in providers, and
 //     credential sources (environment, 0600 files, chains);
