@@ -145,13 +145,29 @@ func ledgerAgent(args []string) int {
 		return fail(err)
 	}
 	gen := own.Generation
-	var endOnce sync.Once
+	// ledgerMu orders the agent's own lines: once "end" is written, the
+	// work loop writes no more (it could, between the end line and
+	// the exit, and the check would see work outside the run).
+	var ledgerMu sync.Mutex
+	ended := false
 	end := func() {
-		endOnce.Do(func() {
-			if err := appendLedger(fmt.Sprintf("end %s %d\n", job, gen)); err != nil {
-				fmt.Fprintln(os.Stderr, "ledger agent:", err)
-			}
-		})
+		ledgerMu.Lock()
+		defer ledgerMu.Unlock()
+		if ended {
+			return
+		}
+		ended = true
+		if err := appendLedger(fmt.Sprintf("end %s %d\n", job, gen)); err != nil {
+			fmt.Fprintln(os.Stderr, "ledger agent:", err)
+		}
+	}
+	work := func() error {
+		ledgerMu.Lock()
+		defer ledgerMu.Unlock()
+		if ended {
+			return nil
+		}
+		return appendLedger(fmt.Sprintf("work %s %d\n", job, gen))
 	}
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
@@ -195,7 +211,7 @@ func ledgerAgent(args []string) int {
 		// Working on until pilot ends this worker: the agent's own pace,
 		// not a wait for anything.
 		for {
-			if err := appendLedger(fmt.Sprintf("work %s %d\n", job, gen)); err != nil {
+			if err := work(); err != nil {
 				fmt.Fprintln(os.Stderr, "ledger agent:", err)
 			}
 			time.Sleep(20 * time.Millisecond)
