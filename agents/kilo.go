@@ -125,13 +125,9 @@ func (KiloRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Command, e
 	}
 
 	if r := a.Task.Resume; r != "" {
-		id, from, err := xdgResume(RunnerKilo, p.Name, r, store)
+		id, err := xdgResume(RunnerKilo, p.Name, r, &store, env)
 		if err != nil {
 			return nil, err
-		}
-		if from != "" {
-			store = from
-			env["XDG_DATA_HOME"] = filepath.Join(from, "data")
 		}
 		argv = append(argv, "--session", id)
 	}

@@ -122,13 +122,9 @@ func (OpencodeRunner) Command(_ context.Context, a pilot.Attempt) (*pilot.Comman
 	}
 
 	if r := a.Task.Resume; r != "" {
-		id, from, err := xdgResume(RunnerOpencode, p.Name, r, store)
+		id, err := xdgResume(RunnerOpencode, p.Name, r, &store, env)
 		if err != nil {
 			return nil, err
-		}
-		if from != "" {
-			store = from
-			env["XDG_DATA_HOME"] = filepath.Join(from, "data")
 		}
 		argv = append(argv, "--session", id)
 	}
@@ -1105,21 +1101,22 @@ func opencodeLogError(l opencodeLog) pilot.Classification {
 // xdgResume returns the session id to pass to --session for a resume
 // value r of an opencode-shaped CLI (opencode, kilo) named cli: a bare
 // session id, or an isolated worker's <run dir>/<cli>/<session id>, whose
-// session store (its XDG dirs) from is then the worker's own. store is
-// this worker's isolated store, or "".
-func xdgResume(cli, provider, r, store string) (id, from string, err error) {
+// session store (its XDG dirs) then becomes the worker's own: *store and
+// env's XDG_DATA_HOME. *store is this worker's isolated store, or "".
+func xdgResume(cli, provider, r string, store *string, env map[string]string) (id string, err error) {
 	id = r
 	if f, sid, ok := resumeFromStore(r); ok {
 		data := filepath.Join(f, "data")
 		if st, err := os.Stat(data); err != nil || !st.IsDir() {
-			return "", "", fmt.Errorf("cannot resume %q: %s holds no %s session store (was the run directory removed?)", r, data, cli)
+			return "", fmt.Errorf("cannot resume %q: %s holds no %s session store (was the run directory removed?)", r, data, cli)
 		}
-		id, from = sid, f
-	} else if store != "" {
-		return "", "", fmt.Errorf("provider %q is isolated, so %s keeps each session in the run directory that made it; resume with that verdict's \"resume\" value (<run dir>/%s/<session id>), not the bare session id %q", provider, cli, cli, r)
+		id, *store = sid, f
+		env["XDG_DATA_HOME"] = data
+	} else if *store != "" {
+		return "", fmt.Errorf("provider %q is isolated, so %s keeps each session in the run directory that made it; resume with that verdict's \"resume\" value (<run dir>/%s/<session id>), not the bare session id %q", provider, cli, cli, r)
 	}
 	if err := checkResumeID(id); err != nil {
-		return "", "", err
+		return "", err
 	}
-	return id, from, nil
+	return id, nil
 }
