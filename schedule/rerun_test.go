@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/procfs"
 	"github.com/pilotworkers/pilot/pilottest"
 	"github.com/pilotworkers/pilot/schedule"
 )
@@ -116,8 +117,9 @@ func TestStoreResetSparesALiveOwner(t *testing.T) {
 	}
 	t.Cleanup(func() { stdin.Close(); owner.Wait() })
 	path := filepath.Join(t.TempDir(), schedule.StoreFileName)
-	doc := fmt.Sprintf(`{"version": 1, "jobs": {"x": {"status": "running", "pid": %d, "updated_at": "2026-01-01T00:00:00Z"},
-		"y": {"status": "complete", "pid": 1, "updated_at": "2026-01-01T00:00:00Z"}}}`, owner.Process.Pid)
+	start, _ := procfs.StartTime(owner.Process.Pid)
+	doc := fmt.Sprintf(`{"version": 1, "jobs": {"x": {"status": "running", "pid": %d, "start": %d, "updated_at": "2026-01-01T00:00:00Z"},
+		"y": {"status": "complete", "pid": 1, "updated_at": "2026-01-01T00:00:00Z"}}}`, owner.Process.Pid, start)
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -240,8 +242,9 @@ func TestWriteSetsHoldAcrossPilots(t *testing.T) {
 	t.Cleanup(end)
 	workdir := t.TempDir()
 	path := filepath.Join(t.TempDir(), schedule.StoreFileName)
-	doc := fmt.Sprintf(`{"version": 1, "jobs": {"theirs": {"status": "running", "pid": %d, "updated_at": "2026-01-01T00:00:00Z",
-		"writes": [%q]}}}`, other.Process.Pid, filepath.Join(workdir, "shared.txt"))
+	start, _ := procfs.StartTime(other.Process.Pid)
+	doc := fmt.Sprintf(`{"version": 1, "jobs": {"theirs": {"status": "running", "pid": %d, "start": %d, "updated_at": "2026-01-01T00:00:00Z",
+		"writes": [%q]}}}`, other.Process.Pid, start, filepath.Join(workdir, "shared.txt"))
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}

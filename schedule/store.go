@@ -275,17 +275,33 @@ func self() ownerRecord {
 }
 
 // alive reports whether the process pid, started at start (when known), is
-// still running: a reused pid is another process.
-func alive(pid int, start uint64) bool {
+// still running: a reused pid is another process. A record that keeps no
+// start (one written before start times were kept, or where /proc gave
+// none) is judged by since, the record's last update: a process that
+// started after it, by more than the clock's margin, cannot be the one
+// the record names.
+func alive(pid int, start uint64, since time.Time) bool {
 	if pid <= 0 {
 		return false
 	}
 	if st, ok := procfs.StartTime(pid); ok {
-		return start == 0 || st == start
+		if start != 0 {
+			return st == start
+		}
+		at, ok := procfs.StartedAt(pid)
+		return !ok || since.IsZero() || !at.After(since.Add(clockMargin(since)))
 	}
 	// No /proc: ask the kernel whether the pid exists at all.
 	p, err := os.FindProcess(pid)
 	return err == nil && p.Signal(zeroSignal) == nil
+}
+
+// clockMargin is how much later than a record's time its process may seem
+// to have started: a start time is read against the boot time, which is
+// whole seconds, and the clock may have been slewed since (at most 500
+// ppm).
+func clockMargin(since time.Time) time.Duration {
+	return 2*time.Second + max(time.Since(since), 0)/1000
 }
 
 // live says whether the owner of a running record is still at work, and
@@ -299,10 +315,10 @@ func (s *Store) live(rec *ownerRecord, now time.Time) (bool, string) {
 	if h := here(); rec.Boot != "" && h.BootID != "" && rec.Boot != h.BootID {
 		return false, fmt.Sprintf("pilot pid %d ran before this system booted", rec.Pid)
 	}
-	if alive(rec.AgentPid, rec.AgentStart) {
+	if alive(rec.AgentPid, rec.AgentStart, rec.UpdatedAt) {
 		return true, fmt.Sprintf("agent pid %d is running", rec.AgentPid)
 	}
-	if rec.Pid != os.Getpid() && alive(rec.Pid, rec.Start) {
+	if rec.Pid != os.Getpid() && alive(rec.Pid, rec.Start, rec.UpdatedAt) {
 		return true, fmt.Sprintf("pilot pid %d is running", rec.Pid)
 	}
 	stall := s.Stall

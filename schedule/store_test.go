@@ -67,6 +67,7 @@ type record struct {
 	StreamLog  string    `json:"stream_log,omitempty"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	Reason     string    `json:"reason,omitempty"`
+	Def        string    `json:"def,omitempty"`
 }
 
 func writeStore(t *testing.T, path string, jobs map[string]record) {
@@ -178,7 +179,15 @@ func TestOwnerLiveness(t *testing.T) {
 		// events log (pilot's heartbeat) beside the still stream was just
 		// written; it does not count.
 		{"ExternalLivenessIgnoresHeartbeatMtime", record{Status: "running", Pid: gone, StreamLog: old}, false, ""},
-		{"complete in an earlier run", record{Status: "complete", Pid: gone}, false, ""},
+		{"complete in an earlier run", record{Status: "complete", Pid: gone, Def: schedule.Definition(job("j"))}, false, ""},
+		// A completion of another definition: the job changed since.
+		{"complete as another definition", record{Status: "complete", Pid: gone, Def: "0123456789abcdef01234567"}, false, ""},
+		// A record that keeps no start time (a pilot before start times
+		// were kept): its pid, alive now, is its owner's while that
+		// process started before the record was written, and another
+		// process's (the pid was reused) when it started after.
+		{"no start time, pid alive since before the record", record{Status: "running", Pid: live, UpdatedAt: time.Now()}, true, "pilot pid"},
+		{"no start time, pid reused after the record", record{Status: "running", Pid: live, UpdatedAt: stale}, false, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), schedule.StoreFileName)
@@ -194,7 +203,7 @@ func TestOwnerLiveness(t *testing.T) {
 				if rs[0].Status != schedule.StatusExternalActive || len(ran()) != 0 || !strings.Contains(rs[0].BlockedReason, tt.why) {
 					t.Errorf("%v, ran %q; want external-active for its %s, not run", rs[0], ran(), tt.why)
 				}
-			case tt.rec.Status == "complete":
+			case tt.rec.Status == "complete" && tt.rec.Def == schedule.Definition(job("j")):
 				if rs[0].Status != schedule.StatusComplete || len(ran()) != 0 {
 					t.Errorf("%v, ran %q; want complete without running again", rs[0], ran())
 				}

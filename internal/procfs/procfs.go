@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"time"
 )
 
 // Alive reports whether pid exists and is not a zombie.
@@ -125,6 +126,43 @@ func StartTime(pid int) (ticks uint64, ok bool) {
 	}
 	t, err := strconv.ParseUint(string(f[19]), 10, 64)
 	return t, err == nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's start time: 100 on
+// every Linux architecture.
+const clockTicks = 100
+
+// StartedAt returns when pid started by this system's clock as it is now:
+// the boot time (/proc/stat's btime, whole seconds) plus its start ticks.
+// A clock step since boot moves it, so it is only for judging a record
+// that keeps no start ticks; ok is false as for StartTime, or when there
+// is no boot time.
+func StartedAt(pid int) (time.Time, bool) {
+	ticks, ok := StartTime(pid)
+	if !ok {
+		return time.Time{}, false
+	}
+	boot, ok := BootTime()
+	if !ok {
+		return time.Time{}, false
+	}
+	return boot.Add(time.Duration(ticks) * time.Second / clockTicks), true
+}
+
+// BootTime is the btime line of /proc/stat: when the system booted, in
+// whole seconds of the clock as it is now.
+func BootTime() (time.Time, bool) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}, false
+	}
+	for line := range bytes.Lines(data) {
+		if v, ok := bytes.CutPrefix(line, []byte("btime ")); ok {
+			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+			return time.Unix(n, 0), err == nil
+		}
+	}
+	return time.Time{}, false
 }
 
 // pageSize is the unit of /proc/PID/stat's rss.

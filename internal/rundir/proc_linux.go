@@ -1,7 +1,6 @@
 package rundir
 
 import (
-	"bytes"
 	"os"
 	"slices"
 	"strconv"
@@ -11,41 +10,18 @@ import (
 	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
-// clockTicks is USER_HZ, the unit of /proc/PID/stat's start time: 100 on
-// every Linux architecture.
-const clockTicks = 100
-
 func lookProc(pid int) proc {
 	stat := "/proc/" + strconv.Itoa(pid) + "/stat"
 	if _, err := os.Stat(stat); err != nil {
 		return proc{proof: "no " + stat}
 	}
-	ticks, ok := procfs.StartTime(pid)
-	if !ok {
+	if _, ok := procfs.StartTime(pid); !ok {
 		// Gone meanwhile, or a zombie: it has exited either way.
 		return proc{proof: stat + " shows an exited process (or none)"}
 	}
 	p := proc{exists: true, proof: stat}
-	if boot, ok := bootTime(); ok {
-		p.start = boot.Add(time.Duration(ticks) * time.Second / clockTicks)
-	}
+	p.start, _ = procfs.StartedAt(pid)
 	return p
-}
-
-// bootTime is the btime line of /proc/stat: when the system booted, in
-// whole seconds of the clock as it is now.
-func bootTime() (time.Time, bool) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return time.Time{}, false
-	}
-	for line := range bytes.Lines(data) {
-		if v, ok := bytes.CutPrefix(line, []byte("btime ")); ok {
-			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
-			return time.Unix(n, 0), err == nil
-		}
-	}
-	return time.Time{}, false
 }
 
 // groupMembers lists the live processes of process group pgid.
