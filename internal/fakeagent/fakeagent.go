@@ -28,6 +28,11 @@
 //	                torn entry, as a writer that died mid-write leaves)
 //	tick=N/DURATION print N numbered lines on stdout, DURATION apart
 //	await=PATH      wait until PATH exists (checked every 5 ms)
+//	lock=PATH       take an exclusive lock (flock) on PATH, created if need
+//	                be, without waiting, and hold it until the process exits;
+//	                when another holds it, say so on stderr and exit 3: a
+//	                worker that must never run beside another that writes
+//	                PATH
 //	signal=N        die from signal N (the process execs a shell that kills itself)
 //	exit=N          exit with status N
 //	fds             print "fds 0 1 2": the descriptors this process
@@ -61,6 +66,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pilotworkers/pilot/internal/filelock"
 )
 
 // EnvFakeAgent, when set in a program's environment, makes it the fake agent.
@@ -94,6 +101,12 @@ func Main(args []string) int {
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
 	defer out.Flush()
 	session := ""
+	var locks []*os.File
+	defer func() {
+		for _, f := range locks {
+			f.Close()
+		}
+	}()
 	for i := 0; i < len(args); i++ {
 		step := args[i]
 		name, val, _ := strings.Cut(step, "=")
@@ -229,6 +242,21 @@ func Main(args []string) int {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
+		case "lock":
+			if err := os.MkdirAll(filepath.Dir(val), 0o755); err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: lock: %v\n", err)
+				return 2
+			}
+			f, err := os.OpenFile(val, os.O_RDWR|os.O_CREATE, 0o644)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: lock: %v\n", err)
+				return 2
+			}
+			if err := filelock.TryLock(f); err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: lock: %s is held by another worker: %v\n", val, err)
+				return 3
+			}
+			locks = append(locks, f) // held until the process exits
 		case "ignore-term":
 			signal.Ignore(syscall.SIGTERM)
 		case "ready":

@@ -7,7 +7,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot/pilottest"
@@ -198,6 +201,120 @@ func TestScheduleInterrupted(t *testing.T) {
    ↳ interrupted`
 			if diff := cmp.Diff(wantScreen, screen); diff != "" {
 				t.Errorf("the screen at the end (-want +got):\n%s\nraw: %q", diff, term.String())
+			}
+		})
+	}
+}
+
+// Two real "pilot schedule" processes started at once on one random graph
+// and one state dir, round after round, then a third to finish what the
+// two left (a job one pilot saw the other run is external-active to it,
+// so its dependents wait there): every job ran exactly once, and no two
+// jobs whose write sets overlap ran at once — across the two pilots too.
+// Each worker takes a lock on every file of its write set without waiting
+// (a worker beside another that writes the same file fails, naming it),
+// holds them a little while, and appends to ran/ID.
+func TestScheduleTwoPilotsRandomGraphs(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	files := []string{"a.txt", "b.txt", "c.txt"}
+	for round := range 3 {
+		t.Run(fmt.Sprint("round", round), func(t *testing.T) {
+			n := 5 + rng.IntN(5)
+			scripts := map[string][]string{}
+			var jobs []map[string]any
+			f := newFixture(t, nil)
+			for i := range n {
+				id := fmt.Sprintf("j%d", i)
+				var ws []string
+				for _, file := range files {
+					if rng.IntN(3) == 0 {
+						ws = append(ws, file)
+					}
+				}
+				if len(ws) == 0 {
+					ws = []string{files[rng.IntN(len(files))]}
+				}
+				var deps []string
+				for d := range i {
+					if rng.IntN(4) == 0 {
+						deps = append(deps, fmt.Sprintf("j%d", d))
+					}
+				}
+				var script []string
+				for _, file := range ws {
+					script = append(script, "lock="+filepath.Join(f.workdir, file))
+				}
+				script = append(script, "append="+filepath.Join(f.workdir, "ran", id)+"=x", fmt.Sprintf("sleep=%dms", 150+rng.IntN(250)), "out=done")
+				scripts[id] = script
+				j := gjob(id, id, f, deps...)
+				j["write_set"] = ws
+				jobs = append(jobs, j)
+			}
+			provs := map[string]map[string]any{}
+			for id, script := range scripts {
+				provs[id] = fakeProvider(t, script...)
+			}
+			writeProviders(t, f.providers, provs)
+			graph := f.writeGraph(t, jobs...)
+			args := f.scheduleArgs(graph, "--max-parallel", "2")
+			type result struct {
+				code int
+				out  string
+			}
+			type pilotCmd struct {
+				cmd         *exec.Cmd
+				out, errOut bytes.Buffer
+			}
+			start := func() *pilotCmd {
+				p := &pilotCmd{cmd: exec.Command(exe, args...)}
+				p.cmd.Env = append(os.Environ(), envRunMain+"=1")
+				p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.errOut
+				if err := p.cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			// wait returns how the pilot exited, and says so when any of
+			// its jobs failed: a worker found a file of its write set
+			// locked by another.
+			wait := func(p *pilotCmd) result {
+				err := p.cmd.Wait()
+				var exit *exec.ExitError
+				if err != nil && !errors.As(err, &exit) {
+					t.Fatal(err)
+				}
+				var vs []struct{ ID, Status string }
+				if err := json.Unmarshal(p.out.Bytes(), &vs); err != nil {
+					t.Errorf("a pilot's stdout is not its verdicts: %v\n%s", err, p.out.String())
+				}
+				for _, v := range vs {
+					if v.Status != "complete" && v.Status != "external-active" && v.Status != "waiting" {
+						t.Errorf("job %s: %s, want complete, external-active or waiting: no worker may find its files locked by another\n%s", v.ID, v.Status, p.errOut.String())
+					}
+				}
+				return result{p.cmd.ProcessState.ExitCode(), p.errOut.String()}
+			}
+			a, b := start(), start()
+			for _, r := range []result{wait(a), wait(b)} {
+				if r.code != 0 && r.code != 3 {
+					t.Errorf("a pilot beside another exited %d, want 0 or 3 (complete, or another pilot's job still ran):\n%s", r.code, r.out)
+				}
+			}
+			if r := wait(start()); r.code != 0 {
+				t.Errorf("the pilot after them exited %d, want 0:\n%s", r.code, r.out)
+			}
+			for i := range n {
+				id := fmt.Sprintf("j%d", i)
+				data, err := os.ReadFile(filepath.Join(f.workdir, "ran", id))
+				if err != nil || string(data) != "x" {
+					t.Errorf("job %s ran %d times (%v), want once", id, len(data), err)
+				}
 			}
 		})
 	}
