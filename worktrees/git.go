@@ -87,6 +87,22 @@ func (g *Git) Finish(ctx context.Context, wt pilot.WorktreeInfo, runID string) (
 	return wt, err
 }
 
+// Salvage takes over worktree name, which a pilot that died while its job
+// ran left active, for the job's next run: what the dead run changed is
+// committed on its branch (as Finish commits, with the message "pilot: job
+// <job>"), and the result is Kept with that Branch, for the next run to
+// start from; a worktree it left clean is removed (not Kept). A worktree
+// whose owner is alive, or not known dead (of another pid namespace or
+// host), is left alone: an error says so.
+func (g *Git) Salvage(ctx context.Context, name, job string) (pilot.WorktreeInfo, error) {
+	e, kept, err := g.m.Salvage(ctx, name, worktree.Run{Job: job})
+	info := pilot.WorktreeInfo{Name: e.Name, Path: e.Path, Branch: e.Branch, Repo: e.Repo, Base: e.Base, Kept: kept, Commit: e.Commit}
+	if err != nil {
+		return info, fmt.Errorf("pilot: %w", err)
+	}
+	return info, nil
+}
+
 // Merge returns a commit of onto (a commit or ref of the repository holding
 // dir) with each of branches merged in, in order, without touching any work
 // tree, index or branch: git merge-tree computes each merge. A branch onto

@@ -1077,3 +1077,65 @@ func (m *Manager) Prune(ctx context.Context) ([]Entry, error) {
 	}
 	return removed, errors.Join(errs...)
 }
+
+// Salvage takes over the worktree name, "active" but left by an owner
+// that is dead (a pilot SIGKILLed while its job ran), for a pilot that
+// runs the job again: what the dead run changed is committed on the
+// worktree's branch, as Finish would have done, and the entry is kept
+// (kept is true: build on its branch); a worktree the dead run left
+// clean is removed (kept is false). An entry already finished is
+// returned as it is, kept when its state is. A worktree whose owner may
+// still run (alive here, or of another pid namespace or host: not known
+// dead) is left alone: an error says so.
+func (m *Manager) Salvage(ctx context.Context, name string, run Run) (e Entry, kept bool, err error) {
+	path, err := m.inventoryPath()
+	if err != nil {
+		return Entry{}, false, err
+	}
+	// The lock is held throughout, as Prune holds it: no Prune or other
+	// Salvage acts on the entry meanwhile.
+	l, err := lock(path)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	defer l.Close()
+	inv, err := readInventory(path)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	i := inv.find(name)
+	if i < 0 {
+		return Entry{}, false, fmt.Errorf("worktree %s: %w in the inventory %s", name, ErrNotFound, path)
+	}
+	e = inv.Entries[i]
+	switch {
+	case e.State != StateActive:
+		return e, e.State == StateKept, nil
+	case e.ownerAlive():
+		return e, false, fmt.Errorf("worktree %s: its owner, pilot pid %d, is not known dead: left alone", name, e.OwnerPID)
+	}
+	if err := m.owns(e); err != nil {
+		return e, false, err
+	}
+	changed, err := changes(ctx, e)
+	if err != nil {
+		return e, false, fmt.Errorf("worktree %s: %w", name, err)
+	}
+	if changed {
+		commit, err := commitChanges(ctx, e, run)
+		if err != nil {
+			return e, false, fmt.Errorf("worktree %s: committing the dead run's changes: %w (they are left in %s)", name, err, e.Path)
+		}
+		e.State, e.Changed, e.Commit, e.RunID, e.Job, e.TaskFile = StateKept, true, commit, run.ID, run.Job, run.TaskFile
+	} else {
+		if _, err := remove(ctx, e); err != nil {
+			return e, false, fmt.Errorf("worktree %s: %w", name, err)
+		}
+		e.State = StateRemoved
+	}
+	inv.Entries[i] = e
+	if err := writeInventory(path, inv); err != nil {
+		return e, false, err
+	}
+	return e, e.State == StateKept, nil
+}

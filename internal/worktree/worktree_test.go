@@ -1615,3 +1615,72 @@ func TestRemoveLeavesAForeignWorktree(t *testing.T) {
 		t.Fatal("Prune deleted the user's worktree")
 	}
 }
+
+// Salvage takes over a worktree its dead owner left: what it changed is
+// committed on its branch and the entry kept; a clean one is removed. A
+// worktree whose owner lives, or is not known dead (another pid
+// namespace), is left alone, and so is one already finished.
+func TestSalvage(t *testing.T) {
+	repo := initRepo(t)
+	m := newManager(t)
+	dead := deadProcess(t)
+	create := func(t *testing.T, name string) *Entry {
+		t.Helper()
+		e, err := m.Create(t.Context(), repo, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	run := Run{Job: "j (p:code), taken over"}
+
+	e := create(t, "left-work")
+	if err := os.WriteFile(filepath.Join(e.Path, "half.txt"), []byte("half done\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Salvage(t.Context(), e.Name, run); err == nil || !strings.Contains(err.Error(), "not known dead") {
+		t.Errorf("Salvage of a live owner's worktree: %v, want it left alone", err)
+	}
+	setOwner(t, m, e.Name, dead)
+	got, kept, err := m.Salvage(t.Context(), e.Name, run)
+	if err != nil || !kept || got.State != StateKept || got.Commit == "" {
+		t.Fatalf("Salvage of a dead owner's worktree with work: %+v, kept %v, %v", got, kept, err)
+	}
+	if s := gitT(t, repo, "show", e.Branch+":half.txt"); s != "half done" {
+		t.Errorf("half.txt on %s = %q", e.Branch, s)
+	}
+	if s := gitT(t, repo, "log", "-1", "--format=%s", e.Branch); s != "pilot: job "+run.Job {
+		t.Errorf("the commit's subject %q", s)
+	}
+	if again, kept, err := m.Salvage(t.Context(), e.Name, run); err != nil || !kept || again.Commit != got.Commit {
+		t.Errorf("Salvage again: %+v, kept %v, %v; want the kept entry as it is", again, kept, err)
+	}
+
+	clean := create(t, "left-clean")
+	setOwner(t, m, clean.Name, dead)
+	if got, kept, err := m.Salvage(t.Context(), clean.Name, run); err != nil || kept || got.State != StateRemoved {
+		t.Errorf("Salvage of a clean worktree: %+v, kept %v, %v; want it removed", got, kept, err)
+	}
+	if _, err := os.Lstat(clean.Path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the clean worktree's directory: %v, want it gone", err)
+	}
+
+	foreign := create(t, "foreign")
+	err = m.update(func(inv *inventory) error {
+		x := &inv.Entries[inv.find(foreign.Name)]
+		x.OwnerPID, x.OwnerStart, x.OwnerPidNamespace = dead.pid, dead.start, "pid:[1]"
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Salvage(t.Context(), foreign.Name, run); err == nil {
+		t.Error("Salvage of another pid namespace's worktree succeeded; want it left alone")
+	}
+	if _, err := os.Lstat(foreign.Path); err != nil {
+		t.Errorf("the foreign worktree: %v", err)
+	}
+	if _, _, err := m.Salvage(t.Context(), "no-such", run); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Salvage of no entry: %v, want ErrNotFound", err)
+	}
+}
