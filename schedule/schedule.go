@@ -89,6 +89,10 @@ const (
 	EventBlocked  = "schedule.blocked"  // the job is blocked: Reason
 	EventDone     = "schedule.done"     // the job ended: Reason is its status
 	EventDispatch = "schedule.dispatch" // a dispatch event of the job: Dispatch
+	// EventSalvaged: the job, taken over from a pilot that died while it
+	// ran, starts from the work that one left in its worktree, now
+	// committed on its branch (or, Reason says, could not).
+	EventSalvaged = "schedule.salvaged"
 	// EventIntegrated: the job's branch was merged into Scheduler.Integrate,
 	// or was not (Reason says why).
 	EventIntegrated = "schedule.integrated"
@@ -180,6 +184,7 @@ type job struct {
 
 	def     string              // its definition, as the Store records it
 	changed bool                // the Store's completion was of another definition
+	salvage string              // the worktree a dead owner's run of the job left (Store)
 	active  *pilot.WorktreeInfo // its worktree while it runs, and while it is gated
 	hold    *membudget.Hold     // its share of the memory budget while it runs
 }
@@ -505,7 +510,9 @@ func (r *runState) conflict(jb *job) (string, string) {
 func (r *runState) start(ctx context.Context, i int) bool {
 	jb := r.jobs[i]
 	if st := r.s.Store; st != nil {
-		claimed, done, holder, wait, err := st.claim(jb.ID, r.claimToken, jb.def, jb.Rerun, jb.ws, r.now())
+		c, err := st.claimJob(jb.ID, r.claimToken, jb.def, jb.Rerun, jb.ws, r.now())
+		claimed, done, holder, wait := c.claimed, c.done, c.holder, c.wait
+		jb.salvage = c.salvage
 		if !claimed {
 			jb.hold.Release()
 			jb.hold = nil
@@ -569,7 +576,8 @@ func (r *runState) start(ctx context.Context, i int) bool {
 	if jb.Worktree && jb.active == nil {
 		branches = r.depBranches(i)
 	}
-	active := jb.active
+	active, salvage := jb.active, jb.salvage
+	jb.salvage = ""
 	go func() {
 		returned := false
 		defer func() {
@@ -578,6 +586,10 @@ func (r *runState) start(ctx context.Context, i int) bool {
 			}
 		}()
 		if jb.Worktree {
+			fresh := active == nil
+			if fresh && salvage != "" {
+				branches = r.salvage(ctx, jb, salvage, branches)
+			}
 			wt, conflict, err := r.enterWorktree(ctx, jb.ID, &t, active, branches)
 			if wt == nil {
 				returned = true
@@ -585,6 +597,11 @@ func (r *runState) start(ctx context.Context, i int) bool {
 				return
 			}
 			active = wt
+			if fresh && store != nil {
+				// Best effort, as started: a pilot that takes the job
+				// over after this one dies finds its worktree by it.
+				_ = store.entered(id, r.claimToken, wt.Name, r.now())
+			}
 		}
 		v, err := r.s.Dispatcher.Dispatch(ctx, t)
 		returned = true

@@ -102,6 +102,10 @@ type ownerRecord struct {
 	Boot  string `json:"boot_id,omitempty"`
 	PidNS string `json:"pid_namespace,omitempty"`
 	Host  string `json:"host,omitempty"`
+	// Worktree names a running worktree job's worktree, so that a pilot
+	// that takes the job over from a dead owner builds on what that one
+	// left there (see Scheduler's salvage).
+	Worktree string `json:"worktree,omitempty"`
 	// Previous is the completion a running rerun of the job replaces:
 	// kept until the rerun completes, and back if it does not.
 	Previous *ownerRecord `json:"previous,omitempty"`
@@ -305,9 +309,10 @@ func clockMargin(since time.Time) time.Duration {
 }
 
 // live says whether the owner of a running record is still at work, and
-// how pilot knows: its worker's process, its own process, or its worker's
-// stream log moving within the stall window. Never a heartbeat's or events
-// log's mtime: those move while a worker is stuck.
+// how pilot knows: its worker's process, its own process, or, when the
+// record names no worker process, its worker's stream log moving within
+// the stall window. Never a heartbeat's or events log's mtime: those move
+// while a worker is stuck.
 func (s *Store) live(rec *ownerRecord, now time.Time) (bool, string) {
 	if rec.foreign() {
 		return s.leased(rec)
@@ -325,7 +330,10 @@ func (s *Store) live(rec *ownerRecord, now time.Time) (bool, string) {
 	if stall <= 0 {
 		stall = 10 * time.Minute
 	}
-	if rec.StreamLog != "" {
+	// A stream log moving speaks for a worker the record names no
+	// process of; one whose worker and pilot are both known gone has no
+	// writer left (pilot writes it), whenever it last moved.
+	if rec.StreamLog != "" && rec.AgentPid <= 0 {
 		if st, err := os.Stat(rec.StreamLog); err == nil && now.Sub(st.ModTime()) < stall {
 			return true, fmt.Sprintf("its stream log moved %s ago", now.Sub(st.ModTime()).Round(time.Second))
 		}
@@ -342,49 +350,72 @@ func (s *Store) live(rec *ownerRecord, now time.Time) (bool, string) {
 // overlaps a running job's of another live pilot: wait says why, and the
 // job may be claimed once that one ends.
 func (s *Store) claim(id, token, def string, rerun bool, ws Writes, now time.Time) (claimed bool, done *ownerRecord, holder, wait string, err error) {
+	c, err := s.claimJob(id, token, def, rerun, ws, now)
+	return c.claimed, c.done, c.holder, c.wait, err
+}
+
+// A claimed is what claimJob made of a claim (see claim); salvage names
+// the worktree a dead owner's run of the job left, when it took the job
+// over from one that recorded it.
+type claimed struct {
+	claimed      bool
+	done         *ownerRecord
+	holder, wait string
+	salvage      string
+}
+
+// claimJob is claim, with the worktree to salvage.
+func (s *Store) claimJob(id, token, def string, rerun bool, ws Writes, now time.Time) (c claimed, err error) {
 	err = s.change(func(doc *storeDoc) bool {
-		rec := doc.Jobs[id]
-		if rec != nil && rec.Status == ownComplete && !rerun && (rec.Def == "" || rec.Def == def) {
-			c := *rec
-			done = &c
-			return false
-		}
-		if wait = s.foreignConflict(doc, id, token, ws, now); wait != "" {
-			return false
-		}
-		if rec != nil && rec.Status == ownRunning && rec.sibling(token) {
-			holder = fmt.Sprintf("owned by another run of this pilot (pid %d)", rec.Pid)
-			return false
-		}
-		if rec != nil && rec.Status == ownRunning && !rec.thisProcess() {
-			if ok, why := s.live(rec, now); ok {
-				if rec.foreign() {
-					// Not known dead: wait for its lease.
-					wait = "owned by a pilot this system cannot see: " + why
-					return false
-				}
-				holder = fmt.Sprintf("owned by a live pilot (pid %d): %s", rec.Pid, why)
-				return false
+		c = claimed{}
+		c.claimed, c.done, c.holder, c.wait, c.salvage = s.claimIn(doc, id, token, def, rerun, ws, now)
+		return c.claimed
+	})
+	return c, err
+}
+
+// claimIn is claimJob's change of doc: claimed reports whether it changed.
+func (s *Store) claimIn(doc *storeDoc, id, token, def string, rerun bool, ws Writes, now time.Time) (claimed bool, done *ownerRecord, holder, wait, salvage string) {
+	rec := doc.Jobs[id]
+	if rec != nil && rec.Status == ownComplete && !rerun && (rec.Def == "" || rec.Def == def) {
+		c := *rec
+		return false, &c, "", "", ""
+	}
+	if wait = s.foreignConflict(doc, id, token, ws, now); wait != "" {
+		return false, nil, "", wait, ""
+	}
+	if rec != nil && rec.Status == ownRunning && rec.sibling(token) {
+		return false, nil, fmt.Sprintf("owned by another run of this pilot (pid %d)", rec.Pid), "", ""
+	}
+	if rec != nil && rec.Status == ownRunning && !rec.thisProcess() {
+		if ok, why := s.live(rec, now); ok {
+			if rec.foreign() {
+				// Not known dead: wait for its lease.
+				return false, nil, "", "owned by a pilot this system cannot see: " + why, ""
 			}
+			return false, nil, fmt.Sprintf("owned by a live pilot (pid %d): %s", rec.Pid, why), "", ""
 		}
-		me := self()
-		me.UpdatedAt = now.UTC()
-		if rec != nil && rec.Status == ownRunning && !rec.thisProcess() {
+	}
+	me := self()
+	me.UpdatedAt = now.UTC()
+	if rec != nil && (rec.Status == ownRunning && !rec.thisProcess() || rec.Status == ownStale) {
+		if rec.Status == ownRunning {
 			me.Reason = fmt.Sprintf("took over from pilot pid %d, gone (its record marked stale)", rec.Pid)
 		}
-		me.Writes, me.WritesUnknown, me.Token = ws.Files, ws.Unknown, token
-		switch {
-		case rec != nil && rec.Status == ownComplete:
-			prev := *rec
-			me.Previous = &prev
-		case rec != nil:
-			me.Previous = rec.Previous // a dead owner's rerun's
-		}
-		doc.Jobs[id] = &me
-		claimed = true
-		return true
-	})
-	return claimed, done, holder, wait, err
+		// What the dead owner's run left in its worktree is the next
+		// run's to build on.
+		salvage = rec.Worktree
+	}
+	me.Writes, me.WritesUnknown, me.Token = ws.Files, ws.Unknown, token
+	switch {
+	case rec != nil && rec.Status == ownComplete:
+		prev := *rec
+		me.Previous = &prev
+	case rec != nil:
+		me.Previous = rec.Previous // a dead owner's rerun's
+	}
+	doc.Jobs[id] = &me
+	return true, nil, "", "", salvage
 }
 
 // foreignConflict says why a job of write set ws may not start beside the
@@ -452,6 +483,18 @@ func (s *Store) started(id, token string, agentPid int, streamLog string, now ti
 	})
 }
 
+// entered records the worktree job id's run works in.
+func (s *Store) entered(id, token, worktree string, now time.Time) error {
+	return s.change(func(doc *storeDoc) bool {
+		rec := doc.Jobs[id]
+		if rec == nil || !rec.mine(token) {
+			return false
+		}
+		rec.Worktree, rec.UpdatedAt = worktree, now.UTC()
+		return true
+	})
+}
+
 // release records how job id ended: complete (with its definition def and
 // its worktree's branch, if any), or released (its record removed) so that
 // another pilot may run it again.
@@ -464,7 +507,7 @@ func (s *Store) release(id, token string, complete bool, def, branch string, now
 		switch {
 		case complete:
 			rec.Status, rec.UpdatedAt, rec.AgentPid, rec.AgentStart = ownComplete, now.UTC(), 0, 0
-			rec.Def, rec.Branch, rec.Previous = def, branch, nil
+			rec.Def, rec.Branch, rec.Previous, rec.Worktree = def, branch, nil, ""
 		case rec.Previous != nil:
 			doc.Jobs[id] = rec.Previous // the rerun failed: the earlier completion stands
 		default:

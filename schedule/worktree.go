@@ -123,6 +123,36 @@ func (r *runState) enterWorktree(ctx context.Context, id string, t *pilot.Task, 
 	return active, "", nil
 }
 
+// A salvager takes over a worktree a dead pilot's run left: see
+// worktrees.Git's Salvage. A Scheduler's Worktrees that is one (as
+// *worktrees.Git is) lets a job taken over from a dead pilot start from
+// that pilot's work.
+type salvager interface {
+	Salvage(ctx context.Context, name, job string) (pilot.WorktreeInfo, error)
+}
+
+// salvage takes over worktree name, which a dead owner's run of job jb
+// left, and returns branches with its branch added when it holds work:
+// the job's new worktree starts from it. What it could not do is said in
+// an event; the job then starts without it.
+func (r *runState) salvage(ctx context.Context, jb *job, name string, branches []string) []string {
+	sv, ok := r.s.Worktrees.(salvager)
+	if !ok {
+		return branches
+	}
+	info, err := sv.Salvage(ctx, name, jb.ID+" ("+jb.Task.Provider+":"+string(jb.Task.Mode)+"), taken over from a dead pilot")
+	switch {
+	case err != nil:
+		r.emit(Event{Type: EventSalvaged, Job: jb.ID, Provider: jb.Task.Provider,
+			Reason: "the worktree its dead owner left was not taken over: " + err.Error()})
+	case info.Kept:
+		r.emit(Event{Type: EventSalvaged, Job: jb.ID, Provider: jb.Task.Provider,
+			Reason: "starts from the work its dead owner left, committed on " + info.Branch})
+		return append(branches, info.Branch)
+	}
+	return branches
+}
+
 // leaveWorktree ends job jb's use of its worktree after the run runID:
 // Result.Worktree says what was kept.
 func (r *runState) leaveWorktree(jb *job, runID string) error {

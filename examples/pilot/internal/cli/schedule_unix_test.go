@@ -319,3 +319,97 @@ func TestScheduleTwoPilotsRandomGraphs(t *testing.T) {
 		})
 	}
 }
+
+// A pilot SIGKILLed while its worktree job runs leaves the job's worktree
+// active, with the worker's work uncommitted in it. The next pilot takes
+// the job over: it commits what the dead run left on that worktree's
+// branch, starts the job's new worktree from it, and the job's branch at
+// the end holds both runs' work. (Before, the dead run's work stayed
+// uncommitted in a worktree nobody owned.)
+func TestScheduleTakesOverADeadPilotsWorktreeJob(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "running.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	release := filepath.Join(dir, "release")
+	f := newFixture(t, map[string][]string{
+		"w": {`append=log.txt=run\n`, "session=" + fifo, `sess={"running":true}`, "await=" + release, "out=done"},
+	})
+	f.workdir = pilottest.GitRepo(t)
+	j := gjob("job", "w", f)
+	j["worktree"] = true
+	graph := f.writeGraph(t, j)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := exec.Command(exe, f.scheduleArgs(graph)...)
+	first.Env = append(os.Environ(), envRunMain+"=1")
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(fifo) // the worker writes to it once it runs
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	r.Close()
+	if !strings.Contains(line, "running") {
+		t.Fatalf("the worker said %q", line)
+	}
+	runs, _ := os.ReadDir(f.runDir)
+	var runID string
+	for _, e := range runs {
+		if !strings.HasPrefix(e.Name(), ".") {
+			runID = e.Name()
+		}
+	}
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	first.Wait()
+	// The dead pilot's supervisor ends its worker; nothing signals when,
+	// so look until it is gone.
+	for deadline := time.Now().Add(time.Minute); len(pilottest.Alive(runID)) > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s: its worker outlived its pilot by a minute: %v", runID, pilottest.Alive(runID))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The FIFO has no reader now: the second worker's write would block.
+	os.Remove(fifo)
+	os.WriteFile(fifo, nil, 0o600)
+	code, out, errOut := runCLI(f.scheduleArgs(graph)...)
+	var vs []scheduledVerdict
+	if err := json.Unmarshal([]byte(out), &vs); err != nil || code != 0 || len(vs) != 1 {
+		t.Fatalf("the second pilot: exit %d, %v\nstdout %s\nstderr %s", code, err, out, errOut)
+	}
+	w := vs[0].Worktree
+	if vs[0].Status != "complete" || w == nil || !w.Kept {
+		t.Fatalf("the job: %+v; want complete, its worktree kept", vs[0])
+	}
+	if got := gitIn(t, f.workdir, "show", w.Branch+":log.txt"); got != "run\nrun" {
+		t.Errorf("log.txt on the job's branch %s = %q, want both runs' lines: the second run started from the first's work", w.Branch, got)
+	}
+	branches := strings.Fields(strings.ReplaceAll(gitIn(t, f.workdir, "branch", "--format=%(refname:short)", "--list", "pilot/*"), "\n", " "))
+	var dead string
+	for _, b := range branches {
+		if b != w.Branch {
+			dead = b
+		}
+	}
+	if dead == "" {
+		t.Fatalf("branches %v: want the dead run's beside the job's", branches)
+	}
+	if got := gitIn(t, f.workdir, "show", dead+":log.txt"); got != "run" {
+		t.Errorf("log.txt on the dead run's branch %s = %q, want its line, committed when the job was taken over", dead, got)
+	}
+	if msg := gitIn(t, f.workdir, "log", "-1", "--format=%s", dead); !strings.Contains(msg, "taken over from a dead pilot") {
+		t.Errorf("the dead run's commit says %q", msg)
+	}
+}
