@@ -317,7 +317,7 @@ func TaskKey(t pilot.Task) string {
 // that ran.
 func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key, p Policy) (Result, error) {
 	r := newRetrying(t, key, p)
-	ts, err := r.budget()
+	ts, err := r.claim()
 	if err != nil {
 		return Result{}, err
 	}
@@ -332,6 +332,9 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 		cur.Lineage = link
 		v, err := d.Dispatch(ctx, cur)
 		if err != nil {
+			// Pilot's own failure, not the task's: its claim is taken
+			// back.
+			err = errors.Join(err, r.unclaim())
 			if r.out.Attempts > 0 {
 				err = fmt.Errorf("pilot: attempt %d of %s: %w", r.out.Attempts+1, r.key.Task, err)
 			}
@@ -341,7 +344,20 @@ func Dispatch(ctx context.Context, d pilot.TaskDispatcher, t pilot.Task, key Key
 		r.out.Verdict, r.out.ResumedFrom = v, link.ResumedFrom
 		var again bool
 		if cur, link, again, err = r.next(ctx, cur, link); !again || err != nil {
+			return r.out, errors.Join(err, r.unclaim())
+		}
+		// Each attempt claims its place on the budget: another pilot
+		// may have used the rest of it meanwhile.
+		ts, err := r.claim()
+		if err != nil {
 			return r.out, err
+		}
+		if ts.Blocked != "" {
+			r.out.Blocked, r.out.BlockedReason = true, ts.Blocked
+			i := r.info(r.out.Verdict, false)
+			i.Reason = ts.Blocked
+			r.emit(EventBlocked, r.out.Verdict, "not dispatched again: "+ts.Blocked, i)
+			return r.out, nil
 		}
 	}
 }
@@ -357,6 +373,10 @@ type retrying struct {
 	free     int  // rate-limit retries in a row, not counted
 	fellBack bool // a resume fell back to a fresh session once
 	out      Result
+	// claimed is set while an attempt's claim on the budget stands (see
+	// claim), made when the stage's count had been reset epoch times.
+	claimed bool
+	epoch   int
 }
 
 func newRetrying(t pilot.Task, key Key, p Policy) *retrying {
@@ -367,23 +387,58 @@ func newRetrying(t pilot.Task, key Key, p Policy) *retrying {
 	return r
 }
 
-// budget is the task's state, blocked when its budget of failures is used
-// up: decided again on the state as the file holds it now, for another
-// pilot may have changed it.
-func (r *retrying) budget() (TaskState, error) {
-	ts := r.store.Task(r.key.Task)
-	r.fails = ts.RecoveryFailures[r.key.Stage]
-	if ts.Blocked != "" || r.fails < r.p.MaxFailures {
-		return ts, nil
-	}
-	err := r.update(func(s *TaskState) {
-		if n := s.RecoveryFailures[r.key.Stage]; s.Blocked == "" && n >= r.p.MaxFailures {
-			s.Blocked = fmt.Sprintf("recovery failure limit exhausted: %d/%d", n, r.p.MaxFailures)
+// claim claims the next attempt's place on the task's budget of failures,
+// under the state's lock, and returns the task's state: blocked when the
+// budget is used up (then nothing is claimed), decided on the state as the
+// file holds it now, for another pilot may have changed it. The attempt
+// counts as a failure from now until it ends otherwise (a success resets
+// the count, an attempt that was not the task's failure takes its claim
+// back): pilots sharing the state never start more attempts together than
+// the budget has left, and of N pilots at the last allowed attempt one
+// starts it. An attempt whose pilot dies stays counted.
+func (r *retrying) claim() (ts TaskState, err error) {
+	err = r.store.change(func(doc *stateDoc) bool {
+		s := doc.Tasks[r.key.Task].clone()
+		n := s.RecoveryFailures[r.key.Stage]
+		r.fails = n
+		ts = s
+		if s.Blocked != "" {
+			return false // a blocked task's state is left as it is
 		}
+		if n >= r.p.MaxFailures {
+			s.Blocked = fmt.Sprintf("recovery failure limit exhausted: %d/%d", n, r.p.MaxFailures)
+		} else {
+			if s.RecoveryFailures == nil {
+				s.RecoveryFailures = map[string]int{}
+			}
+			s.RecoveryFailures[r.key.Stage] = n + 1
+			r.claimed, r.epoch = true, s.Resets[r.key.Stage]
+		}
+		s.Group = r.key.Group
+		r.store.setTask(doc, r.key.Task, s)
 		ts = s.clone()
+		return true
 	})
-	r.fails = ts.RecoveryFailures[r.key.Stage]
 	return ts, err
+}
+
+// unclaim takes back the claim of an attempt that was not the task's
+// failure (the caller stopped it, pilot failed, a rate limit's free retry,
+// a resume that fell back), unless a success reset the count since.
+func (r *retrying) unclaim() error {
+	if !r.claimed {
+		return nil
+	}
+	r.claimed = false
+	return r.update(func(s *TaskState) {
+		if n := s.RecoveryFailures[r.key.Stage]; n > 0 && s.Resets[r.key.Stage] == r.epoch {
+			if n == 1 {
+				delete(s.RecoveryFailures, r.key.Stage)
+			} else {
+				s.RecoveryFailures[r.key.Stage] = n - 1
+			}
+		}
+	})
 }
 
 // first is the first attempt's task: after a restart, one that continues
@@ -412,15 +467,23 @@ func (r *retrying) next(ctx context.Context, cur pilot.Task, link pilot.Lineage)
 	class := v.FailureClass
 	switch {
 	case v.Verdict.Success():
+		r.claimed = false
 		return cur, link, false, r.update(func(s *TaskState) {
 			delete(s.RecoveryFailures, r.key.Stage)
+			if s.Resets == nil {
+				s.Resets = map[string]int{}
+			}
+			s.Resets[r.key.Stage]++
 			s.LastRecord, s.LastFailureClass, s.LastStage = v.Record, "", r.key.Stage
 		})
 	case class == pilot.FailCancelled || ctx.Err() != nil:
 		// The caller stopped it: not the task's failure.
 		r.out.Interrupted = ctx.Err() != nil
-		return cur, link, false, nil
+		return cur, link, false, r.unclaim()
 	case link.ResumedFrom != "" && !r.fellBack && v.SessionGone != "":
+		if err := r.unclaim(); err != nil {
+			return cur, link, false, err
+		}
 		r.fellBack = true
 		reason := "the session to resume is gone (" + v.SessionGone + "); starting a fresh session"
 		i := r.info(v, false)
@@ -428,6 +491,9 @@ func (r *retrying) next(ctx context.Context, cur pilot.Task, link pilot.Lineage)
 		r.emit(EventResumeFallback, v, reason, i)
 		return r.t, r.link(v, reason, ""), true, nil
 	case class == pilot.FailProviderRateLimit && r.free < r.p.RateLimitRetries && noWork(v):
+		if err := r.unclaim(); err != nil {
+			return cur, link, false, err
+		}
 		r.free++
 		delay := min(r.p.Backoff(r.free), r.p.RateLimitCap)
 		if v.RetryAfterMS > 0 {
@@ -476,7 +542,12 @@ func (r *retrying) count(v pilot.Verdict) (blocked bool, err error) {
 		if s.RecoveryFailures == nil {
 			s.RecoveryFailures = map[string]int{}
 		}
-		s.RecoveryFailures[r.key.Stage]++
+		if !r.claimed || s.Resets[r.key.Stage] != r.epoch {
+			// Not claimed (ever: it is), or a success of another
+			// pilot reset the count the claim was on.
+			s.RecoveryFailures[r.key.Stage]++
+		}
+		r.claimed = false
 		r.fails = s.RecoveryFailures[r.key.Stage]
 		s.LastRecord, s.LastFailureClass, s.LastStage = v.Record, v.FailureClass, r.key.Stage
 		if s.Blocked == "" && r.fails >= r.p.MaxFailures {

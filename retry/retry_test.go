@@ -664,3 +664,110 @@ func TestPolicyRetries(t *testing.T) {
 		}
 	}
 }
+
+// Pilots that share the state claim each attempt on the budget under its
+// lock: at the last allowed attempt, four pilots at once start it once,
+// and the other three are blocked without dispatching. (Before, each read
+// the budget, found one attempt left, and all four ran it: 13 failures
+// on a budget of 10.)
+func TestRetryTheLastAttemptStartsOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	key := retry.Key{Task: "shared", Stage: "worker"}
+	if err := openState(t, path).UpdateTask(key.Task, func(s *retry.TaskState) {
+		s.RecoveryFailures = map[string]int{"worker": retry.DefaultMaxFailures - 1}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const pilots = 4
+	started := make(chan struct{}, pilots)
+	release := make(chan struct{})
+	d := pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+		started <- struct{}{}
+		<-release
+		return pilot.Verdict{Type: "worker_runner.verdict", Verdict: pilot.Failed, Failure: pilot.Failure{FailureClass: pilot.FailGeneric}}, nil
+	})
+	results := make(chan retry.Result, pilots)
+	for range pilots {
+		st := openState(t, path) // each pilot's own handle on the file
+		go func() {
+			res, err := retry.Dispatch(context.Background(), d, piTask, key, retry.Policy{State: st, Sleep: (&fakeClock{}).sleep})
+			if err != nil {
+				t.Error(err)
+			}
+			results <- res
+		}()
+	}
+	// One dispatches and waits for release; the others are refused.
+	var refused []retry.Result
+	dispatched := 0
+	for len(refused)+dispatched < pilots && len(refused) < pilots {
+		select {
+		case res := <-results:
+			refused = append(refused, res)
+		case <-started:
+			dispatched++
+		}
+	}
+	close(release)
+	if dispatched != 1 {
+		t.Errorf("%d pilots dispatched the last attempt, want 1", dispatched)
+	}
+	var last retry.Result
+	for range dispatched {
+		last = <-results
+	}
+	for _, res := range refused {
+		if !res.Blocked || res.Attempts != 0 {
+			t.Errorf("a refused pilot: %+v; want blocked, nothing dispatched", res)
+		}
+	}
+	if last.Attempts != 1 || !last.Blocked {
+		t.Errorf("the pilot that ran the last attempt: %+v; want 1 attempt, then blocked", last)
+	}
+	if ts := openState(t, path).Task(key.Task); ts.RecoveryFailures["worker"] != retry.DefaultMaxFailures {
+		t.Errorf("failures counted %d, want %d", ts.RecoveryFailures["worker"], retry.DefaultMaxFailures)
+	}
+}
+
+// An attempt's claim stands while it runs and counts once when it fails;
+// one that another pilot's success reset counts afresh; one the caller
+// cancels is taken back.
+func TestRetryClaimsCountOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	key := retry.Key{Task: "shared", Stage: "worker"}
+	st := openState(t, path)
+	failures := func() int { return openState(t, path).Task(key.Task).RecoveryFailures["worker"] }
+	var during int
+	once := func(class pilot.FailureClass, inside func()) retry.Result {
+		t.Helper()
+		d := pilottest.DispatchFunc(func(ctx context.Context, tk pilot.Task) (pilot.Verdict, error) {
+			during = failures()
+			if inside != nil {
+				inside()
+			}
+			v := pilot.Verdict{Type: "worker_runner.verdict", Verdict: pilot.Completed}
+			if class != "" {
+				v.Verdict, v.Failure = pilot.Failed, pilot.Failure{FailureClass: class}
+			}
+			return v, nil
+		})
+		res, err := retry.Dispatch(context.Background(), d, piTask, key, retry.Policy{State: st, NonRetryable: []pilot.FailureClass{pilot.FailGeneric}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	once(pilot.FailGeneric, nil)
+	if during != 1 || failures() != 1 {
+		t.Errorf("a failed attempt: %d counted while it ran, %d after; want 1 and 1", during, failures())
+	}
+	once(pilot.FailCancelled, nil)
+	if during != 2 || failures() != 1 {
+		t.Errorf("a cancelled attempt: %d counted while it ran, %d after; want 2, then taken back to 1", during, failures())
+	}
+	// While this attempt runs, another pilot's attempt succeeds.
+	once(pilot.FailGeneric, func() { once("", nil) })
+	if failures() != 1 {
+		t.Errorf("a failure after another pilot's success: %d counted, want 1", failures())
+	}
+}

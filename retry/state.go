@@ -67,6 +67,10 @@ type TaskState struct {
 	// RecoveryFailures counts consecutive failed attempts per stage (a
 	// Key's Stage); a success resets the stage's count.
 	RecoveryFailures map[string]int `json:"recovery_failures,omitempty"`
+	// Resets counts, per stage, the successes that reset its count of
+	// failures: an attempt claimed on a count since reset is counted
+	// again when it fails.
+	Resets map[string]int `json:"resets,omitempty"`
 	// Counters are the caller's own repetition counters
 	// ("selfcheck_incomplete", "review_no_progress"), see Bump.
 	Counters map[string]int `json:"counters,omitempty"`
@@ -85,6 +89,7 @@ type TaskState struct {
 func (t TaskState) clone() TaskState {
 	c := t
 	c.RecoveryFailures = cloneCounts(t.RecoveryFailures)
+	c.Resets = cloneCounts(t.Resets)
 	c.Counters = cloneCounts(t.Counters)
 	return c
 }
