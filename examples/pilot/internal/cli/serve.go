@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/pilotworkers/pilot/examples/pilot/internal/serve"
@@ -48,7 +49,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	srv := &http.Server{Handler: serve.Handler(cfg), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
-	u := url.URL{Scheme: "http", Host: ln.Addr().String(), Path: "/"}
+	u := url.URL{Scheme: "http", Host: printedHost(*addr, ln.Addr()), Path: "/"}
 	if cfg.Token != "" {
 		u.RawQuery = "token=" + cfg.Token
 		fmt.Fprintf(stderr, "pilot serve: listening on %s beyond loopback: every request needs the token in this address (once; the browser keeps it in a cookie)\n", ln.Addr())
@@ -73,4 +74,23 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailed
 	}
 	return exitOK
+}
+
+// printedHost is the host:port of the address to open: the host asked
+// for with the port bound, and this machine's name for an unspecified
+// host (":0", "0.0.0.0:0"), where any of its addresses will do.
+func printedHost(asked string, bound net.Addr) string {
+	host, _, _ := net.SplitHostPort(asked)
+	_, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return bound.String()
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if name, err := os.Hostname(); err == nil && name != "" {
+			host = name
+		} else {
+			host = "localhost"
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
