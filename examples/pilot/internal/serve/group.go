@@ -234,7 +234,7 @@ func timelineSVG(m groupModel, end time.Time) template.HTML {
 	}
 	h := top + rowH*len(m.Jobs) + 8
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="timeline">`, labelW+barW+10, h, labelW+barW+10, h)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="timeline">`, labelW+barW+30, h, labelW+barW+30, h)
 	for k := 0; k <= 4; k++ {
 		xx := labelW + float64(k)*barW/4
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e5e7eb"/>`, xx, top-6, xx, h)

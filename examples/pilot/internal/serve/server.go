@@ -50,6 +50,7 @@ func newServer(cfg Config) *server {
 }
 
 var funcs = template.FuncMap{
+	"inc": func(i int) int { return i + 1 },
 	"clock": func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
