@@ -198,6 +198,12 @@ func startBrowser(t *testing.T, chromium string) *browser {
 	if err := b.call(ctx, b.session, "Page.enable", nil); err != nil {
 		t.Fatalf("Page.enable: %v", err)
 	}
+	// A size of its own: a new headless target may have none yet, and a
+	// screenshot of it fails ("0 width").
+	if err := b.call(ctx, b.session, "Emulation.setDeviceMetricsOverride",
+		map[string]any{"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": false}); err != nil {
+		t.Fatalf("Emulation.setDeviceMetricsOverride: %v", err)
+	}
 	return b
 }
 
@@ -339,7 +345,7 @@ func (b *browser) screenshot(t *testing.T, path string) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline(t))
 	defer cancel()
 	var r struct{ Data string }
-	if err := b.call(ctx, b.session, "Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true}, &r); err != nil {
+	if err := b.call(ctx, b.session, "Page.captureScreenshot", map[string]any{"format": "png"}, &r); err != nil {
 		t.Errorf("Page.captureScreenshot: %v", err)
 		return
 	}

@@ -175,17 +175,29 @@ type Group struct {
 	Entries []Entry // the job lines, in order
 }
 
-// Read reads the log of group id in runDir. A missing log wraps
+// Read reads the log of group id in runDir: a regular file only, never
+// through a symlink. A missing log, or an id that is not one, wraps
 // fs.ErrNotExist. A last line cut short (being written) is left out.
 func Read(runDir, id string) (Group, error) {
 	if !ValidID(id) {
 		return Group{}, fs.ErrNotExist
 	}
-	f, err := os.Open(filepath.Join(runDir, DirName, id+".jsonl"))
+	path := filepath.Join(runDir, DirName, id+".jsonl")
+	lst, err := os.Lstat(path)
+	if err != nil {
+		return Group{}, err
+	}
+	if !lst.Mode().IsRegular() {
+		return Group{}, errors.New("grouplog: " + id + " is not a regular file (a symlink?)")
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return Group{}, err
 	}
 	defer f.Close()
+	if fst, err := f.Stat(); err != nil || !os.SameFile(lst, fst) {
+		return Group{}, errors.New("grouplog: " + id + " changed while it was opened")
+	}
 	g := Group{ID: id}
 	br := bufio.NewReader(f)
 	first := true

@@ -139,6 +139,11 @@ func (s *server) loadGroup(id string) (groupModel, error) {
 		for k := range jl.Segments {
 			sg := &jl.Segments[k]
 			rec, ok := recs[sg.RunID]
+			if sg.RunID != "" && !ok && !g.Ended.IsZero() {
+				// The group is over and the run has no record (removed,
+				// or never written): it runs no more.
+				sg.Kind, sg.Open = "unknown", false
+			}
 			if sg.RunID == "" || !ok {
 				continue
 			}
@@ -156,6 +161,9 @@ func (s *server) loadGroup(id string) (groupModel, error) {
 			if last := jl.Segments[n-1]; last.RunID != "" {
 				jl.State, jl.Class = last.Kind, last.Class
 			}
+		}
+		if jl.State == "waiting" && !g.Ended.IsZero() {
+			jl.State = "not run" // the group ended first
 		}
 		jl.Attempts = len(jl.Runs)
 		if jl.State == "running" || (jl.State == "waiting" && g.Ended.IsZero()) {

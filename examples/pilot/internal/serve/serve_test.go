@@ -411,13 +411,17 @@ func TestNothingOutsideTheRunDirectoryIsServed(t *testing.T) {
 	rd := writeRun(t, dir, fixtureRun{rec: ended(record("r1", "glm", "", t0), time.Second, pilot.Completed)})
 	os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(rd, "stream.log"))
 	os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(rd, "events.log"))
-	// A group log symlinked out.
-	os.MkdirAll(filepath.Join(dir, grouplog.DirName), 0o700)
+	// A group log symlinked out, to a valid group log.
 	gid := grouplog.NewID(grouplog.KindFanout, t0)
-	os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(dir, grouplog.DirName, gid+".jsonl"))
+	l, _ := grouplog.New(outside, gid, grouplog.KindFanout, []grouplog.Job{{Name: secret, Worker: "glm:code"}}, t0)
+	l.Add(grouplog.Entry{Time: t0, Type: grouplog.TypeStarted, Job: 0, RunID: "linked"})
+	l.Close(t0)
+	os.MkdirAll(filepath.Join(dir, grouplog.DirName), 0o700)
+	os.Symlink(filepath.Join(outside, grouplog.DirName, gid+".jsonl"), filepath.Join(dir, grouplog.DirName, gid+".jsonl"))
 
 	srv := httptest.NewServer(Handler(Config{RunDir: dir}))
 	defer srv.Close()
+	client := &http.Client{Timeout: time.Minute} // a live stream that never ends fails, not hangs
 	body := get(t, srv.Config.Handler, "/run/r1", 200)
 	if strings.Contains(body, secret) || !strings.Contains(body, "cannot be served") {
 		t.Errorf("a symlinked stream.log was served:\n%s", body)
@@ -429,7 +433,7 @@ func TestNothingOutsideTheRunDirectoryIsServed(t *testing.T) {
 		"/group/..%2f..%2foutside%2fsecret", "/../outside/secret.txt", "/%2e%2e/outside/secret.txt",
 		"/run/r1/../../outside/secret.txt", "/assets/../../outside/secret.txt",
 	} {
-		resp, err := http.Get(srv.URL + p)
+		resp, err := client.Get(srv.URL + p)
 		if err != nil {
 			t.Fatal(err)
 		}
