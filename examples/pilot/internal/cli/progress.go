@@ -288,6 +288,7 @@ func (p *progress) settle(i int, state, why string) {
 	defer p.mu.Unlock()
 	if i >= 0 && i < len(p.rows) {
 		p.rows[i].State, p.rows[i].Wait = state, why
+		p.logJob(i, grouplog.Entry{Type: grouplog.TypeEnded, Status: state, Why: why})
 	}
 }
 

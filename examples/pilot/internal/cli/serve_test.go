@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -169,4 +170,45 @@ func (b *lockedBuf) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// A graph's page: its dependencies drawn, a job that waited on another
+// shown waiting (with why) before its run, one never run because its
+// dependency failed, and the state file's jobs on the runs page.
+func TestServeAGraph(t *testing.T) {
+	f := newFixture(t, map[string][]string{"ok": {"out=fine"}, "bad": {"err=fatal: no", "exit=1"}})
+	graph := f.writeGraph(t, gjob("a", "ok", f), gjob("b", "ok", f, "a"), gjob("c", "bad", f), gjob("d", "ok", f, "c"))
+	if code, out, errOut := runCLI(f.scheduleArgs(graph, "--max-parallel", "1")...); code != 1 {
+		t.Fatalf("schedule: exit %d\n%s\n%s", code, out, errOut)
+	}
+	ids, _ := grouplog.List(f.runDir)
+	if len(ids) != 1 || !strings.HasPrefix(ids[0], "graph-") {
+		t.Fatalf("group logs %q", ids)
+	}
+	g, err := grouplog.Read(f.runDir, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := map[string][]string{}
+	for _, e := range g.Entries {
+		if e.Type == grouplog.TypeWaiting {
+			waits[g.Jobs[e.Job].Name] = append(waits[g.Jobs[e.Job].Name], e.Why)
+		}
+	}
+	if len(waits["b"]) == 0 || len(g.Jobs[1].Deps) != 1 {
+		t.Errorf("the log says no wait of b, or not its dependency: %v %+v", waits, g.Jobs)
+	}
+	url, _ := startServe(t, "--run-dir", f.runDir, "--state", filepath.Join(f.dir, "state"))
+	_, page := getBody(t, url+"group/"+ids[0])
+	for _, s := range []string{`class="deps"`, `<g class="node" data-job="b">`, `marker-end`, `class="seg seg-waiting"`,
+		`data-job="a" data-state="completed"`, `data-job="b" data-state="completed"`, `data-job="c" data-state="error"`, `data-job="d" data-state="waiting"`,
+		`waiting on c because c failed`, `data-over="true"`} {
+		if !strings.Contains(page, s) {
+			t.Errorf("the graph's page lacks %s", s)
+		}
+	}
+	_, index := getBody(t, url)
+	if !strings.Contains(index, "schedule.json") || !strings.Contains(index, "<td>a</td><td>complete</td>") {
+		t.Errorf("the runs page does not show the state file's jobs:\n%s", index)
+	}
 }

@@ -32,6 +32,7 @@ type jobLine struct {
 	Segments []segment
 	State    string // waiting | running | completed | error (class) | the status it ended with
 	Class    string
+	Why      string   // why it waits, or why it ended without a run
 	Runs     []string // its attempts' run ids, in order
 	Attempts int
 }
@@ -77,6 +78,7 @@ func (s *server) loadGroup(id string) (groupModel, error) {
 		jl := jobLine{Index: i, Name: j.Name, Worker: j.Worker, Deps: j.Deps, State: "waiting"}
 		open := &segment{Start: g.Started, Kind: "waiting", Why: "not started yet", Open: true}
 		seen := map[string]bool{}
+		endedWith := "" // the status of an ended line, if any
 		closeWait := func(t time.Time) {
 			if open != nil && open.Kind == "waiting" {
 				open.End, open.Open = t, false
@@ -98,7 +100,7 @@ func (s *server) loadGroup(id string) (groupModel, error) {
 				if open == nil {
 					open = &segment{Start: e.Time, Kind: "waiting", Why: e.Why, Open: true}
 				}
-				jl.State = "waiting"
+				jl.State, jl.Why = "waiting", e.Why
 			case grouplog.TypeStarting:
 				closeWait(e.Time)
 			case grouplog.TypeStarted:
@@ -106,7 +108,7 @@ func (s *server) loadGroup(id string) (groupModel, error) {
 				seen[e.RunID] = true
 				jl.Runs = append(jl.Runs, e.RunID)
 				open = &segment{Start: e.Time, Kind: "running", RunID: e.RunID, Open: true}
-				jl.State = "running"
+				jl.State, jl.Why = "running", ""
 			case grouplog.TypeVerdict:
 				if open != nil && open.RunID == e.RunID {
 					open.End, open.Open, open.Kind, open.Class = e.Time, false, e.Status, e.Class
@@ -116,9 +118,10 @@ func (s *server) loadGroup(id string) (groupModel, error) {
 				jl.State, jl.Class = e.Status, e.Class
 			case grouplog.TypeEnded:
 				closeWait(e.Time)
-				if jl.State == "waiting" || jl.State == "running" {
+				if jl.State == "waiting" || jl.State == "running" || endedWith != "" {
 					jl.State = e.Status
 				}
+				endedWith, jl.Why = e.Status, e.Why
 			}
 		}
 		if open != nil {
@@ -162,7 +165,7 @@ func (s *server) loadGroup(id string) (groupModel, error) {
 				jl.State, jl.Class = last.Kind, last.Class
 			}
 		}
-		if jl.State == "waiting" && !g.Ended.IsZero() {
+		if jl.State == "waiting" && !g.Ended.IsZero() && endedWith == "" {
 			jl.State = "not run" // the group ended first
 		}
 		jl.Attempts = len(jl.Runs)
