@@ -32,7 +32,7 @@ type fixtureRun struct {
 }
 
 // writeRun writes run r into runDir and returns its directory.
-func writeRun(t *testing.T, runDir string, r fixtureRun) string {
+func writeRun(t testing.TB, runDir string, r fixtureRun) string {
 	t.Helper()
 	dir := filepath.Join(runDir, r.rec.RunID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -48,7 +48,7 @@ func writeRun(t *testing.T, runDir string, r fixtureRun) string {
 	return dir
 }
 
-func writeRecord(t *testing.T, dir string, rec pilot.Record) {
+func writeRecord(t testing.TB, dir string, rec pilot.Record) {
 	t.Helper()
 	data, err := json.Marshal(rec)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pilotworkers/pilot"
@@ -28,6 +29,52 @@ type server struct {
 	dir   string
 	pages map[string]*template.Template
 	now   func() time.Time
+
+	mu    sync.Mutex
+	found map[evidenceKey]int64 // where the evidence line was found, by log
+}
+
+// evidenceKey names a search for an evidence line: the run, its log's
+// size (an ended run's log does not change) and the line.
+type evidenceKey struct {
+	run, needle string
+	size        int64
+}
+
+// maxEvidenceScan is how much of the end of a log is searched for the
+// evidence line.
+const maxEvidenceScan = 256 << 20
+
+// evidenceAt is the offset of the evidence line needle in run's log f, -1
+// when it is not in the last maxEvidenceScan bytes, looked for once per
+// size of the log.
+func (s *server) evidenceAt(run string, f *os.File, needle string) int64 {
+	st, err := f.Stat()
+	if err != nil {
+		return -1
+	}
+	k := evidenceKey{run, needle, st.Size()}
+	s.mu.Lock()
+	off, ok := s.found[k]
+	s.mu.Unlock()
+	if ok {
+		return off
+	}
+	off = findLast(f, []byte(needle), maxEvidenceScan)
+	s.mu.Lock()
+	if len(s.found) > 10000 {
+		clear(s.found)
+	}
+	s.found[k] = off
+	s.mu.Unlock()
+	return off
+}
+
+// forget drops what evidenceAt found.
+func (s *server) forget() {
+	s.mu.Lock()
+	clear(s.found)
+	s.mu.Unlock()
 }
 
 func newServer(cfg Config) *server {
@@ -41,7 +88,7 @@ func newServer(cfg Config) *server {
 		cfg.TailBytes = 64 << 10
 	}
 	cfg.StateDirs = slices.Clone(cfg.StateDirs)
-	s := &server{cfg: cfg, dir: cfg.RunDir, pages: map[string]*template.Template{}, now: time.Now}
+	s := &server{cfg: cfg, dir: cfg.RunDir, pages: map[string]*template.Template{}, now: time.Now, found: map[evidenceKey]int64{}}
 	base := template.Must(template.New("").Funcs(funcs).ParseFS(assets, "assets/base.html", "assets/parts.html"))
 	for _, p := range []string{"index", "run", "group"} {
 		s.pages[p] = template.Must(template.Must(base.Clone()).ParseFS(assets, "assets/"+p+".html"))
@@ -371,7 +418,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 	default:
 		defer f.Close()
 		if d.Evidence != "" {
-			d.EvidenceAt = findLast(f, []byte(d.Evidence), 256<<20)
+			d.EvidenceAt = s.evidenceAt(run.ID, f, d.Evidence)
 		}
 		if from < 0 && d.EvidenceAt >= 0 {
 			st, _ := f.Stat()
