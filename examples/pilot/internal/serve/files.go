@@ -40,56 +40,54 @@ func openRunFile(r runs.Run, name string) (*os.File, error) {
 }
 
 // window is a part of a log: the bytes [Start, End) of a file of Size
-// bytes, whole lines.
+// bytes, whole lines, or a piece of a line longer than a window.
 type window struct {
 	Start, End, Size int64
 	Data             []byte
 }
 
-// readWindow reads whole lines of f from about from up to at most max
-// bytes; from < 0 means the tail. It never reads more than max bytes
-// (plus one line's start search of up to max) whatever the file's size.
-func readWindow(f *os.File, from, max int64) (window, error) {
+// readWindow reads whole lines of f from about from (the first line that
+// starts there or after), at most limit bytes; from < 0 means the tail.
+// A last line without its newline yet is left for later, unless the
+// window holds nothing else: a line longer than limit comes in pieces of
+// limit bytes. It never reads more than limit bytes, whatever the file's
+// size.
+func readWindow(f *os.File, from, limit int64) (window, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return window{}, err
 	}
 	size := st.Size()
 	if from < 0 {
-		from = size - max
+		from = size - limit
 	}
-	from = min(size, from)
-	if from < 0 {
-		from = 0
-	}
-	end := min(size, from+max)
+	from = min(size, max(from, 0))
+	end := min(size, from+limit)
 	buf := make([]byte, end-from)
 	n, err := f.ReadAt(buf, from)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return window{}, err
 	}
 	buf = buf[:n]
+	full := int64(n) == limit
 	start := from
 	if start > 0 {
 		// Begin at a line's start: after the first newline, unless the
-		// byte before from ends a line.
+		// byte before from ends a line (or the window is all inside one
+		// long line).
 		var prev [1]byte
 		if _, err := f.ReadAt(prev[:], start-1); err == nil && prev[0] != '\n' {
-			i := bytes.IndexByte(buf, '\n')
-			if i < 0 {
-				buf = nil // one line longer than max: nothing whole
-				i = len(buf) - 1
+			if i := bytes.IndexByte(buf, '\n'); i >= 0 && i+1 < len(buf) {
+				start += int64(i + 1)
+				buf = buf[i+1:]
 			}
-			start += int64(i + 1)
-			buf = buf[i+1:]
 		}
 	}
-	// End after the last whole line (a line being written is left for
-	// later).
+	// End after the last whole line.
 	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
 		buf = buf[:i+1]
-	} else {
-		buf = buf[:0]
+	} else if !full {
+		buf = buf[:0] // a line being written
 	}
 	return window{Start: start, End: start + int64(len(buf)), Size: size, Data: buf}, nil
 }

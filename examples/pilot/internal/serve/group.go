@@ -76,7 +76,11 @@ func (s *server) loadGroup(id string) (groupModel, error) {
 	running := false
 	for i, j := range g.Jobs {
 		jl := jobLine{Index: i, Name: j.Name, Worker: j.Worker, Deps: j.Deps, State: "waiting"}
-		open := &segment{Start: g.Started, Kind: "waiting", Why: "not started yet", Open: true}
+		why := "not started yet"
+		if len(j.Deps) > 0 {
+			why = "waiting on " + strings.Join(j.Deps, ", ")
+		}
+		open := &segment{Start: g.Started, Kind: "waiting", Why: why, Open: true}
 		seen := map[string]bool{}
 		endedWith := "" // the status of an ended line, if any
 		closeWait := func(t time.Time) {
@@ -200,7 +204,7 @@ func (s *server) groupLive(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	s.stream(w, r, func() (string, bool) {
+	s.stream(w, r, s.cfg.Poll, func() (string, bool) {
 		m, err := s.loadGroup(id)
 		if err != nil {
 			return "", true
@@ -332,11 +336,19 @@ func depsSVG(m groupModel) template.HTML {
 	}
 	for i, j := range m.Jobs {
 		x, y := pos(i)
-		fmt.Fprintf(&b, `<g class="node" data-job="%s"><rect x="%.0f" y="%.0f" width="%d" height="%d" rx="4" fill="%s" fill-opacity="0.85"><title>%s: %s</title></rect><text x="%.0f" y="%.0f" font-size="12" fill="#fff">%s</text></g>`,
-			esc(j.Name), x, y, boxW, boxH, colour(j.State), esc(j.Name), esc(j.State), x+6, y+17, esc(cut(j.Name, 22)))
+		fmt.Fprintf(&b, `<g class="node" data-job="%s"><rect x="%.0f" y="%.0f" width="%d" height="%d" rx="4" fill="%s" fill-opacity="0.85"><title>%s: %s</title></rect><text x="%.0f" y="%.0f" font-size="12" fill="%s">%s</text></g>`,
+			esc(j.Name), x, y, boxW, boxH, colour(j.State), esc(j.Name), esc(j.State), x+6, y+17, textColour(j.State), esc(cut(j.Name, 22)))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
+}
+
+// textColour is the colour of a label on colour(kind).
+func textColour(kind string) string {
+	if colour(kind) == colour("waiting") {
+		return "#111"
+	}
+	return "#fff"
 }
 
 func esc(s string) string { return template.HTMLEscapeString(s) }

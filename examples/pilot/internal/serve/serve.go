@@ -90,6 +90,9 @@ func (s *server) guard(next http.Handler) http.Handler {
 			// The same page without the token in its address.
 			q.Del("token")
 			u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
+			if !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+				u.Path = "/" // never a redirect to another host
+			}
 			http.Redirect(w, r, u.String(), http.StatusSeeOther)
 			return
 		}

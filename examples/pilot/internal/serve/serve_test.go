@@ -539,3 +539,53 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// A line longer than a window is shown in pieces, on the page and live,
+// and the lines after it still come.
+func TestALineLongerThanAWindow(t *testing.T) {
+	dir := t.TempDir()
+	long := "out " + strings.Repeat("x", 3000) + "\n"
+	rec := record("long", "glm", "", t0)
+	rd := writeRun(t, dir, fixtureRun{rec: rec, stream: "out short\n" + long})
+	srv := httptest.NewServer(Handler(Config{RunDir: dir, Poll: 10 * time.Millisecond, TailBytes: 1024}))
+	defer srv.Close()
+	page := get(t, srv.Config.Handler, "/run/long", 200)
+	if !strings.Contains(page, strings.Repeat("x", 1000)) {
+		t.Errorf("the tail of a log ending in a long line shows none of it")
+	}
+	ev, stop := openSSE(t, srv.URL+"/run/long/live?offset=10")
+	defer stop()
+	ev.next(t) // the status
+	var got strings.Builder
+	for got.Len() < len(long)-1 {
+		name, data := ev.next(t)
+		var m struct {
+			Offset int64
+			Lines  []struct {
+				S, T string
+				Cut  bool
+			}
+		}
+		if err := json.Unmarshal([]byte(data), &m); name != "log" || err != nil {
+			t.Fatalf("event %s %s", name, data)
+		}
+		for _, l := range m.Lines {
+			if l.S != "" {
+				got.WriteString(l.S + " ")
+			}
+			got.WriteString(l.T)
+			if !l.Cut {
+				got.WriteString("\n")
+			}
+		}
+	}
+	if got.String() != long {
+		t.Errorf("the long line came as %d bytes, want %d", got.Len(), len(long))
+	}
+	f, _ := os.OpenFile(filepath.Join(rd, "stream.log"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("out after\n")
+	f.Close()
+	if name, data := ev.next(t); name != "log" || !strings.Contains(data, `"t":"after"`) {
+		t.Errorf("event %s %s, want the line after", name, data)
+	}
+}

@@ -26,7 +26,7 @@ document.addEventListener("DOMContentLoaded", function () {
         }
         span.appendChild(document.createTextNode(l.t));
         log.appendChild(span);
-        log.appendChild(document.createTextNode("\n"));
+        if (!l.cut) log.appendChild(document.createTextNode("\n"));
       });
       log.scrollTop = log.scrollHeight;
     });
