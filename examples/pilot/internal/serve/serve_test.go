@@ -163,6 +163,12 @@ func TestRunPageMarksTheEvidenceLine(t *testing.T) {
 	if strings.Count(body, `id="evidence"`) != 1 {
 		t.Errorf("more than one line is marked")
 	}
+	next := ended(record("r2", "glm", "fix", t0.Add(time.Minute)), time.Second, pilot.Completed)
+	next.Attempt, next.PreviousRecord = 2, filepath.Join(dir, "r1", "record.json")
+	writeRun(t, dir, fixtureRun{rec: next})
+	if page := get(t, Handler(Config{RunDir: dir}), "/run/r2", 200); !strings.Contains(page, `<a href="/run/r1" class="previous">`) {
+		t.Errorf("the second attempt's page does not link the first")
+	}
 	for _, s := range []string{"provider-rate-limit", "stall_inspection", "quiet", `href="#evidence"`, "Provenance", "Sandbox"} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the run page lacks %q", s)

@@ -387,6 +387,10 @@ type runData struct {
 	Refresh    bool
 	Events     []eventRow
 	EventsCut  bool
+	// Previous and ResumedFrom are the run ids of the attempt before and
+	// of the run whose session this one continues, when they are runs of
+	// this run directory.
+	Previous, ResumedFrom string
 }
 
 type eventRow struct {
@@ -443,11 +447,25 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d.Events, d.EventsCut = s.events(run)
+	d.Previous, d.ResumedFrom = s.runOf(rec.PreviousRecord), s.runOf(rec.ResumedFrom)
 	if rec.Status == runs.StatusRunning && d.Later < 0 {
 		d.Refresh = true
 		d.Live = fmt.Sprintf("/run/%s/live?offset=%d", run.ID, d.Win.End)
 	}
 	s.render(w, "run", "page", d)
+}
+
+// runOf is the id of the run whose record.json is path, when it is a run
+// of the run directory; "" otherwise.
+func (s *server) runOf(path string) string {
+	if path == "" {
+		return ""
+	}
+	id := filepath.Base(filepath.Dir(path))
+	if r, ok := s.findRun(id); ok && filepath.Clean(r.RecordPath()) == filepath.Clean(path) {
+		return id
+	}
+	return ""
 }
 
 // evidenceNeedle is what of an evidence excerpt is looked for in the log:
