@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -593,5 +594,34 @@ func TestALineLongerThanAWindow(t *testing.T) {
 	f.Close()
 	if name, data := ev.next(t); name != "log" || !strings.Contains(data, `"t":"after"`) {
 		t.Errorf("event %s %s, want the line after", name, data)
+	}
+}
+
+// A client far behind catches up window by window, at most 16 a look,
+// and the stream ends only once it has all of an ended run's log.
+func TestLiveCatchesUpBeforeItEnds(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&b, "out line %03d %s\n", i, strings.Repeat(".", 80))
+	}
+	writeRun(t, dir, fixtureRun{rec: ended(record("behind", "glm", "", t0), time.Second, pilot.Completed), stream: b.String()})
+	srv := httptest.NewServer(Handler(Config{RunDir: dir, Poll: 10 * time.Millisecond, TailBytes: 256}))
+	defer srv.Close()
+	ev, stop := openSSE(t, srv.URL+"/run/behind/live?offset=0")
+	defer stop()
+	lines, events := 0, 0
+	for {
+		name, data := ev.next(t)
+		if name == "end" {
+			break
+		}
+		if name == "log" {
+			events++
+			lines += strings.Count(data, `"s":"out"`)
+		}
+	}
+	if lines != 100 || events < 17 {
+		t.Errorf("%d lines in %d events, want 100 in more than 16", lines, events)
 	}
 }

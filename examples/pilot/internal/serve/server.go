@@ -609,7 +609,10 @@ func (s *server) runLive(w http.ResponseWriter, r *http.Request) {
 			b, _ := json.Marshal(map[string]string{"status": rec.Status, "verdict": string(rec.Verdict), "class": string(rec.FailureClass)})
 			sendEvent(w, "status", string(b))
 		}
-		for {
+		// At most 16 windows a look: a client far behind (a small
+		// offset into a huge log) catches up at a bounded pace.
+		behind := false
+		for n := 0; ; n++ {
 			f, err := openRunFile(run, "stream.log")
 			if err != nil {
 				break
@@ -617,6 +620,10 @@ func (s *server) runLive(w http.ResponseWriter, r *http.Request) {
 			win, err := readWindow(f, off, s.cfg.TailBytes)
 			f.Close()
 			if err != nil || len(win.Data) == 0 {
+				break
+			}
+			if n == 16 {
+				behind = true // more at the next look
 				break
 			}
 			type jl struct {
@@ -635,7 +642,7 @@ func (s *server) runLive(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 		}
-		if over {
+		if over && !behind {
 			sendEvent(w, "end", status)
 			fl.Flush()
 			return
