@@ -251,6 +251,8 @@ func (r *run) newRecord(start time.Time) Record {
 		Provider:    r.prov.Name,
 		Mode:        r.task.Mode,
 		Label:       r.task.Label,
+		Group:       r.task.Group,
+		GroupJob:    r.task.GroupJob,
 		Runner:      r.runner.Name(),
 		Model:       r.prov.Model,
 		Status:      statusRunning,

@@ -24,6 +24,10 @@ type Record struct {
 	Provider string `json:"provider"`
 	Mode     Mode   `json:"mode"`
 	Label    string `json:"label,omitempty"`
+	// Group and GroupJob are the task's: the fanout or graph the run is
+	// a job of, and the job's name in it.
+	Group    string `json:"group,omitempty"`
+	GroupJob string `json:"group_job,omitempty"`
 	Runner   string `json:"runner"`
 	Model    string `json:"model,omitempty"`
 

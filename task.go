@@ -52,6 +52,11 @@ type Task struct {
 	MemoryLimit size.Bytes
 	// Label is a free-form name carried into events and the verdict.
 	Label string
+	// Group names the fanout or graph the task is a job of, and GroupJob
+	// the job's name in it, for its record ("group", "group_job"): a
+	// reader of the run history gathers a group's runs by them. Empty
+	// means none; Dispatch does not use them otherwise.
+	Group, GroupJob string
 	// Sandbox is how far the worker is confined; empty means the
 	// provider's mode, else the Dispatcher's, else sandbox.Secrets. A
 	// mode set here that the machine cannot enforce fails the dispatch

@@ -43,6 +43,7 @@ commands:
   state        Show the retry state (failure budgets, blocked jobs); --clear-blocked GROUP unblocks.
   worktrees    List the worktrees fanout jobs made (kept ones hold work); 'worktrees diff|remove|prune'.
   runs         List the runs (--reconcile closes out dead pilots' runs); 'runs show|logs|prune'.
+  serve        Serve a read-only local page of the runs, their evidence and fanout timelines.
   demo         Run scripted jobs on the built-in fake agent (no API key, no network).
   providers    List the providers: runner, model and credential status (never a value).
   doctor       Check that each provider can run: its CLI, version, credential and sandbox;
@@ -86,6 +87,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdWorktrees(ctx, args[1:], stdout, stderr)
 	case "runs":
 		return cmdRuns(ctx, args[1:], stdout, stderr)
+	case "serve":
+		return cmdServe(ctx, args[1:], stdout, stderr)
 	case "fanout":
 		return cmdFanout(ctx, h, args[1:], stdout, stderr)
 	case "schedule":

@@ -18,6 +18,7 @@ import (
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
+	"github.com/pilotworkers/pilot/examples/pilot/internal/grouplog"
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/sandbox"
 	"github.com/pilotworkers/pilot/size"
@@ -330,6 +331,7 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 
 	jobs := make([]pilot.Job, len(specs))
 	rows := make([]progressJob, len(specs))
+	group := grouplog.NewID(grouplog.KindFanout, time.Now())
 	for i, s := range specs {
 		mode := sandboxMode
 		if s.Sandbox != "" {
@@ -346,6 +348,8 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 				Sandbox:     mode,
 				MaxTokens:   s.MaxTokens,
 				MaxCostUSD:  s.MaxCostUSD,
+				Group:       group,
+				GroupJob:    labels[i],
 			},
 			Worktree: s.Worktree,
 			Name:     s.Name,
@@ -372,6 +376,7 @@ func cmdFanout(ctx context.Context, h Hooks, args []string, stdout, stderr io.Wr
 		f.Dispatcher = retried.layer(d, *policy)
 	}
 	f.Dispatcher = h.task(logged(logger(), f.Dispatcher))
+	prog.glog = openGroupLog(d.RunDir, group, grouplog.KindFanout, rows, nil)
 	prog.start()
 	rs, err := h.fanout(ctx, f, jobs)
 	var verdicts []outVerdict
@@ -402,4 +407,24 @@ func fanoutExit(ctx context.Context, verdicts []outVerdict) int {
 		}
 	}
 	return exitOK
+}
+
+// openGroupLog starts the log of group id (see package grouplog) in runDir
+// ("" is the default), its jobs as rows names them, deps[i] job i's
+// dependencies. A log that cannot be written (an unwritable run
+// directory) is only missing: the records still name the group, and the
+// dispatches say what is wrong with the directory.
+func openGroupLog(runDir, id, kind string, rows []progressJob, deps [][]string) *grouplog.Log {
+	if runDir == "" {
+		runDir = pilot.DefaultRunDir()
+	}
+	jobs := make([]grouplog.Job, len(rows))
+	for i, r := range rows {
+		jobs[i] = grouplog.Job{Name: r.Label, Worker: r.Worker}
+		if i < len(deps) {
+			jobs[i].Deps = deps[i]
+		}
+	}
+	l, _ := grouplog.New(runDir, id, kind, jobs, time.Now())
+	return l
 }

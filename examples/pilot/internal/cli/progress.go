@@ -12,6 +12,7 @@ import (
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/event"
+	"github.com/pilotworkers/pilot/examples/pilot/internal/grouplog"
 	"github.com/pilotworkers/pilot/retry"
 	"github.com/pilotworkers/pilot/schedule"
 )
@@ -40,6 +41,35 @@ type progress struct {
 
 	stopc chan struct{}
 	done  chan struct{}
+
+	// glog, when set, is the group's log (see package grouplog), and
+	// logged each job's last waiting reason in it.
+	glog   *grouplog.Log
+	logged map[int]string
+}
+
+// logJob appends job i's entry e to the group log; p.mu is held. A
+// waiting entry that says what the last one said is left out.
+func (p *progress) logJob(i int, e grouplog.Entry) {
+	if p.glog == nil {
+		return
+	}
+	if p.logged == nil {
+		p.logged = map[int]string{}
+	}
+	if e.Type == grouplog.TypeWaiting {
+		if last, ok := p.logged[i]; ok && last == e.Why {
+			return
+		}
+		p.logged[i] = e.Why
+	} else {
+		delete(p.logged, i)
+	}
+	e.Job = i
+	if e.Time.IsZero() {
+		e.Time = p.now().UTC()
+	}
+	p.glog.Add(e)
 }
 
 // A progressJob is what the table says a job is: its label (its name, or
@@ -98,6 +128,7 @@ func (p *progress) start() {
 // summary of verdicts, the jobs' verdicts in job order, when any job ran
 // (nil verdicts: the jobs were refused, and the table only goes).
 func (p *progress) finish(verdicts []outVerdict) {
+	p.glog.Close(p.now().UTC())
 	if p.stopc == nil {
 		return
 	}
@@ -145,11 +176,14 @@ func (p *progress) event(i int, e pilot.Event) {
 	switch {
 	case e.Type == event.FanoutJobStarting:
 		r.Slot = true
+		p.logJob(i, grouplog.Entry{Type: grouplog.TypeStarting})
 	case e.Type == event.FanoutJobWaiting:
 		if r.waiting() {
 			r.Wait = e.Message // "waiting for memory: ..."
+			p.logJob(i, grouplog.Entry{Type: grouplog.TypeWaiting, Why: e.Message})
 		}
 	case e.Started != nil:
+		p.logJob(i, grouplog.Entry{Type: grouplog.TypeStarted, RunID: e.Started.RunID})
 		r.Slot = true
 		r.Started = now
 		r.Phase = "running"
@@ -158,6 +192,8 @@ func (p *progress) event(i int, e pilot.Event) {
 	case e.Verdict != nil:
 		r.Ended = now
 		r.Verdict, r.OK, r.Class = verdictText(*e.Verdict), e.Verdict.Verdict.Success(), e.Verdict.FailureClass
+		p.logJob(i, grouplog.Entry{Type: grouplog.TypeVerdict, RunID: e.Verdict.RunID, Status: string(e.Verdict.Verdict),
+			Class: string(e.Verdict.FailureClass)})
 		p.endLine(i)
 	case e.Type == event.Phase && e.Session != nil:
 		r.Phase = string(e.Session.Phase)
@@ -172,6 +208,7 @@ func (p *progress) event(i int, e pilot.Event) {
 			at = at.Add(time.Duration(info.DelayMS) * time.Millisecond)
 		}
 		r.wait(retryNote(r.Class, at))
+		p.logJob(i, grouplog.Entry{Type: grouplog.TypeWaiting, Why: r.Wait})
 	}
 }
 
@@ -195,6 +232,7 @@ func (p *progress) gated(i int, until time.Time) {
 	if r := p.row(i); r != nil {
 		p.note(i, limitNote(r.Class, until)+", then it runs again")
 		r.wait(limitNote(r.Class, until))
+		p.logJob(i, grouplog.Entry{Type: grouplog.TypeWaiting, Why: r.Wait})
 	}
 }
 
@@ -205,6 +243,7 @@ func (p *progress) waiting(i int, why string) {
 	defer p.mu.Unlock()
 	if r := p.row(i); r != nil && r.waiting() {
 		r.Wait = why
+		p.logJob(i, grouplog.Entry{Type: grouplog.TypeWaiting, Why: why})
 	}
 }
 
@@ -214,6 +253,7 @@ func (p *progress) selected(i int) {
 	defer p.mu.Unlock()
 	if r := p.row(i); r != nil {
 		r.Slot, r.Wait = true, ""
+		p.logJob(i, grouplog.Entry{Type: grouplog.TypeStarting})
 	}
 }
 
@@ -224,6 +264,7 @@ func (p *progress) ended(i int, st schedule.Status) {
 	defer p.mu.Unlock()
 	if r := p.row(i); r != nil && r.Ended.IsZero() {
 		r.Ended, r.Verdict, r.OK, r.Wait = p.now(), string(st), st == schedule.StatusComplete, ""
+		p.logJob(i, grouplog.Entry{Type: grouplog.TypeEnded, Status: string(st)})
 		p.endLine(i)
 	}
 }
@@ -247,6 +288,7 @@ func (p *progress) settle(i int, state, why string) {
 	defer p.mu.Unlock()
 	if i >= 0 && i < len(p.rows) {
 		p.rows[i].State, p.rows[i].Wait = state, why
+		p.logJob(i, grouplog.Entry{Type: grouplog.TypeEnded, Status: state, Why: why})
 	}
 }
 

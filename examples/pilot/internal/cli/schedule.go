@@ -17,6 +17,7 @@ import (
 	"github.com/pilotworkers/pilot/agents"
 	"github.com/pilotworkers/pilot/config"
 	"github.com/pilotworkers/pilot/event"
+	"github.com/pilotworkers/pilot/examples/pilot/internal/grouplog"
 	"github.com/pilotworkers/pilot/pilotslog"
 	"github.com/pilotworkers/pilot/sandbox"
 	"github.com/pilotworkers/pilot/schedule"
@@ -186,6 +187,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 	}
 	d := &pilot.Dispatcher{Providers: reg, Runners: agents.Runners(), RunDir: runDir, Credentials: config.DefaultCredentials()}
 	g := schedule.Graph{Workdir: workdir}
+	group := grouplog.NewID(grouplog.KindGraph, time.Now())
 	worktree := map[string]bool{}
 	for _, s := range specs {
 		taskFile := s.TaskFile
@@ -199,7 +201,7 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		j := schedule.Job{ID: s.ID, Deps: s.Deps, WriteSet: s.WriteSet, Task: pilot.Task{
 			Provider: s.Provider, Mode: pilot.Mode(s.Mode), TaskFile: taskFile, Workdir: workdir, Label: s.ID, Key: s.ID,
 			Sandbox: mode, Timeout: cmp.Or(s.timeout, timeout), IdleTimeout: cmp.Or(s.idleTimeout, idleTimeout),
-			MaxTokens: s.MaxTokens, MaxCostUSD: s.MaxCostUSD,
+			MaxTokens: s.MaxTokens, MaxCostUSD: s.MaxCostUSD, Group: group, GroupJob: s.ID,
 		}, Estimate: s.estimate}
 		if s.Worktree {
 			// Its own tree, built on its dependencies' work.
@@ -271,6 +273,11 @@ func cmdSchedule(ctx context.Context, h Hooks, args []string, stdout, stderr io.
 		}
 		logSchedule(e)
 	}
+	deps := make([][]string, len(g.Jobs))
+	for i, j := range g.Jobs {
+		deps[i] = j.Deps
+	}
+	prog.glog = openGroupLog(d.RunDir, group, grouplog.KindGraph, rows, deps)
 	prog.start()
 	rs, err := h.schedule(ctx, sched, g)
 	if err != nil {

@@ -1,0 +1,88 @@
+package grouplog
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestALogIsMadeAtTheFirstStartOnly(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 12, 6, 19, 0, 0, 0, time.UTC)
+	id := NewID(KindFanout, t0)
+	if !ValidID(id) {
+		t.Fatalf("NewID made %q, which ValidID refuses", id)
+	}
+	jobs := []Job{{Name: "a", Worker: "glm:code"}, {Name: "b", Worker: "kimi:test", Deps: []string{"a"}}}
+	l, err := New(dir, id, KindFanout, jobs, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Add(Entry{Time: t0.Add(time.Second), Type: TypeWaiting, Job: 1, Why: "waiting on a"})
+	if _, err := os.Stat(filepath.Join(dir, DirName)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a log before any start: %v", err)
+	}
+	l.Add(Entry{Time: t0.Add(2 * time.Second), Type: TypeStarted, Job: 0, RunID: "r1"})
+	l.Add(Entry{Time: t0.Add(3 * time.Second), Type: TypeVerdict, Job: 0, RunID: "r1", Status: "completed"})
+	// A torn last line (a writer mid-write) is left out.
+	f, _ := os.OpenFile(filepath.Join(dir, DirName, id+".jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"time":"2026-12-06T19:00:04Z","type":"started","job":1,"run_`)
+	f.Close()
+	g, err := Read(dir, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Group{ID: id, Kind: KindFanout, Jobs: jobs, Started: t0, Entries: []Entry{
+		{Time: t0.Add(time.Second), Type: TypeWaiting, Job: 1, Why: "waiting on a"},
+		{Time: t0.Add(2 * time.Second), Type: TypeStarted, Job: 0, RunID: "r1"},
+		{Time: t0.Add(3 * time.Second), Type: TypeVerdict, Job: 0, RunID: "r1", Status: "completed"},
+	}}
+	if diff := cmp.Diff(want, g); diff != "" {
+		t.Errorf("read (-want +got):\n%s", diff)
+	}
+	os.Truncate(filepath.Join(dir, DirName, id+".jsonl"), int64(len(mustRead(t, filepath.Join(dir, DirName, id+".jsonl"))))-int64(len(`{"time":"2026-12-06T19:00:04Z","type":"started","job":1,"run_`)))
+	if err := l.Close(t0.Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := Read(dir, id); !g.Ended.Equal(t0.Add(5 * time.Second)) {
+		t.Errorf("ended %v after Close", g.Ended)
+	}
+
+	// A group that started nothing leaves nothing.
+	other := NewID(KindGraph, t0.Add(time.Minute))
+	l2, _ := New(dir, other, KindGraph, jobs, t0)
+	l2.Add(Entry{Type: TypeEnded, Job: 0, Status: "external-active"})
+	l2.Close(t0)
+	if ids, _ := List(dir); !cmp.Equal(ids, []string{id}) {
+		t.Errorf("List = %q, want only %q", ids, id)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestValidIDIsAFileName(t *testing.T) {
+	for id, want := range map[string]bool{
+		"fanout-20261206T190000.000Z-0a1b2c3d": true, "graph-20261206T190000.000Z-ff": true,
+		"": false, "..": false, "../x": false, "fanout-2026/../x-aa": false, "fanout-20261206T190000.000Z-0a1b2c3d.jsonl": false,
+		"Fanout-20261206T190000.000Z-aa": false, "fanout-20261206T190000.000Z-aa\n": false,
+	} {
+		if ValidID(id) != want {
+			t.Errorf("ValidID(%q) = %v", id, !want)
+		}
+	}
+	if _, err := Read(t.TempDir(), "../etc"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Read of a path: %v", err)
+	}
+}
