@@ -175,6 +175,7 @@ var kinds = []kind{
 	{"pilots-share-a-state-file", 2, runSharedState},
 	{"run-dir-unwritable-mid-run", 2, runDiskFull},
 	{"two-pilots-one-run-dir", 2, runTwoPilots},
+	{"two-pid-namespaces-one-run-dir", 2, runTwoPilotsInPidNamespaces},
 	{"finished-but-hangs", 3, runFinishedButHangs},
 	{"observer-blocks", 2, runObserverBlocks},
 	{"supervisor-sigkilled", 2, runSupervisorKilled},
@@ -186,7 +187,8 @@ var kinds = []kind{
 // cannot run on this one ("" when it can): such a kind is left out of the
 // mix, even when Config.Kinds names it, and the report says why.
 var skips = map[string]func() string{
-	"worker-kills-its-parent": needSignalScope,
+	"worker-kills-its-parent":        needSignalScope,
+	"two-pid-namespaces-one-run-dir": needPidNamespace,
 }
 
 // doubleFork: the worker starts a setsid'd child that starts a setsid'd,
@@ -757,6 +759,9 @@ type childSpec struct {
 	Trigger     string `json:"trigger,omitempty"`
 	// Sandbox is the child's Dispatcher.Sandbox ("": the default).
 	Sandbox sandbox.Mode `json:"sandbox,omitempty"`
+	// PidNamespace starts the child as pid 1 of a pid namespace of its
+	// own (unshare -rpf --mount-proc): a pilot in a container.
+	PidNamespace bool `json:"-"`
 }
 
 const envChild = "PILOT_CHAOS_CHILD"
@@ -784,6 +789,9 @@ func (c *runCtx) startChild(spec childSpec, extra ...*os.File) (*child, error) {
 		return nil, err
 	}
 	cmd := exec.Command(c.cfg.Exe)
+	if spec.PidNamespace {
+		cmd = exec.Command("unshare", "-rpf", "--mount-proc", c.cfg.Exe)
+	}
 	cmd.Env = append(os.Environ(), envChild+"="+string(data), "GORACE=atexit_sleep_ms=0")
 	cmd.Stderr = os.Stderr
 	cmd.ExtraFiles = extra
@@ -998,8 +1006,81 @@ func runTwoPilots(c *runCtx) {
 		c.jobs += n
 		chs = append(chs, ch)
 	}
+	c.collect(chs, nil)
+}
+
+// runTwoPilotsInPidNamespaces: two pilots, each pid 1 of a pid namespace
+// of its own (as two containers sharing a run directory are), the second
+// started once the first's workers run, so that its reconcile (on its
+// first dispatch) meets the first's live runs, whose pids mean nothing in
+// its own /proc. Each pilot's jobs must end as their scripts say: a
+// worker the other's reconcile killed, or a run it marked abandoned,
+// shows as a wrong verdict.
+func runTwoPilotsInPidNamespaces(c *runCtx) {
+	held := script{steps: []string{"out=ready", "block"}, timeout: 1500 * time.Millisecond, want: "error/timeout"}
+	quick := []script{{steps: []string{"out=fine"}, want: "completed"}, {steps: []string{"err=failing", "exit=3"}, want: "error/generic-error"}}
+	var chs []*child
+	var wants [][]string
+	for p := 0; p < 2; p++ {
+		scripts := []script{held}
+		for range c.rng.IntN(3) {
+			scripts = append(scripts, quick[c.rng.IntN(len(quick))])
+		}
+		var want []string
+		for _, sc := range scripts {
+			want = append(want, sc.want)
+		}
+		spec := c.childSpec(scripts...)
+		spec.PidNamespace = true
+		ch, err := c.startChild(spec)
+		if err != nil {
+			c.problem("starting child pilot %d: %v", p, err)
+			continue
+		}
+		c.jobs += len(scripts)
+		chs = append(chs, ch)
+		wants = append(wants, want)
+		if p == 0 {
+			// The second starts once the first's held worker runs.
+			running := false
+			c.follow(ch, func(l string) bool {
+				running = strings.HasPrefix(l, "pid ")
+				return running
+			})
+			if !running {
+				c.problem("the first pilot ended before a worker ran")
+			}
+		}
+	}
+	c.collect(chs, func(i int, vs []pilot.JobResult) {
+		if len(vs) != len(wants[i]) {
+			return // a missing verdict is counted as one
+		}
+		for k, v := range vs {
+			if got := outcome(v.Verdict); got != wants[i][k] && !strings.HasPrefix(got, wants[i][k]+"/") {
+				c.mu.Lock()
+				c.wrong++
+				c.mu.Unlock()
+				c.problem("pilot %d, job %d: verdict %s, want %s (the other pilot's reconcile touched it?)", i, k, got, wants[i][k])
+			}
+		}
+	})
+}
+
+// needPidNamespace says why two-pid-namespaces-one-run-dir cannot run
+// here: no pid namespace can be made (unshare -rpf --mount-proc).
+func needPidNamespace() string {
+	if out, err := exec.Command("unshare", "-rpf", "--mount-proc", "true").CombinedOutput(); err != nil {
+		return fmt.Sprintf("needs a pid namespace of its own (unshare -rpf --mount-proc: %v %s)", err, bytes.TrimSpace(out))
+	}
+	return ""
+}
+
+// collect follows child pilots to their ends and keeps their verdicts;
+// check, when set, sees each one's verdicts (by its index in chs).
+func (c *runCtx) collect(chs []*child, check func(i int, vs []pilot.JobResult)) {
 	var wg sync.WaitGroup
-	for _, ch := range chs {
+	for i, ch := range chs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -1010,6 +1091,9 @@ func runTwoPilots(c *runCtx) {
 			c.mu.Lock()
 			c.verdicts = append(c.verdicts, vs...)
 			c.mu.Unlock()
+			if check != nil {
+				check(i, vs)
+			}
 		}()
 	}
 	wg.Wait()
