@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -103,21 +102,7 @@ func TestScheduleTwoPilotsInTwoPidNamespaces(t *testing.T) {
 	}
 
 	first := start()
-	r, err := os.Open(fifo) // held's worker writes to it once it runs
-	if err != nil {
-		t.Fatal(err)
-	}
-	line, _ := bufio.NewReader(r).ReadString('\n')
-	r.Close()
-	if !strings.Contains(line, "running") {
-		t.Fatalf("held's worker said %q", line)
-	}
-	// A second run of held (the test failing) must not block on a FIFO
-	// nobody reads.
-	os.Remove(fifo)
-	if err := os.WriteFile(fifo, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	awaitRunning(t, fifo) // held runs
 	second := start()
 
 	// held's run and worktree, as this namespace sees them.

@@ -55,16 +55,7 @@ func TestScheduleTwoPilotsShareAJobOnce(t *testing.T) {
 			first.Wait()
 		}
 	}()
-	// The worker writes to the FIFO once it runs: reading it waits for that.
-	r, err := os.Open(fifo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	line, _ := bufio.NewReader(r).ReadString('\n')
-	r.Close()
-	if !strings.Contains(line, "running") {
-		t.Fatalf("the worker said %q", line)
-	}
+	awaitRunning(t, fifo)
 
 	second := exec.Command(exe, f.scheduleArgs(graph)...)
 	second.Env = append(os.Environ(), envRunMain+"=1")
@@ -351,15 +342,7 @@ func TestScheduleTakesOverADeadPilotsWorktreeJob(t *testing.T) {
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := os.Open(fifo) // the worker writes to it once it runs
-	if err != nil {
-		t.Fatal(err)
-	}
-	line, _ := bufio.NewReader(r).ReadString('\n')
-	r.Close()
-	if !strings.Contains(line, "running") {
-		t.Fatalf("the worker said %q", line)
-	}
+	awaitRunning(t, fifo)
 	runs, _ := os.ReadDir(f.runDir)
 	var runID string
 	for _, e := range runs {
@@ -383,9 +366,6 @@ func TestScheduleTakesOverADeadPilotsWorktreeJob(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The FIFO has no reader now: the second worker's write would block.
-	os.Remove(fifo)
-	os.WriteFile(fifo, nil, 0o600)
 	code, out, errOut := runCLI(f.scheduleArgs(graph)...)
 	var vs []scheduledVerdict
 	if err := json.Unmarshal([]byte(out), &vs); err != nil || code != 0 || len(vs) != 1 {
@@ -413,5 +393,27 @@ func TestScheduleTakesOverADeadPilotsWorktreeJob(t *testing.T) {
 	}
 	if msg := gitIn(t, f.workdir, "log", "-1", "--format=%s", dead); !strings.Contains(msg, "taken over from a dead pilot") {
 		t.Errorf("the dead run's commit says %q", msg)
+	}
+}
+
+// awaitRunning waits until a worker writes its "running" line to the FIFO
+// fifo, as the scripts above do once they run: reading it waits for that.
+// The FIFO is then replaced by a plain file, so that a later worker's
+// write to it (another run of the job) never blocks on a FIFO nobody
+// reads.
+func awaitRunning(t *testing.T, fifo string) {
+	t.Helper()
+	r, err := os.Open(fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	r.Close()
+	if !strings.Contains(line, "running") {
+		t.Fatalf("the worker said %q", line)
+	}
+	os.Remove(fifo)
+	if err := os.WriteFile(fifo, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
