@@ -21,6 +21,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pilotworkers/pilot/internal/procfs"
+	"github.com/pilotworkers/pilot/internal/rundir"
 )
 
 // The entry types.
@@ -56,6 +59,26 @@ type Entry struct {
 	Group string `json:"group,omitempty"`
 	Kind  string `json:"kind,omitempty"`
 	Jobs  []Job  `json:"jobs,omitempty"`
+	Pilot *Pilot `json:"pilot,omitempty"`
+}
+
+// Pilot is the pilot process that writes a group's log, as its group line
+// keeps it: enough to tell, when the log has no end line, whether that
+// pilot still runs (see rundir.Owner) or died before it could write one.
+type Pilot struct {
+	Pid          int    `json:"pid"`
+	StartTicks   uint64 `json:"start_ticks,omitempty"`
+	BootID       string `json:"boot_id,omitempty"`
+	PidNamespace string `json:"pid_namespace,omitempty"`
+	Host         string `json:"host,omitempty"`
+}
+
+// self is this process as a group line keeps it.
+func self() *Pilot {
+	id := procfs.Self()
+	p := &Pilot{Pid: os.Getpid(), BootID: id.BootID, PidNamespace: id.PidNamespace, Host: id.Host}
+	p.StartTicks, _ = procfs.StartTime(p.Pid)
+	return p
 }
 
 // Job is one job of a group.
@@ -106,7 +129,7 @@ func New(runDir, id, kind string, jobs []Job, now time.Time) (*Log, error) {
 		return nil, errors.New("grouplog: not a group id: " + id)
 	}
 	return &Log{path: filepath.Join(runDir, DirName, id+".jsonl"),
-		head: Entry{Time: now.UTC(), Type: TypeGroup, Job: -1, Group: id, Kind: kind, Jobs: jobs}}, nil
+		head: Entry{Time: now.UTC(), Type: TypeGroup, Job: -1, Group: id, Kind: kind, Jobs: jobs, Pilot: self()}}, nil
 }
 
 // Add appends e, a whole line in one write.
@@ -169,9 +192,11 @@ type Group struct {
 	Kind    string
 	Jobs    []Job
 	Started time.Time
-	// Ended is the end line's time; zero while the group goes on (or
-	// its pilot died before it could write it).
+	// Ended is the end line's time; zero while the group goes on. A log
+	// whose pilot died before it wrote its end line ends at its last
+	// line, and Lost says how the pilot was found gone.
 	Ended   time.Time
+	Lost    string
 	Entries []Entry // the job lines, in order
 }
 
@@ -201,6 +226,8 @@ func Read(runDir, id string) (Group, error) {
 	g := Group{ID: id}
 	br := bufio.NewReader(f)
 	first := true
+	var pilot *Pilot
+	var last time.Time
 	for {
 		line, err := br.ReadBytes('\n')
 		if err == io.EOF {
@@ -213,9 +240,10 @@ func Read(runDir, id string) (Group, error) {
 		if json.Unmarshal(line, &e) != nil {
 			continue
 		}
+		last = e.Time
 		switch {
 		case first && e.Type == TypeGroup:
-			g.Kind, g.Jobs, g.Started = e.Kind, e.Jobs, e.Time
+			g.Kind, g.Jobs, g.Started, pilot = e.Kind, e.Jobs, e.Time, e.Pilot
 		case e.Type == TypeEnd:
 			g.Ended = e.Time
 		case e.Job >= 0 && e.Job < len(g.Jobs):
@@ -225,6 +253,13 @@ func Read(runDir, id string) (Group, error) {
 	}
 	if g.Started.IsZero() {
 		return g, errors.New("grouplog: " + id + " has no group line")
+	}
+	if g.Ended.IsZero() && pilot != nil {
+		alive, evidence := rundir.Owner(rundir.Record{StartedAt: g.Started, DispatcherPid: pilot.Pid, DispatcherStart: pilot.StartTicks,
+			BootID: pilot.BootID, PidNamespace: pilot.PidNamespace, Host: pilot.Host})
+		if !alive {
+			g.Ended, g.Lost = last, evidence
+		}
 	}
 	return g, nil
 }

@@ -2,13 +2,17 @@ package grouplog
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pilotworkers/pilot/internal/procfs"
 )
 
 func TestALogIsMadeAtTheFirstStartOnly(t *testing.T) {
@@ -84,5 +88,48 @@ func TestValidIDIsAFileName(t *testing.T) {
 	}
 	if _, err := Read(t.TempDir(), "../etc"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Read of a path: %v", err)
+	}
+}
+
+// A log whose pilot died before its end line (SIGKILLed) ends at its last
+// line, saying how the pilot was found gone; one whose pilot lives goes on.
+func TestALogOfADeadPilotEnds(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Now().UTC()
+	id := NewID(KindFanout, t0)
+	l, err := New(dir, id, KindFanout, []Job{{Name: "a", Worker: "glm:code"}, {Name: "b", Worker: "glm:code"}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Add(Entry{Time: t0.Add(time.Second), Type: TypeStarted, Job: 0, RunID: "r1"})
+	l.Add(Entry{Time: t0.Add(2 * time.Second), Type: TypeWaiting, Job: 1, Why: "waiting for a slot"})
+	if g, err := Read(dir, id); err != nil || !g.Ended.IsZero() || g.Lost != "" {
+		t.Fatalf("the log of a live pilot: ended %v, lost %q, %v; want it going on", g.Ended, g.Lost, err)
+	}
+
+	// The same log, written by a pilot that is gone now.
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sleep command:", err)
+	}
+	start, _ := procfs.StartTime(cmd.Process.Pid)
+	cmd.Process.Kill()
+	cmd.Wait()
+	path := filepath.Join(dir, DirName, id+".jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := fmt.Sprintf(`"pilot":{"pid":%d,"start_ticks":%d`, os.Getpid(), l.head.Pilot.StartTicks)
+	gone := fmt.Sprintf(`"pilot":{"pid":%d,"start_ticks":%d`, cmd.Process.Pid, start)
+	if !strings.Contains(string(data), me) {
+		t.Fatalf("the group line keeps no pilot %s:\n%s", me, data)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), me, gone, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Read(dir, id)
+	if err != nil || !g.Ended.Equal(t0.Add(2*time.Second)) || !strings.Contains(g.Lost, fmt.Sprintf("pilot pid %d is gone", cmd.Process.Pid)) {
+		t.Errorf("the log of a dead pilot: ended %v, lost %q, %v; want it ended at its last line, saying its pilot is gone", g.Ended, g.Lost, err)
 	}
 }

@@ -45,6 +45,7 @@ type groupModel struct {
 	Started time.Time
 	Ended   time.Time
 	Over    bool
+	Lost    string // how the group's pilot was found gone, when it died before the group's end
 	Jobs    []jobLine
 	Live    string
 	Refresh bool
@@ -179,6 +180,7 @@ func (s *server) loadGroup(id string) (groupModel, error) {
 		m.Jobs = append(m.Jobs, jl)
 	}
 	m.Over = !g.Ended.IsZero() && !running
+	m.Lost = g.Lost
 	m.SVG = timelineSVG(m, end)
 	if m.Kind == grouplog.KindGraph {
 		m.Deps = depsSVG(m)
