@@ -32,6 +32,13 @@
 //	P7   pilot's claude watcher vs the Go peers' reader (bufio.Scanner,
 //	     json.Unmarshal) on P3's stream without its big line      throughput >= 1.5×
 //	     and, on a 16 MiB line before the result, pilot reads the result
+//	P8   one pilot supervising 1000 workers at once, each printing a
+//	     recorded Claude stream at 20 lines a second for 60 s: pilot's
+//	     CPU (its own and its supervisor's) per worker-second vs the
+//	     Go peers' shape (os/exec, a goroutine per pipe, bufio.Scanner,
+//	     json.Unmarshal, a log write per line)   <= 100 µs and <= 0.5×;
+//	     pilot's and the supervisor's memory per worker   <= 128 KiB;
+//	     every verdict right
 //	P9   makespan of 200 random graphs (20-200 jobs, write sets,
 //	     heavy-tailed durations) over a simulated clock, the planned
 //	     order (schedule.NewReadyPlanned) vs graph order, each against the bound
@@ -56,6 +63,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,9 +98,16 @@ type config struct {
 	quick  bool
 	rounds int
 	dir    string // a temporary directory for this run
-	shm    string // one on tmpfs (/dev/shm), or "" when there is none or dir is on tmpfs
-	exe    string // this binary
-	log    func(format string, args ...any)
+	// p8Workers and p8For override P8's load when positive.
+	p8Workers int
+	p8For     time.Duration
+	p8Stream  string // "claude" or "pi"
+	// nofile is RLIMIT_NOFILE's soft limit, raised to the hard one,
+	// nofileMax: what P8 may use.
+	nofile, nofileMax uint64
+	shm               string // one on tmpfs (/dev/shm), or "" when there is none or dir is on tmpfs
+	exe               string // this binary
+	log               func(format string, args ...any)
 }
 
 type rowSpec struct {
@@ -127,6 +142,7 @@ var rows = []rowSpec{
 	{id: "P5", run: one(runP5)},
 	{id: "P6", run: one(runP6)},
 	{id: "P7", run: one(runP7)},
+	{id: "P8", run: one(runP8)},
 	{id: "P9", run: one(runP9)},
 }
 
@@ -138,11 +154,15 @@ func main() {
 }
 
 func run() int {
-	only := flag.String("only", "", "comma-separated rows to run (P1,P1-sandbox,P1b,P2,P3,P3-pi,P3-codex,P3-opencode,P3-gemini,P3-qwen,P3-kilo,P3-copilot,P3-floor,P4,P5,P6,P7,P9); empty runs all")
+	only := flag.String("only", "", "comma-separated rows to run (P1,P1-sandbox,P1b,P2,P3,P3-pi,P3-codex,P3-opencode,P3-gemini,P3-qwen,P3-kilo,P3-copilot,P3-floor,P4,P5,P6,P7,P8,P9); empty runs all")
 	quick := flag.Bool("quick", false, "a short run: fewer rounds and smaller inputs")
 	asJSON := flag.Bool("json", false, "print one JSON array instead of a table")
 	rounds := flag.Int("rounds", 0, "rounds per row; 0 means 5, or 3 with -quick")
 	verbose := flag.Bool("v", false, "log progress on stderr")
+	p8Workers := flag.Int("p8-workers", 0, "P8's workers; 0 means 1000, or 100 with -quick")
+	p8Stream := flag.String("p8-stream", "claude", "P8's workers' recorded stream: claude (testdata/claude/stream/parallel-tools) or pi (testdata/pi/stream/tool-use-gen-a)")
+	p8For := flag.Duration("p8-for", 0, "how long each P8 worker prints; 0 means 60s, or 10s with -quick")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (pilot's side, not its supervisor's) to `file`")
 	flag.Parse()
 
 	want := map[string]bool{}
@@ -163,12 +183,12 @@ func run() int {
 			id = strings.ToUpper(rows[i].id)
 		}
 		if !slices.ContainsFunc(rows, func(r rowSpec) bool { return strings.ToUpper(r.id) == id }) {
-			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1 (with P1-disk), P1-sandbox (or P1s), P1b, P2 (with P2-disk), P3 (Claude's, with P3m), P3-pi, P3-codex, P3-opencode, P3-gemini, P3-qwen, P3-kilo, P3-copilot, P3-floor, P4, P5, P6, P7, P9\n", id)
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1 (with P1-disk), P1-sandbox (or P1s), P1b, P2 (with P2-disk), P3 (Claude's, with P3m), P3-pi, P3-codex, P3-opencode, P3-gemini, P3-qwen, P3-kilo, P3-copilot, P3-floor, P4, P5, P6, P7, P8, P9\n", id)
 			return 2
 		}
 		want[strings.ToUpper(id)] = true
 	}
-	cfg := &config{quick: *quick, rounds: *rounds, log: func(string, ...any) {}}
+	cfg := &config{quick: *quick, rounds: *rounds, p8Workers: *p8Workers, p8For: *p8For, p8Stream: *p8Stream, log: func(string, ...any) {}}
 	if cfg.rounds <= 0 {
 		cfg.rounds = 5
 		if cfg.quick {
@@ -190,6 +210,9 @@ func run() int {
 		return 1
 	}
 	defer os.RemoveAll(cfg.dir)
+	if cfg.nofile, cfg.nofileMax, err = measure.RaiseFileLimit(); err != nil {
+		cfg.log("raising RLIMIT_NOFILE: %v", err)
+	}
 	if cfg.shm, err = tmpfsDir(cfg.dir); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
@@ -199,6 +222,18 @@ func run() int {
 	}
 	stop := measure.KeepSupervisor()
 	defer stop()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -cpuprofile: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 
 	var out []row
 	failed := false
@@ -261,7 +296,7 @@ func printTable(out []row, cfg *config) {
 	if cfg.quick {
 		mode = "quick"
 	}
-	fmt.Printf("\n%s run, %d rounds, medians; temporary files under %s\n", mode, cfg.rounds, filepath.Dir(cfg.dir))
+	fmt.Printf("\n%s run, %d rounds, medians; temporary files under %s; open files limit (ulimit -n) %d\n", mode, cfg.rounds, filepath.Dir(cfg.dir), cfg.nofile)
 	for _, r := range out {
 		if r.Note != "" {
 			fmt.Printf("%s: %s\n", r.ID, r.Note)
@@ -1025,6 +1060,126 @@ func runP6(cfg *config) (row, error) {
 	p := median(ps)
 	return row{ID: "P6", Pilot: p, Unit: "KiB/job", Goal: "<= 256 KiB", Pass: p <= 256,
 		Note: fmt.Sprintf("resident memory of pilot and its supervisor per running job, %d at once, workers excluded; Go heap alone %.1f KiB/job", n, median(hs))}, nil
+}
+
+// runP8 runs one Fanout of many cheap workers at once (the fake agent
+// replaying a recorded Claude stream, paced) and measures pilot's CPU,
+// memory and descriptors per worker, against the same workers run the
+// way the Go peers run theirs, interleaved.
+func runP8(cfg *config) (row, error) {
+	w := measure.Workers{Exe: cfg.exe, N: 1000, Rate: 20, For: 60 * time.Second}
+	if cfg.quick {
+		w.N, w.For = 100, 10*time.Second
+	}
+	if cfg.p8Workers > 0 {
+		w.N = cfg.p8Workers
+	}
+	if cfg.p8For > 0 {
+		w.For = cfg.p8For
+	}
+	root, err := measure.RepoRoot()
+	if err != nil {
+		return row{}, err
+	}
+	recording := "testdata/claude/stream/parallel-tools"
+	w.Runner = agents.RunnerClaude
+	switch cfg.p8Stream {
+	case "", "claude":
+	case "pi":
+		recording, w.Runner = "testdata/pi/stream/tool-use-gen-a", agents.RunnerPi
+	default:
+		return row{}, fmt.Errorf("-p8-stream %q: want claude or pi", cfg.p8Stream)
+	}
+	w.Prefix = filepath.Join(root, filepath.FromSlash(recording))
+	w.Dir = filepath.Join(cfg.dir, "p8")
+	if err := os.MkdirAll(w.Dir, 0o700); err != nil {
+		return row{}, err
+	}
+	defer os.RemoveAll(w.Dir)
+	if _, _, err := trivial(cfg); err != nil { // starts the supervisor
+		return row{}, err
+	}
+	var ps, es []measure.ManyResult
+	runs := filepath.Join(w.Dir, "runs")
+	logs := filepath.Join(w.Dir, "logs")
+	err = interleave(min(cfg.rounds, 2),
+		func() error {
+			defer os.RemoveAll(runs)
+			cfg.log("P8: %d workers through pilot", w.N)
+			r, err := w.Pilot(runs)
+			if err == nil && r.Wrong > 0 {
+				cfg.log("P8: pilot: %d wrong verdicts, the first %s", r.Wrong, r.FirstWrong)
+			}
+			ps = append(ps, r)
+			return err
+		},
+		func() error {
+			defer os.RemoveAll(logs)
+			cfg.log("P8: %d workers the peers' way", w.N)
+			r, err := w.Peers(logs)
+			if err == nil && r.Wrong > 0 {
+				cfg.log("P8: peers: %d wrong verdicts, the first %s", r.Wrong, r.FirstWrong)
+			}
+			es = append(es, r)
+			return err
+		})
+	if err != nil {
+		return row{}, err
+	}
+	ws := w.WorkerSeconds()
+	n := float64(w.N)
+	med := func(rs []measure.ManyResult, f func(measure.ManyResult) float64) float64 {
+		var xs []float64
+		for _, r := range rs {
+			xs = append(xs, f(r))
+		}
+		return median(xs)
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / ws }
+	p := med(ps, func(r measure.ManyResult) float64 { return us(r.CPU()) })
+	e := med(es, func(r measure.ManyResult) float64 { return us(r.CPU()) })
+	pSelf := med(ps, func(r measure.ManyResult) float64 { return us(r.Self) })
+	pSup := med(ps, func(r measure.ManyResult) float64 { return us(r.Sup) })
+	rss := slices.Max(collect(ps, func(r measure.ManyResult) float64 { return float64(r.RSS) / 1024 / n }))
+	supRSS := slices.Max(collect(ps, func(r measure.ManyResult) float64 { return float64(r.SupRSS) / 1024 / n }))
+	eRSS := slices.Max(collect(es, func(r measure.ManyResult) float64 { return float64(r.RSS) / 1024 / n }))
+	fds := slices.Max(collect(ps, func(r measure.ManyResult) float64 { return float64(r.FDs) / n }))
+	supFDs := slices.Max(collect(ps, func(r measure.ManyResult) float64 { return float64(r.SupFDs) / n }))
+	eFDs := slices.Max(collect(es, func(r measure.ManyResult) float64 { return float64(r.FDs) / n }))
+	wrong, eWrong := 0, 0
+	for _, r := range ps {
+		wrong += r.Wrong
+	}
+	for _, r := range es {
+		eWrong += r.Wrong
+	}
+	wall := med(ps, func(r measure.ManyResult) float64 { return r.Wall.Seconds() })
+	// What the descriptors need: pilot's and the supervisor's per worker,
+	// times the workers, and some for the process itself.
+	need := int(math.Ceil(max(fds, supFDs)*n)) + 64
+	pass := p <= 100 && p/e <= 0.5 && rss <= 128 && wrong == 0
+	return row{ID: "P8", Pilot: p, Baseline: ptr(e), Unit: "µs CPU/worker-s", Ratio: ptr(p / e),
+		Goal: "<= 100 µs and <= 0.5× peers; <= 128 KiB/worker; every verdict right", Pass: pass,
+		Extra: map[string]float64{
+			"pilot_self_us": pSelf, "supervisor_us": pSup,
+			"rss_kib_per_worker": rss, "supervisor_rss_kib_per_worker": supRSS, "peers_rss_kib_per_worker": eRSS,
+			"fds_per_worker": fds, "supervisor_fds_per_worker": supFDs, "peers_fds_per_worker": eFDs,
+			"wrong_verdicts": float64(wrong), "peers_wrong": float64(eWrong),
+			"wall_s": wall, "ulimit_n": float64(cfg.nofile),
+		},
+		Note: fmt.Sprintf("%d workers at once (one Fanout, the %s runner, the default sandbox, run directories on %s), each the fake agent printing %s.stdout's lines at %.0f a second for %s, its result last; %d round(s), medians (memory and descriptors: the most over the rounds). "+
+			"Pilot's CPU per worker-second: %.1f µs in this process, %.1f µs in its supervisor; the peers' shape (os/exec, a goroutine per pipe, bufio.Scanner, json.Unmarshal into map[string]any, a log file write per line) %.1f µs. "+
+			"Memory (pilot and its supervisor, resident, growth over idle) %.1f KiB per worker (the supervisor's part %.1f), the peers' %.1f; descriptors per worker: pilot %.1f, its supervisor %.1f, the peers %.1f. "+
+			"Wrong verdicts: pilot %d, the peers %d. Needs ulimit -n of about %d (this run: %d, hard %d); wall %.1f s",
+			w.N, w.Runner, fsType(w.Dir), recording, w.Rate, w.For, min(cfg.rounds, 2), pSelf, pSup, e, rss, supRSS, eRSS, fds, supFDs, eFDs, wrong, eWrong, need, cfg.nofile, cfg.nofileMax, wall)}, nil
+}
+
+func collect(rs []measure.ManyResult, f func(measure.ManyResult) float64) []float64 {
+	var xs []float64
+	for _, r := range rs {
+		xs = append(xs, f(r))
+	}
+	return xs
 }
 
 // fsType names the file system dir is on, as /proc/self/mounts does.

@@ -44,7 +44,7 @@ func RecordedStream(w io.Writer, runner string, size int64) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("measure: no recorded stream for runner %q", runner)
 	}
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return 0, err
 	}
@@ -71,9 +71,9 @@ func RecordedStream(w io.Writer, runner string, size int64) (int64, error) {
 	return written, bw.Flush()
 }
 
-// repoRoot returns the module's root directory, where testdata/ is: found
+// RepoRoot returns the module's root directory, where testdata/ is: found
 // from this source file's path, which go run and go test both keep.
-func repoRoot() (string, error) {
+func RepoRoot() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return "", fmt.Errorf("measure: cannot find the source directory (built with -trimpath?)")
