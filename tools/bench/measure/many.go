@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,25 @@ type ManyResult struct {
 
 // CPU is the run's CPU time, this process's and its supervisor's.
 func (r ManyResult) CPU() time.Duration { return r.Self + r.Sup }
+
+// stdoutBytes is how much a worker prints on stdout; 0 when the
+// recording cannot be read.
+func (w Workers) stdoutBytes() int64 {
+	data, err := os.ReadFile(w.Prefix + ".stdout")
+	if err != nil {
+		return 0
+	}
+	ls := strings.SplitAfter(strings.TrimRight(string(data), "\n"), "\n")
+	if len(ls) < 3 {
+		return 0
+	}
+	n := int64(len(ls[0]) + len(ls[len(ls)-1]) + 1)
+	body := ls[1 : len(ls)-1]
+	for i := range int(w.Rate * w.For.Seconds()) {
+		n += int64(len(body[i%len(body)]))
+	}
+	return n
+}
 
 // WorkerSeconds is how long the workers were meant to run, together.
 func (w Workers) WorkerSeconds() float64 { return float64(w.N) * w.For.Seconds() }
@@ -113,7 +133,11 @@ func (w Workers) Pilot(runDir string) (ManyResult, error) {
 	for i, r := range vs {
 		if r.Verdict.Verdict != pilot.Completed {
 			if res.Wrong == 0 {
-				res.FirstWrong = fmt.Sprintf("job %d: %s (%s) %s %s", i, r.Verdict.Verdict, r.Verdict.FailureClass, r.Verdict.EvidenceExcerpt, r.Verdict.StderrTail)
+				v := r.Verdict
+				res.FirstWrong = fmt.Sprintf("job %d: %s (%s) %q, stderr %q, output incomplete %v, %d ms, leftovers %d", i, v.Verdict, v.FailureClass, v.EvidenceExcerpt, v.StderrTail, v.OutputIncomplete, v.DurationMS, v.Leftovers)
+				if rec, err := pilot.ReadRecord(v.Record); err == nil {
+					res.FirstWrong += fmt.Sprintf(", stdout %d bytes (want %d)", rec.StdoutBytes, w.stdoutBytes())
+				}
 			}
 			res.Wrong++
 		}
@@ -236,6 +260,10 @@ func peerWorker(exe string, env []string, logPath, runner string, lines *atomic.
 // keeping the most; it fills res's figures from those and the CPU times.
 func sample(res *ManyResult, sup int, f func() error) error {
 	res.Limit, _ = fileLimit()
+	// What earlier measurements left on the heap is returned to the
+	// system first, so that the growth is the workers' whatever ran
+	// before (memory kept from them would be reused unseen).
+	debug.FreeOSMemory()
 	rss := func() (int64, int64, error) {
 		n, err := RSS("self")
 		if err != nil || sup == 0 {
