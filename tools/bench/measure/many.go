@@ -342,6 +342,13 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(ut+st) * clockTick
 }
 
+// CPU returns this process's CPU time so far (user + system) and its
+// supervisor's (0 when none is running).
+func CPU() (self, supervisor time.Duration) {
+	sup, _ := supervisorPid()
+	return selfCPU(), procCPU(sup)
+}
+
 // supervisorPid finds pilot's supervisor among this process's children:
 // the one whose argv[0] is "pilot-supervisor".
 func supervisorPid() (int, error) {
