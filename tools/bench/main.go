@@ -1147,11 +1147,7 @@ func runP8(cfg *config) (row, error) {
 	ws := w.WorkerSeconds()
 	n := float64(w.N)
 	med := func(rs []measure.ManyResult, f func(measure.ManyResult) float64) float64 {
-		var xs []float64
-		for _, r := range rs {
-			xs = append(xs, f(r))
-		}
-		return median(xs)
+		return median(collect(rs, f))
 	}
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / ws }
 	p := med(ps, func(r measure.ManyResult) float64 { return us(r.CPU()) })
@@ -1176,6 +1172,16 @@ func runP8(cfg *config) (row, error) {
 	// times the workers, and some for the process itself.
 	need := int(math.Ceil(max(fds, supFDs)*n)) + 64
 	pass := p <= 100 && p/e <= 0.5 && rss <= 128 && wrong == 0
+	firstWrong := ""
+	for i, rs := range [][]measure.ManyResult{ps, es} {
+		side := []string{"pilot's", "the peers'"}[i]
+		for _, r := range rs {
+			if r.FirstWrong != "" {
+				firstWrong += fmt.Sprintf("; %s first wrong verdict: %s", side, r.FirstWrong)
+				break
+			}
+		}
+	}
 	return row{ID: "P8", Pilot: p, Baseline: ptr(e), Unit: "µs CPU/worker-s", Ratio: ptr(p / e),
 		Goal: "<= 100 µs and <= 0.5× peers; <= 128 KiB/worker; every verdict right", Pass: pass,
 		Extra: map[string]float64{
@@ -1189,9 +1195,10 @@ func runP8(cfg *config) (row, error) {
 			"Pilot's CPU per worker-second: %.1f µs in this process, %.1f µs in its supervisor; the peers' shape (os/exec, a goroutine per pipe, bufio.Scanner, json.Unmarshal into map[string]any, a log file write per line) %.1f µs. "+
 			"Memory (pilot and its supervisor, resident, growth over idle) %.1f KiB per worker (the supervisor's part %.1f), the peers' %.1f; descriptors per worker: pilot %.1f, its supervisor %.1f, the peers %.1f. "+
 			"Wrong verdicts: pilot %d, the peers %d. Needs ulimit -n of about %d (this run: %d, hard %d); wall %.1f s",
-			w.N, w.Runner, fsType(w.Dir), recording, w.Rate, w.For, min(cfg.rounds, 2), pSelf, pSup, e, rss, supRSS, eRSS, fds, supFDs, eFDs, wrong, eWrong, need, cfg.nofile, cfg.nofileMax, wall)}, nil
+			w.N, w.Runner, fsType(w.Dir), recording, w.Rate, w.For, min(cfg.rounds, 2), pSelf, pSup, e, rss, supRSS, eRSS, fds, supFDs, eFDs, wrong, eWrong, need, cfg.nofile, cfg.nofileMax, wall) + firstWrong}, nil
 }
 
+// collect is f of each of rs.
 func collect(rs []measure.ManyResult, f func(measure.ManyResult) float64) []float64 {
 	var xs []float64
 	for _, r := range rs {
