@@ -70,20 +70,6 @@ func (d *Dispatcher) Dispatch(ctx context.Context, t Task) (Verdict, error) {
 	return v, fdLimit(err)
 }
 
-// fdLimit adds to err, when this process ran out of file descriptors, the
-// limit and what to do: each running worker holds several (its pipes, its
-// run's logs), so many workers at once need a higher limit.
-func fdLimit(err error) error {
-	if !errors.Is(err, syscall.EMFILE) {
-		return err
-	}
-	limit := openFileLimit()
-	if limit == "" {
-		return fmt.Errorf("%w (this process is out of file descriptors: raise its limit, or run fewer workers at once)", err)
-	}
-	return fmt.Errorf("%w (this process is out of file descriptors: its limit is %s, ulimit -n; each running worker holds several: raise the limit, or run fewer workers at once)", err, limit)
-}
-
 // Check reports whether Dispatch would accept t: no secret-looking
 // variable in EnvAllow that no provider names, a known provider and
 // runner, a valid mode, an existing task file and workdir, and a
@@ -565,6 +551,11 @@ func (r *run) spawn(cmd *Command, env []string, confinement *landlock.Ruleset) (
 	switch {
 	case err == nil:
 		return job, w, nil, nil
+	case errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE):
+		// Out of descriptors (the supervisor's, in its fork): pilot's
+		// failure, not the worker's.
+		w.closeAll()
+		return nil, nil, nil, fmt.Errorf("pilot: %w", err)
 	case errors.As(err, new(*supervise.StartError)):
 		w.closeAll()
 		return nil, nil, err, nil

@@ -191,7 +191,10 @@ type JobResult struct {
 // jobs share a workdir unless each has its own worktree, that worktree jobs'
 // workdirs are git repositories, and that no job is in resume mode; any
 // problem is an error and nothing runs. Two test jobs sharing a workdir only
-// draw a warning.
+// draw a warning. With a *Dispatcher (or a layer over one) it also checks
+// that the jobs that may run at once fit in the process's open-file
+// limit (RLIMIT_NOFILE, about 8 descriptors each): when they do not, the
+// error is a *FileLimitError naming the limit, and nothing runs.
 //
 // When ctx is done, running workers are ended (SIGTERM, grace, SIGKILL) and
 // jobs not yet started are not started; every job still gets its verdict,
@@ -205,6 +208,11 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]JobResult, error) {
 	}
 	if err := f.guard(ctx, jobs, f.Worktrees); err != nil {
 		return nil, err
+	}
+	if _, spawns := capability[*Dispatcher](f.Dispatcher); spawns {
+		if err := checkFileLimit(f.parallel(jobs)); err != nil {
+			return nil, err
+		}
 	}
 	fr := f.newFanoutRun(ctx, jobs)
 	defer fr.cancel(nil)
@@ -227,6 +235,26 @@ func (f *Fanout) Run(ctx context.Context, jobs []Job) ([]JobResult, error) {
 	}
 	fr.wg.Wait()
 	return fr.results, nil
+}
+
+// parallel is the most jobs of jobs that can run at once: the fanout's
+// MaxParallel, and each provider's own bound.
+func (f *Fanout) parallel(jobs []Job) int {
+	per := map[string]int{}
+	for _, j := range jobs {
+		per[j.Task.Provider]++
+	}
+	n := 0
+	for p, c := range per {
+		if limit := LimitsOf(f.Dispatcher, Task{Provider: p}).MaxParallel; limit > 0 {
+			c = min(c, limit)
+		}
+		n += c
+	}
+	if f.MaxParallel > 0 {
+		n = min(n, f.MaxParallel)
+	}
+	return n
 }
 
 // fanoutRun is the state of one Fanout.Run: the jobs, their results, and

@@ -35,3 +35,22 @@ func openFileLimit() string {
 	}
 	return strconv.FormatUint(l.Cur, 10)
 }
+
+// fileLimits returns this process's RLIMIT_NOFILE, soft and hard.
+func fileLimits() (soft, hard uint64, ok bool) {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return 0, 0, false
+	}
+	return l.Cur, l.Max, true
+}
+
+// openFiles counts the descriptors this process has open, from /dev/fd
+// (which Linux and darwin both have).
+func openFiles() (int, bool) {
+	es, err := os.ReadDir("/dev/fd")
+	if err != nil {
+		return 0, false
+	}
+	return len(es) - 1, true // the directory ReadDir opened is gone again
+}

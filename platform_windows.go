@@ -19,3 +19,9 @@ func devIno(os.FileInfo) (dev, ino uint64) { return 0, 0 }
 
 // openFileLimit is "": Windows has no ulimit -n to name.
 func openFileLimit() string { return "" }
+
+// fileLimits is not ok: Windows has no RLIMIT_NOFILE.
+func fileLimits() (soft, hard uint64, ok bool) { return 0, 0, false }
+
+// openFiles is not ok: Windows has no /dev/fd.
+func openFiles() (int, bool) { return 0, false }

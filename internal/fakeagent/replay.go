@@ -28,6 +28,12 @@ import (
 //	                           found another provider's key would
 //	PILOT_FAKE_REPLAY_BLOCK=1  then wait forever instead of exiting, as a
 //	                           CLI that hangs would
+//	PILOT_FAKE_REPLAY_RATE=N   print PREFIX.stdout paced, as a CLI at work
+//	                           does: its first line, then its middle lines
+//	                           over and over, one write each, N lines a
+//	                           second, for PILOT_FAKE_REPLAY_FOR (a Go
+//	                           duration; default 10s), then its last line
+//	                           (the terminal event)
 //
 // When PREFIX.session exists and the arguments hold "--session PATH" (pi's
 // flag), the session file is copied to PATH before any output, as pi
@@ -41,6 +47,8 @@ const (
 	EnvReplayLine   = "PILOT_FAKE_REPLAY_ECHO_LINE"
 	EnvReplayBlock  = "PILOT_FAKE_REPLAY_BLOCK"
 	EnvReplayFile   = "PILOT_FAKE_REPLAY_ECHO_FILE"
+	EnvReplayRate   = "PILOT_FAKE_REPLAY_RATE"
+	EnvReplayFor    = "PILOT_FAKE_REPLAY_FOR"
 )
 
 // Call is what PILOT_FAKE_CALL_OUT receives: how the fake agent was run.
@@ -82,6 +90,13 @@ func replay(prefix string, args []string) int {
 			fmt.Fprintf(os.Stderr, "fakeagent: %v\n", err)
 			return 2
 		}
+		if rate := os.Getenv(EnvReplayRate); rate != "" && s.ext == ".stdout" {
+			if err := paced(s.w, data, rate, os.Getenv(EnvReplayFor)); err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: %v\n", err)
+				return 2
+			}
+			continue
+		}
 		s.w.Write(data)
 	}
 	if v := os.Getenv(EnvReplayEcho); v != "" {
@@ -117,4 +132,38 @@ func replay(prefix string, args []string) int {
 	}
 	code, _ := strconv.Atoi(os.Getenv(EnvReplayExit))
 	return code
+}
+
+// paced writes data's lines to w as PILOT_FAKE_REPLAY_RATE describes: the
+// first, rate×dur of the middle ones cycled at rate lines a second, the
+// last.
+func paced(w io.Writer, data []byte, rate, dur string) error {
+	n, err := strconv.ParseFloat(rate, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("%s=%q: want a positive number of lines a second", EnvReplayRate, rate)
+	}
+	d := 10 * time.Second
+	if dur != "" {
+		if d, err = time.ParseDuration(dur); err != nil {
+			return fmt.Errorf("%s: %v", EnvReplayFor, err)
+		}
+	}
+	ls := strings.SplitAfter(strings.TrimRight(string(data), "\n"), "\n")
+	if len(ls) < 3 {
+		return fmt.Errorf("a paced replay needs a first line, middle lines and a last line; the recording has %d lines", len(ls))
+	}
+	head, body, last := ls[0], ls[1:len(ls)-1], ls[len(ls)-1]+"\n"
+	if _, err := io.WriteString(w, head); err != nil {
+		return err
+	}
+	t := time.NewTicker(time.Duration(float64(time.Second) / n))
+	defer t.Stop()
+	for i := range int(n * d.Seconds()) {
+		<-t.C
+		if _, err := io.WriteString(w, body[i%len(body)]); err != nil {
+			return err
+		}
+	}
+	_, err = io.WriteString(w, last)
+	return err
 }

@@ -68,6 +68,21 @@ func Children(pid int) []int {
 	return out
 }
 
+// ThreadChildren lists the children of process pid's thread tid, from
+// /proc/PID/task/TID/children; ok is false when that cannot be read.
+func ThreadChildren(pid, tid int) (out []int, ok bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/children")
+	if err != nil {
+		return nil, false
+	}
+	for _, f := range bytes.Fields(data) {
+		if n, err := strconv.Atoi(string(f)); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out, true
+}
+
 // Environ returns pid's environment block (NUL-separated entries).
 func Environ(pid int) ([]byte, error) {
 	return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")

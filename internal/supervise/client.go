@@ -312,11 +312,20 @@ func (c *client) stop() {
 // StartError reports a worker the supervisor could not start (exec or
 // chdir failed).
 type StartError struct {
-	Path string
-	Msg  string
+	Path  string
+	Msg   string
+	Errno syscall.Errno // the failure's error number, 0 when unknown
 }
 
 func (e *StartError) Error() string { return "starting " + strconv.Quote(e.Path) + ": " + e.Msg }
+
+// Unwrap returns the failure's error number, or nil.
+func (e *StartError) Unwrap() error {
+	if e.Errno == 0 {
+		return nil
+	}
+	return e.Errno
+}
 
 func (c *client) forget(id uint64) {
 	c.mu.Lock()

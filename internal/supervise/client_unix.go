@@ -115,7 +115,7 @@ func (j *Job) awaitStart(path string) (*Job, error) {
 		return nil, ErrSupervisorLost
 	}
 	if r.Err != "" {
-		return nil, &StartError{Path: path, Msg: r.Err}
+		return nil, &StartError{Path: path, Msg: r.Err, Errno: syscall.Errno(r.Errno)}
 	}
 	j.Pid = r.Pid
 	return j, nil

@@ -50,8 +50,12 @@ type msg struct {
 	Sig int `json:"sig,omitempty"`
 
 	// replies
-	Pid       int    `json:"pid,omitempty"`
-	Err       string `json:"err,omitempty"`
+	Pid int    `json:"pid,omitempty"`
+	Err string `json:"err,omitempty"`
+	// Errno (started) is the error number of Err, when it has one: a
+	// fork or exec that failed for want of descriptors (EMFILE) is not
+	// the worker's failure.
+	Errno     int    `json:"errno,omitempty"`
 	Status    uint32 `json:"status,omitempty"`
 	Leftovers int    `json:"leftovers,omitempty"`
 	// MaxRSS (exited) is the leader's own peak resident memory in bytes,

@@ -164,7 +164,7 @@ func (s *server) treeOnce(j *job) (out []int, dead, unsettled bool) {
 		out = append(out, sub...)
 		dead = d
 	}
-	for _, c := range procfs.Children(s.self) {
+	for _, c := range s.adopted() {
 		if s.byPid[c] != nil {
 			continue
 		}
@@ -187,6 +187,25 @@ func (s *server) treeOnce(j *job) (out []int, dead, unsettled bool) {
 		}
 	}
 	return out, dead, unsettled
+}
+
+// adopted lists the children of the supervisor's main thread: every
+// orphan re-parented to the supervisor, with the workers that thread
+// forked. The kernel gives an orphan to the first live thread of its
+// subreaper (find_new_reaper, find_alive_thread), which is the process's
+// main thread while it lives, and the children of a thread that exits go
+// there too; the workers forked on other threads (forkers, and a thread
+// per confined worker) are listed under those threads, and are job
+// leaders, not orphans. So the orphans are found by reading one file,
+// not one per thread: the supervisor has a thread per running confined
+// worker, and reading all of theirs for every job's sample and cleanup
+// cost the square of the running workers. Where the one file cannot be
+// read, every thread's children are listed.
+func (s *server) adopted() []int {
+	if kids, ok := procfs.ThreadChildren(s.self, s.self); ok {
+		return kids
+	}
+	return procfs.Children(s.self)
 }
 
 type placement int

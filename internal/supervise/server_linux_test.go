@@ -47,11 +47,11 @@ func TestFramesAssembleSplitReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fr frames
-	reqs, ok := fr.add(a[:5], nil)
+	reqs, ok := fr.add(a[:5], nil, false)
 	if !ok || len(reqs) != 0 {
 		t.Fatalf("half a frame: %d requests, ok %v; want none, ok", len(reqs), ok)
 	}
-	reqs, ok = fr.add(append(a[5:], b...), []int{10, 11, 12})
+	reqs, ok = fr.add(append(a[5:], b...), []int{10, 11, 12}, false)
 	if !ok || len(reqs) != 2 {
 		t.Fatalf("the rest and a second frame: %d requests, ok %v; want 2, ok", len(reqs), ok)
 	}
@@ -61,10 +61,10 @@ func TestFramesAssembleSplitReads(t *testing.T) {
 	if reqs[1].m.Op != opSignal || reqs[1].fds != nil {
 		t.Errorf("second request %+v with fds %v; want the signal, no fds", reqs[1].m, reqs[1].fds)
 	}
-	if _, ok := fr.add(a[:4], nil); !ok {
+	if _, ok := fr.add(a[:4], nil, false); !ok {
 		t.Fatal("a frame header alone was refused")
 	}
-	if _, ok := (&frames{}).add(append(a, b...), []int{10}); ok {
+	if _, ok := (&frames{}).add(append(a, b...), []int{10}, false); ok {
 		t.Error("a start with one descriptor was accepted")
 	}
 }

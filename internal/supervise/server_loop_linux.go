@@ -96,7 +96,7 @@ func (s *server) loop(fd int, sigs chan os.Signal) int {
 // of file, an error, or a frame that cannot be read).
 func receive(fd int, fr *frames, buf, oob []byte) (reqs []request, open bool) {
 	for {
-		n, oobn, _, _, err := syscall.Recvmsg(fd, buf, oob, syscall.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, _, err := syscall.Recvmsg(fd, buf, oob, syscall.MSG_CMSG_CLOEXEC)
 		switch err {
 		case syscall.EINTR:
 			continue
@@ -107,7 +107,7 @@ func receive(fd int, fr *frames, buf, oob []byte) (reqs []request, open bool) {
 		// replies unread) the counts may be -1: a slice with them would
 		// panic and leave every tree running.
 		n, oobn = max(n, 0), max(oobn, 0)
-		got, ok := fr.add(buf[:n], rights(oob[:oobn]))
+		got, ok := fr.add(buf[:n], rights(oob[:oobn]), err == nil && flags&syscall.MSG_CTRUNC != 0)
 		reqs = append(reqs, got...)
 		if !ok || err != nil || n == 0 {
 			return reqs, false

@@ -68,12 +68,12 @@ func (s *server) read(conn *net.UnixConn, reqs chan<- request) {
 	buf := make([]byte, 64<<10)
 	oob := make([]byte, syscall.CmsgSpace(16*4))
 	for {
-		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+		n, oobn, flags, _, err := conn.ReadMsgUnix(buf, oob)
 		// On an error (ECONNRESET when the client was killed with
 		// replies unread) the counts may be -1: a slice with them would
 		// panic and leave every tree running.
 		n, oobn = max(n, 0), max(oobn, 0)
-		got, ok := fr.add(buf[:n], rights(oob[:oobn]))
+		got, ok := fr.add(buf[:n], rights(oob[:oobn]), err == nil && flags&syscall.MSG_CTRUNC != 0)
 		for _, r := range got {
 			reqs <- r
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -70,6 +71,9 @@ const cleanupTick = 2 * time.Millisecond
 type request struct {
 	m   *msg
 	fds []int
+	// noFDs: a start whose descriptors the supervisor could not take
+	// (it is out of descriptors itself); it is answered with EMFILE.
+	noFDs bool
 }
 
 // serve runs the supervisor on the control socket fd and returns its exit
@@ -105,13 +109,27 @@ func serve(fd int) int {
 type frames struct {
 	pending []byte
 	fds     []int
+	// lost counts the start requests whose descriptors did not all
+	// arrive: the read that brought them was truncated (MSG_CTRUNC), as
+	// when the supervisor has no descriptors left to take them into.
+	lost int
 }
 
 // add takes what one read brought and returns the requests it completes;
 // ok is false at a frame that cannot be read, after which the socket is
-// dropped.
-func (f *frames) add(data []byte, fds []int) (reqs []request, ok bool) {
+// dropped. truncated says the read's descriptors did not all arrive: those
+// that did are closed, and the start request they came with is answered
+// with EMFILE (one sendmsg's descriptors are never split between reads,
+// nor joined to another's).
+func (f *frames) add(data []byte, fds []int, truncated bool) (reqs []request, ok bool) {
 	f.pending = append(f.pending, data...)
+	if truncated {
+		for _, fd := range fds {
+			syscall.Close(fd)
+		}
+		fds = nil
+		f.lost++
+	}
 	f.fds = append(f.fds, fds...)
 	for len(f.pending) >= 4 {
 		size := int(binary.BigEndian.Uint32(f.pending))
@@ -128,10 +146,15 @@ func (f *frames) add(data []byte, fds []int) (reqs []request, ok bool) {
 		}
 		r := request{m: m}
 		if m.Op == opStart {
-			if len(f.fds) < 3 {
+			switch {
+			case len(f.fds) >= 3:
+				r.fds, f.fds = f.fds[:3:3], f.fds[3:]
+			case f.lost > 0:
+				r.noFDs = true
+				f.lost--
+			default:
 				return reqs, false
 			}
-			r.fds, f.fds = f.fds[:3:3], f.fds[3:]
 		}
 		reqs = append(reqs, r)
 	}
@@ -265,6 +288,15 @@ func (f *fork) exec() {
 // on forker threads: a fork holds its thread until the worker has exec'd,
 // so one thread would start a fanout's workers one at a time.
 func (s *server) startAll(reqs []request) {
+	reqs = slices.DeleteFunc(slices.Clone(reqs), func(r request) bool {
+		if r.noFDs {
+			s.send(&msg{Op: opStarted, ID: r.m.ID, Err: "receiving the worker's stdin, stdout and stderr: " + syscall.EMFILE.Error(), Errno: int(syscall.EMFILE)})
+		}
+		return r.noFDs
+	})
+	if len(reqs) == 0 {
+		return
+	}
 	fs := make([]fork, len(reqs))
 	confined := 0
 	for i, r := range reqs {
@@ -301,7 +333,11 @@ func (s *server) startAll(reqs []request) {
 	for _, f := range fs {
 		m := f.req.m
 		if f.err != nil {
-			s.send(&msg{Op: opStarted, ID: m.ID, Err: f.err.Error()})
+			r := &msg{Op: opStarted, ID: m.ID, Err: f.err.Error()}
+			if e, ok := f.err.(syscall.Errno); ok {
+				r.Errno = int(e)
+			}
+			s.send(r)
 			continue
 		}
 		j := &job{

@@ -7,14 +7,20 @@
 //
 // Rows:
 //
-//	P1   Dispatch of a trivial worker ×N vs os/exec of it        ratio <= 1.10
+//	P1   Dispatch of a trivial worker ×N vs os/exec of it, run
+//	     directories on tmpfs (/dev/shm), sandbox off            ratio <= 1.15
+//	P1-disk  the same, run directories on the default file system (a reference)
+//	P1-sandbox  P1 under the default sandbox (secrets) vs off     ratio <= 1.10
 //	P1b  pilot's per-job overhead vs a Python child per job      >= 20× smaller
 //	P2   Fanout of 1000 trivial jobs at 64 vs errgroup + os/exec ratio <= 1.2
-//	P3   1 GiB of Claude stream-json through a dispatch vs cat   throughput >= 0.5×
+//	     (run directories on tmpfs; P2-disk: on the default file system)
+//	P3   1 GiB of Claude stream-json through a dispatch vs the
+//	     same through the command runner (no watcher; the floor)  throughput >= 0.9×
+//	     (cat into a pipe measured beside them, for information)
 //	P3m  peak RSS of the pilot process during P3                 <= 64 MiB
-//	P3-pi, P3-codex, P3-opencode, P3-gemini, P3-qwen
+//	P3-pi, P3-codex, P3-opencode, P3-gemini, P3-qwen, P3-kilo, P3-copilot
 //	     P3 for the other runners: their recorded streams' events
-//	     repeated to P3's size, through a dispatch vs cat       throughput >= 0.5×
+//	     repeated to P3's size, through a dispatch vs the floor   throughput >= 0.9×
 //	P3-floor
 //	     P3-codex's stream through the command runner, which
 //	     watches nothing: what a dispatch costs before any
@@ -26,6 +32,13 @@
 //	P7   pilot's claude watcher vs the Go peers' reader (bufio.Scanner,
 //	     json.Unmarshal) on P3's stream without its big line      throughput >= 1.5×
 //	     and, on a 16 MiB line before the result, pilot reads the result
+//	P8   one pilot supervising 1000 workers at once, each printing a
+//	     recorded Claude stream at 20 lines a second for 60 s: pilot's
+//	     CPU (its own and its supervisor's) per worker-second vs the
+//	     Go peers' shape (os/exec, a goroutine per pipe, bufio.Scanner,
+//	     json.Unmarshal, a log write per line)   <= 100 µs and <= 0.5×;
+//	     pilot's and the supervisor's memory per worker   <= 128 KiB;
+//	     every verdict right
 //	P9   makespan of 200 random graphs (20-200 jobs, write sets,
 //	     heavy-tailed durations) over a simulated clock, the planned
 //	     order (schedule.NewReadyPlanned) vs graph order, each against the bound
@@ -50,6 +63,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,39 +88,62 @@ type row struct {
 	Goal     string   `json:"goal"`
 	Pass     bool     `json:"pass"`
 	Note     string   `json:"note,omitempty"`
-	Skipped  bool     `json:"skipped,omitempty"`
+	// Extra holds figures measured beside the row's own, for
+	// information (P3's cat, P8's per-worker figures), by name.
+	Extra   map[string]float64 `json:"extra,omitempty"`
+	Skipped bool               `json:"skipped,omitempty"`
 }
 
 type config struct {
 	quick  bool
 	rounds int
 	dir    string // a temporary directory for this run
-	exe    string // this binary
-	log    func(format string, args ...any)
+	// p8Workers and p8For override P8's load when positive.
+	p8Workers int
+	p8For     time.Duration
+	p8Stream  string // "claude" or "pi"
+	// nofile is RLIMIT_NOFILE's soft limit, raised to the hard one,
+	// nofileMax: what P8 may use.
+	nofile, nofileMax uint64
+	shm               string // one on tmpfs (/dev/shm), or "" when there is none or dir is on tmpfs
+	exe               string // this binary
+	log               func(format string, args ...any)
 }
 
 type rowSpec struct {
-	id  string
-	run func(*config) (row, error)
+	id    string
+	run   func(*config) ([]row, error)
+	alias string // another name -only accepts
+}
+
+// one is a rowSpec's run for a function measuring one row.
+func one(f func(*config) (row, error)) func(*config) ([]row, error) {
+	return func(cfg *config) ([]row, error) {
+		r, err := f(cfg)
+		return []row{r}, err
+	}
 }
 
 var rows = []rowSpec{
-	{"P1", runP1},
-	{"P1s", runP1s},
-	{"P1b", runP1b},
-	{"P2", runP2},
-	{"P3", runP3}, // P3 (Claude's) and P3m come from the same runs
-	{"P3-pi", runP3Runner(agents.RunnerPi)},
-	{"P3-codex", runP3Runner(agents.RunnerCodex)},
-	{"P3-opencode", runP3Runner(agents.RunnerOpencode)},
-	{"P3-gemini", runP3Runner(agents.RunnerGemini)},
-	{"P3-qwen", runP3Runner(agents.RunnerQwen)},
-	{"P3-floor", runP3Floor},
-	{"P4", runP4},
-	{"P5", runP5},
-	{"P6", runP6},
-	{"P7", runP7},
-	{"P9", runP9},
+	{id: "P1", run: runP1}, // P1 and P1-disk come from the same rounds
+	{id: "P1-sandbox", run: one(runP1Sandbox), alias: "P1s"},
+	{id: "P1b", run: one(runP1b)},
+	{id: "P2", run: runP2}, // as P1, with P2-disk
+	{id: "P3", run: runP3}, // P3 (Claude's) and P3m come from the same runs
+	{id: "P3-pi", run: one(runP3Runner(agents.RunnerPi))},
+	{id: "P3-codex", run: one(runP3Runner(agents.RunnerCodex))},
+	{id: "P3-opencode", run: one(runP3Runner(agents.RunnerOpencode))},
+	{id: "P3-gemini", run: one(runP3Runner(agents.RunnerGemini))},
+	{id: "P3-qwen", run: one(runP3Runner(agents.RunnerQwen))},
+	{id: "P3-kilo", run: one(runP3Runner(agents.RunnerKilo))},
+	{id: "P3-copilot", run: one(runP3Runner(agents.RunnerCopilot))},
+	{id: "P3-floor", run: one(runP3Floor)},
+	{id: "P4", run: one(runP4)},
+	{id: "P5", run: one(runP5)},
+	{id: "P6", run: one(runP6)},
+	{id: "P7", run: one(runP7)},
+	{id: "P8", run: one(runP8)},
+	{id: "P9", run: one(runP9)},
 }
 
 func main() {
@@ -117,11 +154,15 @@ func main() {
 }
 
 func run() int {
-	only := flag.String("only", "", "comma-separated rows to run (P1,P1s,P1b,P2,P3,P3-pi,P3-codex,P3-opencode,P3-gemini,P3-qwen,P3-floor,P4,P5,P6,P7,P9); empty runs all")
+	only := flag.String("only", "", "comma-separated rows to run (P1,P1-sandbox,P1b,P2,P3,P3-pi,P3-codex,P3-opencode,P3-gemini,P3-qwen,P3-kilo,P3-copilot,P3-floor,P4,P5,P6,P7,P8,P9); empty runs all")
 	quick := flag.Bool("quick", false, "a short run: fewer rounds and smaller inputs")
 	asJSON := flag.Bool("json", false, "print one JSON array instead of a table")
 	rounds := flag.Int("rounds", 0, "rounds per row; 0 means 5, or 3 with -quick")
 	verbose := flag.Bool("v", false, "log progress on stderr")
+	p8Workers := flag.Int("p8-workers", 0, "P8's workers; 0 means 1000, or 100 with -quick")
+	p8Stream := flag.String("p8-stream", "claude", "P8's workers' recorded stream: claude (testdata/claude/stream/parallel-tools) or pi (testdata/pi/stream/tool-use-gen-a)")
+	p8For := flag.Duration("p8-for", 0, "how long each P8 worker prints; 0 means 60s, or 10s with -quick")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (pilot's side, not its supervisor's) to `file`")
 	flag.Parse()
 
 	want := map[string]bool{}
@@ -130,16 +171,24 @@ func run() int {
 			continue
 		}
 		id = strings.ToUpper(id)
-		if id == "P3M" {
+		switch id {
+		case "P3M":
 			id = "P3"
+		case "P1-DISK":
+			id = "P1"
+		case "P2-DISK":
+			id = "P2"
+		}
+		if i := slices.IndexFunc(rows, func(r rowSpec) bool { return strings.ToUpper(r.alias) == id }); i >= 0 {
+			id = strings.ToUpper(rows[i].id)
 		}
 		if !slices.ContainsFunc(rows, func(r rowSpec) bool { return strings.ToUpper(r.id) == id }) {
-			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1, P1s, P1b, P2, P3 (Claude's, with P3m), P3-pi, P3-codex, P3-opencode, P3-gemini, P3-qwen, P3-floor, P4, P5, P6, P7, P9\n", id)
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown row %q; the rows are P1 (with P1-disk), P1-sandbox (or P1s), P1b, P2 (with P2-disk), P3 (Claude's, with P3m), P3-pi, P3-codex, P3-opencode, P3-gemini, P3-qwen, P3-kilo, P3-copilot, P3-floor, P4, P5, P6, P7, P8, P9\n", id)
 			return 2
 		}
 		want[strings.ToUpper(id)] = true
 	}
-	cfg := &config{quick: *quick, rounds: *rounds, log: func(string, ...any) {}}
+	cfg := &config{quick: *quick, rounds: *rounds, p8Workers: *p8Workers, p8For: *p8For, p8Stream: *p8Stream, log: func(string, ...any) {}}
 	if cfg.rounds <= 0 {
 		cfg.rounds = 5
 		if cfg.quick {
@@ -161,8 +210,30 @@ func run() int {
 		return 1
 	}
 	defer os.RemoveAll(cfg.dir)
+	if cfg.nofile, cfg.nofileMax, err = measure.RaiseFileLimit(); err != nil {
+		cfg.log("raising RLIMIT_NOFILE: %v", err)
+	}
+	if cfg.shm, err = tmpfsDir(cfg.dir); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+	if cfg.shm != "" {
+		defer os.RemoveAll(cfg.shm)
+	}
 	stop := measure.KeepSupervisor()
 	defer stop()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -cpuprofile: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 
 	var out []row
 	failed := false
@@ -179,10 +250,7 @@ func run() int {
 			continue
 		}
 		cfg.log("%s: done in %s", r.id, time.Since(start).Round(time.Millisecond))
-		out = append(out, res)
-		if r.id == "P3" {
-			out = append(out, p3m)
-		}
+		out = append(out, res...)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
@@ -228,7 +296,7 @@ func printTable(out []row, cfg *config) {
 	if cfg.quick {
 		mode = "quick"
 	}
-	fmt.Printf("\n%s run, %d rounds, medians; temporary files under %s\n", mode, cfg.rounds, filepath.Dir(cfg.dir))
+	fmt.Printf("\n%s run, %d rounds, medians; temporary files under %s; open files limit (ulimit -n) %d\n", mode, cfg.rounds, filepath.Dir(cfg.dir), cfg.nofile)
 	for _, r := range out {
 		if r.Note != "" {
 			fmt.Printf("%s: %s\n", r.ID, r.Note)
@@ -265,6 +333,9 @@ func (r *row) round() {
 	if r.Ratio != nil {
 		r.Ratio = ptr(sig(*r.Ratio))
 	}
+	for k, v := range r.Extra {
+		r.Extra[k] = sig(v)
+	}
 }
 
 func median(xs []float64) float64 {
@@ -296,19 +367,44 @@ func interleave(rounds int, fs ...func() error) error {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // trivial returns a Dispatcher for the trivial worker, its task, and
-// starts the supervisor with one warm-up dispatch.
+// starts the supervisor with one warm-up dispatch; its run directories
+// and workdir are under cfg.dir.
 func trivial(cfg *config) (*pilot.Dispatcher, pilot.Task, error) {
-	runDir := filepath.Join(cfg.dir, "runs")
+	return trivialIn(cfg.dir)
+}
+
+// trivialIn is trivial with the run directories and workdir under base.
+func trivialIn(base string) (*pilot.Dispatcher, pilot.Task, error) {
+	runDir := filepath.Join(base, "runs")
 	d, err := measure.Dispatcher(runDir, time.Second, pilot.Provider{Name: "echo", Runner: "command", Argv: measure.TrivialArgv})
 	if err != nil {
 		return nil, pilot.Task{}, err
 	}
-	wd := filepath.Join(cfg.dir, "work")
+	wd := filepath.Join(base, "work")
 	if err := os.MkdirAll(wd, 0o700); err != nil {
 		return nil, pilot.Task{}, err
 	}
 	t := pilot.Task{Provider: "echo", Mode: pilot.ModeCode, Prompt: "x", Workdir: wd}
 	return d, t, measure.DispatchOK(context.Background(), d, t)
+}
+
+// tmpfsDir makes a temporary directory on tmpfs (/dev/shm) for the rows
+// that P1 and P2 measure there, unless dir is on tmpfs already or there is
+// no /dev/shm: then it returns "".
+func tmpfsDir(dir string) (string, error) {
+	if fsType(dir) == "tmpfs" || fsType("/dev/shm") != "tmpfs" {
+		return "", nil
+	}
+	return os.MkdirTemp("/dev/shm", "pilot-bench-")
+}
+
+// fastSlow returns the base directories of P1's and P2's main row (on
+// tmpfs when there is one) and of their -disk row ("" for none).
+func fastSlow(cfg *config) (fast, slow string) {
+	if cfg.shm == "" {
+		return cfg.dir, ""
+	}
+	return cfg.shm, cfg.dir
 }
 
 // sequential is one side of an interleaved round: n runs of job one after
@@ -321,37 +417,79 @@ func sequential(n int, into *[]float64, job func() error) func() error {
 	}
 }
 
-func runP1(cfg *config) (row, error) {
-	n := 200
-	if cfg.quick {
-		n = 50
+// cpuPerJob is sequential that also adds up, into cpu, the CPU time of
+// this process and of its supervisor the runs took: self and sup, in µs
+// per job.
+func cpuPerJob(n int, into *[]float64, cpu *[2][]float64, job func() error) func() error {
+	return func() error {
+		s0, p0 := measure.CPU()
+		m, err := measure.Sequential(n, job)
+		s1, p1 := measure.CPU()
+		*into = append(*into, ms(m))
+		cpu[0] = append(cpu[0], float64(s1-s0)/float64(time.Microsecond)/float64(n))
+		cpu[1] = append(cpu[1], float64(p1-p0)/float64(time.Microsecond)/float64(n))
+		return err
 	}
-	d, t, err := trivial(cfg)
-	if err != nil {
-		return row{}, err
-	}
-	ctx := context.Background()
-	var ps, es []float64
-	err = interleave(cfg.rounds,
-		sequential(n, &ps, func() error { return measure.DispatchOK(ctx, d, t) }),
-		sequential(n, &es, func() error { return measure.ExecOK(measure.TrivialArgv) }))
-	if err != nil {
-		return row{}, err
-	}
-	p, e := median(ps), median(es)
-	return row{ID: "P1", Pilot: p, Baseline: ptr(e), Unit: "ms/job", Ratio: ptr(p / e), Goal: "<= 1.10", Pass: p/e <= 1.10,
-		Note: fmt.Sprintf("%s ×%d sequential; run directories on %s", strings.Join(measure.TrivialArgv, " "), n, fsType(cfg.dir))}, nil
 }
 
-// runP1s is the sandbox's cost per dispatch: P1's worker under the default
-// mode (secrets) against the same worker with the sandbox off (which still
-// scopes signals), workspace and strict alongside, interleaved.
-func runP1s(cfg *config) (row, error) {
+// runP1 measures sequential dispatches of the trivial worker, run
+// directories on tmpfs, against os/exec of it; and, in the same rounds,
+// the same dispatches with run directories on the default file system
+// (P1-disk). The sandbox is off: what it adds is P1-sandbox.
+func runP1(cfg *config) ([]row, error) {
 	n := 200
 	if cfg.quick {
 		n = 50
 	}
-	d, t, err := trivial(cfg)
+	fast, slow := fastSlow(cfg)
+	d, t, err := trivialIn(fast)
+	if err != nil {
+		return nil, err
+	}
+	t.Sandbox = sandbox.Off
+	ctx := context.Background()
+	var ps, es, ds []float64
+	var pcpu, ecpu [2][]float64
+	sides := []func() error{
+		cpuPerJob(n, &ps, &pcpu, func() error { return measure.DispatchOK(ctx, d, t) }),
+		cpuPerJob(n, &es, &ecpu, func() error { return measure.ExecOK(measure.TrivialArgv) }),
+	}
+	if slow != "" {
+		dd, td, err := trivialIn(slow)
+		if err != nil {
+			return nil, err
+		}
+		td.Sandbox = sandbox.Off
+		sides = append(sides, sequential(n, &ds, func() error { return measure.DispatchOK(ctx, dd, td) }))
+	}
+	if err := interleave(cfg.rounds, sides...); err != nil {
+		return nil, err
+	}
+	p, e := median(ps), median(es)
+	const goal = 1.15
+	rs := []row{{ID: "P1", Pilot: p, Baseline: ptr(e), Unit: "ms/job", Ratio: ptr(p / e), Goal: fmt.Sprintf("<= %.2f", goal), Pass: p/e <= goal,
+		Note: fmt.Sprintf("%s ×%d sequential, sandbox off (P1-sandbox is its cost); run directories on %s (%s); CPU per job: pilot's process %.0f µs and its supervisor's %.0f µs, os/exec's %.0f µs (supervisor's clock ticks are 10 ms: read over many jobs)",
+			strings.Join(measure.TrivialArgv, " "), n, fsType(fast), fast, median(pcpu[0]), median(pcpu[1]), median(ecpu[0])),
+		Extra: map[string]float64{"pilot_cpu_us": median(pcpu[0]), "supervisor_cpu_us": median(pcpu[1]), "exec_cpu_us": median(ecpu[0])}}}
+	if slow != "" {
+		q := median(ds)
+		rs = append(rs, row{ID: "P1-disk", Pilot: q, Baseline: ptr(e), Unit: "ms/job", Ratio: ptr(q / e), Goal: "(reference)", Pass: true,
+			Note: fmt.Sprintf("P1 with run directories on the default file system, %s (%s), in the same rounds: what creating files there costs", fsType(slow), slow)})
+	}
+	return rs, nil
+}
+
+// runP1Sandbox is the sandbox's cost per dispatch: P1's worker under the
+// default mode (secrets) against the same worker with the sandbox off
+// (which still scopes signals; P1's figure), workspace and strict
+// alongside, interleaved, run directories where P1 has them.
+func runP1Sandbox(cfg *config) (row, error) {
+	n := 200
+	if cfg.quick {
+		n = 50
+	}
+	fast, _ := fastSlow(cfg)
+	d, t, err := trivialIn(fast)
 	if err != nil {
 		return row{}, err
 	}
@@ -368,8 +506,8 @@ func runP1s(cfg *config) (row, error) {
 		return row{}, err
 	}
 	off, sec := median(times[0]), median(times[1])
-	return row{ID: "P1s", Pilot: sec, Baseline: ptr(off), Unit: "ms/job", Ratio: ptr(sec / off), Goal: "<= 1.10", Pass: sec/off <= 1.10,
-		Note: fmt.Sprintf("secrets against off, ×%d sequential; workspace %.2f, strict %.2f ms/job", n, median(times[2]), median(times[3]))}, nil
+	return row{ID: "P1-sandbox", Pilot: sec, Baseline: ptr(off), Unit: "ms/job", Ratio: ptr(sec / off), Goal: "<= 1.10", Pass: sec/off <= 1.10,
+		Note: fmt.Sprintf("the default sandbox (secrets) against off, ×%d sequential, run directories on %s (-only P1s still names it); workspace %.2f, strict %.2f ms/job", n, fsType(fast), median(times[2]), median(times[3]))}, nil
 }
 
 func runP1b(cfg *config) (row, error) {
@@ -420,62 +558,81 @@ func runP1b(cfg *config) (row, error) {
 		Note: note}, nil
 }
 
-func runP2(cfg *config) (row, error) {
+// runP2 measures a Fanout of trivial jobs, run directories on tmpfs,
+// against errgroup and os/exec; and, in the same rounds, the same Fanout
+// with run directories on the default file system (P2-disk).
+func runP2(cfg *config) ([]row, error) {
 	jobs, par := 1000, 64
 	if cfg.quick {
 		jobs = 256
 	}
-	d, t, err := trivial(cfg)
-	if err != nil {
-		return row{}, err
-	}
-	t.Mode = pilot.ModeReview // jobs share the workdir
-	js := make([]pilot.Job, jobs)
-	for i := range js {
-		js[i] = pilot.Job{Task: t}
-	}
-	ctx := context.Background()
-	var ps, es []float64
-	err = interleave(cfg.rounds,
-		func() error {
+	fast, slow := fastSlow(cfg)
+	fanout := func(base string, into *[]float64) (func() error, error) {
+		d, t, err := trivialIn(base)
+		if err != nil {
+			return nil, err
+		}
+		t.Mode = pilot.ModeReview // jobs share the workdir
+		js := make([]pilot.Job, jobs)
+		for i := range js {
+			js[i] = pilot.Job{Task: t}
+		}
+		return func() error {
 			start := time.Now()
-			err := measure.FanoutOK(ctx, d, js, par)
-			ps = append(ps, ms(time.Since(start)))
+			err := measure.FanoutOK(context.Background(), d, js, par)
+			*into = append(*into, ms(time.Since(start)))
 			return err
-		},
-		func() error {
-			start := time.Now()
-			err := measure.ErrgroupExec(measure.TrivialArgv, jobs, par)
-			es = append(es, ms(time.Since(start)))
-			return err
-		})
+		}, nil
+	}
+	var ps, es, ds []float64
+	pf, err := fanout(fast, &ps)
 	if err != nil {
-		return row{}, err
+		return nil, err
+	}
+	sides := []func() error{pf, func() error {
+		start := time.Now()
+		err := measure.ErrgroupExec(measure.TrivialArgv, jobs, par)
+		es = append(es, ms(time.Since(start)))
+		return err
+	}}
+	if slow != "" {
+		df, err := fanout(slow, &ds)
+		if err != nil {
+			return nil, err
+		}
+		sides = append(sides, df)
+	}
+	if err := interleave(cfg.rounds, sides...); err != nil {
+		return nil, err
 	}
 	p, e := median(ps), median(es)
-	return row{ID: "P2", Pilot: p, Baseline: ptr(e), Unit: "ms/fanout", Ratio: ptr(p / e), Goal: "<= 1.2", Pass: p/e <= 1.2,
-		Note: fmt.Sprintf("%d jobs, parallelism %d", jobs, par)}, nil
+	rs := []row{{ID: "P2", Pilot: p, Baseline: ptr(e), Unit: "ms/fanout", Ratio: ptr(p / e), Goal: "<= 1.2", Pass: p/e <= 1.2,
+		Note: fmt.Sprintf("%d jobs, parallelism %d, the default sandbox; run directories on %s (%s)", jobs, par, fsType(fast), fast)}}
+	if slow != "" {
+		q := median(ds)
+		rs = append(rs, row{ID: "P2-disk", Pilot: q, Baseline: ptr(e), Unit: "ms/fanout", Ratio: ptr(q / e), Goal: "(reference)", Pass: true,
+			Note: fmt.Sprintf("P2 with run directories on the default file system, %s (%s), in the same rounds", fsType(slow), slow)})
+	}
+	return rs, nil
 }
 
-// p3m is the peak RSS row measured with P3.
-var p3m row
-
-func runP3(cfg *config) (row, error) {
+func runP3(cfg *config) ([]row, error) {
 	size, big := p3Size(cfg)
 	dir := filepath.Join(cfg.dir, "p3")
 	cfg.log("P3: writing %d MiB of stream-json", size>>20)
-	res, err := streamVsCat(cfg, dir, agents.RunnerClaude, func(w io.Writer) (int64, error) {
+	res, err := streamVsFloor(cfg, dir, agents.RunnerClaude, func(w io.Writer) (int64, error) {
 		return measure.ClaudeStream(w, size, big, rand.New(rand.NewPCG(3, 3)))
 	})
 	if err != nil {
-		return row{}, err
+		return nil, err
 	}
 	peak := slices.Max(res.rss)
-	p3m = row{ID: "P3m", Pilot: peak, Unit: "MiB peak RSS", Goal: "<= 64 MiB", Pass: peak <= 64,
+	p3m := row{ID: "P3m", Pilot: peak, Unit: "MiB peak RSS", Goal: "<= 64 MiB", Pass: peak <= 64,
 		Note: "the largest VmHWM of the pilot process over the P3 rounds (reset before each)"}
-	r := res.row("P3")
-	r.Note = fmt.Sprintf("%.0f MiB of Claude stream-json (lines 100 B–1 MiB and one of %d MiB) through the claude runner's watcher and stream log on %s, vs cat into a pipe read to /dev/null", res.mib, big>>20, res.fs)
-	return r, nil
+	r := res.floorRow("P3")
+	r.Note = fmt.Sprintf("%.0f MiB of Claude stream-json (lines 100 B–1 MiB and one of %d MiB) through the claude runner's watcher and stream log on %s; %s",
+		res.mib, big>>20, res.fs, res.baselines())
+	return []row{r, p3m}, nil
 }
 
 // p3Size is the size of P3's streams and of P3's one big line.
@@ -488,22 +645,23 @@ func p3Size(cfg *config) (size, big int64) {
 
 // runP3Runner is the P3 row of another runner than Claude's: a stream of
 // its CLI's JSON events, its recorded stream's event lines repeated to
-// P3's size, through a dispatch vs cat.
+// P3's size, through a dispatch vs the same stream through the command
+// runner (the floor), with cat beside them.
 func runP3Runner(runner string) func(*config) (row, error) {
 	return func(cfg *config) (row, error) {
 		size, _ := p3Size(cfg)
 		id := "P3-" + runner
 		dir := filepath.Join(cfg.dir, strings.ToLower(id))
 		cfg.log("%s: writing %d MiB of %s's JSON stream", id, size>>20, runner)
-		res, err := streamVsCat(cfg, dir, runner, func(w io.Writer) (int64, error) {
+		res, err := streamVsFloor(cfg, dir, runner, func(w io.Writer) (int64, error) {
 			return measure.RecordedStream(w, runner, size)
 		})
 		if err != nil {
 			return row{}, err
 		}
-		r := res.row(id)
-		r.Note = fmt.Sprintf("%.0f MiB of %s's JSON events (testdata/%s/stream/%s, its event lines repeated; lines of %s) through the %s runner's watcher and stream log on %s, vs cat into a pipe read to /dev/null",
-			res.mib, runner, runner, measure.RecordedStreams[runner], res.lineRange, runner, res.fs)
+		r := res.floorRow(id)
+		r.Note = fmt.Sprintf("%.0f MiB of %s's JSON events (%s, its event lines repeated; lines of %s) through the %s runner's watcher and stream log on %s; %s",
+			res.mib, runner, measure.RecordedPath(runner), res.lineRange, runner, res.fs, res.baselines())
 		return r, nil
 	}
 }
@@ -511,51 +669,81 @@ func runP3Runner(runner string) func(*config) (row, error) {
 // runP3Floor is P3-codex's stream through the command runner, which has
 // no stream watcher: the share of a dispatch's throughput that reading the
 // pipe, splitting lines and writing stream.log leave to a watcher. It has
-// no goal of its own.
+// no goal of its own: each P3 row measures its own floor, on its own
+// stream, in its own rounds.
 func runP3Floor(cfg *config) (row, error) {
 	size, _ := p3Size(cfg)
 	dir := filepath.Join(cfg.dir, "p3-floor")
 	cfg.log("P3-floor: writing %d MiB of codex's JSON stream", size>>20)
-	res, err := streamVsCatWith(cfg, dir, func(script, path string) pilot.Provider {
-		return pilot.Provider{Name: "stream", Runner: "command", Argv: []string{script}, Env: map[string]string{"PILOT_BENCH_JSONL": path}}
-	}, func(w io.Writer) (int64, error) {
+	res, err := streamVsCatWith(cfg, dir, []func(script, path string) pilot.Provider{floorProvider}, func(w io.Writer) (int64, error) {
 		return measure.RecordedStream(w, agents.RunnerCodex, size)
 	})
 	if err != nil {
 		return row{}, err
 	}
-	r := res.row("P3-floor")
+	r := res.catRow("P3-floor")
 	r.Goal, r.Pass = "(reference)", true
 	r.Note = fmt.Sprintf("%.0f MiB of codex's JSON events (lines of %s) through the command runner (no watcher: reading, splitting, stream.log) on %s, vs cat into a pipe read to /dev/null: the most a P3 row can reach before its watcher costs anything",
 		res.mib, res.lineRange, res.fs)
 	return r, nil
 }
 
+// floorProvider runs the stand-in CLI through the command runner, which
+// watches nothing: a dispatch that keeps every byte of the stream (its
+// reading, splitting and stream.log) and no more.
+func floorProvider(script, path string) pilot.Provider {
+	return pilot.Provider{Name: "stream", Runner: "command", Argv: []string{script}, Env: map[string]string{"PILOT_BENCH_JSONL": path}}
+}
+
 // A streamResult is what streamVsCat measured.
 type streamResult struct {
-	ps, es, rss []float64 // MiB/s of pilot and cat, pilot's peak RSS in MiB
+	ps, fs2, es []float64 // MiB/s of the runner's dispatch, of the floor's (if measured), of cat
+	rss         []float64 // the runner dispatch's peak RSS in MiB
 	mib         float64   // the stream's size
 	fs          string    // the file system it was read from
 	lineRange   string    // its shortest and longest line
 }
 
-func (r streamResult) row(id string) row {
+// p3Goal is the goal of a P3 row: its runner's dispatch keeps this share
+// of the floor's throughput (the same stream through the command runner,
+// in the same rounds): what the watcher may cost.
+const p3Goal = 0.9
+
+// floorRow is a P3 row against its floor; cat's figures go in Extra.
+func (r streamResult) floorRow(id string) row {
+	p, f, e := median(r.ps), median(r.fs2), median(r.es)
+	return row{ID: id, Pilot: p, Baseline: ptr(f), Unit: "MiB/s", Ratio: ptr(p / f), Goal: fmt.Sprintf(">= %.1f× P3-floor", p3Goal), Pass: p/f >= p3Goal,
+		Extra: map[string]float64{"cat": e, "cat_ratio": p / e, "floor_cat_ratio": f / e}}
+}
+
+// catRow is a row of the first dispatch against cat.
+func (r streamResult) catRow(id string) row {
 	p, e := median(r.ps), median(r.es)
 	return row{ID: id, Pilot: p, Baseline: ptr(e), Unit: "MiB/s", Ratio: ptr(p / e), Goal: ">= 0.5", Pass: p/e >= 0.5}
 }
 
-// streamVsCat writes a stream with write into dir, then measures, in
+// baselines says what a floorRow's baseline is and what cat did.
+func (r streamResult) baselines() string {
+	p, f, e := median(r.ps), median(r.fs2), median(r.es)
+	return fmt.Sprintf("baseline: the same stream through the command runner (no watcher) in the same rounds; for information, cat into a pipe read to /dev/null ran at %.0f MiB/s: ratio to cat %.2f (the floor's %.2f)", e, p/e, f/e)
+}
+
+// streamVsFloor writes a stream with write into dir, then measures, in
 // interleaved rounds, a dispatch whose worker (runner's provider, its CLI
-// replaced by cat) prints it, against cat of it into a pipe.
-func streamVsCat(cfg *config, dir, runner string, write func(io.Writer) (int64, error)) (streamResult, error) {
-	return streamVsCatWith(cfg, dir, func(script, path string) pilot.Provider {
-		return measure.RunnerStreamProvider(runner, script, path)
+// replaced by cat) prints it, the same through the command runner, and
+// cat of it into a pipe.
+func streamVsFloor(cfg *config, dir, runner string, write func(io.Writer) (int64, error)) (streamResult, error) {
+	return streamVsCatWith(cfg, dir, []func(script, path string) pilot.Provider{
+		func(script, path string) pilot.Provider { return measure.RunnerStreamProvider(runner, script, path) },
+		floorProvider,
 	}, write)
 }
 
-// streamVsCatWith is streamVsCat with the worker's provider built by
-// provider from the stand-in CLI script and the stream's path.
-func streamVsCatWith(cfg *config, dir string, provider func(script, path string) pilot.Provider, write func(io.Writer) (int64, error)) (streamResult, error) {
+// streamVsCatWith writes a stream with write into dir and measures, in
+// interleaved rounds, a dispatch of each provider (one or two, built from
+// the stand-in CLI script and the stream's path: into ps and fs2) against
+// cat of it.
+func streamVsCatWith(cfg *config, dir string, providers []func(script, path string) pilot.Provider, write func(io.Writer) (int64, error)) (streamResult, error) {
 	var res streamResult
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return res, err
@@ -582,16 +770,21 @@ func streamVsCatWith(cfg *config, dir string, provider func(script, path string)
 		return res, err
 	}
 	runDir := filepath.Join(dir, "runs")
-	d, err := measure.Dispatcher(runDir, time.Second, provider(script, path))
-	if err != nil {
-		return res, err
-	}
 	t := pilot.Task{Provider: "stream", Mode: pilot.ModeReview, Prompt: "x", Workdir: dir}
 	ctx := context.Background()
 	res.mib = float64(n) / (1 << 20)
 	res.fs = fsType(dir)
-	err = interleave(cfg.rounds,
-		func() error {
+	var sides []func() error
+	for i, provider := range providers {
+		d, err := measure.Dispatcher(runDir, time.Second, provider(script, path))
+		if err != nil {
+			return res, err
+		}
+		into := &res.ps
+		if i == 1 {
+			into = &res.fs2
+		}
+		sides = append(sides, func() error {
 			// Each run writes a stream log as big as the input: remove
 			// it before the next.
 			defer os.RemoveAll(runDir)
@@ -602,21 +795,25 @@ func streamVsCatWith(cfg *config, dir string, provider func(script, path string)
 			if err := measure.StreamOK(ctx, d, t, n); err != nil {
 				return err
 			}
-			res.ps = append(res.ps, res.mib/time.Since(start).Seconds())
+			*into = append(*into, res.mib/time.Since(start).Seconds())
+			if i > 0 {
+				return nil
+			}
 			peak, err := measure.PeakRSS()
 			res.rss = append(res.rss, float64(peak)/(1<<20))
 			return err
-		},
-		func() error {
-			start := time.Now()
-			got, err := measure.CatPipe(path)
-			if err == nil && got != n {
-				err = fmt.Errorf("cat gave %d bytes, want %d", got, n)
-			}
-			res.es = append(res.es, res.mib/time.Since(start).Seconds())
-			return err
 		})
-	return res, err
+	}
+	sides = append(sides, func() error {
+		start := time.Now()
+		got, err := measure.CatPipe(path)
+		if err == nil && got != n {
+			err = fmt.Errorf("cat gave %d bytes, want %d", got, n)
+		}
+		res.es = append(res.es, res.mib/time.Since(start).Seconds())
+		return err
+	})
+	return res, interleave(cfg.rounds, sides...)
 }
 
 // lineRange returns the shortest and longest line of the file at path,
@@ -881,6 +1078,133 @@ func runP6(cfg *config) (row, error) {
 	p := median(ps)
 	return row{ID: "P6", Pilot: p, Unit: "KiB/job", Goal: "<= 256 KiB", Pass: p <= 256,
 		Note: fmt.Sprintf("resident memory of pilot and its supervisor per running job, %d at once, workers excluded; Go heap alone %.1f KiB/job", n, median(hs))}, nil
+}
+
+// runP8 runs one Fanout of many cheap workers at once (the fake agent
+// replaying a recorded Claude stream, paced) and measures pilot's CPU,
+// memory and descriptors per worker, against the same workers run the
+// way the Go peers run theirs, interleaved.
+func runP8(cfg *config) (row, error) {
+	w := measure.Workers{Exe: cfg.exe, N: 1000, Rate: 20, For: 60 * time.Second}
+	if cfg.quick {
+		w.N, w.For = 100, 10*time.Second
+	}
+	if cfg.p8Workers > 0 {
+		w.N = cfg.p8Workers
+	}
+	if cfg.p8For > 0 {
+		w.For = cfg.p8For
+	}
+	root, err := measure.RepoRoot()
+	if err != nil {
+		return row{}, err
+	}
+	recording := "testdata/claude/stream/parallel-tools"
+	w.Runner = agents.RunnerClaude
+	switch cfg.p8Stream {
+	case "", "claude":
+	case "pi":
+		recording, w.Runner = "testdata/pi/stream/tool-use-gen-a", agents.RunnerPi
+	default:
+		return row{}, fmt.Errorf("-p8-stream %q: want claude or pi", cfg.p8Stream)
+	}
+	w.Prefix = filepath.Join(root, filepath.FromSlash(recording))
+	w.Dir = filepath.Join(cfg.dir, "p8")
+	if err := os.MkdirAll(w.Dir, 0o700); err != nil {
+		return row{}, err
+	}
+	defer os.RemoveAll(w.Dir)
+	if _, _, err := trivial(cfg); err != nil { // starts the supervisor
+		return row{}, err
+	}
+	var ps, es []measure.ManyResult
+	runs := filepath.Join(w.Dir, "runs")
+	logs := filepath.Join(w.Dir, "logs")
+	err = interleave(min(cfg.rounds, 2),
+		func() error {
+			defer os.RemoveAll(runs)
+			cfg.log("P8: %d workers through pilot", w.N)
+			r, err := w.Pilot(runs)
+			if err == nil && r.Wrong > 0 {
+				cfg.log("P8: pilot: %d wrong verdicts, the first %s", r.Wrong, r.FirstWrong)
+			}
+			ps = append(ps, r)
+			return err
+		},
+		func() error {
+			defer os.RemoveAll(logs)
+			cfg.log("P8: %d workers the peers' way", w.N)
+			r, err := w.Peers(logs)
+			if err == nil && r.Wrong > 0 {
+				cfg.log("P8: peers: %d wrong verdicts, the first %s", r.Wrong, r.FirstWrong)
+			}
+			es = append(es, r)
+			return err
+		})
+	if err != nil {
+		return row{}, err
+	}
+	ws := w.WorkerSeconds()
+	n := float64(w.N)
+	med := func(rs []measure.ManyResult, f func(measure.ManyResult) float64) float64 {
+		return median(collect(rs, f))
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / ws }
+	p := med(ps, func(r measure.ManyResult) float64 { return us(r.CPU()) })
+	e := med(es, func(r measure.ManyResult) float64 { return us(r.CPU()) })
+	pSelf := med(ps, func(r measure.ManyResult) float64 { return us(r.Self) })
+	pSup := med(ps, func(r measure.ManyResult) float64 { return us(r.Sup) })
+	rss := slices.Max(collect(ps, func(r measure.ManyResult) float64 { return float64(r.RSS) / 1024 / n }))
+	supRSS := slices.Max(collect(ps, func(r measure.ManyResult) float64 { return float64(r.SupRSS) / 1024 / n }))
+	eRSS := slices.Max(collect(es, func(r measure.ManyResult) float64 { return float64(r.RSS) / 1024 / n }))
+	fds := slices.Max(collect(ps, func(r measure.ManyResult) float64 { return float64(r.FDs) / n }))
+	supFDs := slices.Max(collect(ps, func(r measure.ManyResult) float64 { return float64(r.SupFDs) / n }))
+	eFDs := slices.Max(collect(es, func(r measure.ManyResult) float64 { return float64(r.FDs) / n }))
+	wrong, eWrong := 0, 0
+	for _, r := range ps {
+		wrong += r.Wrong
+	}
+	for _, r := range es {
+		eWrong += r.Wrong
+	}
+	wall := med(ps, func(r measure.ManyResult) float64 { return r.Wall.Seconds() })
+	// What the descriptors need: pilot's and the supervisor's per worker,
+	// times the workers, and some for the process itself.
+	need := int(math.Ceil(max(fds, supFDs)*n)) + 64
+	pass := p <= 100 && p/e <= 0.5 && rss <= 128 && wrong == 0
+	firstWrong := ""
+	for i, rs := range [][]measure.ManyResult{ps, es} {
+		side := []string{"pilot's", "the peers'"}[i]
+		for _, r := range rs {
+			if r.FirstWrong != "" {
+				firstWrong += fmt.Sprintf("; %s first wrong verdict: %s", side, r.FirstWrong)
+				break
+			}
+		}
+	}
+	return row{ID: "P8", Pilot: p, Baseline: ptr(e), Unit: "µs CPU/worker-s", Ratio: ptr(p / e),
+		Goal: "<= 100 µs and <= 0.5× peers; <= 128 KiB/worker; every verdict right", Pass: pass,
+		Extra: map[string]float64{
+			"pilot_self_us": pSelf, "supervisor_us": pSup,
+			"rss_kib_per_worker": rss, "supervisor_rss_kib_per_worker": supRSS, "peers_rss_kib_per_worker": eRSS,
+			"fds_per_worker": fds, "supervisor_fds_per_worker": supFDs, "peers_fds_per_worker": eFDs,
+			"wrong_verdicts": float64(wrong), "peers_wrong": float64(eWrong),
+			"wall_s": wall, "ulimit_n": float64(cfg.nofile),
+		},
+		Note: fmt.Sprintf("%d workers at once (one Fanout, the %s runner, the default sandbox, run directories on %s), each the fake agent printing %s.stdout's lines at %.0f a second for %s, its result last; %d round(s), medians (memory and descriptors: the most over the rounds). "+
+			"Pilot's CPU per worker-second: %.1f µs in this process, %.1f µs in its supervisor; the peers' shape (os/exec, a goroutine per pipe, bufio.Scanner, json.Unmarshal into map[string]any, a log file write per line) %.1f µs. "+
+			"Memory (pilot and its supervisor, resident, growth over idle) %.1f KiB per worker (the supervisor's part %.1f), the peers' %.1f; descriptors per worker: pilot %.1f, its supervisor %.1f, the peers %.1f. "+
+			"Wrong verdicts: pilot %d, the peers %d. Needs ulimit -n of about %d (this run: %d, hard %d); wall %.1f s",
+			w.N, w.Runner, fsType(w.Dir), recording, w.Rate, w.For, min(cfg.rounds, 2), pSelf, pSup, e, rss, supRSS, eRSS, fds, supFDs, eFDs, wrong, eWrong, need, cfg.nofile, cfg.nofileMax, wall) + firstWrong}, nil
+}
+
+// collect is f of each of rs.
+func collect(rs []measure.ManyResult, f func(measure.ManyResult) float64) []float64 {
+	var xs []float64
+	for _, r := range rs {
+		xs = append(xs, f(r))
+	}
+	return xs
 }
 
 // fsType names the file system dir is on, as /proc/self/mounts does.

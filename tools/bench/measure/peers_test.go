@@ -152,7 +152,7 @@ func BenchmarkWatchRecorded(b *testing.B) {
 	for _, r := range agents.Runners() {
 		runners[r.Name()] = r
 	}
-	for _, name := range []string{agents.RunnerPi, agents.RunnerCodex, agents.RunnerOpencode, agents.RunnerGemini} {
+	for _, name := range []string{agents.RunnerPi, agents.RunnerCodex, agents.RunnerOpencode, agents.RunnerGemini, agents.RunnerQwen, agents.RunnerKilo, agents.RunnerCopilot} {
 		b.Run(name, func(b *testing.B) {
 			var buf bytes.Buffer
 			n, err := measure.RecordedStream(&buf, name, 16<<20)

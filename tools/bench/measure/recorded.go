@@ -8,18 +8,31 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 )
 
 // RecordedStreams names, for each agent CLI runner but Claude's (whose P3
-// stream ClaudeStream writes), the recorded stream under
-// testdata/<runner>/stream/ that RecordedStream repeats: a successful run
-// with tool calls.
+// stream ClaudeStream writes), the recorded stream that RecordedStream
+// repeats: a successful run with tool calls, under testdata/<runner>/stream/
+// or, for a path with a slash, that path from the module's root.
 var RecordedStreams = map[string]string{
 	"pi":       "tool-use-gen-a.stdout",
 	"codex":    "parallel-commands.stdout",
 	"opencode": "parallel-tools.stdout",
 	"gemini":   "e2e-two-tools-success.stdout",
 	"qwen":     "e2e-two-tools.stdout",
+	"kilo":     "agents/testdata/kilo/stream/two-tools.stdout.jsonl",
+	"copilot":  "agents/testdata/copilot/stream/two-tools.stdout.jsonl",
+}
+
+// RecordedPath returns the path of runner's recorded stream from the
+// module's root, as a note names it.
+func RecordedPath(runner string) string {
+	name := RecordedStreams[runner]
+	if strings.Contains(name, "/") {
+		return name
+	}
+	return "testdata/" + runner + "/stream/" + name
 }
 
 // RecordedStream writes at least size bytes of runner's JSON event stream
@@ -31,11 +44,11 @@ func RecordedStream(w io.Writer, runner string, size int64) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("measure: no recorded stream for runner %q", runner)
 	}
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return 0, err
 	}
-	data, err := os.ReadFile(filepath.Join(root, "testdata", runner, "stream", name))
+	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(RecordedPath(runner))))
 	if err != nil {
 		return 0, err
 	}
@@ -58,9 +71,9 @@ func RecordedStream(w io.Writer, runner string, size int64) (int64, error) {
 	return written, bw.Flush()
 }
 
-// repoRoot returns the module's root directory, where testdata/ is: found
+// RepoRoot returns the module's root directory, where testdata/ is: found
 // from this source file's path, which go run and go test both keep.
-func repoRoot() (string, error) {
+func RepoRoot() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return "", fmt.Errorf("measure: cannot find the source directory (built with -trimpath?)")
