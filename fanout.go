@@ -194,7 +194,8 @@ type JobResult struct {
 // draw a warning. With a *Dispatcher (or a layer over one) it also checks
 // that the jobs that may run at once fit in the process's open-file
 // limit (RLIMIT_NOFILE, about 8 descriptors each): when they do not, the
-// error is a *FileLimitError naming the limit, and nothing runs.
+// error names the limit and the fix, errors.Is finds syscall.EMFILE in
+// it, and nothing runs.
 //
 // When ctx is done, running workers are ended (SIGTERM, grace, SIGKILL) and
 // jobs not yet started are not started; every job still gets its verdict,

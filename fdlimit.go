@@ -15,10 +15,10 @@ import (
 // worker's three stdio descriptors while it starts).
 const fdsPerJob = 8
 
-// A FileLimitError is a Fanout that would run out of file descriptors at
+// A fileLimitError is a Fanout that would run out of file descriptors at
 // its parallelism: Fanout.Run returns it before starting any job. It
-// unwraps to syscall.EMFILE.
-type FileLimitError struct {
+// unwraps to syscall.EMFILE, and its text names the limit and the fix.
+type fileLimitError struct {
 	Parallel int    // the jobs that would run at once
 	Need     int    // about how many descriptors they need
 	Open     int    // how many this process has open already
@@ -26,7 +26,7 @@ type FileLimitError struct {
 	Hard     uint64 // its hard limit, the most ulimit -n can raise it to
 }
 
-func (e *FileLimitError) Error() string {
+func (e *fileLimitError) Error() string {
 	fit := max(int(e.Limit)-e.Open, 0) / fdsPerJob
 	fix := fmt.Sprintf("run at most %d jobs at once", max(fit, 1))
 	if need := uint64(e.Open + e.Need); need <= e.Hard {
@@ -38,9 +38,9 @@ func (e *FileLimitError) Error() string {
 		"over its limit RLIMIT_NOFILE of %d (ulimit -n): %s", e.Parallel, e.Need, fdsPerJob, e.Open, e.Limit, fix)
 }
 
-func (e *FileLimitError) Unwrap() error { return syscall.EMFILE }
+func (e *fileLimitError) Unwrap() error { return syscall.EMFILE }
 
-// checkFileLimit returns a *FileLimitError when parallel running workers
+// checkFileLimit returns a *fileLimitError when parallel running workers
 // would not fit in this process's open-file limit. It says nothing where
 // the limit or the open descriptors cannot be read.
 func checkFileLimit(parallel int) error {
@@ -56,7 +56,7 @@ func checkFileLimit(parallel int) error {
 	if uint64(open+need) <= soft {
 		return nil
 	}
-	return &FileLimitError{Parallel: parallel, Need: need, Open: open, Limit: soft, Hard: hard}
+	return &fileLimitError{Parallel: parallel, Need: need, Open: open, Limit: soft, Hard: hard}
 }
 
 // fdLimit adds to err, when this process or the system ran out of file
@@ -67,7 +67,7 @@ func fdLimit(err error) error {
 	switch {
 	case errors.Is(err, syscall.ENFILE):
 		return fmt.Errorf("%w (the system's table of open files is full, not this process's limit: close programs, or raise fs.file-max)", err)
-	case !errors.Is(err, syscall.EMFILE) || errors.As(err, new(*FileLimitError)):
+	case !errors.Is(err, syscall.EMFILE) || errors.As(err, new(*fileLimitError)):
 		return err
 	}
 	limit := openFileLimit()
