@@ -592,16 +592,8 @@ func (s *server) runLive(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "offset: want a byte offset", http.StatusBadRequest)
 		return
 	}
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
 	status := ""
-	tick := time.NewTicker(s.cfg.Poll)
-	defer tick.Stop()
-	for {
+	serveEvents(w, r, s.cfg.Poll, func() (bool, string) {
 		rec, err := pilot.ReadRecord(run.RecordPath())
 		over := err == nil && rec.Status != runs.StatusRunning
 		if err == nil && rec.Status != status {
@@ -642,41 +634,41 @@ func (s *server) runLive(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 		}
-		if over && !behind {
-			sendEvent(w, "end", status)
-			fl.Flush()
-			return
-		}
-		fl.Flush()
-		select {
-		case <-r.Context().Done():
-			return
-		case <-tick.C:
-		}
-	}
+		return over && !behind, status
+	})
 }
 
 // stream sends what next returns as a "fragment" event whenever it
 // changes, looking at every tick of every, until next says done (then
 // "end") or the client goes.
 func (s *server) stream(w http.ResponseWriter, r *http.Request, every time.Duration, next func() (html string, done bool)) {
+	last := ""
+	serveEvents(w, r, every, func() (bool, string) {
+		html, done := next()
+		if html != last {
+			sendEvent(w, "fragment", html)
+			last = html
+		}
+		return done, ""
+	})
+}
+
+// serveEvents answers r with server-sent events: look writes one look's events,
+// every tick of every, until it says done (then "end", with end as its
+// data) or the client goes.
+func serveEvents(w http.ResponseWriter, r *http.Request, every time.Duration, look func() (done bool, end string)) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
-	last := ""
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		html, done := next()
-		if html != last {
-			sendEvent(w, "fragment", html)
-			last = html
-		}
+		done, end := look()
 		if done {
-			sendEvent(w, "end", "")
+			sendEvent(w, "end", end)
 			fl.Flush()
 			return
 		}
