@@ -111,14 +111,7 @@ func fdChild() int {
 // A dispatcher out of file descriptors says so, with its limit and what
 // to do, not a bare "too many open files".
 func TestDispatchOutOfFileDescriptorsNamesTheLimit(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envFDChild+"=1", "PILOT_TEST_RUN_DIR="+t.TempDir())
-	out, err := cmd.CombinedOutput()
-	got := string(out)
+	got, err := runLimitChild(t, envFDChild)
 	if err != nil || !strings.HasPrefix(got, "error: ") || !strings.Contains(got, "too many open files") ||
 		!strings.Contains(got, "out of file descriptors: its limit is ") || !strings.Contains(got, "RLIMIT_NOFILE, ulimit -n") {
 		t.Errorf("the child: %v\n%s\nwant the dispatch's error to name the limit", err, got)
@@ -129,14 +122,7 @@ func TestDispatchOutOfFileDescriptorsNamesTheLimit(t *testing.T) {
 // before starting any, with an error naming the limit; one that fits
 // under the same limit runs.
 func TestFanoutOverTheFileLimitStartsNothing(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envFanoutFDChild+"=1", "PILOT_TEST_RUN_DIR="+t.TempDir())
-	out, err := cmd.CombinedOutput()
-	got := string(out)
+	got, err := runLimitChild(t, envFanoutFDChild)
 	for _, want := range []string{
 		"at 50: names the limit true, EMFILE true: pilot: 50 jobs at once need about 400 file descriptors",
 		"RLIMIT_NOFILE of ", "(ulimit -n)", "run at most ",
@@ -150,4 +136,19 @@ func TestFanoutOverTheFileLimitStartsNothing(t *testing.T) {
 	if err != nil || t.Failed() {
 		t.Logf("the child: %v\n%s", err, got)
 	}
+}
+
+// runLimitChild runs this test binary as the child that env names (one
+// that lowers its own open-file limit), with a run directory of its own,
+// and returns what it printed.
+func runLimitChild(t *testing.T, env string) (string, error) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), env+"=1", "PILOT_TEST_RUN_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
