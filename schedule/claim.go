@@ -10,8 +10,8 @@ import "time"
 // caller decides what it runs again. A dry-run store claims without
 // writing.
 func (s *Store) Claim(id string, now time.Time) (claimed bool, holder string, err error) {
-	claimed, _, holder, _, err = s.claim(id, "", "", true, Writes{}, now)
-	return claimed, holder, err
+	c, err := s.claim(id, "", "", true, Writes{}, now)
+	return c.claimed, c.holder, err
 }
 
 // Started records the worker of job id, which this process has claimed:

@@ -510,10 +510,9 @@ func (r *runState) conflict(jb *job) (string, string) {
 func (r *runState) start(ctx context.Context, i int) bool {
 	jb := r.jobs[i]
 	if st := r.s.Store; st != nil {
-		c, err := st.claimJob(jb.ID, r.claimToken, jb.def, jb.Rerun, jb.ws, r.now())
-		claimed, done, holder, wait := c.claimed, c.done, c.holder, c.wait
+		c, err := st.claim(jb.ID, r.claimToken, jb.def, jb.Rerun, jb.ws, r.now())
 		jb.salvage = c.salvage
-		if !claimed {
+		if !c.claimed {
 			jb.hold.Release()
 			jb.hold = nil
 		}
@@ -521,16 +520,16 @@ func (r *runState) start(ctx context.Context, i int) bool {
 		case err != nil:
 			r.block(i, "the state store refused the job: "+err.Error())
 			return true
-		case done != nil:
+		case c.done != nil:
 			// Another pilot completed it since this run read the store.
-			r.completedElsewhere(i, *done)
+			r.completedElsewhere(i, *c.done)
 			return true
-		case wait != "":
-			r.defer1(jb, wait, "")
+		case c.wait != "":
+			r.defer1(jb, c.wait, "")
 			return false
-		case !claimed:
-			jb.res.BlockedReason = holder
-			r.emit(Event{Type: EventBlocked, Job: jb.ID, Reason: holder, Provider: jb.Task.Provider})
+		case !c.claimed:
+			jb.res.BlockedReason = c.holder
+			r.emit(Event{Type: EventBlocked, Job: jb.ID, Reason: c.holder, Provider: jb.Task.Provider})
 			r.end(i, StatusExternalActive)
 			return true
 		}

@@ -293,19 +293,11 @@ func alive(pid int, start uint64, since time.Time) bool {
 			return st == start
 		}
 		at, ok := procfs.StartedAt(pid)
-		return !ok || since.IsZero() || !at.After(since.Add(clockMargin(since)))
+		return !ok || since.IsZero() || !at.After(since.Add(procfs.ClockMargin(since)))
 	}
 	// No /proc: ask the kernel whether the pid exists at all.
 	p, err := os.FindProcess(pid)
 	return err == nil && p.Signal(zeroSignal) == nil
-}
-
-// clockMargin is how much later than a record's time its process may seem
-// to have started: a start time is read against the boot time, which is
-// whole seconds, and the clock may have been slewed since (at most 500
-// ppm).
-func clockMargin(since time.Time) time.Duration {
-	return 2*time.Second + max(time.Since(since), 0)/1000
 }
 
 // live says whether the owner of a running record is still at work, and
@@ -349,14 +341,18 @@ func (s *Store) live(rec *ownerRecord, now time.Time) (bool, string) {
 // record, and the job counts as complete. Nor is a job whose write set
 // overlaps a running job's of another live pilot: wait says why, and the
 // job may be claimed once that one ends.
-func (s *Store) claim(id, token, def string, rerun bool, ws Writes, now time.Time) (claimed bool, done *ownerRecord, holder, wait string, err error) {
-	c, err := s.claimJob(id, token, def, rerun, ws, now)
-	return c.claimed, c.done, c.holder, c.wait, err
+func (s *Store) claim(id, token, def string, rerun bool, ws Writes, now time.Time) (c claimed, err error) {
+	err = s.change(func(doc *storeDoc) bool {
+		c = s.claimIn(doc, id, token, def, rerun, ws, now)
+		return c.claimed
+	})
+	return c, err
 }
 
-// A claimed is what claimJob made of a claim (see claim); salvage names
-// the worktree a dead owner's run of the job left, when it took the job
-// over from one that recorded it.
+// A claimed is what a claim came to: claimed, or done, holder or wait
+// say why not (see claim); salvage names the worktree a dead owner's run
+// of the job left, when the claim took the job over from one that
+// recorded it.
 type claimed struct {
 	claimed      bool
 	done         *ownerRecord
@@ -364,38 +360,29 @@ type claimed struct {
 	salvage      string
 }
 
-// claimJob is claim, with the worktree to salvage.
-func (s *Store) claimJob(id, token, def string, rerun bool, ws Writes, now time.Time) (c claimed, err error) {
-	err = s.change(func(doc *storeDoc) bool {
-		c = claimed{}
-		c.claimed, c.done, c.holder, c.wait, c.salvage = s.claimIn(doc, id, token, def, rerun, ws, now)
-		return c.claimed
-	})
-	return c, err
-}
-
-// claimIn is claimJob's change of doc: claimed reports whether it changed.
-func (s *Store) claimIn(doc *storeDoc, id, token, def string, rerun bool, ws Writes, now time.Time) (claimed bool, done *ownerRecord, holder, wait, salvage string) {
+// claimIn is claim's change of doc, which it changed when c.claimed.
+func (s *Store) claimIn(doc *storeDoc, id, token, def string, rerun bool, ws Writes, now time.Time) claimed {
 	rec := doc.Jobs[id]
 	if rec != nil && rec.Status == ownComplete && !rerun && (rec.Def == "" || rec.Def == def) {
 		c := *rec
-		return false, &c, "", "", ""
+		return claimed{done: &c}
 	}
-	if wait = s.foreignConflict(doc, id, token, ws, now); wait != "" {
-		return false, nil, "", wait, ""
+	if wait := s.foreignConflict(doc, id, token, ws, now); wait != "" {
+		return claimed{wait: wait}
 	}
 	if rec != nil && rec.Status == ownRunning && rec.sibling(token) {
-		return false, nil, fmt.Sprintf("owned by another run of this pilot (pid %d)", rec.Pid), "", ""
+		return claimed{holder: fmt.Sprintf("owned by another run of this pilot (pid %d)", rec.Pid)}
 	}
 	if rec != nil && rec.Status == ownRunning && !rec.thisProcess() {
 		if ok, why := s.live(rec, now); ok {
 			if rec.foreign() {
 				// Not known dead: wait for its lease.
-				return false, nil, "", "owned by a pilot this system cannot see: " + why, ""
+				return claimed{wait: "owned by a pilot this system cannot see: " + why}
 			}
-			return false, nil, fmt.Sprintf("owned by a live pilot (pid %d): %s", rec.Pid, why), "", ""
+			return claimed{holder: fmt.Sprintf("owned by a live pilot (pid %d): %s", rec.Pid, why)}
 		}
 	}
+	c := claimed{claimed: true}
 	me := self()
 	me.UpdatedAt = now.UTC()
 	if rec != nil && (rec.Status == ownRunning && !rec.thisProcess() || rec.Status == ownStale) {
@@ -404,7 +391,7 @@ func (s *Store) claimIn(doc *storeDoc, id, token, def string, rerun bool, ws Wri
 		}
 		// What the dead owner's run left in its worktree is the next
 		// run's to build on.
-		salvage = rec.Worktree
+		c.salvage = rec.Worktree
 	}
 	me.Writes, me.WritesUnknown, me.Token = ws.Files, ws.Unknown, token
 	switch {
@@ -415,7 +402,7 @@ func (s *Store) claimIn(doc *storeDoc, id, token, def string, rerun bool, ws Wri
 		me.Previous = rec.Previous // a dead owner's rerun's
 	}
 	doc.Jobs[id] = &me
-	return true, nil, "", "", salvage
+	return c
 }
 
 // foreignConflict says why a job of write set ws may not start beside the

@@ -17,7 +17,7 @@ func BenchmarkStoreDecision(b *testing.B) {
 	}
 	now := time.Now()
 	for i := range 1000 {
-		if _, _, _, _, err := s.claim(fmt.Sprintf("old%04d", i), "", "", false, Writes{}, now); err != nil {
+		if _, err := s.claim(fmt.Sprintf("old%04d", i), "", "", false, Writes{}, now); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -26,7 +26,7 @@ func BenchmarkStoreDecision(b *testing.B) {
 	for b.Loop() {
 		id := fmt.Sprintf("j%d", i)
 		i++
-		if ok, _, _, _, err := s.claim(id, "", "", false, Writes{}, now); err != nil || !ok {
+		if c, err := s.claim(id, "", "", false, Writes{}, now); err != nil || !c.claimed {
 			b.Fatal(err)
 		}
 		if err := s.release(id, "", true, "", "", now); err != nil {

@@ -164,6 +164,14 @@ func StartedAt(pid int) (time.Time, bool) {
 	return boot.Add(time.Duration(ticks) * time.Second / clockTicks), true
 }
 
+// ClockMargin is how much later than since a process may seem to have
+// started (StartedAt) though it started before: a start time is read
+// against the boot time, which is whole seconds, and the clock may have
+// been slewed since (at most 500 ppm).
+func ClockMargin(since time.Time) time.Duration {
+	return 2*time.Second + max(time.Since(since), 0)/1000
+}
+
 // BootTime is the btime line of /proc/stat: when the system booted, in
 // whole seconds of the clock as it is now.
 func BootTime() (time.Time, bool) {

@@ -1,5 +1,7 @@
 package rundir
 
-var ClockMargin = clockMargin
+import "github.com/pilotworkers/pilot/internal/procfs"
+
+var ClockMargin = procfs.ClockMargin
 var EnvRunID = envRunID
 var IsTemp = isTemp

@@ -350,21 +350,13 @@ func Owner(rec Record) (alive bool, evidence string) {
 	if p.start.IsZero() {
 		return true, fmt.Sprintf("pilot pid %d is alive (%s); this system gives no start time to tell a reused pid", pid, p.proof)
 	}
-	if p.start.After(rec.StartedAt.Add(clockMargin(rec.StartedAt))) {
+	if p.start.After(rec.StartedAt.Add(procfs.ClockMargin(rec.StartedAt))) {
 		return false, fmt.Sprintf("pilot pid %d is alive but started at %s, after the run started at %s: the pid was reused "+
 			"(proof: the process's start time, from %s, against the record's started_at; the record keeps no start time of its pilot)",
 			pid, p.start.UTC().Format(time.RFC3339), rec.StartedAt.UTC().Format(time.RFC3339), p.proof)
 	}
 	return true, fmt.Sprintf("pilot pid %d is alive and started at %s, before the run (proof: its start time, from %s, against the record's started_at)",
 		pid, p.start.UTC().Format(time.RFC3339), p.proof)
-}
-
-// clockMargin is how much later than a run's start its pilot may seem to
-// have started: a process's start time is read against the boot time,
-// which is whole seconds, and the clock may have been slewed since (at most
-// 500 ppm).
-func clockMargin(started time.Time) time.Duration {
-	return 2*time.Second + max(time.Since(started), 0)/1000
 }
 
 // proc is what this system tells of a process.
