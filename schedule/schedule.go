@@ -597,8 +597,9 @@ func (r *runState) start(ctx context.Context, i int) bool {
 			}
 			active = wt
 			if fresh && store != nil {
-				// Best effort, as started: a pilot that takes the job
-				// over after this one dies finds its worktree by it.
+				// Best effort, as started, and before the worker starts:
+				// a pilot that takes the job over after this one dies
+				// finds its worktree by it.
 				_ = store.entered(id, r.claimToken, wt.Name, r.now())
 			}
 		}

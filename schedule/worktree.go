@@ -140,7 +140,7 @@ func (r *runState) salvage(ctx context.Context, jb *job, name string, branches [
 	if !ok {
 		return branches
 	}
-	info, err := sv.Salvage(ctx, name, jb.ID+" ("+jb.Task.Provider+":"+string(jb.Task.Mode)+"), taken over from a dead pilot")
+	info, err := sv.Salvage(ctx, name, jb.label()+", taken over from a dead pilot")
 	switch {
 	case err != nil:
 		r.emit(Event{Type: EventSalvaged, Job: jb.ID, Provider: jb.Task.Provider,
@@ -153,12 +153,17 @@ func (r *runState) salvage(ctx context.Context, jb *job, name string, branches [
 	return branches
 }
 
+// label names job jb in its worktree's commit: "api (glm:code)".
+func (jb *job) label() string {
+	return jb.ID + " (" + jb.Task.Provider + ":" + string(jb.Task.Mode) + ")"
+}
+
 // leaveWorktree ends job jb's use of its worktree after the run runID:
 // Result.Worktree says what was kept.
 func (r *runState) leaveWorktree(jb *job, runID string) error {
 	info := *jb.active
 	jb.active = nil
-	info.Job, info.TaskFile = jb.ID+" ("+jb.Task.Provider+":"+string(jb.Task.Mode)+")", jb.Task.TaskFile
+	info.Job, info.TaskFile = jb.label(), jb.Task.TaskFile
 	fin, err := r.s.Worktrees.Finish(context.Background(), info, runID)
 	if err != nil {
 		info.Kept = true
