@@ -63,10 +63,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -102,6 +104,9 @@ type config struct {
 	p8Workers int
 	p8For     time.Duration
 	p8Stream  string // "claude" or "pi"
+	// memprofile: where P8 writes a heap profile halfway through its
+	// first run through pilot, when not empty.
+	memprofile string
 	// nofile is RLIMIT_NOFILE's soft limit, raised to the hard one,
 	// nofileMax: what P8 may use.
 	nofile, nofileMax uint64
@@ -163,6 +168,7 @@ func run() int {
 	p8Stream := flag.String("p8-stream", "claude", "P8's workers' recorded stream: claude (testdata/claude/stream/parallel-tools) or pi (testdata/pi/stream/tool-use-gen-a)")
 	p8For := flag.Duration("p8-for", 0, "how long each P8 worker prints; 0 means 60s, or 10s with -quick")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (pilot's side, not its supervisor's) to `file`")
+	memprofile := flag.String("memprofile", "", "write a heap profile of this process halfway through P8's first run through pilot to `file` (its goroutines to file.goroutines), and its memory figures to stderr")
 	flag.Parse()
 
 	want := map[string]bool{}
@@ -188,7 +194,7 @@ func run() int {
 		}
 		want[strings.ToUpper(id)] = true
 	}
-	cfg := &config{quick: *quick, rounds: *rounds, p8Workers: *p8Workers, p8For: *p8For, p8Stream: *p8Stream, log: func(string, ...any) {}}
+	cfg := &config{quick: *quick, rounds: *rounds, p8Workers: *p8Workers, p8For: *p8For, p8Stream: *p8Stream, memprofile: *memprofile, log: func(string, ...any) {}}
 	if cfg.rounds <= 0 {
 		cfg.rounds = 5
 		if cfg.quick {
@@ -1080,6 +1086,31 @@ func runP6(cfg *config) (row, error) {
 		Note: fmt.Sprintf("resident memory of pilot and its supervisor per running job, %d at once, workers excluded; Go heap alone %.1f KiB/job", n, median(hs))}, nil
 }
 
+// heapProfile writes this process's heap profile to path and its memory
+// figures, per worker of n, to stderr.
+func heapProfile(path string, n int) {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	k := func(b uint64) float64 { return float64(b) / 1024 / float64(n) }
+	fmt.Fprintf(os.Stderr, "bench: P8 midway, KiB per worker: heap in use %.1f (%d objects), stacks %.1f, other runtime %.1f, heap idle not released %.1f; %d goroutines\n",
+		k(m.HeapInuse), m.HeapObjects, k(m.StackInuse), k(m.MSpanInuse+m.MCacheInuse+m.BuckHashSys+m.GCSys+m.OtherSys), k(m.HeapIdle-m.HeapReleased), runtime.NumGoroutine())
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.WriteHeapProfile(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if g, gerr := os.Create(path + ".goroutines"); gerr == nil {
+		pprof.Lookup("goroutine").WriteTo(g, 1)
+		g.Close()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: -memprofile: %v\n", err)
+	}
+}
+
 // runP8 runs one Fanout of many cheap workers at once (the fake agent
 // replaying a recorded Claude stream, paced) and measures pilot's CPU,
 // memory and descriptors per worker, against the same workers run the
@@ -1116,6 +1147,10 @@ func runP8(cfg *config) (row, error) {
 	defer os.RemoveAll(w.Dir)
 	if _, _, err := trivial(cfg); err != nil { // starts the supervisor
 		return row{}, err
+	}
+	if cfg.memprofile != "" {
+		var once sync.Once
+		w.Midway = func() { once.Do(func() { heapProfile(cfg.memprofile, w.N) }) }
 	}
 	var ps, es []measure.ManyResult
 	runs := filepath.Join(w.Dir, "runs")

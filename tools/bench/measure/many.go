@@ -33,6 +33,9 @@ type Workers struct {
 	Rate   float64
 	For    time.Duration
 	Dir    string // run directories and logs go under it
+	// Midway, when set, is called once in Pilot halfway through For,
+	// while every worker runs (for a heap profile of that moment).
+	Midway func()
 }
 
 // ManyResult is what one side of P8 measured.
@@ -122,6 +125,10 @@ func (w Workers) Pilot(runDir string) (ManyResult, error) {
 	var res ManyResult
 	res.SupervisorP = sup
 	var vs []pilot.JobResult
+	if w.Midway != nil {
+		t := time.AfterFunc(w.For/2, w.Midway)
+		defer t.Stop()
+	}
 	err = sample(&res, sup, func() error {
 		var err error
 		vs, err = (&pilot.Fanout{Dispatcher: d, MaxParallel: w.N}).Run(context.Background(), jobs)
