@@ -14,9 +14,11 @@ const maxQueuedEvents = 10000
 
 // delivery hands a run's events to its observers from a goroutine of its
 // own, in order, so that no observer can delay the supervision of the
-// worker (its timeouts, stall checks and kills): emit only queues. close
-// waits until every queued event is delivered, so a Dispatch still returns
-// after its observers have seen its verdict.
+// worker (its timeouts, stall checks and kills): emit only queues. The
+// goroutine runs while events wait and ends when none is left (a run's
+// events are few and far between: a thousand silent runs hold no
+// goroutine for them). close waits until every queued event is delivered,
+// so a Dispatch still returns after its observers have seen its verdict.
 type delivery struct {
 	deliver func(Event)
 
@@ -24,50 +26,46 @@ type delivery struct {
 	queue   []Event
 	dropped int
 	closed  bool
-	wake    chan struct{}
-	done    chan struct{}
+	done    chan struct{} // closed when the running goroutine ends; nil when none runs
 }
 
 func newDelivery(deliver func(Event)) *delivery {
-	d := &delivery{deliver: deliver, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go d.loop()
-	return d
+	return &delivery{deliver: deliver}
 }
 
-// push queues e; it never blocks on an observer.
+// push queues e, starting the goroutine when none runs; it never blocks
+// on an observer.
 func (d *delivery) push(e Event) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if len(d.queue) >= maxQueuedEvents && e.Type != event.Started && e.Type != event.Verdict {
 		d.dropped++
-		d.mu.Unlock()
 		return
 	}
 	d.queue = append(d.queue, e)
-	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
+	if d.done == nil && !d.closed {
+		d.done = make(chan struct{})
+		go d.loop(d.done)
 	}
 }
 
-func (d *delivery) loop() {
-	defer close(d.done)
+func (d *delivery) loop(done chan struct{}) {
+	defer close(done)
 	for {
 		d.mu.Lock()
-		batch, dropped, closed := d.queue, d.dropped, d.closed
+		batch, dropped := d.queue, d.dropped
 		d.queue, d.dropped = nil, 0
+		if len(batch) == 0 && dropped == 0 {
+			d.done = nil
+			d.mu.Unlock()
+			return
+		}
 		d.mu.Unlock()
 		for _, e := range batch {
 			d.deliver(e)
 		}
 		if dropped > 0 {
 			d.deliver(droppedEvent(dropped, batch))
-		}
-		if len(batch) == 0 && dropped == 0 {
-			if closed {
-				return
-			}
-			<-d.wake
 		}
 	}
 }
@@ -81,14 +79,14 @@ func droppedEvent(n int, batch []Event) Event {
 	return e
 }
 
-// close delivers what is queued and ends the delivery goroutine.
+// close waits until what is queued is delivered; events pushed after it
+// are not.
 func (d *delivery) close() {
 	d.mu.Lock()
 	d.closed = true
+	done := d.done
 	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
+	if done != nil {
+		<-done
 	}
-	<-d.done
 }

@@ -54,8 +54,8 @@ func (r *run) closeLogs() {
 }
 
 // readStream drains one output pipe into stream.log, the watcher and OnLine.
-func (r *run) readStream(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic.Int64) {
-	defer wg.Done()
+func (r *run) readStream(done func(), f *os.File, s Stream, count *atomic.Int64) {
+	defer done()
 	tag := []byte("out ")
 	if s == Stderr {
 		tag = []byte("err ")
@@ -66,28 +66,30 @@ func (r *run) readStream(wg *sync.WaitGroup, f *os.File, s Stream, count *atomic
 		SpillDir: r.dir,
 		OnLine:   func(l lines.Line) { r.takeLine(s, tag, l, clean && l.InPlace) },
 	}
-	bp := readBufs.Get().(*[readBuf]byte)
-	defer readBufs.Put(bp)
-	buf := bp[:]
+	rd := newPipeReader(f)
 	for {
-		n, err := f.Read(buf)
+		bp, n, err := rd.read()
 		if n > 0 {
+			buf := bp[:n]
 			r.lastOutput.Store(time.Now().UnixNano())
 			count.Add(int64(n))
 			// One lock for all the lines of a read (line runs under it).
 			r.lineMu.Lock()
 			if s == Stderr {
-				r.stderrTail.Write(buf[:n])
+				r.stderrTail.Write(buf)
 			}
-			r.streamTail.Write(buf[:n])
+			r.streamTail.Write(buf)
 			// One look for the secrets in the whole read costs less
 			// than one in each of its lines.
-			clean = r.red.clean(buf[:n])
-			sp.Write(buf[:n])
+			clean = r.red.clean(buf)
+			sp.Write(buf)
 			// The lines of this read go to stream.log in one write, made
 			// while the next read is taken and split.
 			r.log.Flush()
 			r.lineMu.Unlock()
+		}
+		if bp != nil {
+			readBufs.Put(bp)
 		}
 		if err != nil {
 			break
@@ -106,11 +108,21 @@ var newline = []byte("\n")
 // readBuf is the size of one read from a worker's pipe.
 const readBuf = 64 << 10
 
-// readBufs holds the read buffers of finished runs: a dispatch of a short
-// worker would otherwise allocate two of them, most of its garbage. Nothing
-// keeps a reference into a buffer once its reader returns (lines are copied
-// into stream.log's batch, and watchers and OnLine keep no line).
+// readBufs holds the read buffers not in use: a reader takes one for a read
+// and puts it back once the read's lines are handled (on unix only when the
+// pipe has data, see pipeReader), so that a dispatch does not allocate its
+// own, most of its garbage, nor a waiting worker hold one. Nothing keeps a
+// reference into a buffer once it is back (lines are copied into
+// stream.log's batch, and watchers and OnLine keep no line).
 var readBufs = sync.Pool{New: func() any { return new([readBuf]byte) }}
+
+// readHolding reads f into a buffer from readBufs, holding it while the
+// read waits.
+func readHolding(f *os.File) (bp *[readBuf]byte, n int, err error) {
+	bp = readBufs.Get().(*[readBuf]byte)
+	n, err = f.Read(bp[:])
+	return bp, n, err
+}
 
 // takeLine handles one complete output line: stream.log gets all of it, the
 // watcher and OnLine get at most MaxLineBytes. A clean line is one in
@@ -262,12 +274,18 @@ func openWorkerIO(data []byte) (w *workerIO, outW, errW, stdin *os.File, err err
 
 // readInto starts reading both pipes into r's logs, watcher and observers.
 func (w *workerIO) readInto(r *run) {
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go r.readStream(&readers, w.outR, Stdout, &r.stdoutBytes)
-	go r.readStream(&readers, w.errR, Stderr, &r.stderrBytes)
 	w.drained = make(chan struct{})
-	go func() { readers.Wait(); close(w.drained) }()
+	// The reader that ends last closes drained (no goroutine waits for
+	// them).
+	var left atomic.Int32
+	left.Store(2)
+	done := func() {
+		if left.Add(-1) == 0 {
+			close(w.drained)
+		}
+	}
+	go r.readStream(done, w.outR, Stdout, &r.stdoutBytes)
+	go r.readStream(done, w.errR, Stderr, &r.stderrBytes)
 }
 
 // drain waits up to d for both pipes to be read to their end, as when the
