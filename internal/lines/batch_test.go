@@ -93,11 +93,37 @@ func TestBatchWritesSmallBatchesItself(t *testing.T) {
 	b := NewBatch(w, 64<<10)
 	b.Append([]byte("out ok\n"))
 	b.Flush()
-	if b.todo != nil {
+	if b.done != nil {
 		t.Error("a Batch of one short line started a goroutine")
 	}
 	if got := w.buf.String(); got != "out ok\n" {
 		t.Errorf("after Flush: %q, want it written", got)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Once the big batch before it is written, a small batch is written by
+// Flush itself, and the big buffers go back to the pool.
+func TestBatchWritesSmallBatchesItselfAfterABigOne(t *testing.T) {
+	w := &gatedWriter{}
+	b := NewBatch(w, 64<<10)
+	big := strings.Repeat("x", inlineMax) + "\n" // too big to be written inline
+	b.Append([]byte(big))
+	if err := b.Sync(); err != nil { // handed over, written and back
+		t.Fatal(err)
+	}
+	b.Append([]byte("out ok\n"))
+	b.Flush()
+	w.mu.Lock()
+	got := w.buf.String()
+	w.mu.Unlock()
+	if got != big+"out ok\n" {
+		t.Errorf("after Flush: %d bytes, want the small batch written too", len(got))
+	}
+	if cap(b.cur) > inlineMax || b.spare != nil {
+		t.Errorf("after a small batch: batch buffers of %d and %d bytes kept, want none of 64 KiB", cap(b.cur), cap(b.spare))
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
