@@ -68,9 +68,8 @@ func (r *run) readStream(done func(), f *os.File, s Stream, count *atomic.Int64)
 	}
 	rd := newPipeReader(f)
 	for {
-		bp, n, err := rd.read()
-		if n > 0 {
-			buf := bp[:n]
+		buf, err := rd.read()
+		if n := len(buf); n > 0 {
 			r.lastOutput.Store(time.Now().UnixNano())
 			count.Add(int64(n))
 			// One lock for all the lines of a read (line runs under it).
@@ -88,9 +87,7 @@ func (r *run) readStream(done func(), f *os.File, s Stream, count *atomic.Int64)
 			r.log.Flush()
 			r.lineMu.Unlock()
 		}
-		if bp != nil {
-			readBufs.Put(bp)
-		}
+		rd.release()
 		if err != nil {
 			break
 		}
@@ -105,23 +102,66 @@ func (r *run) readStream(done func(), f *os.File, s Stream, count *atomic.Int64)
 
 var newline = []byte("\n")
 
-// readBuf is the size of one read from a worker's pipe.
-const readBuf = 64 << 10
+// readBuf is the size of one read from a worker's pipe after a read that
+// filled its buffer, smallRead after one that did not: a worker printing a
+// line at a time is read into small buffers, a fast one into big ones.
+const (
+	readBuf   = 64 << 10
+	smallRead = 4 << 10
+)
 
-// readBufs holds the read buffers not in use: a reader takes one for a read
-// and puts it back once the read's lines are handled (on unix only when the
-// pipe has data, see pipeReader), so that a dispatch does not allocate its
-// own, most of its garbage, nor a waiting worker hold one. Nothing keeps a
-// reference into a buffer once it is back (lines are copied into
-// stream.log's batch, and watchers and OnLine keep no line).
-var readBufs = sync.Pool{New: func() any { return new([readBuf]byte) }}
+// readBufs and smallBufs hold the read buffers not in use: a reader takes
+// one for a read and puts it back once the read's lines are handled (on
+// unix only when the pipe has data, see pipeReader), so that a dispatch
+// does not allocate its own, most of its garbage, nor a waiting worker
+// hold one. Nothing keeps a reference into a buffer once it is back (lines
+// are copied into stream.log's batch, and watchers and OnLine keep no
+// line).
+var (
+	readBufs  = sync.Pool{New: func() any { return new([readBuf]byte) }}
+	smallBufs = sync.Pool{New: func() any { return new([smallRead]byte) }}
+)
 
-// readHolding reads f into a buffer from readBufs, holding it while the
-// read waits.
-func readHolding(f *os.File) (bp *[readBuf]byte, n int, err error) {
-	bp = readBufs.Get().(*[readBuf]byte)
-	n, err = f.Read(bp[:])
-	return bp, n, err
+// A readBuffer is a reader's buffer, from readBufs or smallBufs by how
+// the last read went.
+type readBuffer struct {
+	big   bool // the last read filled its buffer
+	large *[readBuf]byte
+	small *[smallRead]byte
+}
+
+// take takes a buffer from its pool.
+func (b *readBuffer) take() []byte {
+	if b.big {
+		b.large = readBufs.Get().(*[readBuf]byte)
+		return b.large[:]
+	}
+	b.small = smallBufs.Get().(*[smallRead]byte)
+	return b.small[:]
+}
+
+// read notes that a read into buf got n bytes.
+func (b *readBuffer) read(buf []byte, n int) { b.big = n == len(buf) }
+
+// release puts the buffer taken back.
+func (b *readBuffer) release() {
+	if b.large != nil {
+		readBufs.Put(b.large)
+		b.large = nil
+	}
+	if b.small != nil {
+		smallBufs.Put(b.small)
+		b.small = nil
+	}
+}
+
+// readHolding reads f into a buffer from b, holding it while the read
+// waits.
+func readHolding(f *os.File, b *readBuffer) ([]byte, error) {
+	buf := b.take()
+	n, err := f.Read(buf)
+	b.read(buf, n)
+	return buf[:n], err
 }
 
 // takeLine handles one complete output line: stream.log gets all of it, the

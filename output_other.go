@@ -4,11 +4,14 @@ package pilot
 
 import "os"
 
-// A pipeReader reads a worker's output pipe, holding a buffer from
-// readBufs while it waits.
-type pipeReader struct{ f *os.File }
+// A pipeReader reads a worker's output pipe, holding a buffer while it
+// waits.
+type pipeReader struct {
+	f *os.File
+	readBuffer
+}
 
-func newPipeReader(f *os.File) pipeReader { return pipeReader{f: f} }
+func newPipeReader(f *os.File) *pipeReader { return &pipeReader{f: f} }
 
-// read reads into a buffer from readBufs, which the caller puts back.
-func (p pipeReader) read() (bp *[readBuf]byte, n int, err error) { return readHolding(p.f) }
+// read returns what one read got, in a buffer that release puts back.
+func (p *pipeReader) read() ([]byte, error) { return readHolding(p.f, &p.readBuffer) }

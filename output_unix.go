@@ -9,51 +9,58 @@ import (
 )
 
 // A pipeReader reads a worker's output pipe through the runtime poller
-// without holding a buffer while it waits: a buffer is taken from readBufs
-// only once the pipe has data, so a silent worker's two readers hold none.
+// without holding a buffer while it waits: a buffer is taken only once the
+// pipe has data, so a silent worker's two readers hold none.
 type pipeReader struct {
 	f  *os.File
 	rc syscall.RawConn // nil: read through f, holding a buffer
+	readBuffer
 }
 
-func newPipeReader(f *os.File) pipeReader {
+func newPipeReader(f *os.File) *pipeReader {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		rc = nil
 	}
-	return pipeReader{f: f, rc: rc}
+	return &pipeReader{f: f, rc: rc}
 }
 
-// read waits for data and reads it into a buffer from readBufs, which the
-// caller puts back (bp is nil when none was taken). At the end of the pipe
-// it returns io.EOF; once f is closed, or a read deadline passes, the
-// error f.Read would return.
-func (p pipeReader) read() (bp *[readBuf]byte, n int, err error) {
+// read waits for data and returns it, in a buffer that release puts back.
+// At the end of the pipe it returns io.EOF; once f is closed, or a read
+// deadline passes, the error f.Read would return.
+func (p *pipeReader) read() ([]byte, error) {
 	if p.rc == nil {
-		return readHolding(p.f)
+		return readHolding(p.f, &p.readBuffer)
 	}
-	var rerr error
-	err = p.rc.Read(func(fd uintptr) bool {
-		bp = readBufs.Get().(*[readBuf]byte)
+	var (
+		buf  []byte
+		n    int
+		rerr error
+	)
+	err := p.rc.Read(func(fd uintptr) bool {
+		buf = p.take()
 		for {
-			n, rerr = syscall.Read(int(fd), bp[:])
+			n, rerr = syscall.Read(int(fd), buf)
 			if rerr != syscall.EINTR {
 				break
 			}
 		}
 		if rerr == syscall.EAGAIN {
-			readBufs.Put(bp)
-			bp = nil
+			p.release()
 			return false // wait for the poller to say there is data
 		}
 		return true
 	})
+	n = max(n, 0)
 	switch {
 	case err != nil:
+		n = 0
 	case rerr != nil:
 		err = &os.PathError{Op: "read", Path: p.f.Name(), Err: rerr}
 	case n == 0:
 		err = io.EOF
+	default:
+		p.readBuffer.read(buf, n)
 	}
-	return bp, max(n, 0), err
+	return buf[:n], err
 }
