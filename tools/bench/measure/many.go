@@ -33,6 +33,8 @@ type Workers struct {
 	Rate   float64
 	For    time.Duration
 	Dir    string // run directories and logs go under it
+	// FinishGrace is the Dispatcher's (zero: its default).
+	FinishGrace time.Duration
 	// Midway, when set, is called once in Pilot halfway through For,
 	// while every worker runs (for a heap profile of that moment).
 	Midway func()
@@ -103,7 +105,7 @@ func (w Workers) Pilot(runDir string) (ManyResult, error) {
 	if err != nil {
 		return ManyResult{}, err
 	}
-	d := &pilot.Dispatcher{Runners: agents.Runners(), Providers: reg, RunDir: runDir, Grace: time.Second, EnvAllow: []string{"PATH"}}
+	d := &pilot.Dispatcher{Runners: agents.Runners(), Providers: reg, RunDir: runDir, Grace: time.Second, FinishGrace: w.FinishGrace, EnvAllow: []string{"PATH"}}
 	wd := filepath.Join(w.Dir, "work")
 	if err := os.MkdirAll(wd, 0o700); err != nil {
 		return ManyResult{}, err
