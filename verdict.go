@@ -242,8 +242,9 @@ type Started struct {
 //	                        (its worktree being made, its worker spawned),
 //	                        to Fanout.OnEvent only
 //	event.FanoutJobWaiting   a Fanout's job waits before it starts (Message
-//	                        says for what: "waiting for memory: ..."), to
-//	                        Fanout.OnEvent only
+//	                        says for what: "waiting for a slot: ...",
+//	                        "waiting for memory: ...", a provider's slot or
+//	                        reset), once per wait, to Fanout.OnEvent only
 //
 // and the retry package's EventRetry, EventResumeFallback and EventBlocked,
 // with Retry set. Other kinds carry Message.
