@@ -63,8 +63,12 @@ type Dispatcher struct {
 	// never when negative. Claude Code's -p mode, and opencode after some
 	// fatal errors, are known to hang there.
 	FinishGrace time.Duration
-	// WaitDelay bounds how long pilot keeps reading output once the whole
-	// process tree is gone; 2 s when zero.
+	// WaitDelay is how long pilot waits on a quiet output pipe once the
+	// worker's whole process tree is gone (a process pilot could not kill
+	// may hold it open); 2 s when zero. Output still waiting in the pipes
+	// is read however long that takes on a busy machine, and a pipe that
+	// keeps giving output is read for at most 15 × WaitDelay. A verdict
+	// whose pipes were cut off says so (Verdict.OutputIncomplete).
 	WaitDelay time.Duration
 	// MaxLineBytes is the most of one output line held in memory (longer
 	// lines still reach stream.log whole); 8 MiB when zero.

@@ -270,13 +270,14 @@ type fanoutRun struct {
 	cancel  context.CancelCauseFunc
 	// sem is the fanout's parallelism: a job takes its first slot in
 	// job order; a retry taking its slot back (WithoutSlot) goes first.
-	sem   *semaphore.Weighted
-	poke  chan struct{} // a slot, a provider's slot or a gate changed
-	gates *gate.Set
-	spent *spending
-	mem   *fanoutMemory // nil without a MemoryBudget
-	told  []string      // the last wait each job was told of
-	wg    sync.WaitGroup
+	sem      *semaphore.Weighted
+	slotWait string        // what a job without a slot is told
+	poke     chan struct{} // a slot, a provider's slot or a gate changed
+	gates    *gate.Set
+	spent    *spending
+	mem      *fanoutMemory // nil without a MemoryBudget
+	told     []string      // the last wait each job was told of
+	wg       sync.WaitGroup
 }
 
 func (f *Fanout) newFanoutRun(ctx context.Context, jobs []Job) *fanoutRun {
@@ -289,7 +290,8 @@ func (f *Fanout) newFanoutRun(ctx context.Context, jobs []Job) *fanoutRun {
 	fr := &fanoutRun{f: f, jobs: jobs, results: make([]JobResult, len(jobs)),
 		names: worktreeNames(jobs, hex.EncodeToString(id[:])),
 		sem:   semaphore.NewWeighted(int64(limit)), poke: make(chan struct{}, 1),
-		spent: &spending{max: f.MaxCostUSD}, mem: f.memory(), told: make([]string, len(jobs))}
+		slotWait: fmt.Sprintf("waiting for a slot: all %d of the fanout's slots are running", limit),
+		spent:    &spending{max: f.MaxCostUSD}, mem: f.memory(), told: make([]string, len(jobs))}
 	fr.ctx, fr.cancel = context.WithCancelCause(ctx)
 	fr.gates = gate.New(func(provider string) int {
 		return LimitsOf(f.Dispatcher, Task{Provider: provider}).MaxParallel
@@ -318,7 +320,9 @@ func (fr *fanoutRun) say(i int, key, why string) {
 func (fr *fanoutRun) pass(queue []int) (keep []int, next time.Time) {
 	now := time.Now()
 	keep = queue[:0]
-	behind := false // a job waits for a slot or for memory: the jobs after it wait behind it
+	// behind is why the jobs after one that waits for a slot or for
+	// memory wait: behind it, in job order.
+	var behind, behindKey string
 	for _, i := range queue {
 		p := fr.jobs[i].Task.Provider
 		st := fr.gates.Check(p, now)
@@ -326,8 +330,9 @@ func (fr *fanoutRun) pass(queue []int) (keep []int, next time.Time) {
 		case st.Closed != "":
 			fr.results[i] = blocked(fr.jobs[i], st.Closed)
 			continue
-		case behind:
+		case behind != "":
 			keep = append(keep, i)
+			fr.say(i, behindKey, behind)
 			continue
 		case !st.Open():
 			// Its provider holds it back; it holds no slot, and the
@@ -341,7 +346,9 @@ func (fr *fanoutRun) pass(queue []int) (keep []int, next time.Time) {
 			continue
 		}
 		if !fr.sem.TryAcquire(1) {
-			keep, behind = append(keep, i), true
+			keep = append(keep, i)
+			behind, behindKey = fr.slotWait, "\x00slot"
+			fr.say(i, behindKey, behind)
 			continue
 		}
 		if why, over := fr.spent.over("fanout"); over {
@@ -353,8 +360,9 @@ func (fr *fanoutRun) pass(queue []int) (keep []int, next time.Time) {
 		if why != "" {
 			// Memory is let in job order: the jobs after it wait.
 			fr.sem.Release(1)
-			keep, behind = append(keep, i), true
+			keep = append(keep, i)
 			fr.say(i, "\x00memory", why)
+			behind, behindKey = fmt.Sprintf("waiting behind job %d (%s), which waits for memory", i, fr.jobs[i].label()), fmt.Sprintf("\x00behind %d", i)
 			continue
 		}
 		fr.start(i, hold)

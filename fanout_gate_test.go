@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/event"
+	"github.com/pilotworkers/pilot/pilottest"
 	"github.com/pilotworkers/pilot/size"
 )
 
@@ -264,7 +266,62 @@ func TestFanoutRateLimitHoldsItsProviderUntilTheReset(t *testing.T) {
 	if secondAt.Sub(limitedAt) < retryAfter {
 		t.Errorf("x2 started %v after x1's rate limit, before its reset %v later", secondAt.Sub(limitedAt), retryAfter)
 	}
-	if len(waits) != 1 || !strings.HasPrefix(waits[0], "1 waiting for provider x's rate limit to reset at ") {
-		t.Errorf("waiting events = %q, want one for x2 naming the reset", waits)
+	// Before x1 ends, x2 and y1 wait for the one slot; then x2 waits for
+	// x's reset.
+	var limit []string
+	for _, w := range waits {
+		if w != "1 waiting for a slot: all 1 of the fanout's slots are running" && w != "2 waiting for a slot: all 1 of the fanout's slots are running" {
+			limit = append(limit, w)
+		}
+	}
+	if len(limit) != 1 || !strings.HasPrefix(limit[0], "1 waiting for provider x's rate limit to reset at ") {
+		t.Errorf("waiting events = %q, want the slot's and one for x2 naming the reset", waits)
+	}
+}
+
+// A job without a slot says so once, as do the jobs behind it; none is
+// told again while it waits for the same thing, and a job that found its
+// slot at once is told nothing.
+func TestFanoutSaysAJobWaitsForASlot(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 4)
+	d := pilottest.DispatchFunc(func(ctx context.Context, task pilot.Task) (pilot.Verdict, error) {
+		started <- struct{}{}
+		<-release
+		return pilot.Verdict{Verdict: pilot.Completed, Provider: task.Provider}, nil
+	})
+	var mu sync.Mutex
+	waits := map[int][]string{}
+	f := &pilot.Fanout{Dispatcher: d, MaxParallel: 2, OnEvent: func(i int, e pilot.Event) {
+		if e.Type == event.FanoutJobWaiting {
+			mu.Lock()
+			waits[i] = append(waits[i], e.Message)
+			mu.Unlock()
+		}
+	}}
+	jobs := make([]pilot.Job, 4)
+	for i := range jobs {
+		jobs[i] = pilot.Job{Task: pilot.Task{Provider: "p", Mode: pilot.ModeReview, Prompt: fmt.Sprint("job ", i)}}
+	}
+	done := make(chan []pilot.JobResult)
+	go func() {
+		vs, err := f.Run(context.Background(), jobs)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- vs
+	}()
+	<-started
+	<-started
+	close(release) // the first two end; the last two take their slots
+	for i, v := range <-done {
+		if v.Verdict.Verdict != pilot.Completed {
+			t.Errorf("job %d: %s", i, v.Verdict.Verdict)
+		}
+	}
+	slot := "waiting for a slot: all 2 of the fanout's slots are running"
+	want := map[int][]string{2: {slot}, 3: {slot}}
+	if diff := cmp.Diff(want, waits); diff != "" {
+		t.Errorf("waiting events (-want +got):\n%s", diff)
 	}
 }

@@ -6,6 +6,7 @@ package pilot
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -54,7 +55,9 @@ func (r *run) closeLogs() {
 }
 
 // readStream drains one output pipe into stream.log, the watcher and OnLine.
-func (r *run) readStream(done func(), f *os.File, s Stream, count *atomic.Int64) {
+// Once the worker's tree is gone (w.drain) it reads on while the pipe
+// gives output, and stops at w's deadline (w.cut records it).
+func (r *run) readStream(done func(), w *workerIO, f *os.File, s Stream, count *atomic.Int64) {
 	defer done()
 	tag := []byte("out ")
 	if s == Stderr {
@@ -68,6 +71,9 @@ func (r *run) readStream(done func(), f *os.File, s Stream, count *atomic.Int64)
 	}
 	rd := newPipeReader(f)
 	for {
+		if e := w.ending.Load(); e != nil {
+			f.SetReadDeadline(e.next()) // RawConn.Read keeps it too
+		}
 		buf, err := rd.read()
 		if n := len(buf); n > 0 {
 			r.lastOutput.Store(time.Now().UnixNano())
@@ -89,6 +95,9 @@ func (r *run) readStream(done func(), f *os.File, s Stream, count *atomic.Int64)
 		}
 		rd.release()
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				w.cut.Store(true)
+			}
 			break
 		}
 	}
@@ -287,7 +296,31 @@ type workerIO struct {
 	outR, errR *os.File
 	stdinDone  func()
 	drained    chan struct{} // closed when both pipes are read to their end; nil until readInto
+	// ending is set once the worker's tree is gone (drain); cut once a
+	// reader stopped at its deadline, with output left unread.
+	ending atomic.Pointer[ending]
+	cut    atomic.Bool
 }
+
+// ending is when the readers of a worker whose tree is gone stop: after
+// quiet with nothing to read, or at until.
+type ending struct {
+	quiet time.Duration
+	until time.Time
+}
+
+// next is the deadline of a reader's next read.
+func (e *ending) next() time.Time {
+	if t := time.Now().Add(e.quiet); t.Before(e.until) {
+		return t
+	}
+	return e.until
+}
+
+// drainLimit is how many wait delays pilot reads a pipe that keeps giving
+// output once the worker's tree is gone: only a process pilot could not
+// kill (one that was handed the pipe outside the tree) can write to it.
+const drainLimit = 15
 
 // openWorkerIO opens the worker's stdout and stderr pipes and its stdin (a
 // file holding data), closing what it opened when one fails. The worker's
@@ -324,24 +357,33 @@ func (w *workerIO) readInto(r *run) {
 			close(w.drained)
 		}
 	}
-	go r.readStream(done, w.outR, Stdout, &r.stdoutBytes)
-	go r.readStream(done, w.errR, Stderr, &r.stderrBytes)
+	go r.readStream(done, w, w.outR, Stdout, &r.stdoutBytes)
+	go r.readStream(done, w, w.errR, Stderr, &r.stderrBytes)
 }
 
-// drain waits up to d for both pipes to be read to their end, as when the
-// worker's tree is gone, then closes pilot's ends. It reports whether the
-// output was read whole: a grandchild pilot could not kill may hold a pipe
-// open.
+// drain reads both pipes to their end once the worker's tree is gone,
+// then closes pilot's ends. It reports whether the output was read whole:
+// a process pilot could not kill may hold a pipe open. A reader still
+// taking output (a backlog on a busy machine: the pipes hold what the
+// tree wrote before it went) reads on; one that waits quiet for d stops,
+// and none reads past drainLimit × d.
 func (w *workerIO) drain(d time.Duration) (whole bool) {
-	t := time.NewTimer(d)
+	e := &ending{quiet: d, until: time.Now().Add(drainLimit * d)}
+	w.ending.Store(e)
+	// Readers waiting now get their deadline here; the others set it
+	// before their next read.
+	next := e.next()
+	w.outR.SetReadDeadline(next)
+	w.errR.SetReadDeadline(next)
+	t := time.NewTimer(time.Until(e.until) + d) // for pipes without deadlines
 	defer t.Stop()
 	select {
 	case <-w.drained:
-		whole = true
 	case <-t.C:
+		w.cut.Store(true)
 	}
 	w.closeAll()
-	return whole
+	return !w.cut.Load()
 }
 
 // closeAll closes pilot's ends, waits for the readers (if any) to stop and

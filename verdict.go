@@ -133,7 +133,8 @@ type Verdict struct {
 	// for any number: see the package doc's Process trees).
 	Leftovers int `json:"leftovers,omitempty"`
 	// OutputIncomplete is set when the worker's output pipes stayed open
-	// past the wait delay and pilot stopped reading them.
+	// after its tree was gone, quiet for the wait delay or giving output
+	// past 15 × it, and pilot stopped reading them.
 	OutputIncomplete bool `json:"output_incomplete,omitempty"`
 
 	// SessionID is the worker's own session id, when its stream gave one;
@@ -241,8 +242,9 @@ type Started struct {
 //	                        (its worktree being made, its worker spawned),
 //	                        to Fanout.OnEvent only
 //	event.FanoutJobWaiting   a Fanout's job waits before it starts (Message
-//	                        says for what: "waiting for memory: ..."), to
-//	                        Fanout.OnEvent only
+//	                        says for what: "waiting for a slot: ...",
+//	                        "waiting for memory: ...", a provider's slot or
+//	                        reset), once per wait, to Fanout.OnEvent only
 //
 // and the retry package's EventRetry, EventResumeFallback and EventBlocked,
 // with Retry set. Other kinds carry Message.

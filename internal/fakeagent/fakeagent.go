@@ -43,6 +43,9 @@
 //	                junkFDs)
 //	killparent      SIGKILL the parent process, then its process group, and
 //	                print "killparent ppid P pgid G parent ERR group ERR"
+//	passfds=PATH    hand this process's stdout and stderr to whoever listens
+//	                on the Unix socket PATH (SCM_RIGHTS): a worker that lets
+//	                a process outside its tree hold its output pipes open
 //	spawn[:OPTS] STEPS... end
 //	                start a child fake agent running STEPS, wait until it has
 //	                run "ready" (or exited), then print "spawned PID" on
@@ -288,6 +291,12 @@ func Main(args []string) int {
 			out.Flush()
 			fmt.Fprintln(out, killParent())
 			out.Flush()
+		case "passfds":
+			out.Flush()
+			if err := passFDs(val); err != nil {
+				fmt.Fprintf(os.Stderr, "fakeagent: passfds: %v\n", err)
+				return 2
+			}
 		case "exit":
 			n, _ := strconv.Atoi(val)
 			out.Flush()

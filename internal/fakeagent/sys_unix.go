@@ -118,3 +118,22 @@ func errName(err error) string {
 	}
 	return err.Error()
 }
+
+// passFDs sends descriptors 1 and 2 over a connection to the Unix socket
+// path, and waits for the listener to close it (it has them by then).
+func passFDs(path string) error {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		return err
+	}
+	if err := syscall.Sendmsg(fd, []byte("fds"), syscall.UnixRights(1, 2), nil, 0); err != nil {
+		return err
+	}
+	var b [1]byte
+	_, err = syscall.Read(fd, b[:]) // 0 once the listener closes
+	return err
+}

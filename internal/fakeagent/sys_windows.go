@@ -21,3 +21,5 @@ func fdsLine([]int) string { return "fds unsupported" }
 func junkFDs() string { return "junkfds unsupported" }
 
 func killParent() string { return "killparent unsupported" }
+
+func passFDs(string) error { return fmt.Errorf("passfds: %w", errors.ErrUnsupported) }

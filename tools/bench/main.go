@@ -155,6 +155,13 @@ func main() {
 	if os.Getenv(fakeagent.EnvFakeAgent) != "" {
 		os.Exit(fakeagent.Main(os.Args[1:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "summary" {
+		if err := summarize(os.Stdout, os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "bench summary: %v\n", err)
+			os.Exit(2)
+		}
+		return
+	}
 	os.Exit(run())
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/examples/pilot/internal/grouplog"
 	"github.com/pilotworkers/pilot/runs"
 	"github.com/pilotworkers/pilot/size"
 	"github.com/pilotworkers/pilot/worktrees"
@@ -481,6 +482,7 @@ func runsPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	removed, kept, code := 0, 0, exitOK
 	var removedBytes, keptBytes int64
+	gone := map[string]bool{}
 	for _, p := range pruned {
 		switch {
 		case p.Kept != "":
@@ -493,9 +495,18 @@ func runsPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		default:
 			rec := p.Run.Record
 			fmt.Fprintf(stdout, "%s %s (%s, ended %s ago, %s)\n", verb, p.Run.ID, rec.Status, runs.Duration(opt.Now.Sub(*rec.EndedAt)), size.Bytes(p.Bytes).Approx())
+			gone[p.Run.ID] = true
 			removed++
 			removedBytes += p.Bytes
 		}
+	}
+	// A group's log (pilot serve's timeline) goes with the last of its runs.
+	groups, err := grouplog.Prune(dir, gone, *dryRun)
+	for _, id := range groups {
+		fmt.Fprintf(stdout, "%s group log %s: its runs are gone\n", verb, id)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "pilot runs prune: group logs: %v\n", err)
 	}
 	fmt.Fprintf(stdout, "%s %d run(s) (%s), kept %d (%s)\n", verb, removed, size.Bytes(removedBytes).Approx(), kept, size.Bytes(keptBytes).Approx())
 	if opt.MaxSize > 0 && keptBytes > opt.MaxSize {

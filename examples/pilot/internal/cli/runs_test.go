@@ -22,6 +22,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/examples/pilot/internal/grouplog"
 	"github.com/pilotworkers/pilot/internal/rundir"
 	"github.com/pilotworkers/pilot/pilottest"
 	"github.com/pilotworkers/pilot/runs"
@@ -472,6 +473,16 @@ func TestRunsPrune(t *testing.T) {
 	live, finish := startHeld(t, f, "held", release)
 	olderEnd, newerEnd := *readRecord(t, f, older.RunID).EndedAt, *readRecord(t, f, newer.RunID).EndedAt
 	dirOf := func(id string) string { return filepath.Join(f.runDir, id) }
+	// The two runs as one fanout's, whose log goes with the last of them.
+	group := grouplog.NewID(grouplog.KindFanout, olderEnd)
+	gl, err := grouplog.New(f.runDir, group, grouplog.KindFanout, []grouplog.Job{{Name: "ok"}, {Name: "broken"}}, olderEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl.Add(grouplog.Entry{Time: olderEnd, Type: grouplog.TypeStarted, Job: 0, RunID: older.RunID})
+	gl.Add(grouplog.Entry{Time: newerEnd, Type: grouplog.TypeStarted, Job: 1, RunID: newer.RunID})
+	gl.Close(newerEnd)
+	groupLog := filepath.Join(f.runDir, grouplog.DirName, group+".jsonl")
 
 	// An age between the two runs': the older one goes, the newer stays.
 	setClock(t, newerEnd.Add(time.Hour))
@@ -498,9 +509,15 @@ func TestRunsPrune(t *testing.T) {
 	if code != 0 || !exists(dirOf(newer.RunID)) || !strings.Contains(out, "kept "+newer.RunID+": its verdict is error, and failed runs are kept") {
 		t.Errorf("prune --keep-failed: exit %d:\n%s", code, out)
 	}
+	if !exists(groupLog) {
+		t.Errorf("prune removed the group log of a run it kept (%s)", newer.RunID)
+	}
 	code, out, _ = runCLI("runs", "prune", "--older-than", "7d", "--run-dir", f.runDir)
 	if code != 0 || exists(dirOf(newer.RunID)) || !exists(dirOf(live)) || !strings.Contains(out, "kept "+live+": still running") {
 		t.Errorf("prune: exit %d:\n%s", code, out)
+	}
+	if exists(groupLog) || !strings.Contains(out, "removed group log "+group+": its runs are gone") {
+		t.Errorf("the group log of runs all removed: still there %v; stdout:\n%s", exists(groupLog), out)
 	}
 	if code := finish(); code != 0 {
 		t.Errorf("the live run: exit %d", code)

@@ -285,3 +285,42 @@ func List(runDir string) ([]string, error) {
 	})
 	return ids, nil
 }
+
+// Prune removes the logs of runDir's groups that are over and whose runs
+// are all gone: no directory in runDir, or named in gone (the runs a
+// prune removes, or on a dry run would remove). With dryRun it removes
+// nothing. It returns the ids of the logs removed (would be), newest
+// first; a log it cannot read is left, and its error joined.
+func Prune(runDir string, gone map[string]bool, dryRun bool) ([]string, error) {
+	ids, err := List(runDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	var errs []error
+	for _, id := range ids {
+		g, err := Read(runDir, id)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if g.Ended.IsZero() || slices.ContainsFunc(g.Entries, func(e Entry) bool {
+			return e.RunID != "" && !gone[e.RunID] && exists(filepath.Join(runDir, e.RunID))
+		}) {
+			continue
+		}
+		if !dryRun {
+			if err := os.Remove(filepath.Join(runDir, DirName, id+".jsonl")); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		out = append(out, id)
+	}
+	return out, errors.Join(errs...)
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}

@@ -133,3 +133,51 @@ func TestALogOfADeadPilotEnds(t *testing.T) {
 		t.Errorf("the log of a dead pilot: ended %v, lost %q, %v; want it ended at its last line, saying its pilot is gone", g.Ended, g.Lost, err)
 	}
 }
+
+// A group's log goes when the group is over and its runs are gone; one
+// with a run left, or still going on, stays. A dry run removes nothing.
+func TestPruneRemovesALogWithItsLastRun(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Now().UTC()
+	jobs := []Job{{Name: "a", Worker: "glm:code"}, {Name: "b", Worker: "glm:code"}}
+	logOf := func(kind string, at time.Time, runs []string, end bool) string {
+		id := NewID(kind, at)
+		l, err := New(dir, id, kind, jobs, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range runs {
+			if err := os.Mkdir(filepath.Join(dir, r), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			l.Add(Entry{Time: at, Type: TypeStarted, Job: i, RunID: r})
+		}
+		if end {
+			l.Close(at)
+		}
+		return id
+	}
+	over := logOf(KindFanout, t0, []string{"r1", "r2"}, true)
+	going := logOf(KindGraph, t0.Add(time.Second), []string{"r3"}, false)
+	if got, err := Prune(dir, nil, false); err != nil || len(got) != 0 {
+		t.Fatalf("Prune with every run there: %q, %v; want nothing removed", got, err)
+	}
+	os.Remove(filepath.Join(dir, "r1"))
+	if got, err := Prune(dir, nil, false); err != nil || len(got) != 0 {
+		t.Fatalf("Prune with r2 left: %q, %v; want nothing removed", got, err)
+	}
+	if got, err := Prune(dir, map[string]bool{"r2": true, "r3": true}, true); err != nil || !cmp.Equal(got, []string{over}) {
+		t.Fatalf("dry run with r2 and r3 going: %q, %v; want %q", got, err, over)
+	}
+	if ids, _ := List(dir); len(ids) != 2 {
+		t.Fatalf("a dry run removed a log: %q left", ids)
+	}
+	os.Remove(filepath.Join(dir, "r2"))
+	os.Remove(filepath.Join(dir, "r3"))
+	if got, err := Prune(dir, nil, false); err != nil || !cmp.Equal(got, []string{over}) {
+		t.Fatalf("Prune: %q, %v; want %q", got, err, over)
+	}
+	if ids, _ := List(dir); !cmp.Equal(ids, []string{going}) {
+		t.Errorf("left %q, want the group still going on (%q)", ids, going)
+	}
+}
