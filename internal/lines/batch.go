@@ -12,18 +12,18 @@ import (
 // worker's output, say) while the last one is written.
 //
 // At most one batch is being written while the next one gathers: Flush
-// waits when both are busy, so memory stays bounded by two batches; once
-// the batches are small again, the big buffers go back to a pool shared by
-// all Batches. A Batch is not safe for concurrent use; its caller
-// serializes the calls. Close must be called before it is dropped.
+// waits when both are busy, so memory stays bounded by two batches. A
+// batch's buffer comes from a pool all Batches share and goes back once
+// written, so that a Batch between batches holds none. A Batch is not
+// safe for concurrent use; its caller serializes the calls. Close must
+// be called before it is dropped.
 type Batch struct {
-	w     io.Writer
-	size  int
-	cur   []byte
-	spare []byte
-	done  chan []byte // the batch being written comes back on it
-	out   bool        // a batch is being written
-	err   error       // the first write error; a goroutine's is read after a receive from done
+	w    io.Writer
+	size int
+	cur  []byte        // nil between batches
+	done chan struct{} // receives once the batch being written is written
+	out  bool          // a batch is being written
+	err  error         // the first write error; a goroutine's is read after a receive from done
 }
 
 // NewBatch starts a Batch that writes to w, handing a batch over once it
@@ -40,29 +40,42 @@ func NewBatch(w io.Writer, size int) *Batch {
 // write (most workers print little; their Batch never starts one).
 const inlineMax = 4 << 10
 
-// batchBufs holds the batch buffers of Batches whose batches are small
-// again, as *[]byte.
+// batchBufs holds the buffers of the batches not gathering or being
+// written, as *[]byte.
 var batchBufs sync.Pool
 
+// put hands a written batch's buffer to batchBufs, unless it grew past
+// four times the size (a long line appended whole).
+func (b *Batch) put(p []byte) {
+	if cap(p) <= 4*b.size {
+		p = p[:0]
+		batchBufs.Put(&p)
+	}
+}
+
+// write writes p and hands its buffer back to the pool at once: a worker
+// may print its next batch much later.
 func (b *Batch) write(p []byte) {
 	if _, err := b.w.Write(p); err != nil && b.err == nil {
 		b.err = err
 	}
-	b.done <- p[:0]
+	b.put(p)
+	b.done <- struct{}{}
 }
 
-// reap takes back the batch being written, if any, once written; it waits
-// for the write when wait is set.
+// reap notes the end of the batch being written, if any; it waits for the
+// write when wait is set.
 func (b *Batch) reap(wait bool) {
 	if !b.out {
 		return
 	}
 	if wait {
-		b.spare, b.out = <-b.done, false
+		<-b.done
+		b.out = false
 		return
 	}
 	select {
-	case b.spare = <-b.done:
+	case <-b.done:
 		b.out = false
 	default:
 	}
@@ -71,6 +84,11 @@ func (b *Batch) reap(wait bool) {
 // Append adds the concatenation of ps to the batch, handing it over when
 // it is full.
 func (b *Batch) Append(ps ...[]byte) {
+	if b.cur == nil {
+		if p, ok := batchBufs.Get().(*[]byte); ok {
+			b.cur = *p
+		}
+	}
 	for _, p := range ps {
 		b.cur = append(b.cur, p...)
 	}
@@ -91,46 +109,17 @@ func (b *Batch) Flush() {
 		if _, err := b.w.Write(b.cur); err != nil && b.err == nil {
 			b.err = err
 		}
-		b.cur = b.cur[:0]
-		// Small batches again: the big buffers go back to the pool.
-		if cap(b.cur) > inlineMax {
-			b.put(b.cur)
-			b.cur = nil
-		}
-		if b.spare != nil {
-			b.put(b.spare)
-			b.spare = nil
-		}
+		b.put(b.cur)
+		b.cur = nil
 		return
 	}
 	if b.done == nil {
-		b.done = make(chan []byte, 1)
+		b.done = make(chan struct{}, 1)
 	}
 	b.reap(true)
 	go b.write(b.cur)
 	b.out = true
-	next := b.spare
-	b.spare = nil
-	if next == nil {
-		if p, ok := batchBufs.Get().(*[]byte); ok && cap(*p) >= b.size {
-			next = (*p)[:0]
-		}
-	}
-	if next == nil || cap(next) > 4*b.size {
-		// A batch that grew past four times the size (a long line
-		// appended whole) is not kept.
-		next = make([]byte, 0, b.size)
-	}
-	b.cur = next
-}
-
-// put hands a batch buffer to batchBufs, unless it grew past four times the
-// size.
-func (b *Batch) put(p []byte) {
-	if cap(p) <= 4*b.size {
-		p = p[:0]
-		batchBufs.Put(&p)
-	}
+	b.cur = nil
 }
 
 // Sync flushes and waits until everything appended so far is written; it
@@ -145,11 +134,9 @@ func (b *Batch) Sync() error {
 // used after.
 func (b *Batch) Close() error {
 	err := b.Sync()
-	for _, p := range [][]byte{b.cur, b.spare} {
-		if cap(p) > inlineMax {
-			b.put(p)
-		}
+	if b.cur != nil {
+		b.put(b.cur)
+		b.cur = nil
 	}
-	b.cur, b.spare = nil, nil
 	return err
 }
