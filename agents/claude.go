@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/sandbox"
@@ -274,6 +275,11 @@ type claudeWatcher struct {
 	blockSkim       skim
 	blockBuf        []claudeContentBlock
 	msgID, msgModel string
+	// What a line's event points to, valid while Line reads it.
+	scratch struct {
+		msg   claudeMessage
+		usage [2]claudeUsage // the event's, its message's
+	}
 }
 
 // claudeSkimBytes is the line length from which the watcher decodes a copy
@@ -520,8 +526,11 @@ func claudeRetryReason(ev claudeEvent) pilot.Classification {
 // claudeErrorCategory returns an assistant message's error category
 // ("authentication_failed", "rate_limit", ...), or "".
 func claudeErrorCategory(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "" // without s, which would be made on the heap
+	}
 	var s string
-	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
+	if json.Unmarshal(raw, &s) != nil {
 		return ""
 	}
 	return s
@@ -672,12 +681,17 @@ func claudeEventError(line string) (pilot.Classification, bool) {
 	case typed && typ != "result" && typ != "assistant":
 		return pilot.Classification{}, false
 	case typ == "assistant":
-		if !strings.Contains(line, `"error"`) {
+		if !strings.Contains(line, `"error"`) || !claudeMayHaveError(line) {
 			return pilot.Classification{}, false
 		}
 	case !strings.Contains(line, `"is_error"`) && !strings.Contains(line, `"error"`):
 		return pilot.Classification{}, false
 	}
+	return claudeDecodedError(line)
+}
+
+// claudeDecodedError is claudeEventError of a line it decodes.
+func claudeDecodedError(line string) (pilot.Classification, bool) {
 	var ev struct {
 		Type           string            `json:"type"`
 		Subtype        string            `json:"subtype"`
@@ -717,6 +731,28 @@ func claudeEventError(line string) (pilot.Classification, bool) {
 		return proved(claudeAPIError(strings.Join(texts, " "), category, 0))
 	}
 	return pilot.Classification{}, false
+}
+
+// claudeMayHaveError reports whether decoding an assistant line may give
+// it an error category: whether the line is an object (as far as
+// jsonskim.Members checks) with a member whose key is "error" in any
+// letter case, or escaped or not ASCII (which encoding/json may match
+// too), and whose value is a string that is not empty. Another line is
+// left undecoded: an "error" in the text of a message is common.
+func claudeMayHaveError(line string) bool {
+	// Members only reads the line: no copy of it (often long).
+	var buf [32]jsonskim.Member
+	ms, ok := jsonskim.Members(buf[:0], unsafe.Slice(unsafe.StringData(line), len(line)))
+	if !ok {
+		return false
+	}
+	for _, m := range ms {
+		if (len(m.Key) == len("error") && asciiEqualFold(m.Key, "error") || !allPlain(m.Key)) &&
+			len(m.Value) > 2 && m.Value[0] == '"' {
+			return true
+		}
+	}
+	return false
 }
 
 // claudeResultText is the text of a result with is_error: its result
@@ -771,8 +807,10 @@ func (w *claudeWatcher) read(data []byte, ev *claudeEvent) bool {
 			return d.r.Done()
 		}
 	}
-	*ev = claudeEvent{}
-	return claudeDecode(data, ev)
+	var whole claudeEvent // not ev, which then need not live on the heap
+	ok := claudeDecode(data, &whole)
+	*ev = whole
+	return ok
 }
 
 // claudeReader decodes an event as json.Unmarshal decodes it into a
@@ -876,12 +914,12 @@ func (d *claudeReader) event(ev *claudeEvent) {
 			ev.ErrorStatus = d.r.Raw()
 		case 5:
 			if d.r.Enter() {
-				ev.Message = new(claudeMessage)
+				ev.Message = d.w.newMessage()
 				d.message(ev.Message)
 			} else if raw, isNull := d.pointer(); isNull {
 				ev.Message = nil
 			} else if raw != nil {
-				ev.Message = new(claudeMessage)
+				ev.Message = d.w.newMessage()
 			}
 		case 6:
 			raw, isNull := d.pointer()
@@ -913,7 +951,7 @@ func (d *claudeReader) event(ev *claudeEvent) {
 		case 11:
 			d.float(&ev.TotalCostUSD)
 		case 12:
-			d.usage(&ev.Usage)
+			d.usage(&ev.Usage, &d.w.scratch.usage[0])
 		}
 	}
 }
@@ -943,22 +981,28 @@ func (d *claudeReader) message(m *claudeMessage) {
 		case 2:
 			m.Content = d.r.Raw()
 		case 3:
-			d.usage(&m.Usage)
+			d.usage(&m.Usage, &d.w.scratch.usage[1])
 		}
 	}
 }
 
-// usage reads a *claudeUsage field's value.
-func (d *claudeReader) usage(dst **claudeUsage) {
+// newMessage returns the watcher's message for a line's event, zero.
+func (w *claudeWatcher) newMessage() *claudeMessage {
+	w.scratch.msg = claudeMessage{}
+	return &w.scratch.msg
+}
+
+// usage reads a *claudeUsage field's value, made in u.
+func (d *claudeReader) usage(dst **claudeUsage, u *claudeUsage) {
+	*u = claudeUsage{}
 	if !d.r.Enter() {
 		if raw, isNull := d.pointer(); isNull {
 			*dst = nil
 		} else if raw != nil {
-			*dst = new(claudeUsage)
+			*dst = u
 		}
 		return
 	}
-	u := new(claudeUsage)
 	*dst = u
 	var keys fieldKeys
 	for {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/internal/jsonskim"
 )
 
@@ -230,4 +231,66 @@ func TestClaudeNonBlank(t *testing.T) {
 			t.Errorf("claudeNonBlank(%s) = %v, want %v", raw, got, want)
 		}
 	}
+}
+
+// claudeEventErrorJSON is claudeEventError as it was, which decoded every
+// assistant line with an "error" in it.
+func claudeEventErrorJSON(line string) (pilot.Classification, bool) {
+	typ, typed := leadingType(line)
+	switch {
+	case typed && typ != "result" && typ != "assistant":
+		return pilot.Classification{}, false
+	case typ == "assistant":
+		if !strings.Contains(line, `"error"`) {
+			return pilot.Classification{}, false
+		}
+	case !strings.Contains(line, `"is_error"`) && !strings.Contains(line, `"error"`):
+		return pilot.Classification{}, false
+	}
+	return claudeDecodedError(line)
+}
+
+// claudeErrorLines are assistant lines with an "error" in them, beside
+// the recorded streams'.
+var claudeErrorLines = []string{
+	`{"type":"assistant","error":"rate_limit","message":{"model":"<synthetic>","content":[{"type":"text","text":"API Error: 429"}]}}`,
+	`{"type":"assistant","message":{"content":[{"type":"text","text":"the \"error\" key"}]},"error":"authentication_failed"}`,
+	`{"type":"assistant","message":{"content":[{"type":"tool_use","input":{"error":"x"}}]}}`,
+	`{"type":"assistant","ERROR":"rate_limit","error":""}`, `{"type":"assistant","error":"","Error":"rate_limit"}`,
+	`{"type":"assistant","\u0065rror":"rate_limit","x":"error"}`, `{"type":"assistant","error":7,"x":"error"}`,
+	`{"type":"assistant","error":"\u0000"}`, `{"type":"assistant","error":"billing_error"`, `{"type":"assistant","error":"server_error","message":7}`,
+	`{"type":"assistant","error":"server_error","message":{"content":"error"}}`, `{"type":"assistant", "error" : "unknown" }`,
+}
+
+// TestClaudeEventError: claudeEventError classifies every line as it did
+// when it decoded each assistant line with an "error" in it.
+func TestClaudeEventError(t *testing.T) {
+	lines := claudeStreamLines(t)
+	for _, l := range claudeOddLines {
+		lines = append(lines, []byte(l))
+	}
+	for _, l := range claudeErrorLines {
+		lines = append(lines, []byte(l))
+	}
+	for _, l := range lines {
+		want, wantOK := claudeEventErrorJSON(string(l))
+		got, gotOK := claudeEventError(string(l))
+		if d := cmp.Diff(want, got); d != "" || gotOK != wantOK {
+			t.Errorf("%.300s\nclassified %v, before %v (-before +now):\n%s", l, gotOK, wantOK, d)
+		}
+	}
+}
+
+// FuzzClaudeEventError: claudeEventError classifies any line as it did.
+func FuzzClaudeEventError(f *testing.F) {
+	for _, l := range claudeErrorLines {
+		f.Add(l)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		want, wantOK := claudeEventErrorJSON(line)
+		got, gotOK := claudeEventError(line)
+		if d := cmp.Diff(want, got); d != "" || gotOK != wantOK {
+			t.Fatalf("%q\nclassified %v, before %v (-before +now):\n%s", line, gotOK, wantOK, d)
+		}
+	})
 }
