@@ -274,6 +274,7 @@ type claudeWatcher struct {
 	elems           [][]byte
 	blockSkim       skim
 	blockBuf        []claudeContentBlock
+	blocksRead      bool // blockBuf holds the blocks of the line read last
 	msgID, msgModel string
 	// What a line's event points to, valid while Line reads it.
 	scratch struct {
@@ -470,7 +471,7 @@ func (w *claudeWatcher) assistant(ev claudeEvent) {
 		w.msgUsage[m.ID] = m.Usage.usage()
 	}
 	if !synthetic {
-		for _, b := range w.blocks(m.Content) {
+		for _, b := range w.messageBlocks(m) {
 			switch string(b.typ) {
 			case "tool_use":
 				if len(b.id) > 0 && indexOf(w.pending, b.id) < 0 {
@@ -495,7 +496,7 @@ func (w *claudeWatcher) user(ev claudeEvent) {
 		return
 	}
 	closed := false
-	for _, b := range w.blocks(ev.Message.Content) {
+	for _, b := range w.messageBlocks(ev.Message) {
 		if string(b.typ) != "tool_result" {
 			continue
 		}
@@ -800,6 +801,7 @@ func claudeResultError(text string, status *int, reason string) pilot.Classifica
 // (fieldKeys: escaped, in another letter case, twice) is decoded by
 // claudeDecode itself.
 func (w *claudeWatcher) read(data []byte, ev *claudeEvent) bool {
+	w.blocksRead = false
 	d := claudeReader{r: jsonskim.NewReader(data), w: w}
 	if d.r.Enter() {
 		d.event(ev)
@@ -807,6 +809,7 @@ func (w *claudeWatcher) read(data []byte, ev *claudeEvent) bool {
 			return d.r.Done()
 		}
 	}
+	w.blocksRead = false
 	var whole claudeEvent // not ev, which then need not live on the heap
 	ok := claudeDecode(data, &whole)
 	*ev = whole
@@ -979,11 +982,67 @@ func (d *claudeReader) message(m *claudeMessage) {
 				m.Model = d.w.msgModel
 			}
 		case 2:
-			m.Content = d.r.Raw()
+			start := d.r.Offset()
+			if !d.r.EnterArray() {
+				m.Content = d.r.Raw()
+				continue
+			}
+			d.blocks()
+			// The list as decoding gives it: without the white space after it.
+			m.Content = bytes.TrimRight(d.r.Data()[start:d.r.Offset()], " \t\r\n")
 		case 3:
 			d.usage(&m.Usage, &d.w.scratch.usage[1])
 		}
 	}
+}
+
+// blocks reads the elements of a message's content, a list entered, as
+// claudeWatcher.blocks reads them, into the watcher's blocks (blocksRead).
+func (d *claudeReader) blocks() {
+	out := d.w.blockBuf[:0]
+	for d.r.Elem() {
+		if !d.r.Enter() {
+			d.r.Raw() // not an object: an empty block
+			continue
+		}
+		var b claudeContentBlock
+		var text []byte
+		var keys fieldKeys
+		for {
+			i, ok := d.next(&keys, claudeBlockFields)
+			if !ok {
+				break
+			}
+			switch i {
+			case 0:
+				if t, ok := d.text(); ok {
+					b.typ = t
+				}
+			case 1:
+				if t, ok := d.text(); ok {
+					b.id = t
+				}
+			case 2:
+				if t, ok := d.text(); ok {
+					b.toolUseID = t
+				}
+			case 3:
+				text = d.r.Raw()
+			}
+		}
+		b.text = string(b.typ) == "text" && claudeNonBlank(text)
+		out = append(out, b)
+	}
+	d.w.blockBuf, d.w.blocksRead = out, true
+}
+
+// messageBlocks returns the blocks of m, the message of the line read
+// last: those read with it, else its content's (blocks).
+func (w *claudeWatcher) messageBlocks(m *claudeMessage) []claudeContentBlock {
+	if w.blocksRead {
+		return w.blockBuf
+	}
+	return w.blocks(m.Content)
 }
 
 // newMessage returns the watcher's message for a line's event, zero.
@@ -1100,7 +1159,7 @@ func (w *claudeWatcher) blocks(content []byte) []claudeContentBlock {
 		if !exactKeys(w.blockSkim.ms, claudeBlockFields) {
 			var d claudeBlock
 			claudeDecode(e, &d)
-			b = claudeContentBlock{typ: []byte(d.Type), id: []byte(d.ID), toolUseID: []byte(d.ToolUseID), text: strings.TrimSpace(d.Text) != ""}
+			b = claudeContentBlock{typ: []byte(d.Type), id: []byte(d.ID), toolUseID: []byte(d.ToolUseID), text: d.Type == "text" && strings.TrimSpace(d.Text) != ""}
 		} else {
 			b.typ, _ = skimString(w.blockSkim.raw("type"))
 			b.id, _ = skimString(w.blockSkim.raw("id"))

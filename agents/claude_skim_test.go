@@ -93,11 +93,15 @@ func checkClaudeRead(t testing.TB, w *claudeWatcher, data []byte) {
 	wantBlocks := claudeReadBlocks(claudeBlocksJSON(want.Message.Content), func(b claudeBlock) claudeReadBlock {
 		return claudeReadBlock{b.Type, b.ID, b.ToolUseID, b.Type == "text" && strings.TrimSpace(b.Text) != ""}
 	})
-	gotBlocks := claudeReadBlocks(w.blocks(got.Message.Content), func(b claudeContentBlock) claudeReadBlock {
+	read := func(b claudeContentBlock) claudeReadBlock {
 		return claudeReadBlock{string(b.typ), string(b.id), string(b.toolUseID), b.text}
-	})
-	if d := cmp.Diff(wantBlocks, gotBlocks); d != "" {
+	}
+	// The blocks read with the line, then those of its content alone.
+	if d := cmp.Diff(wantBlocks, claudeReadBlocks(w.messageBlocks(got.Message), read)); d != "" {
 		t.Fatalf("%.300s\nthe blocks (-encoding/json +skim):\n%s", data, d)
+	}
+	if d := cmp.Diff(wantBlocks, claudeReadBlocks(w.blocks(got.Message.Content), read)); d != "" {
+		t.Fatalf("%.300s\nthe blocks of the content (-encoding/json +skim):\n%s", data, d)
 	}
 }
 
@@ -141,6 +145,7 @@ var claudeOddLines = []string{
 	`{"type":"assistant","message":{"content":[{"Type":"tool_use","id":"a"},{"type":"tool_use","ID":"b"},{"type":"tool_use","id":"c","id":"d"},{"type":"tool_use","id":"e","id":7}]}}`,
 	`{"type":"assistant","message":{"content":[{"t\u0079pe":"tool_use","id":"a"},{"type":"tool_\u0075se","id":"b\"c"}]}}`,
 	`{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"a"},{"type":"tool_result","tool_use_id":null},{"type":"tool_result"}]}}`,
+	`{"type":"assistant","message":{"content":[{"type":"tool_use","id":"a","text":"x"},{"text":"y"},{"text":"z","type":"text"}]}}`,
 	`{"type":"user","message":{"content":"plain"}}`, `{"type":"user","message":{"content":  [ {"type" : "tool_result" , "tool_use_id" : "x" } ] }}`,
 	`{"type":"assistant","parent_tool_use_id":"p","message":{"content":[{"type":"text","text":"sub"}]}}`,
 	`{"type":"assistant","parent_tool_use_id":7,"message":{}}`, `{"type":"assistant","parent_tool_use_id":null}`, `{"type":"assistant","parent_tool_use_id":"p\u00e9"}`,
