@@ -802,7 +802,7 @@ func claudeResultError(text string, status *int, reason string) pilot.Classifica
 // claudeDecode itself.
 func (w *claudeWatcher) read(data []byte, ev *claudeEvent) bool {
 	w.blocksRead = false
-	d := claudeReader{r: jsonskim.NewReader(data), w: w}
+	d := claudeReader{skimReader: skimReader{r: jsonskim.NewReader(data)}, w: w}
 	if d.r.Enter() {
 		d.event(ev)
 		if !d.unsure {
@@ -817,12 +817,10 @@ func (w *claudeWatcher) read(data []byte, ev *claudeEvent) bool {
 }
 
 // claudeReader decodes an event as json.Unmarshal decodes it into a
-// claudeEvent, member by member; unsure records a key it could match
-// otherwise, which stops the reading.
+// claudeEvent (skimReader).
 type claudeReader struct {
-	r      jsonskim.Reader
-	w      *claudeWatcher
-	unsure bool
+	skimReader
+	w *claudeWatcher
 }
 
 // The names of the fields of claudeEvent, claudeMessage, claudeUsage and
@@ -834,28 +832,6 @@ var (
 	claudeUsageFields   = newFieldSet("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 	claudeBlockFields   = newFieldSet("type", "id", "tool_use_id", "text")
 )
-
-// next reads the members of the object entered last up to the next one
-// whose key names one of fields, whose value is then to be read, and
-// returns its index in fields; ok is false at the object's end, and when
-// a key makes the reading unsure.
-func (d *claudeReader) next(keys *fieldKeys, fields *fieldSet) (i int, ok bool) {
-	for !d.unsure {
-		key, ok := d.r.Key()
-		if !ok {
-			return 0, false
-		}
-		switch i := keys.match(key, fields); i {
-		case -2:
-			d.unsure = true
-		case -1:
-			d.r.Raw()
-		default:
-			return i, true
-		}
-	}
-	return 0, false
-}
 
 // text reads a string field's value: ok is false for null and for a value
 // of another type, which leave the field as it is.
@@ -1113,15 +1089,6 @@ func claudeSubtype(b []byte) string {
 		if string(b) == t {
 			return t
 		}
-	}
-	return string(b)
-}
-
-// sessionString returns a session id as a string, without allocating
-// when it is the one seen before.
-func (w *claudeWatcher) sessionString(b []byte) string {
-	if string(b) == w.sessionID {
-		return w.sessionID
 	}
 	return string(b)
 }

@@ -295,8 +295,12 @@ func NewReader(data []byte) Reader { return Reader{data: data, i: skipSpace(data
 // Enter reads the opening brace of an object, the next value, and
 // reports whether there was one; Key then reads its members. Another value
 // is left to be read.
-func (r *Reader) Enter() bool {
-	if r.bad || r.i >= len(r.data) || r.data[r.i] != '{' {
+func (r *Reader) Enter() bool { return r.enter('{') }
+
+// enter reads the opening brace or bracket open of the next value, if it
+// has one.
+func (r *Reader) enter(open byte) bool {
+	if r.bad || r.i >= len(r.data) || r.data[r.i] != open {
 		return false
 	}
 	if r.depth >= maxDepth || r.done {
@@ -355,19 +359,7 @@ func (r *Reader) Key() ([]byte, bool) {
 // EnterArray reads the opening bracket of an array, the next value, and
 // reports whether there was one; Elem then reads its elements. Another
 // value is left to be read.
-func (r *Reader) EnterArray() bool {
-	if r.bad || r.i >= len(r.data) || r.data[r.i] != '[' {
-		return false
-	}
-	if r.depth >= maxDepth || r.done {
-		r.bad = true
-		return false
-	}
-	r.depth++
-	r.i = skipSpace(r.data, r.i+1)
-	r.first = true
-	return true
-}
+func (r *Reader) EnterArray() bool { return r.enter('[') }
 
 // Elem reads up to the next element of the array entered last, its value
 // to be read next, and reports whether there is one. At the array's end it
