@@ -844,8 +844,8 @@ func (d *claudeReader) text() ([]byte, bool) {
 }
 
 // pointer reads the value of a pointer field that is not an object: null
-// sets it to nil (isNull); anything else makes one (alloc), which keeps
-// its zero value unless the value fits (the raw value, to be parsed).
+// sets the field to nil (isNull); anything else makes it point to a new
+// zero value, which the caller sets from raw when the value fits.
 func (d *claudeReader) pointer() (raw []byte, isNull bool) {
 	raw = d.r.Raw()
 	return raw, string(raw) == "null"
