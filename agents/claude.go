@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/sandbox"
@@ -268,6 +269,18 @@ type claudeWatcher struct {
 	resultLine string
 
 	skim []byte // decode buffer for long lines
+	// What reading a line reuses: the content's elements, a block's
+	// members, the blocks read, and the last message id and model.
+	elems           [][]byte
+	blockSkim       skim
+	blockBuf        []claudeContentBlock
+	blocksRead      bool // blockBuf holds the blocks of the line read last
+	msgID, msgModel string
+	// What a line's event points to, valid while Line reads it.
+	scratch struct {
+		msg   claudeMessage
+		usage [2]claudeUsage // the event's, its message's
+	}
 }
 
 // claudeSkimBytes is the line length from which the watcher decodes a copy
@@ -282,7 +295,7 @@ const claudeSkimBytes = 16 << 10
 func (w *claudeWatcher) decode(data []byte, ev *claudeEvent) bool {
 	if len(data) >= claudeSkimBytes {
 		w.skim = jsonskim.Shrink(w.skim[:0], data, 1024)
-		ok := claudeDecode(w.skim, ev)
+		ok := w.read(w.skim, ev)
 		if cap(w.skim) > 64<<10 {
 			w.skim = nil // do not keep a big buffer for the next lines
 		}
@@ -291,7 +304,7 @@ func (w *claudeWatcher) decode(data []byte, ev *claudeEvent) bool {
 		}
 		*ev = claudeEvent{}
 	}
-	return claudeDecode(data, ev)
+	return w.read(data, ev)
 }
 
 // claudeEvent is the part of a stream-json line the watcher reads.
@@ -356,27 +369,6 @@ func claudeDecode(data []byte, v any) bool {
 	return err == nil || errors.As(err, &te)
 }
 
-// blocks decodes a message's content when it is a list of blocks (a user
-// message's content may also be a plain string).
-func (m *claudeMessage) blocks() []claudeBlock {
-	c := bytes.TrimSpace(m.Content)
-	if len(c) == 0 || c[0] != '[' {
-		return nil
-	}
-	var raw []json.RawMessage
-	if json.Unmarshal(c, &raw) != nil {
-		return nil
-	}
-	out := make([]claudeBlock, 0, len(raw))
-	for _, r := range raw {
-		var b claudeBlock
-		if claudeDecode(r, &b) {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
 // Line implements Watcher.
 func (w *claudeWatcher) Line(l pilot.Line) {
 	if l.Stream == pilot.Stderr && !l.Truncated {
@@ -406,7 +398,11 @@ func (w *claudeWatcher) Line(l pilot.Line) {
 	case "result":
 		w.noteGone(data, claudeSessionGone)
 		w.retryOver()
-		w.result = &ev
+		r := ev
+		// Finish reads the result's own fields; what aliases the line
+		// or a buffer reused for the next one is not kept.
+		r.Message, r.Usage, r.Error, r.ErrorStatus = nil, nil, nil, nil
+		w.result = &r
 		w.resultLine = string(data)
 		w.pending = nil
 		w.quiet(0)
@@ -475,14 +471,14 @@ func (w *claudeWatcher) assistant(ev claudeEvent) {
 		w.msgUsage[m.ID] = m.Usage.usage()
 	}
 	if !synthetic {
-		for _, b := range m.blocks() {
-			switch b.Type {
+		for _, b := range w.messageBlocks(m) {
+			switch string(b.typ) {
 			case "tool_use":
-				if b.ID != "" && !slices.Contains(w.pending, b.ID) {
-					w.pending = append(w.pending, b.ID)
+				if len(b.id) > 0 && indexOf(w.pending, b.id) < 0 {
+					w.pending = append(w.pending, string(b.id))
 				}
 			case "text":
-				if ev.ParentToolUseID == nil && strings.TrimSpace(b.Text) != "" {
+				if ev.ParentToolUseID == nil && b.text {
 					w.answered = true
 				}
 			}
@@ -500,12 +496,12 @@ func (w *claudeWatcher) user(ev claudeEvent) {
 		return
 	}
 	closed := false
-	for _, b := range ev.Message.blocks() {
-		if b.Type != "tool_result" {
+	for _, b := range w.messageBlocks(ev.Message) {
+		if string(b.typ) != "tool_result" {
 			continue
 		}
 		closed = true
-		if i := slices.Index(w.pending, b.ToolUseID); i >= 0 {
+		if i := indexOf(w.pending, b.toolUseID); i >= 0 {
 			w.pending = slices.Delete(w.pending, i, i+1)
 		}
 	}
@@ -531,8 +527,11 @@ func claudeRetryReason(ev claudeEvent) pilot.Classification {
 // claudeErrorCategory returns an assistant message's error category
 // ("authentication_failed", "rate_limit", ...), or "".
 func claudeErrorCategory(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "" // without s, which would be made on the heap
+	}
 	var s string
-	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
+	if json.Unmarshal(raw, &s) != nil {
 		return ""
 	}
 	return s
@@ -683,12 +682,17 @@ func claudeEventError(line string) (pilot.Classification, bool) {
 	case typed && typ != "result" && typ != "assistant":
 		return pilot.Classification{}, false
 	case typ == "assistant":
-		if !strings.Contains(line, `"error"`) {
+		if !strings.Contains(line, `"error"`) || !claudeMayHaveError(line) {
 			return pilot.Classification{}, false
 		}
 	case !strings.Contains(line, `"is_error"`) && !strings.Contains(line, `"error"`):
 		return pilot.Classification{}, false
 	}
+	return claudeDecodedError(line)
+}
+
+// claudeDecodedError is claudeEventError of a line it decodes.
+func claudeDecodedError(line string) (pilot.Classification, bool) {
 	var ev struct {
 		Type           string            `json:"type"`
 		Subtype        string            `json:"subtype"`
@@ -730,6 +734,28 @@ func claudeEventError(line string) (pilot.Classification, bool) {
 	return pilot.Classification{}, false
 }
 
+// claudeMayHaveError reports whether decoding an assistant line may give
+// it an error category: whether the line is an object (as far as
+// jsonskim.Members checks) with a member whose key is "error" in any
+// letter case, or escaped or not ASCII (which encoding/json may match
+// too), and whose value is a string that is not empty. Another line is
+// left undecoded: an "error" in the text of a message is common.
+func claudeMayHaveError(line string) bool {
+	// Members only reads the line: no copy of it (often long).
+	var buf [32]jsonskim.Member
+	ms, ok := jsonskim.Members(buf[:0], unsafe.Slice(unsafe.StringData(line), len(line)))
+	if !ok {
+		return false
+	}
+	for _, m := range ms {
+		if (len(m.Key) == len("error") && asciiEqualFold(m.Key, "error") || !allPlain(m.Key)) &&
+			len(m.Value) > 2 && m.Value[0] == '"' {
+			return true
+		}
+	}
+	return false
+}
+
 // claudeResultText is the text of a result with is_error: its result
 // text, else its errors, else its subtype.
 func claudeResultText(result string, rawErrors []json.RawMessage, subtype string) string {
@@ -765,4 +791,383 @@ func claudeResultError(text string, status *int, reason string) pilot.Classifica
 		c = pilot.Strongest(c, classified(pilot.FailContextLimit, text, "terminal_reason: blocking_limit"))
 	}
 	return c
+}
+
+// read decodes one stream-json line into ev (zero) exactly as
+// claudeDecode does, and reports what it reports: the line must be valid
+// JSON, and a value of the wrong type leaves its field as decoding leaves
+// it. It reads the line once, through a jsonskim.Reader (claudeReader); a
+// line whose keys encoding/json could match otherwise than exactly
+// (fieldKeys: escaped, in another letter case, twice) is decoded by
+// claudeDecode itself.
+func (w *claudeWatcher) read(data []byte, ev *claudeEvent) bool {
+	w.blocksRead = false
+	d := claudeReader{skimReader: skimReader{r: jsonskim.NewReader(data)}, w: w}
+	if d.r.Enter() {
+		d.event(ev)
+		if !d.unsure {
+			return d.r.Done()
+		}
+	}
+	w.blocksRead = false
+	var whole claudeEvent // not ev, which then need not live on the heap
+	ok := claudeDecode(data, &whole)
+	*ev = whole
+	return ok
+}
+
+// claudeReader decodes an event as json.Unmarshal decodes it into a
+// claudeEvent (skimReader).
+type claudeReader struct {
+	skimReader
+	w *claudeWatcher
+}
+
+// The names of the fields of claudeEvent, claudeMessage, claudeUsage and
+// claudeBlock, in the order claudeReader and blocks number them.
+var (
+	claudeEventFields = newFieldSet("type", "subtype", "session_id", "retry_delay_ms", "error_status", "message",
+		"parent_tool_use_id", "error", "is_error", "result", "terminal_reason", "total_cost_usd", "usage")
+	claudeMessageFields = newFieldSet("id", "model", "content", "usage")
+	claudeUsageFields   = newFieldSet("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+	claudeBlockFields   = newFieldSet("type", "id", "tool_use_id", "text")
+)
+
+// text reads a string field's value: ok is false for null and for a value
+// of another type, which leave the field as it is.
+func (d *claudeReader) text() ([]byte, bool) {
+	raw := d.r.Raw()
+	if len(raw) == 0 || raw[0] != '"' {
+		return nil, false
+	}
+	return jsonskim.Text(raw)
+}
+
+// pointer reads the value of a pointer field that is not an object: null
+// sets the field to nil (isNull); anything else makes it point to a new
+// zero value, which the caller sets from raw when the value fits.
+func (d *claudeReader) pointer() (raw []byte, isNull bool) {
+	raw = d.r.Raw()
+	return raw, string(raw) == "null"
+}
+
+// float reads a *float64 field's value.
+func (d *claudeReader) float(dst **float64) {
+	raw, isNull := d.pointer()
+	switch {
+	case raw == nil: // invalid: the reading fails
+	case isNull:
+		*dst = nil
+	default:
+		f := new(float64)
+		if raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9' {
+			decodeFloat(raw, f)
+		}
+		*dst = f
+	}
+}
+
+func (d *claudeReader) event(ev *claudeEvent) {
+	var keys fieldKeys
+	for {
+		i, ok := d.next(&keys, claudeEventFields)
+		if !ok {
+			return
+		}
+		switch i {
+		case 0:
+			if t, ok := d.text(); ok {
+				ev.Type = claudeType(t)
+			}
+		case 1:
+			if t, ok := d.text(); ok {
+				ev.Subtype = claudeSubtype(t)
+			}
+		case 2:
+			if t, ok := d.text(); ok {
+				ev.SessionID = d.w.sessionString(t)
+			}
+		case 3:
+			d.float(&ev.RetryDelayMS)
+		case 4:
+			ev.ErrorStatus = d.r.Raw()
+		case 5:
+			if d.r.Enter() {
+				ev.Message = d.w.newMessage()
+				d.message(ev.Message)
+			} else if raw, isNull := d.pointer(); isNull {
+				ev.Message = nil
+			} else if raw != nil {
+				ev.Message = d.w.newMessage()
+			}
+		case 6:
+			raw, isNull := d.pointer()
+			switch {
+			case isNull:
+				ev.ParentToolUseID = nil
+			case raw != nil:
+				t, _ := jsonskim.Text(raw)
+				s := string(t)
+				ev.ParentToolUseID = &s
+			}
+		case 7:
+			ev.Error = d.r.Raw()
+		case 8:
+			switch string(d.r.Raw()) {
+			case "true":
+				ev.IsError = true
+			case "false":
+				ev.IsError = false
+			}
+		case 9:
+			if t, ok := d.text(); ok {
+				ev.Result = string(t)
+			}
+		case 10:
+			if t, ok := d.text(); ok {
+				ev.TerminalReason = string(t)
+			}
+		case 11:
+			d.float(&ev.TotalCostUSD)
+		case 12:
+			d.usage(&ev.Usage, &d.w.scratch.usage[0])
+		}
+	}
+}
+
+func (d *claudeReader) message(m *claudeMessage) {
+	var keys fieldKeys
+	for {
+		i, ok := d.next(&keys, claudeMessageFields)
+		if !ok {
+			return
+		}
+		switch i {
+		case 0:
+			if t, ok := d.text(); ok {
+				if string(t) != d.w.msgID {
+					d.w.msgID = string(t)
+				}
+				m.ID = d.w.msgID
+			}
+		case 1:
+			if t, ok := d.text(); ok {
+				if string(t) != d.w.msgModel {
+					d.w.msgModel = string(t)
+				}
+				m.Model = d.w.msgModel
+			}
+		case 2:
+			start := d.r.Offset()
+			if !d.r.EnterArray() {
+				m.Content = d.r.Raw()
+				continue
+			}
+			d.blocks()
+			// The list as decoding gives it: without the white space after it.
+			m.Content = bytes.TrimRight(d.r.Data()[start:d.r.Offset()], " \t\r\n")
+		case 3:
+			d.usage(&m.Usage, &d.w.scratch.usage[1])
+		}
+	}
+}
+
+// blocks reads the elements of a message's content, a list entered, as
+// claudeWatcher.blocks reads them, into the watcher's blocks (blocksRead).
+func (d *claudeReader) blocks() {
+	out := d.w.blockBuf[:0]
+	for d.r.Elem() {
+		if !d.r.Enter() {
+			d.r.Raw() // not an object: an empty block
+			continue
+		}
+		var b claudeContentBlock
+		var text []byte
+		var keys fieldKeys
+		for {
+			i, ok := d.next(&keys, claudeBlockFields)
+			if !ok {
+				break
+			}
+			switch i {
+			case 0:
+				if t, ok := d.text(); ok {
+					b.typ = t
+				}
+			case 1:
+				if t, ok := d.text(); ok {
+					b.id = t
+				}
+			case 2:
+				if t, ok := d.text(); ok {
+					b.toolUseID = t
+				}
+			case 3:
+				text = d.r.Raw()
+			}
+		}
+		b.text = string(b.typ) == "text" && claudeNonBlank(text)
+		out = append(out, b)
+	}
+	d.w.blockBuf, d.w.blocksRead = out, true
+}
+
+// messageBlocks returns the blocks of m, the message of the line read
+// last: those read with it, else its content's (blocks).
+func (w *claudeWatcher) messageBlocks(m *claudeMessage) []claudeContentBlock {
+	if w.blocksRead {
+		return w.blockBuf
+	}
+	return w.blocks(m.Content)
+}
+
+// newMessage returns the watcher's message for a line's event, zero.
+func (w *claudeWatcher) newMessage() *claudeMessage {
+	w.scratch.msg = claudeMessage{}
+	return &w.scratch.msg
+}
+
+// usage reads a *claudeUsage field's value, made in u.
+func (d *claudeReader) usage(dst **claudeUsage, u *claudeUsage) {
+	*u = claudeUsage{}
+	if !d.r.Enter() {
+		if raw, isNull := d.pointer(); isNull {
+			*dst = nil
+		} else if raw != nil {
+			*dst = u
+		}
+		return
+	}
+	*dst = u
+	var keys fieldKeys
+	for {
+		i, ok := d.next(&keys, claudeUsageFields)
+		if !ok {
+			return
+		}
+		n := [...]*int64{&u.InputTokens, &u.OutputTokens, &u.CacheReadInputTokens, &u.CacheCreationInputTokens}[i]
+		if v, ok := decodeInt(d.r.Raw()); ok {
+			*n = v
+		}
+	}
+}
+
+// decodeInt parses the raw JSON value of an int64 field as encoding/json
+// does: ok is false for anything but an integer in range (which leaves the
+// field as it is).
+func decodeInt(raw []byte) (int64, bool) {
+	if len(raw) == 0 || raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		return 0, false
+	}
+	if len(raw) <= 18 && raw[0] != '-' {
+		var n int64
+		for _, c := range raw {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int64(c-'0')
+		}
+		return n, true
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	return n, err == nil
+}
+
+// claudeType and claudeSubtype return an event's type or subtype as a
+// string, without allocating for the usual ones.
+func claudeType(b []byte) string {
+	for _, t := range [...]string{"assistant", "user", "system", "result", "stream_event"} {
+		if string(b) == t {
+			return t
+		}
+	}
+	return string(b)
+}
+
+func claudeSubtype(b []byte) string {
+	for _, t := range [...]string{"init", "api_retry", "success", "retry", "error_during_execution", "error_max_turns"} {
+		if string(b) == t {
+			return t
+		}
+	}
+	return string(b)
+}
+
+// claudeContentBlock is what the watcher reads of one block of a
+// message's content: its type, id and tool_use_id, as decoding it into a
+// claudeBlock gives them, and, for a text block, whether its text holds
+// more than white space. They alias the line or a buffer of the watcher.
+type claudeContentBlock struct {
+	typ, id, toolUseID []byte
+	text               bool
+}
+
+// blocks reads a message's content, raw and valid JSON, when it is a list
+// of blocks (a user message's content may also be a plain string), as
+// decoding each element into a claudeBlock does (an element that is not an
+// object reads as an empty block and is left out). A block whose keys
+// encoding/json could match otherwise than exactly (exactKeys) is decoded
+// by claudeDecode.
+func (w *claudeWatcher) blocks(content []byte) []claudeContentBlock {
+	c := bytes.TrimSpace(content)
+	if len(c) == 0 || c[0] != '[' {
+		return nil
+	}
+	var ok bool
+	if w.elems, ok = jsonskim.Elements(w.elems[:0], c); !ok {
+		return nil
+	}
+	out := w.blockBuf[:0]
+	for _, e := range w.elems {
+		if e[0] != '{' || !w.blockSkim.object(e) {
+			continue
+		}
+		var b claudeContentBlock
+		if !exactKeys(w.blockSkim.ms, claudeBlockFields) {
+			var d claudeBlock
+			claudeDecode(e, &d)
+			b = claudeContentBlock{typ: []byte(d.Type), id: []byte(d.ID), toolUseID: []byte(d.ToolUseID), text: d.Type == "text" && strings.TrimSpace(d.Text) != ""}
+		} else {
+			b.typ, _ = skimString(w.blockSkim.raw("type"))
+			b.id, _ = skimString(w.blockSkim.raw("id"))
+			b.toolUseID, _ = skimString(w.blockSkim.raw("tool_use_id"))
+			if string(b.typ) == "text" {
+				b.text = claudeNonBlank(w.blockSkim.raw("text"))
+			}
+		}
+		out = append(out, b)
+	}
+	w.blockBuf = out
+	return out
+}
+
+// claudeNonBlank reports whether raw, a raw JSON value, is a string whose
+// content, decoded, holds more than white space (strings.TrimSpace). It
+// decodes only a string whose first byte that is not ASCII white space is
+// an escape or not ASCII.
+func claudeNonBlank(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '"' {
+		return false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f':
+		case c == '\\' || c >= 0x80:
+			t, _ := jsonskim.Text(raw)
+			return len(bytes.TrimSpace(t)) > 0
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// indexOf returns the index of the first of ids equal to id, or -1.
+func indexOf(ids []string, id []byte) int {
+	for i, s := range ids {
+		if s == string(id) {
+			return i
+		}
+	}
+	return -1
 }

@@ -362,46 +362,27 @@ func (w *opencodeWatcher) decodeWhole(line []byte, ev *opencodeEvent) bool {
 // readWhole is decodeWhole's reading: sure is false when json.Unmarshal
 // must decide.
 func (w *opencodeWatcher) readWhole(line []byte, ev *opencodeEvent) (ok, sure bool) {
-	d := opencodeDecoder{r: jsonskim.NewReader(line), w: w}
+	d := opencodeDecoder{skimReader: skimReader{r: jsonskim.NewReader(line)}, w: w}
 	if !d.r.Enter() {
 		return false, false // no object: Line never asks
 	}
 	d.event(ev)
-	if !d.r.Done() {
+	switch {
+	case d.unsure:
+		return false, false
+	case !d.r.Done():
 		return false, true // not valid JSON
 	}
-	return !d.failed, !d.unsure
+	return !d.failed, true
 }
 
 // opencodeDecoder decodes an event as json.Unmarshal decodes it into an
-// opencodeEvent, member by member. failed records a value of the wrong
-// type (json.Unmarshal reads on and fails at the end), unsure a key it
-// could match otherwise.
+// opencodeEvent (skimReader). failed records a value of the wrong type
+// (json.Unmarshal reads on and fails at the end).
 type opencodeDecoder struct {
-	r              jsonskim.Reader
-	w              *opencodeWatcher
-	failed, unsure bool
-}
-
-// next reads the members of the object entered last up to the next one
-// whose key names one of fields, whose value is then to be read, and
-// returns its index in fields; ok is false at the object's end.
-func (d *opencodeDecoder) next(keys *fieldKeys, fields *fieldSet) (i int, ok bool) {
-	for {
-		key, ok := d.r.Key()
-		if !ok {
-			return 0, false
-		}
-		switch i := keys.match(key, fields); i {
-		case -2:
-			d.unsure = true
-			d.r.Raw()
-		case -1:
-			d.r.Raw()
-		default:
-			return i, true
-		}
-	}
+	skimReader
+	w      *opencodeWatcher
+	failed bool
 }
 
 // null reads the next value, not an object, and reports whether it is
@@ -539,15 +520,6 @@ func opencodeReason(b []byte) string {
 		return "stop"
 	case "length":
 		return "length"
-	}
-	return string(b)
-}
-
-// sessionString returns the session id b as a string: the watcher's own,
-// not allocated again, when it is the same.
-func (w *opencodeWatcher) sessionString(b []byte) string {
-	if string(b) == w.sessionID {
-		return w.sessionID
 	}
 	return string(b)
 }

@@ -137,6 +137,46 @@ func plainMembers(rest []byte, keys ...string) ([]byte, bool) {
 	return v, true
 }
 
+// skimReader reads an event line through a jsonskim.Reader as
+// json.Unmarshal decodes it into a struct, member by member. unsure
+// records a key encoding/json could match otherwise than exactly
+// (fieldKeys), which ends the reading: json.Unmarshal then decides.
+type skimReader struct {
+	r      jsonskim.Reader
+	unsure bool
+}
+
+// next reads the members of the object entered last up to the next one
+// whose key names one of fields, whose value is then to be read, and
+// returns its index in fields; ok is false at the object's end, and when
+// a key makes the reading unsure.
+func (d *skimReader) next(keys *fieldKeys, fields *fieldSet) (i int, ok bool) {
+	for !d.unsure {
+		key, ok := d.r.Key()
+		if !ok {
+			return 0, false
+		}
+		switch i := keys.match(key, fields); i {
+		case -2:
+			d.unsure = true
+		case -1:
+			d.r.Raw()
+		default:
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// sessionString returns the session id b as a string: the watcher's own,
+// not allocated again, when it is the same.
+func (w *streamWatch) sessionString(b []byte) string {
+	if string(b) == w.sessionID {
+		return w.sessionID
+	}
+	return string(b)
+}
+
 // exactKeys reports whether, in ms, the members an encoding/json decoding
 // into a struct with the fields fs would match are exactly the ones
 // jsonskim.Get finds (fieldKeys, for each key).

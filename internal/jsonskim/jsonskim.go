@@ -295,8 +295,12 @@ func NewReader(data []byte) Reader { return Reader{data: data, i: skipSpace(data
 // Enter reads the opening brace of an object, the next value, and
 // reports whether there was one; Key then reads its members. Another value
 // is left to be read.
-func (r *Reader) Enter() bool {
-	if r.bad || r.i >= len(r.data) || r.data[r.i] != '{' {
+func (r *Reader) Enter() bool { return r.enter('{') }
+
+// enter reads the opening brace or bracket open of the next value, if it
+// has one.
+func (r *Reader) enter(open byte) bool {
+	if r.bad || r.i >= len(r.data) || r.data[r.i] != open {
 		return false
 	}
 	if r.depth >= maxDepth || r.done {
@@ -351,6 +355,50 @@ func (r *Reader) Key() ([]byte, bool) {
 	r.i = skipSpace(d, i+1)
 	return key, true
 }
+
+// EnterArray reads the opening bracket of an array, the next value, and
+// reports whether there was one; Elem then reads its elements. Another
+// value is left to be read.
+func (r *Reader) EnterArray() bool { return r.enter('[') }
+
+// Elem reads up to the next element of the array entered last, its value
+// to be read next, and reports whether there is one. At the array's end it
+// reads the closing bracket and reports false, as it does when the text is
+// invalid (Valid tells which).
+func (r *Reader) Elem() bool {
+	d, i := r.data, r.i
+	if r.bad || i >= len(d) {
+		r.bad = true
+		return false
+	}
+	if d[i] == ']' {
+		r.i = skipSpace(d, i+1)
+		r.depth--
+		r.first = false
+		r.done = r.depth == 0
+		return false
+	}
+	if !r.first {
+		if d[i] != ',' {
+			r.bad = true
+			return false
+		}
+		if i = skipSpace(d, i+1); i >= len(d) || d[i] == ']' {
+			r.bad = true
+			return false
+		}
+	}
+	r.first = false
+	r.i = i
+	return true
+}
+
+// Offset returns the offset in the text of what is to be read next,
+// after white space.
+func (r *Reader) Offset() int { return r.i }
+
+// Data returns the text the reader reads.
+func (r *Reader) Data() []byte { return r.data }
 
 // Raw reads the next value, checking it whole, and returns it raw (a
 // string with its quotes, an object with its braces, ...), or nil when it

@@ -461,13 +461,19 @@ func FuzzElements(f *testing.F) {
 }
 
 // readAll reads the JSON text data with r: objects through Enter and Key,
-// down to any depth, other values through Raw. It returns the top
-// object's keys and raw values (Members' pairs), or nil when data is not
-// an object.
+// arrays through EnterArray and Elem, down to any depth, other values
+// through Raw. It returns the top object's keys and raw values (Members'
+// pairs), or nil when data is not an object.
 func readAll(r *Reader) []string {
 	var top []string
 	var walk func(depth int)
 	walk = func(depth int) {
+		if r.EnterArray() {
+			for r.Elem() {
+				walk(depth + 1)
+			}
+			return
+		}
 		if !r.Enter() {
 			r.Raw()
 			return
@@ -478,9 +484,9 @@ func readAll(r *Reader) []string {
 				return
 			}
 			if depth == 0 {
-				start := r.i
+				start := r.Offset()
 				walk(depth + 1)
-				top = append(top, string(k)+"="+string(bytes.TrimRight(r.data[start:r.i], " \t\r\n")))
+				top = append(top, string(k)+"="+string(bytes.TrimRight(r.data[start:r.Offset()], " \t\r\n")))
 				continue
 			}
 			walk(depth + 1)
@@ -494,6 +500,8 @@ func TestReader(t *testing.T) {
 	for _, s := range []string{
 		`{"type":"step_finish","part":{"tokens":{"input":1,"cache":{"read":0}},"cost":0.5},"n":[1,{"a":2}]}`,
 		` { "a" : { } , "b" : [ ] } `, `{}`, `[1]`, `"x"`, `1`, ``, ` `, `{"a":1}{}`, `{"a":1} 2`, `{"a":1,}`,
+		`[]`, ` [ ] `, `[1,]`, `[,1]`, `[1 2]`, `[1,,2]`, `[1}`, `{"a":[1]}`, `{"a":[}`, `{"a":[1,{"b":[[]]}]}`, `[[]`, `[]]`, `[1][2]`,
+		strings.Repeat(`[`, 10000) + strings.Repeat("]", 10000), strings.Repeat(`[`, 10001) + strings.Repeat("]", 10001),
 		`{,"a":1}`, `{"a" 1}`, `{"a":}`, `{"a":1`, `{"a":{"b":1}`, `{"a":{"b":1}}}`, `{"\x":1}`, "{\"a\":\"\x01\"}",
 		strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000),
 		strings.Repeat(`{"a":`, 10001) + "1" + strings.Repeat("}", 10001),
@@ -512,7 +520,7 @@ func TestReader(t *testing.T) {
 func FuzzReader(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"step_finish","part":{"tokens":{"input":1,"cache":{"read":0}},"cost":0.5},"n":[1,{"a":2}]}`,
-		` { "a" : { } , "b" : [ ] } `, `{"a":1,}`, `[{"a":1}]`, `{"a":"\u00e9"}`,
+		` { "a" : { } , "b" : [ ] } `, `{"a":1,}`, `[{"a":1}]`, `{"a":"\u00e9"}`, `{"a":[1,[2,{"b":[]}]]}`, `[1,]`,
 	} {
 		f.Add([]byte(s))
 	}
