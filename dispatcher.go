@@ -61,7 +61,9 @@ type Dispatcher struct {
 	// (its stream or session shows it finished) may take to exit before
 	// pilot ends it, keeping the verdict its stream gave; 10 s when zero,
 	// never when negative. Claude Code's -p mode, and opencode after some
-	// fatal errors, are known to hang there.
+	// fatal errors, are known to hang there. A worker that goes on after
+	// its final result (its stream starts another turn) is not ended: the
+	// grace starts again at its next final result.
 	FinishGrace time.Duration
 	// WaitDelay is how long pilot waits on a quiet output pipe once the
 	// worker's whole process tree is gone (a process pilot could not kill

@@ -166,9 +166,17 @@ func (m *supervisor) tick(now time.Time) []action {
 		if m.sample {
 			m.out = append(m.out, action{kind: actSample})
 		}
-		if m.finishGrace > 0 && !m.finishSeen && !m.terminated && m.view.finished() {
-			m.finishSeen = true
-			m.arm(timerFinished, m.finishGrace)
+		if m.finishGrace > 0 && !m.terminated {
+			switch done := m.view.finished(); {
+			case done && !m.finishSeen:
+				m.finishSeen = true
+				m.arm(timerFinished, m.finishGrace)
+			case !done && m.finishSeen:
+				// It went on after its final result (a new turn): the
+				// grace starts again at its next one.
+				m.finishSeen = false
+				m.stop(timerFinished)
+			}
 		}
 	}
 	return m.take()
@@ -189,7 +197,7 @@ func (m *supervisor) timer(k loopTimer, now time.Time) []action {
 		m.emit(Event{Type: event.Terminate, Message: "grace period of " + m.grace.String() + " over: sending SIGKILL to the worker's process tree"})
 		m.out = append(m.out, signalAction(syscall.SIGKILL))
 	case timerFinished:
-		if !m.workerExited {
+		if !m.workerExited && m.view.finished() {
 			m.terminate(reasonFinished, "the worker printed its final result and has not exited for "+m.finishGrace.String()+"; its verdict stands")
 		}
 	}

@@ -100,6 +100,12 @@ var finishes = loopInput{"finished", func(_ *supervisor, w *fakeWorker, _ time.T
 	return nil
 }}
 
+// goesOn is a worker that starts another turn after its final result.
+var goesOn = loopInput{"goes on", func(_ *supervisor, w *fakeWorker, _ time.Time) []action {
+	w.done = false
+	return nil
+}}
+
 // The actions the tests expect.
 func sigterm(why string) []action {
 	return []action{
@@ -360,6 +366,42 @@ func TestSupervisorLoop(t *testing.T) {
 				{time.Minute + 3*time.Second, exited, []action{stopAction(timerTimeout), stopAction(timerFinished)}},
 				{time.Minute + 11*time.Second, fire(timerFinished), nil},
 				{time.Minute + 11*time.Second, done, nil},
+			},
+			want: end{},
+		},
+		{
+			name:    "a worker that goes on after its final result is not ended; its next final result starts the grace again",
+			timeout: time.Hour,
+			finish:  10 * time.Second,
+			stall:   stallOff,
+			steps: []step{
+				{0, start, []action{armAction(timerTimeout, time.Hour)}},
+				{time.Minute, finishes, nil},
+				{time.Minute + time.Second, tick, []action{armAction(timerFinished, 10*time.Second)}},
+				{time.Minute + 2*time.Second, goesOn, nil},
+				{time.Minute + 3*time.Second, tick, []action{stopAction(timerFinished)}},
+				{time.Minute + 11*time.Second, fire(timerFinished), nil},
+				{time.Minute + 20*time.Second, finishes, nil},
+				{time.Minute + 21*time.Second, tick, []action{armAction(timerFinished, 10*time.Second)}},
+				{time.Minute + 22*time.Second, exited, []action{stopAction(timerTimeout), stopAction(timerFinished)}},
+				{time.Minute + 22*time.Second, done, nil},
+			},
+			want: end{},
+		},
+		{
+			name:    "a finish timer that fires after the worker went on, before a heartbeat saw it, ends nothing",
+			timeout: time.Hour,
+			finish:  10 * time.Second,
+			stall:   stallOff,
+			steps: []step{
+				{0, start, []action{armAction(timerTimeout, time.Hour)}},
+				{time.Minute, finishes, nil},
+				{time.Minute + time.Second, tick, []action{armAction(timerFinished, 10*time.Second)}},
+				{time.Minute + 10*time.Second, goesOn, nil},
+				{time.Minute + 11*time.Second, fire(timerFinished), nil},
+				{time.Minute + 12*time.Second, tick, nil},
+				{time.Minute + 13*time.Second, exited, []action{stopAction(timerTimeout)}},
+				{time.Minute + 13*time.Second, done, nil},
 			},
 			want: end{},
 		},

@@ -1143,11 +1143,6 @@ func runP8(cfg *config) (row, error) {
 	case "", "claude":
 	case "pi":
 		recording, w.Runner = "testdata/pi/stream/tool-use-gen-a", agents.RunnerPi
-		// The replay loops over the recording's final turn, so a worker
-		// looks finished for a moment each loop; ended 10 s after a
-		// heartbeat saw that, its verdict would be wrong. pi in print
-		// mode ends its run after that turn: no finish timer.
-		w.FinishGrace = -1
 	default:
 		return row{}, fmt.Errorf("-p8-stream %q: want claude or pi", cfg.p8Stream)
 	}
