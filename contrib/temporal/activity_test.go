@@ -805,3 +805,36 @@ func TestRunJobHeartbeatsThroughAStallInspection(t *testing.T) {
 		t.Errorf("%d heartbeats after pilot's stall inspection, %d carrying it; want them to go on, with it", len(after), carried)
 	}
 }
+
+// A generation that made no worktree (superseded, or its host gone,
+// before it did) leaves no work branch: the next starts from the latest
+// generation's that has one, not from the base. Generation 1's agent
+// committed its work after its pilot died; generation 2 never launched;
+// generation 3 must find generation 1's commit, as the scenario's
+// killed host showed (its work was done twice).
+func TestStartOfSkipsAGenerationWithoutWork(t *testing.T) {
+	ctx := context.Background()
+	repo := pilottest.GitRepo(t)
+	base := mustGit(t, repo, "rev-parse", "HEAD")
+	f := fence{repo: repo, job: "skipped"}
+	if got := f.startOf(ctx, 2, base); got != base {
+		t.Fatalf("startOf with no generation's work: %s, want the base %s", got, base)
+	}
+	wt, err := f.worktree(ctx, t.TempDir(), 1, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := commitIn(pilot.Task{Workdir: wt, Label: "skipped", Prompt: "generation 1"}); err != nil {
+		t.Fatal(err)
+	}
+	gen1 := mustGit(t, wt, "rev-parse", "HEAD")
+	if gen1 == base {
+		t.Fatal("generation 1 committed nothing")
+	}
+	if got := f.startOf(ctx, 2, base); got != gen1 {
+		t.Errorf("startOf after generation 2, which made no worktree: %s, want generation 1's commit %s (the base is %s)", got, gen1, base)
+	}
+	if got := f.startOf(ctx, 1, base); got != gen1 {
+		t.Errorf("startOf after generation 1: %s, want its commit %s", got, gen1)
+	}
+}

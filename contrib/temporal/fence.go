@@ -388,14 +388,19 @@ func (f fence) continueIn(ctx context.Context, dir string, prev, gen int) (strin
 	return wt, err
 }
 
-// startOf is where generation prev+1's work starts: the commits of
-// generation prev on its work branch, when it has one, else base.
+// startOf is where generation prev+1's work starts: the commits of the
+// latest generation up to prev that has a work branch, else base.
 func (f fence) startOf(ctx context.Context, prev int, base string) string {
-	if prev > 0 {
-		if c, err := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", "refs/heads/"+f.workBranch(prev)+"^{commit}"); err == nil {
+	// A generation that never made its worktree (superseded, or its
+	// host gone, before it did) has no work branch: it would have
+	// started from the one before it, so the next one does. Stopping at
+	// it would drop the commits of a generation before it, such as one
+	// whose agent finished its work after its pilot died.
+	for g := prev; g > 0; g-- {
+		if c, err := git(ctx, f.repo, nil, "rev-parse", "-q", "--verify", "refs/heads/"+f.workBranch(g)+"^{commit}"); err == nil {
 			return c
 		}
-		if c, err := f.fetchWork(ctx, prev); err == nil && c != "" {
+		if c, err := f.fetchWork(ctx, g); err == nil && c != "" {
 			return c // another host's generation, as it pushed its work
 		}
 	}
