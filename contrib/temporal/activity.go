@@ -223,8 +223,8 @@ var inProcess sync.Map
 // has come for its lease and a quarter more, on this host's clock from
 // the last renewal seen. Then RunJob commits generation N+1 to the fence,
 // and launches, in a worktree of the generation's own (see WorktreeDir)
-// on its own work branch, started from the previous generation's
-// commits; a worker that resumes a done generation's session goes on in
+// on its own work branch, started from the commits of the latest
+// earlier generation that made a worktree; a worker that resumes a done generation's session goes on in
 // that generation's worktree when it is on this host. (A generation that
 // ended cancelled is taken over too: a live attempt seeing it means the
 // cancellation was its attempt's loss, such as a worker cut off the
