@@ -72,13 +72,35 @@ func (f fence) fetchFence(ctx context.Context) (string, error) {
 	if err != nil || oid == "" {
 		return "", err
 	}
-	if _, err := git(ctx, f.repo, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", f.remote, "+"+f.ref()+":"+f.seenFence()); err != nil {
+	if err := f.fetchSeen(ctx, f.ref(), f.seenFence()); err != nil {
 		if now, rerr := f.remoteRefAt(ctx, f.ref()); rerr == nil && now == "" {
 			return "", nil // gone since: no git deletes a fence, but say what is there
 		}
 		return "", err
 	}
 	return git(ctx, f.repo, nil, "rev-parse", "--verify", f.seenFence())
+}
+
+// fetchSeen fetches the remote's ref into the clone's seen, one of this
+// host's own refs/pilot/seen/ refs. Another attempt on this host may be
+// writing that ref at the same moment (a generation's renewal records
+// the fence it moved, saw, while a new attempt of the job reads it), and
+// git then refuses to lock it: the fetch is tried again, a few times, a
+// tenth of a second and more apart, while ctx lasts.
+func (f fence) fetchSeen(ctx context.Context, ref, seen string) error {
+	var err error
+	for wait := 100 * time.Millisecond; ; wait *= 2 {
+		_, err = git(ctx, f.repo, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", f.remote, "+"+ref+":"+seen)
+		var ge *gitError
+		if err == nil || !errors.As(err, &ge) || !strings.Contains(ge.stderr, "cannot lock ref") || wait > 3*time.Second {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // push applies tx to the remote in one atomic push: every ref moves from
@@ -172,7 +194,7 @@ func (f fence) fetchWork(ctx context.Context, gen int) (string, error) {
 		return "", err
 	}
 	seen := fmt.Sprintf("refs/pilot/seen/work/%s/g%d", f.job, gen)
-	if _, err := git(ctx, f.repo, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", f.remote, "+"+f.workRef(gen)+":"+seen); err != nil {
+	if err := f.fetchSeen(ctx, f.workRef(gen), seen); err != nil {
 		return "", err
 	}
 	return git(ctx, f.repo, nil, "rev-parse", "--verify", seen+"^{commit}")

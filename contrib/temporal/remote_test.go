@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pilotworkers/pilot"
 	"github.com/pilotworkers/pilot/pilottest"
@@ -310,5 +311,36 @@ func TestRunJobOnARemoteFetchesTheBaseAnotherHostChose(t *testing.T) {
 	}
 	if got := mustGit(t, bare, "rev-parse", res.Commit+"^"); got != base {
 		t.Errorf("the published work stands on %s; want the base generation 1 chose, %s", got, base)
+	}
+}
+
+// Another attempt on the same host writing the clone's record of the
+// fence holds git's lock on it for a moment: a read of the fence waits
+// for the lock instead of failing the job (CI's scenario lost a job to
+// "cannot lock ref 'refs/pilot/seen/fence/job-15'" after its host was
+// stopped and resumed).
+func TestRemoteFenceReadWaitsForAHeldRefLock(t *testing.T) {
+	srv := startGitServer(t)
+	url := srv.repo(t, "r")
+	ctx := context.Background()
+	a, b := hostClone(t, url), hostClone(t, url)
+	fa, fb := fence{repo: a, job: "locked", remote: url}, fence{repo: b, job: "locked", remote: url}
+	g1, err := fa.swap(ctx, "", Owner{Job: "locked", Generation: 1, State: stateRunning, Host: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(mustGit(t, b, "rev-parse", "--absolute-git-dir"), filepath.FromSlash(fb.seenFence())+".lock")
+	if err := os.MkdirAll(filepath.Dir(lock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The other writer lets go after a moment (a timer, not a wait for
+	// a process: the lock is this test's).
+	released := time.AfterFunc(time.Second, func() { os.Remove(lock) })
+	defer released.Stop()
+	if oid, o, err := fb.read(ctx); err != nil || oid != g1 || o.Generation != 1 {
+		t.Errorf("reading the fence while its record was locked: %s %+v, %v; want generation 1 at %s", oid, o, err, g1)
 	}
 }
