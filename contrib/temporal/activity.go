@@ -488,6 +488,13 @@ func (r *jobRun) launch(ctx context.Context, oid string, prev Owner) (Result, er
 	if err != nil {
 		return r.pilotError(ctx, res, err)
 	}
+	if at != "" && prev.State == stateRunning {
+		// Generation prev's publish may be half applied: git moves the
+		// refs of one transaction one after the other, and its owner may
+		// stop (or be stopped) between the branch and the fence. Taken
+		// again later, the fence shows its verdict; nothing is launched.
+		return res, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("temporal: job %s's branch %s exists (at %s) while generation %d still holds its fence: its publish may be half applied; trying again later", r.j.Name, branch, at, prev.Generation), ErrTypeFenced, temporal.ApplicationErrorOptions{Details: []any{res}})
+	}
 	if at != "" {
 		// Its work could never be published: launching would only do it
 		// again on every retry.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -171,5 +172,35 @@ func TestRunJobPublishesOnlyACleanTreeOnTheBase(t *testing.T) {
 				t.Errorf("the fence: %+v; want closed with the reason", o)
 			}
 		})
+	}
+}
+
+// A generation stopped in the middle of its publish (git moved the
+// branch and not yet the fence) leaves the branch while its fence still
+// says it runs: a taker refuses to launch but does not give the job up,
+// as it does for a branch no fence published; a later attempt finds the
+// fence closed and takes its verdict.
+func TestRunJobRetriesAHalfAppliedPublish(t *testing.T) {
+	repo := pilottest.GitRepo(t)
+	dead := exec.Command(os.Args[0], "-test.run=^$")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	f := fence{repo: repo, job: "halfway"}
+	base := mustGit(t, repo, "rev-parse", "HEAD")
+	if _, err := f.swap(context.Background(), "", Owner{Job: "halfway", Generation: 1, State: stateRunning, Host: host, Pid: dead.Process.Pid, PidStart: 1, Base: base}); err != nil {
+		t.Fatal(err)
+	}
+	mustGit(t, repo, "branch", BranchPrefix+"halfway")
+	calls := new(atomic.Int32)
+	a := &Activities{Dispatcher: committing(calls)}
+	_, err := runJob(t, activityEnv(t, a), testJob(repo, "halfway"))
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.NonRetryable() || app.Type() != ErrTypeFenced || !strings.Contains(err.Error(), "half applied") {
+		t.Errorf("RunJob: %v; want a retryable %s error saying the publish may be half applied", err, ErrTypeFenced)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the worker ran %d times; want none", n)
 	}
 }
