@@ -501,16 +501,9 @@ func TestRunJobAttachesToALiveRun(t *testing.T) {
 // inside git commit) is left as it was.
 func TestRunJobTakesOverADeadOwnersJob(t *testing.T) {
 	repo := pilottest.GitRepo(t)
-	dead := exec.Command(os.Args[0], "-test.run=^$")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
-	host, _ := os.Hostname()
 	f := fence{repo: repo, job: "orphan"}
 	base := mustGit(t, repo, "rev-parse", "HEAD")
-	if _, err := f.swap(context.Background(), "", Owner{Job: "orphan", Generation: 4, State: stateRunning, Host: host, Pid: dead.Process.Pid, PidStart: 1, Base: base}); err != nil {
-		t.Fatal(err)
-	}
+	deadOwner(t, f, 4, base)
 	wtDir := filepath.Join(mustGit(t, repo, "rev-parse", "--path-format=absolute", "--git-common-dir"), "pilot-worktrees")
 	old, err := f.worktree(context.Background(), wtDir, 4, base)
 	if err != nil {
@@ -836,5 +829,19 @@ func TestStartOfSkipsAGenerationWithoutWork(t *testing.T) {
 	}
 	if got := f.startOf(ctx, 1, base); got != gen1 {
 		t.Errorf("startOf after generation 1: %s, want its commit %s", got, gen1)
+	}
+}
+
+// deadOwner moves f's fence to generation gen, running on base, held by
+// a process of this host that has exited.
+func deadOwner(t *testing.T, f fence, gen int, base string) {
+	t.Helper()
+	dead := exec.Command(os.Args[0], "-test.run=^$")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if _, err := f.swap(context.Background(), "", Owner{Job: f.job, Generation: gen, State: stateRunning, Host: host, Pid: dead.Process.Pid, PidStart: 1, Base: base}); err != nil {
+		t.Fatal(err)
 	}
 }

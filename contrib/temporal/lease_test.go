@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -182,16 +181,8 @@ func TestRunJobPublishesOnlyACleanTreeOnTheBase(t *testing.T) {
 // fence closed and takes its verdict.
 func TestRunJobRetriesAHalfAppliedPublish(t *testing.T) {
 	repo := pilottest.GitRepo(t)
-	dead := exec.Command(os.Args[0], "-test.run=^$")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
-	host, _ := os.Hostname()
 	f := fence{repo: repo, job: "halfway"}
-	base := mustGit(t, repo, "rev-parse", "HEAD")
-	if _, err := f.swap(context.Background(), "", Owner{Job: "halfway", Generation: 1, State: stateRunning, Host: host, Pid: dead.Process.Pid, PidStart: 1, Base: base}); err != nil {
-		t.Fatal(err)
-	}
+	deadOwner(t, f, 1, mustGit(t, repo, "rev-parse", "HEAD"))
 	mustGit(t, repo, "branch", BranchPrefix+"halfway")
 	calls := new(atomic.Int32)
 	a := &Activities{Dispatcher: committing(calls)}
