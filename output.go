@@ -431,10 +431,6 @@ func stdinFile(data []byte) (*os.File, func(), error) {
 	}, nil
 }
 
-// The words of a denied access, as the C library, Node.js, Python and Go
-// print one.
-var denialWords = [][]byte{[]byte("ermission denied"), []byte("not permitted"), []byte("EACCES"), []byte("EPERM")}
-
 // noteDenial keeps the latest output line of a confined worker that shows
 // an access it was denied: evidence beside the verdict of a worker that
 // failed, whose class stays what its own failure says. Called with lineMu
@@ -443,10 +439,7 @@ func (r *run) noteDenial(l Line) {
 	if !r.confined || l.Truncated {
 		return
 	}
-	for _, w := range denialWords {
-		if bytes.Contains(l.Data, w) {
-			r.denial = text.FirstRunes(strings.ToValidUTF8(string(l.Data), "\uFFFD"), stderrTailRunes)
-			return
-		}
+	if denied(l.Data) {
+		r.denial = text.FirstRunes(strings.ToValidUTF8(string(l.Data), "\uFFFD"), stderrTailRunes)
 	}
 }
