@@ -108,7 +108,13 @@ type Dispatcher struct {
 	// OnLine, when set, receives every output line of every worker
 	// (every provider's secret redacted), for streaming display. It is
 	// called from the goroutines reading the worker's output, never
-	// concurrently within one dispatch.
+	// concurrently within one dispatch. A worker that prints line after
+	// line (more often than every 100 ms, under 16 KiB a tick) is read
+	// about every 100 ms, so its lines arrive in groups, and pilot spends
+	// a read and a stream.log write on each group rather than on each
+	// line; one that prints now and then, or fast, is read as it prints.
+	// A dispatch whose timeouts or stall policy act on a silence under
+	// 1 s waits a tenth of the shortest instead.
 	OnLine func(runID string, l Line)
 }
 

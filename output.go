@@ -70,13 +70,21 @@ func (r *run) readStream(done func(), w *workerIO, f *os.File, s Stream, count *
 		OnLine:   func(l lines.Line) { r.takeLine(s, tag, l, clean && l.InPlace) },
 	}
 	rd := newPipeReader(f)
+	co := coalescer{every: r.coalesceEvery()} // a first read is never quick
+	var pause *time.Timer
+	defer func() {
+		if pause != nil {
+			pause.Stop()
+		}
+	}()
 	for {
 		if e := w.ending.Load(); e != nil {
 			f.SetReadDeadline(e.next()) // RawConn.Read keeps it too
 		}
 		buf, err := rd.read()
 		if n := len(buf); n > 0 {
-			r.lastOutput.Store(time.Now().UnixNano())
+			now := time.Now()
+			r.lastOutput.Store(now.UnixNano())
 			count.Add(int64(n))
 			// One lock for all the lines of a read (line runs under it).
 			r.lineMu.Lock()
@@ -100,6 +108,18 @@ func (r *run) readStream(done func(), w *workerIO, f *os.File, s Stream, count *
 			}
 			break
 		}
+		if d := co.after(len(buf), rd.big, time.Now()); d > 0 && w.ending.Load() == nil {
+			if pause == nil {
+				pause = time.NewTimer(d)
+			} else {
+				pause.Reset(d)
+			}
+			select {
+			case <-pause.C:
+			case <-w.wake:
+			}
+			co.issued = time.Now()
+		}
 	}
 	r.lineMu.Lock()
 	sp.Close()
@@ -110,6 +130,73 @@ func (r *run) readStream(done func(), w *workerIO, f *os.File, s Stream, count *
 }
 
 var newline = []byte("\n")
+
+// coalesceTick is how long at most a reader lets a chatty worker's output
+// wait in its pipe: a worker printing line after line is read about once
+// a tick, its lines in groups, rather than woken for at every line (a
+// read, a stream.log write and a wake-up of the reader each), which is
+// most of what pilot spends on a worker that streams (P8). A stream that
+// gave coalesceBurst over this tick and the last is read without waiting,
+// so that a fast worker never finds its pipe (64 KiB) full.
+const (
+	coalesceTick  = 100 * time.Millisecond
+	coalesceBurst = 16 << 10
+)
+
+// A coalescer decides, after each read with data, whether a reader waits
+// before its next read: only when the data came soon (within every) after
+// the read was issued, the read did not fill its buffer, and the stream
+// gave less than coalesceBurst over this tick and the last. A worker that
+// prints now and then is read as soon as it prints.
+type coalescer struct {
+	every     time.Duration // 0: never waits
+	issued    time.Time     // when the last read was issued
+	tick      int64         // the tick of the last read (Unix time / every)
+	cur, prev int           // bytes read in that tick and the one before
+}
+
+// after notes a read of n bytes that filled its buffer or not, at now, and
+// returns how long to wait before the next read: 0, or until the next
+// tick (so that the readers of many workers wake together), never more
+// than every. The next read is issued at now when it returns 0.
+func (c *coalescer) after(n int, full bool, now time.Time) time.Duration {
+	if c.every <= 0 {
+		return 0
+	}
+	quick := now.Sub(c.issued) < c.every
+	c.issued = now
+	ns := now.UnixNano()
+	switch tick := ns / int64(c.every); tick {
+	case c.tick:
+	case c.tick + 1:
+		c.tick, c.prev, c.cur = tick, c.cur, 0
+	default: // later, or the clock stepped back
+		c.tick, c.prev, c.cur = tick, 0, 0
+	}
+	c.cur += n
+	if !quick || full || c.prev+c.cur >= coalesceBurst {
+		return 0
+	}
+	return time.Duration((c.tick+1)*int64(c.every) - ns)
+}
+
+// coalesceEvery is the reader's coalescer's tick: coalesceTick, or less
+// for a dispatch whose timeouts and stall policy act on a shorter silence
+// (a tenth of the shortest), or 0 (never wait) when that is under a
+// millisecond.
+func (r *run) coalesceEvery() time.Duration {
+	every := coalesceTick
+	for _, d := range []time.Duration{r.timeout(), r.idleTimeout(), r.d.FinishGrace, r.d.Heartbeat,
+		r.d.Stall.Start, r.d.Stall.ModelResponse, r.d.Stall.Tool, r.d.Stall.ModelStall} {
+		if d > 0 {
+			every = min(every, d/10)
+		}
+	}
+	if every < time.Millisecond {
+		return 0
+	}
+	return every
+}
 
 // readBuf is the size of one read from a worker's pipe after a read that
 // filled its buffer, smallRead after one that did not: a worker printing a
@@ -300,7 +387,14 @@ type workerIO struct {
 	// reader stopped at its deadline, with output left unread.
 	ending atomic.Pointer[ending]
 	cut    atomic.Bool
+	// wake is closed when the readers are to stop waiting between reads
+	// (coalescer): the tree is gone, or pilot's ends are closing.
+	wake     chan struct{}
+	wakeOnce sync.Once
 }
+
+// stopPauses wakes readers waiting between reads, for good.
+func (w *workerIO) stopPauses() { w.wakeOnce.Do(func() { close(w.wake) }) }
 
 // ending is when the readers of a worker whose tree is gone stop: after
 // quiet with nothing to read, or at until.
@@ -326,7 +420,7 @@ const drainLimit = 15
 // file holding data), closing what it opened when one fails. The worker's
 // ends (outW, errW, stdin) are the caller's to hand over and close.
 func openWorkerIO(data []byte) (w *workerIO, outW, errW, stdin *os.File, err error) {
-	w = &workerIO{}
+	w = &workerIO{wake: make(chan struct{})}
 	if w.outR, outW, err = outputPipe(); err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -370,6 +464,7 @@ func (w *workerIO) readInto(r *run) {
 func (w *workerIO) drain(d time.Duration) (whole bool) {
 	e := &ending{quiet: d, until: time.Now().Add(drainLimit * d)}
 	w.ending.Store(e)
+	w.stopPauses()
 	// Readers waiting now get their deadline here; the others set it
 	// before their next read.
 	next := e.next()
@@ -389,6 +484,7 @@ func (w *workerIO) drain(d time.Duration) (whole bool) {
 // closeAll closes pilot's ends, waits for the readers (if any) to stop and
 // for the stdin feeder to give up.
 func (w *workerIO) closeAll() {
+	w.stopPauses()
 	w.outR.Close()
 	w.errR.Close()
 	if w.drained != nil {
