@@ -1196,6 +1196,7 @@ func runP8(cfg *config) (row, error) {
 	e := med(es, func(r measure.ManyResult) float64 { return us(r.CPU()) })
 	pSelf := med(ps, func(r measure.ManyResult) float64 { return us(r.Self) })
 	pSup := med(ps, func(r measure.ManyResult) float64 { return us(r.Sup) })
+	sampling := med(append(slices.Clone(ps), es...), func(r measure.ManyResult) float64 { return us(r.Sampling) })
 	rss := slices.Max(collect(ps, func(r measure.ManyResult) float64 { return float64(r.RSS) / 1024 / n }))
 	supRSS := slices.Max(collect(ps, func(r measure.ManyResult) float64 { return float64(r.SupRSS) / 1024 / n }))
 	eRSS := slices.Max(collect(es, func(r measure.ManyResult) float64 { return float64(r.RSS) / 1024 / n }))
@@ -1227,17 +1228,17 @@ func runP8(cfg *config) (row, error) {
 	return row{ID: "P8", Pilot: p, Baseline: ptr(e), Unit: "µs CPU/worker-s", Ratio: ptr(p / e),
 		Goal: "<= 100 µs and <= 0.5× peers; <= 128 KiB/worker; every verdict right", Pass: pass,
 		Extra: map[string]float64{
-			"pilot_self_us": pSelf, "supervisor_us": pSup,
+			"pilot_self_us": pSelf, "supervisor_us": pSup, "sampling_us": sampling,
 			"rss_kib_per_worker": rss, "supervisor_rss_kib_per_worker": supRSS, "peers_rss_kib_per_worker": eRSS,
 			"fds_per_worker": fds, "supervisor_fds_per_worker": supFDs, "peers_fds_per_worker": eFDs,
 			"wrong_verdicts": float64(wrong), "peers_wrong": float64(eWrong),
 			"wall_s": wall, "ulimit_n": float64(cfg.nofile),
 		},
 		Note: fmt.Sprintf("%d workers at once (one Fanout, the %s runner, the default sandbox, run directories on %s), each the fake agent printing %s.stdout's lines at %.0f a second for %s, its result last; %d round(s), medians (memory and descriptors: the most over the rounds). "+
-			"Pilot's CPU per worker-second: %.1f µs in this process, %.1f µs in its supervisor; the peers' shape (os/exec, a goroutine per pipe, bufio.Scanner, json.Unmarshal into map[string]any, a log file write per line) %.1f µs. "+
+			"Pilot's CPU per worker-second: %.1f µs in this process, %.1f µs in its supervisor; the peers' shape (os/exec, a goroutine per pipe, bufio.Scanner, json.Unmarshal into map[string]any, a log file write per line) %.1f µs; the harness's own looks at memory and descriptors (%.1f µs, on a thread of their own) are left out of both. "+
 			"Memory (pilot and its supervisor, resident, growth over idle) %.1f KiB per worker (the supervisor's part %.1f), the peers' %.1f; descriptors per worker: pilot %.1f, its supervisor %.1f, the peers %.1f. "+
 			"Wrong verdicts: pilot %d, the peers %d. Needs ulimit -n of about %d (this run: %d, hard %d); wall %.1f s",
-			w.N, w.Runner, fsType(w.Dir), recording, w.Rate, w.For, min(cfg.rounds, 2), pSelf, pSup, e, rss, supRSS, eRSS, fds, supFDs, eFDs, wrong, eWrong, need, cfg.nofile, cfg.nofileMax, wall) + firstWrong}, nil
+			w.N, w.Runner, fsType(w.Dir), recording, w.Rate, w.For, min(cfg.rounds, 2), pSelf, pSup, e, sampling, rss, supRSS, eRSS, fds, supFDs, eFDs, wrong, eWrong, need, cfg.nofile, cfg.nofileMax, wall) + firstWrong}, nil
 }
 
 // collect is f of each of rs.
