@@ -499,7 +499,7 @@ func (r *run) supervise(ctx context.Context, cmd *Command, env []string, confine
 	w.readInto(r)
 	watch := r.newSessionWatch(cmd, start)
 	r.mem = r.newMemoryWatch()
-	m := r.supervisor(watch)
+	m := r.supervisor(watch, ctx.Value(memoryFollowedKey{}) != nil)
 	r.drive(ctx, job, m, startedAt)
 	exit.Terminated, exit.Reason = m.terminated, m.reason
 	info.finishedFirst, info.spent = m.finishedFirst, m.spent
@@ -567,8 +567,9 @@ func (r *run) spawn(cmd *Command, env []string, confinement *landlock.Ruleset) (
 
 // supervisor is the policy that follows the worker whose session watch
 // shows: the Dispatcher's timeouts, grace periods and stall policy, and
-// the task's memory limit.
-func (r *run) supervisor(watch *sessionWatch) *supervisor {
+// the task's memory limit. followed says a Fanout's memory budget follows
+// the tree's samples: it is then sampled at every heartbeat.
+func (r *run) supervisor(watch *sessionWatch, followed bool) *supervisor {
 	return &supervisor{
 		timeout:     r.timeout(),
 		idle:        r.idleTimeout(),
@@ -579,6 +580,8 @@ func (r *run) supervisor(watch *sessionWatch) *supervisor {
 		view:        watch,
 		budget:      r.budget(),
 		sample:      followsMemory,
+		everyBeat:   followed,
+		lastRSS:     -1,
 		memLimit:    r.memoryLimit(),
 	}
 }

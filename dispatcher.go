@@ -81,7 +81,11 @@ type Dispatcher struct {
 	// session-stall. Heartbeat is how often pilot looks at the session
 	// file and the silence, and (on Linux) measures the resident memory
 	// of the worker's tree, for its memory limit and its peak; 1 s when
-	// zero.
+	// zero. A tree with a memory limit, or in a Fanout with a memory
+	// budget, is measured at every heartbeat; another at each of its
+	// first five, then at every fifth while it holds steady, and at each
+	// of the five after a measure that moved by an eighth or 16 MiB
+	// (the move a memory event reports).
 	Stall     StallPolicy
 	Heartbeat time.Duration
 

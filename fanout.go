@@ -383,7 +383,11 @@ func (fr *fanoutRun) start(i int, hold *membudget.Hold) {
 		defer fr.gates.Done(p) // last: it wakes the loop
 		defer hold.Release()
 		defer s.release()
-		r := fr.f.runJob(context.WithValue(fr.ctx, slotKey{}, s), i, job, fr.f.Worktrees, fr.names[i])
+		ctx := context.WithValue(fr.ctx, slotKey{}, s)
+		if fr.mem != nil {
+			ctx = context.WithValue(ctx, memoryFollowedKey{}, true)
+		}
+		r := fr.f.runJob(ctx, i, job, fr.f.Worktrees, fr.names[i])
 		fr.gates.Learn(p, gateFailure(r.Verdict), time.Now())
 		fr.spent.add(r.Usage)
 		if v := r.Verdict; fr.f.FailFast && !v.Verdict.Success() {

@@ -106,6 +106,10 @@ func observedPeak(runDir, provider string) size.Bytes {
 	return peak
 }
 
+// memoryFollowedKey marks the context of a Fanout job whose tree's
+// memory its budget follows: the dispatch samples it at every heartbeat.
+type memoryFollowedKey struct{}
+
 // fanoutMemory is a Fanout's memory budget; nil for none.
 type fanoutMemory struct {
 	f      *Fanout

@@ -1,6 +1,8 @@
 package pilot
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/pilotworkers/pilot/event"
@@ -40,5 +42,34 @@ func TestFanoutMemoryFollowsTheJobsEvents(t *testing.T) {
 	}
 	if len(seen) != 2 {
 		t.Errorf("the task's own observer saw %v, want both events", seen)
+	}
+}
+
+// dispatchFunc is a TaskDispatcher from a function.
+type dispatchFunc func(ctx context.Context, t Task) (Verdict, error)
+
+func (f dispatchFunc) Dispatch(ctx context.Context, t Task) (Verdict, error) { return f(ctx, t) }
+
+// A Fanout with a memory budget follows its jobs' memory samples, so its
+// dispatches sample every heartbeat (a steady tree without a limit is
+// sampled at every fifth otherwise); one without a budget does not ask.
+func TestFanoutBudgetAsksForEverySample(t *testing.T) {
+	for _, tt := range []struct {
+		budget size.Bytes
+		want   bool
+	}{{0, false}, {size.GiB, true}} {
+		var got atomic.Int32
+		f := &Fanout{MemoryBudget: tt.budget, Dispatcher: dispatchFunc(func(ctx context.Context, _ Task) (Verdict, error) {
+			if ctx.Value(memoryFollowedKey{}) != nil {
+				got.Add(1)
+			}
+			return Verdict{Verdict: Completed}, nil
+		})}
+		if _, err := f.Run(context.Background(), []Job{{Task: Task{Provider: "p"}}, {Task: Task{Provider: "p"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int32{true: 2}[tt.want]; got.Load() != want {
+			t.Errorf("budget %v: %d of 2 jobs marked followed, want %d", tt.budget, got.Load(), want)
+		}
 	}
 }

@@ -52,7 +52,7 @@ func (w *memoryWatch) sampled(s supervise.Memory) size.Tree {
 	if tm.RSSBytes > w.peak.RSSBytes {
 		w.peak = tm
 	}
-	step := max(int64(16*size.MiB), w.emitted/8)
+	step := memoryStep(w.emitted)
 	if d := tm.RSSBytes - w.emitted; w.emitted < 0 || d >= step || -d >= step {
 		w.emitted = tm.RSSBytes
 		w.r.emit(Event{Type: event.Memory, Memory: &tm})

@@ -116,12 +116,20 @@ type supervisor struct {
 	// spent; nil without caps.
 	budget func() (string, bool)
 	spent  string
-	// sample asks for a sample of the tree's memory at every heartbeat
-	// while the worker runs; memLimit is the most it may hold (zero or
-	// negative: no limit), and memOver the sample that was over it.
-	sample   bool
-	memLimit size.Bytes
-	memOver  *size.Tree
+	// sample asks for samples of the tree's memory while the worker
+	// runs: at every heartbeat when it has a memory limit or everyBeat is
+	// set (a Fanout's memory budget follows the samples); else at each of
+	// the first sampleSteady heartbeats, and of the sampleSteady after a
+	// sample that moved by a memoryStep, and at every sampleSteady-th in
+	// between. memLimit is the most the tree may hold (zero or negative:
+	// no limit), and memOver the sample that was over it.
+	sample    bool
+	everyBeat bool
+	beats     int   // heartbeats so far
+	hot       int   // heartbeats left that sample, whatever the count
+	lastRSS   int64 // the last sample's resident memory; -1 before any
+	memLimit  size.Bytes
+	memOver   *size.Tree
 
 	lastOutput  time.Time
 	deferredFor time.Time // lastOutput of the silence last deferred; zero for none
@@ -163,7 +171,7 @@ func (m *supervisor) tick(now time.Time) []action {
 				m.terminate(FailBudget, why)
 			}
 		}
-		if m.sample {
+		if m.sample && m.sampleDue() {
 			m.out = append(m.out, action{kind: actSample})
 		}
 		if m.finishGrace > 0 && !m.terminated {
@@ -212,10 +220,36 @@ func (m *supervisor) cancel(cause error) []action {
 	return m.take()
 }
 
+// sampleSteady is how many heartbeats a tree whose memory holds steady
+// goes between samples: a sample walks the tree in /proc (the children of
+// each thread of each process, and each one's stat), most of what the
+// process supervisor spends on a running worker.
+const sampleSteady = 5
+
+// sampleDue counts a heartbeat and says whether it samples the tree.
+func (m *supervisor) sampleDue() bool {
+	m.beats++
+	if m.hot > 0 {
+		m.hot--
+		return true
+	}
+	return m.everyBeat || m.memLimit > 0 || m.beats <= sampleSteady || m.beats%sampleSteady == 0
+}
+
+// memoryStep is how far a tree's resident memory moves from from before
+// it is worth telling (a memory event) and following closely: an eighth,
+// or 16 MiB, whichever is more.
+func memoryStep(from int64) int64 { return max(int64(16*size.MiB), from/8) }
+
 // memory handles a sample of the tree's memory: past the limit, the
 // worker is ended. Once it has exited, its leftovers are the process
-// supervisor's to end.
+// supervisor's to end. A sample that moved by a step since the last has
+// the next sampleSteady heartbeats sample.
 func (m *supervisor) memory(tm size.Tree) []action {
+	if d := tm.RSSBytes - m.lastRSS; m.lastRSS >= 0 && (d >= memoryStep(m.lastRSS) || -d >= memoryStep(m.lastRSS)) {
+		m.hot = sampleSteady
+	}
+	m.lastRSS = tm.RSSBytes
 	if m.memLimit > 0 && tm.RSSBytes > int64(m.memLimit) && !m.workerExited && !m.terminated {
 		m.memOver = &tm
 		m.terminate(FailMemoryLimit, memoryOver(tm, m.memLimit))

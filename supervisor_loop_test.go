@@ -460,7 +460,7 @@ func TestSupervisorLoop(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &fakeWorker{policy: tt.stall, clock: newStallClock(t0), phase: PhaseStarting}
 			m := &supervisor{timeout: tt.timeout, idle: tt.idle, finishGrace: tt.finish, grace: 5 * time.Second, heartbeat: time.Second, stall: tt.stall, view: w,
-				memLimit: tt.memory, sample: tt.memory > 0}
+				memLimit: tt.memory, sample: tt.memory > 0, lastRSS: -1}
 			for i, s := range tt.steps {
 				got := s.in.do(m, w, t0.Add(s.at))
 				if diff := cmp.Diff(s.want, got, cmp.AllowUnexported(action{})); diff != "" {
@@ -508,5 +508,75 @@ func TestVerdictOfMemoryLimitWhileRetrying(t *testing.T) {
 		if res.Class != reason || f.FailureClass != reason || f.FailureSource != sourcePilotPolicy || f.TerminationReason != reason {
 			t.Errorf("ended for %s while retrying: %+v, %+v; want class %s decided by pilot policy", reason, res, f, reason)
 		}
+	}
+}
+
+// A tree without a memory limit, whose memory holds steady, is sampled at
+// each of its first heartbeats and then at every fifth, and closely again
+// for a while after a sample that moved; one with a limit, or followed by
+// a Fanout's memory budget, at every heartbeat.
+func TestSupervisorSamplesASteadyTreeLessOften(t *testing.T) {
+	const mib = int64(size.MiB)
+	for _, tt := range []struct {
+		name      string
+		limit     size.Bytes
+		everyBeat bool
+		rss       func(beat int) int64 // the sample taken at beat
+		want      []int                // the beats that sample
+	}{
+		{
+			name: "steady, no limit",
+			rss:  func(int) int64 { return 200 * mib },
+			want: []int{1, 2, 3, 4, 5, 10, 15, 20, 25, 30},
+		},
+		{
+			name: "a move at the 10th beat's sample",
+			rss: func(beat int) int64 {
+				if beat >= 10 {
+					return 300 * mib
+				}
+				return 200 * mib
+			},
+			want: []int{1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15, 20, 25, 30},
+		},
+		{
+			name: "less than a step (an eighth, or 16 MiB) is steady",
+			rss: func(beat int) int64 {
+				return 200*mib + int64(beat)*mib
+			},
+			want: []int{1, 2, 3, 4, 5, 10, 15, 20, 25, 30},
+		},
+		{
+			name:  "a memory limit",
+			limit: size.GiB,
+			rss:   func(int) int64 { return 200 * mib },
+			want:  []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30},
+		},
+		{
+			name:      "followed by a Fanout's memory budget",
+			everyBeat: true,
+			rss:       func(int) int64 { return 200 * mib },
+			want:      []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &fakeWorker{policy: stallOff, clock: newStallClock(t0), phase: PhaseStarting}
+			m := &supervisor{grace: 5 * time.Second, heartbeat: time.Second, stall: stallOff, view: w,
+				sample: true, everyBeat: tt.everyBeat, memLimit: tt.limit, lastRSS: -1}
+			m.started(t0)
+			var got []int
+			for beat := 1; beat <= 30; beat++ {
+				acts := m.tick(t0.Add(time.Duration(beat) * time.Second))
+				if diff := cmp.Diff(sample, acts, cmp.AllowUnexported(action{})); diff == "" {
+					got = append(got, beat)
+					m.memory(size.Tree{RSSBytes: tt.rss(beat), Processes: 1})
+				} else if len(acts) > 0 {
+					t.Fatalf("beat %d: actions %+v, want a sample or nothing", beat, acts)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("the beats that sampled (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
