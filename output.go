@@ -5,7 +5,6 @@ package pilot
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -352,8 +351,11 @@ func (r *run) emit(e Event) {
 	}
 	r.emitMu.Lock()
 	defer r.emitMu.Unlock()
-	if data, err := json.Marshal(e); err == nil {
+	if data, err := e.appendJSON(r.eventBuf[:0]); err == nil {
 		r.events.Write(append(data, '\n'))
+		if cap(data) <= 64<<10 {
+			r.eventBuf = data[:0] // kept for the next event
+		}
 	}
 	if r.delivery != nil {
 		r.delivery.push(e) // the observers get it from their own goroutine

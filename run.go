@@ -30,10 +30,12 @@ type run struct {
 	rec     Record
 	recPath string
 	events  *os.File
-	stream  *os.File
-	log     *lines.Batch // stream.log's writes, batched per read and written beside the reading
-	watcher Watcher
-	wrapper []string // what the worker runs beneath (macOS's sandbox-exec), or nil
+	// eventBuf is where emit writes an event's line, under emitMu.
+	eventBuf []byte
+	stream   *os.File
+	log      *lines.Batch // stream.log's writes, batched per read and written beside the reading
+	watcher  Watcher
+	wrapper  []string // what the worker runs beneath (macOS's sandbox-exec), or nil
 
 	pendingTask []byte              // task.md content not yet written
 	final       *atomicfile.Pending // the final record's temporary file

@@ -1,6 +1,10 @@
 package pilot
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/pilotworkers/pilot/internal/jsonw"
+)
 
 // SessionPhase is what a worker's native session says it is doing. The
 // names are part of the CLI's JSON contract.
@@ -65,6 +69,29 @@ func (s SessionState) MarshalJSON() ([]byte, error) {
 	p.CompletedToolCallIDs = nonNil(p.CompletedToolCallIDs)
 	p.PendingToolCallIDs = nonNil(p.PendingToolCallIDs)
 	return json.Marshal(p)
+}
+
+// appendJSON appends s as MarshalJSON writes it.
+func (s *SessionState) appendJSON(b []byte) []byte {
+	b = append(b, `{"phase":`...)
+	b = jsonw.String(b, string(s.Phase))
+	b = append(b, `,"reason":`...)
+	b = jsonw.String(b, s.Reason)
+	b = append(b, `,"expected_tool_call_ids":`...)
+	b = jsonw.Strings(b, s.ExpectedToolCallIDs)
+	b = append(b, `,"completed_tool_call_ids":`...)
+	b = jsonw.Strings(b, s.CompletedToolCallIDs)
+	b = append(b, `,"pending_tool_call_ids":`...)
+	b = jsonw.Strings(b, s.PendingToolCallIDs)
+	b = append(b, `,"version":`...)
+	b = jsonw.Int(b, int64(s.Version))
+	b = append(b, `,"leaf_id":`...)
+	b = jsonw.String(b, s.LeafID)
+	b = append(b, `,"stop_reason":`...)
+	b = jsonw.String(b, s.StopReason)
+	b = append(b, `,"error_message":`...)
+	b = jsonw.String(b, s.ErrorMessage)
+	return append(b, '}')
 }
 
 func nonNil(s []string) []string {
