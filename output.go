@@ -82,8 +82,7 @@ func (r *run) readStream(done func(), w *workerIO, f *os.File, s Stream, count *
 		}
 		buf, err := rd.read()
 		if n := len(buf); n > 0 {
-			now := time.Now()
-			r.lastOutput.Store(now.UnixNano())
+			r.lastOutput.Store(time.Now().UnixNano())
 			count.Add(int64(n))
 			// One lock for all the lines of a read (line runs under it).
 			r.lineMu.Lock()
@@ -353,8 +352,8 @@ func (r *run) emit(e Event) {
 	defer r.emitMu.Unlock()
 	if data, err := e.appendJSON(r.eventBuf[:0]); err == nil {
 		r.events.Write(append(data, '\n'))
-		if cap(data) <= 64<<10 {
-			r.eventBuf = data[:0] // kept for the next event
+		if cap(data) <= 4<<10 {
+			r.eventBuf = data[:0] // kept for the next event; a big one's is not
 		}
 	}
 	if r.delivery != nil {
