@@ -218,7 +218,11 @@ func (w *copilotWatcher) Line(l pilot.Line) {
 	case "assistant.turn_start", "model.call_start":
 		w.quiet(0)
 		if len(w.pending) == 0 {
-			w.setPhase(pilot.PhaseAwaitingModel, "stream:"+t, nil)
+			reason := "stream:model.call_start" // a constant: "stream:"+t allocates
+			if t == "assistant.turn_start" {
+				reason = "stream:assistant.turn_start"
+			}
+			w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 		}
 	case "assistant.message_delta":
 		w.retryOver()
