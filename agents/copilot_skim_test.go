@@ -1,40 +1,13 @@
 package agents
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
-
-// copilotEventJSON is copilotEvent as the watcher decoded every event line
-// into it with encoding/json before the skim.
-type copilotEventJSON struct {
-	Type string `json:"type"`
-	Data struct {
-		Content      string `json:"content"`
-		ToolRequests []struct {
-			ToolCallID string `json:"toolCallId"`
-		} `json:"toolRequests"`
-		ToolCallID   string `json:"toolCallId"`
-		StatusCode   int    `json:"statusCode"`
-		ErrorMessage string `json:"errorMessage"`
-		FailureKind  string `json:"failureKind"`
-		Reason       string `json:"reason"`
-		ErrorType    string `json:"errorType"`
-		Message      string `json:"message"`
-	} `json:"data"`
-}
-
-// copilotResultJSON is copilotResult as the watcher decoded it.
-type copilotResultJSON struct {
-	SessionID string `json:"sessionId"`
-	ExitCode  *int   `json:"exitCode"`
-}
 
 // copilotRead is what the watcher acts on in an event's data.
 type copilotRead struct {
@@ -45,10 +18,11 @@ type copilotRead struct {
 	ErrorMessage, FailureKind, Reason, ErrorType, Msg string
 }
 
-// copilotReadJSON is what the watcher read of a line by decoding it, and
-// whether it decoded (the watcher ignored any other line).
+// copilotReadJSON is what the watcher read of a line by decoding it into
+// a copilotEvent, as it did before the skim, and whether it decoded (the
+// watcher ignored any other line).
 func copilotReadJSON(data []byte) (copilotRead, bool) {
-	var ev copilotEventJSON
+	var ev copilotEvent
 	if json.Unmarshal(data, &ev) != nil {
 		return copilotRead{}, false
 	}
@@ -96,7 +70,7 @@ func checkCopilotRead(t testing.TB, s *copilotSkim, data []byte) {
 		}
 	}
 
-	var wantR copilotResultJSON
+	var wantR copilotResult
 	wantROK := json.Unmarshal(data, &wantR) == nil
 	var r copilotResult
 	sid, gotROK := s.result(data, &r)
@@ -106,7 +80,8 @@ func checkCopilotRead(t testing.TB, s *copilotSkim, data []byte) {
 	if !gotROK {
 		return
 	}
-	got := copilotResultJSON{SessionID: string(sid), ExitCode: r.ExitCode}
+	r.SessionID = string(sid)
+	got := r
 	if d := cmp.Diff(wantR, got); d != "" {
 		t.Fatalf("%.300s\nthe result (-encoding/json +read):\n%s", data, d)
 	}
@@ -115,23 +90,11 @@ func checkCopilotRead(t testing.TB, s *copilotSkim, data []byte) {
 // copilotStreamLines returns the stdout lines of the recorded copilot
 // streams (testdata/ at the repository root and agents/testdata/).
 func copilotStreamLines(t testing.TB) [][]byte {
-	lines := recordedLines(t, RunnerCopilot)
 	files, _ := filepath.Glob(filepath.Join("testdata", "copilot", "stream", "*.stdout.jsonl"))
 	if len(files) == 0 {
 		t.Fatal("no recorded copilot streams in agents/testdata")
 	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range bytes.Split(data, []byte("\n")) {
-			if l = bytes.TrimSpace(l); len(l) > 0 {
-				lines = append(lines, l)
-			}
-		}
-	}
-	return lines
+	return append(recordedLines(t, RunnerCopilot), fileLines(t, files)...)
 }
 
 // copilotOddLines are lines beside the recorded streams': wrong types,
