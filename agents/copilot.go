@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/pilotworkers/pilot"
+	"github.com/pilotworkers/pilot/internal/jsonskim"
 	"github.com/pilotworkers/pilot/sandbox"
 )
 
@@ -163,6 +164,7 @@ type copilotWatcher struct {
 	errClass  pilot.Classification
 	result    *copilotResult
 	resultRaw string
+	skim      copilotSkim // Line's reading of its events
 }
 
 // copilotResult is the final result line's part the watcher reads.
@@ -171,7 +173,8 @@ type copilotResult struct {
 	ExitCode  *int   `json:"exitCode"`
 }
 
-// copilotEvent is the part of a copilot event the watcher reads.
+// copilotEvent is the part of a copilot event the watcher reads, as
+// encoding/json decodes it where the skim is unsure (copilotSkim).
 type copilotEvent struct {
 	Type string `json:"type"`
 	Data struct {
@@ -215,25 +218,30 @@ func (w *copilotWatcher) Line(l pilot.Line) {
 	case "assistant.turn_start", "model.call_start":
 		w.quiet(0)
 		if len(w.pending) == 0 {
-			w.setPhase(pilot.PhaseAwaitingModel, "stream:"+t, nil)
+			reason := "stream:model.call_start" // a constant: "stream:"+t allocates
+			if t == "assistant.turn_start" {
+				reason = "stream:assistant.turn_start"
+			}
+			w.setPhase(pilot.PhaseAwaitingModel, reason, nil)
 		}
 	case "assistant.message_delta":
 		w.retryOver()
 	case "assistant.message", "tool.execution_start", "tool.execution_complete",
 		"model.call_failure", "assistant.turn_retry", "session.error":
-		var ev copilotEvent
-		if json.Unmarshal(l.Data, &ev) != nil {
+		if !w.skim.event(l.Data) {
 			return
 		}
-		w.event(t, ev, string(l.Data))
+		w.event(t, &w.skim.ev, l.Data)
 	case "result":
 		var r copilotResult
-		if json.Unmarshal(l.Data, &r) != nil {
+		sid, ok := w.skim.result(l.Data, &r)
+		if !ok {
 			return
 		}
 		w.result, w.resultRaw = &r, string(l.Data)
-		if r.SessionID != "" {
-			w.sessionID = r.SessionID
+		if len(sid) > 0 {
+			w.sessionID = w.sessionString(sid)
+			r.SessionID = w.sessionID
 		}
 		if r.ExitCode != nil && *r.ExitCode == 0 {
 			w.setPhase(pilot.PhaseFinished, "stream:result", nil)
@@ -243,37 +251,39 @@ func (w *copilotWatcher) Line(l pilot.Line) {
 	}
 }
 
-// event reads one decoded event of type t.
-func (w *copilotWatcher) event(t string, ev copilotEvent, line string) {
-	d := ev.Data
+// event reads one event of type t, the line, as d reads it.
+func (w *copilotWatcher) event(t string, d *copilotData, line []byte) {
 	switch t {
 	case "assistant.message":
 		w.retryOver()
-		if strings.TrimSpace(d.Content) != "" {
+		if d.content {
 			w.answered = true
 		}
-		for _, r := range d.ToolRequests {
-			w.open(r.ToolCallID)
+		for _, id := range d.toolRequests {
+			w.open(id)
 		}
 		if len(w.pending) > 0 {
 			w.setPhase(pilot.PhaseToolRunning, "stream:assistant.message", w.pending)
 		}
 	case "tool.execution_start":
-		w.open(d.ToolCallID)
+		w.open(d.toolCallID)
 		w.setPhase(pilot.PhaseToolRunning, "stream:tool.execution_start", w.pending)
 	case "tool.execution_complete":
-		w.pending = slices.DeleteFunc(w.pending, func(id string) bool { return id == d.ToolCallID })
+		// open keeps the ids distinct: one at most is complete.
+		if i := indexOf(w.pending, d.toolCallID); i >= 0 {
+			w.pending = slices.Delete(w.pending, i, i+1)
+		}
 		if len(w.pending) > 0 {
 			w.setPhase(pilot.PhaseToolRunning, "stream:tool.execution_complete", w.pending)
 		} else {
 			w.setPhase(pilot.PhaseAwaitingModel, "stream:tool.execution_complete", nil)
 		}
 	case "model.call_failure":
-		w.failure = copilotCallFailure(d.StatusCode, d.ErrorMessage, d.FailureKind)
+		w.failure = copilotCallFailure(d.statusCode, string(d.errorMessage), string(d.failureKind))
 	case "assistant.turn_retry":
 		c := w.failure
 		if c.Evidence == "" {
-			c = copilotRetryReason(d.Reason)
+			c = copilotRetryReason(string(d.reason))
 		}
 		w.retrying(RunnerCopilot+":stdout", c.Evidence, c)
 		w.failure = pilot.Classification{}
@@ -281,16 +291,233 @@ func (w *copilotWatcher) event(t string, ev copilotEvent, line string) {
 			w.setPhase(pilot.PhaseAwaitingModel, "stream:assistant.turn_retry", nil)
 		}
 	case "session.error":
-		w.errLine, w.errMsg = line, d.Message
-		w.errClass = copilotSessionError(d.ErrorType, d.Message, d.StatusCode)
+		w.errLine, w.errMsg = string(line), string(d.message)
+		w.errClass = copilotSessionError(string(d.errorType), w.errMsg, d.statusCode)
 	}
 }
 
 // open adds a tool call to the pending ones, once.
-func (w *copilotWatcher) open(id string) {
-	if id != "" && !slices.Contains(w.pending, id) {
-		w.pending = append(w.pending, id)
+func (w *copilotWatcher) open(id []byte) {
+	if len(id) > 0 && indexOf(w.pending, id) < 0 {
+		w.pending = append(w.pending, string(id))
 	}
+}
+
+// copilotData is what the watcher reads of an event's data: each string
+// as decoding it gives it, aliasing the line where it has no escapes
+// (read during Watcher.Line only).
+type copilotData struct {
+	content      bool     // content is not blank
+	toolRequests [][]byte // each tool request's toolCallId, "" too
+	toolCallID   []byte
+	statusCode   int
+	errorMessage []byte
+	failureKind  []byte
+	reason       []byte
+	errorType    []byte
+	message      []byte
+}
+
+// copilotSkim reads copilot's event lines as json.Unmarshal decodes them
+// into a copilotEvent or a copilotResult, without encoding/json: the
+// skim (jsonskim.ValidMembers checks the line as json.Unmarshal does, and
+// delimits the members), then each field the watcher reads, each of the
+// type the struct gives it (where encoding/json fails on another, and the
+// line is ignored). A line with a key encoding/json could match otherwise
+// than exactly (exactKeys: escaped, in another letter case, twice) is
+// decoded by encoding/json. Its buffers are reused from line to line.
+type copilotSkim struct {
+	top, data, req skim
+	elems          [][]byte
+	ev             copilotData
+}
+
+// The fields of copilotEvent, its data and a tool request, and of
+// copilotResult, as encoding/json names them.
+var (
+	copilotEventFields   = newFieldSet("type", "data")
+	copilotDataFields    = newFieldSet("content", "toolRequests", "toolCallId", "statusCode", "errorMessage", "failureKind", "reason", "errorType", "message")
+	copilotRequestFields = newFieldSet("toolCallId")
+	copilotResultFields  = newFieldSet("sessionId", "exitCode")
+)
+
+// skimSure is what a copilotSkim read of a line ends in: the line read,
+// the line one that json.Unmarshal fails on, or a line to decode with it.
+type skimSure int
+
+const (
+	skimRead skimSure = iota
+	skimFailed
+	skimUnsure
+)
+
+// event reads the event line data into s.ev, and reports whether
+// json.Unmarshal decodes it into a copilotEvent (the watcher reads no
+// other line).
+func (s *copilotSkim) event(data []byte) bool {
+	switch s.skimEvent(data) {
+	case skimRead:
+		return true
+	case skimFailed:
+		return false
+	}
+	var ev copilotEvent
+	if json.Unmarshal(data, &ev) != nil {
+		return false
+	}
+	d := ev.Data
+	s.ev = copilotData{
+		content:      strings.TrimSpace(d.Content) != "",
+		toolRequests: s.ev.toolRequests[:0],
+		toolCallID:   []byte(d.ToolCallID),
+		statusCode:   d.StatusCode,
+		errorMessage: []byte(d.ErrorMessage),
+		failureKind:  []byte(d.FailureKind),
+		reason:       []byte(d.Reason),
+		errorType:    []byte(d.ErrorType),
+		message:      []byte(d.Message),
+	}
+	for _, r := range d.ToolRequests {
+		s.ev.toolRequests = append(s.ev.toolRequests, []byte(r.ToolCallID))
+	}
+	return true
+}
+
+// skimEvent is event without encoding/json.
+func (s *copilotSkim) skimEvent(data []byte) skimSure {
+	s.ev = copilotData{toolRequests: s.ev.toolRequests[:0]}
+	if sure, ok := s.validObject(data, copilotEventFields); !ok {
+		return sure
+	}
+	if _, ok := s.top.str("type"); !ok {
+		return skimFailed
+	}
+	raw := s.top.raw("data")
+	if raw == nil || string(raw) == "null" {
+		return skimRead
+	}
+	if raw[0] != '{' {
+		return skimFailed
+	}
+	s.data.ms, _ = jsonskim.Members(s.data.ms[:0], raw) // checked with the line
+	if !exactKeys(s.data.ms, copilotDataFields) {
+		return skimUnsure
+	}
+	d, ok := &s.ev, true
+	if c := s.data.raw("content"); c != nil && string(c) != "null" {
+		if c[0] != '"' {
+			return skimFailed
+		}
+		d.content = claudeNonBlank(c)
+	}
+	for _, f := range [...]struct {
+		dst *[]byte
+		key string
+	}{{&d.toolCallID, "toolCallId"}, {&d.errorMessage, "errorMessage"}, {&d.failureKind, "failureKind"},
+		{&d.reason, "reason"}, {&d.errorType, "errorType"}, {&d.message, "message"}} {
+		if *f.dst, ok = s.data.str(f.key); !ok {
+			return skimFailed
+		}
+	}
+	if d.statusCode, ok = skimInt(s.data.raw("statusCode")); !ok {
+		return skimFailed
+	}
+	raw = s.data.raw("toolRequests")
+	if raw == nil || string(raw) == "null" {
+		return skimRead
+	}
+	if raw[0] != '[' {
+		return skimFailed
+	}
+	s.elems, _ = jsonskim.Elements(s.elems[:0], raw)
+	for _, e := range s.elems {
+		switch e[0] {
+		case 'n': // null: an empty request
+			d.toolRequests = append(d.toolRequests, nil)
+			continue
+		case '{':
+		default:
+			return skimFailed
+		}
+		s.req.ms, _ = jsonskim.Members(s.req.ms[:0], e)
+		if !exactKeys(s.req.ms, copilotRequestFields) {
+			return skimUnsure
+		}
+		id, ok := s.req.str("toolCallId")
+		if !ok {
+			return skimFailed
+		}
+		d.toolRequests = append(d.toolRequests, id)
+	}
+	return skimRead
+}
+
+// validObject reads the members of the line data into s.top when it is a
+// valid JSON object whose keys are fields' exactly (exactKeys); else ok is
+// false and sure says what the line is.
+func (s *copilotSkim) validObject(data []byte, fields *fieldSet) (sure skimSure, ok bool) {
+	s.top.ms, ok = jsonskim.ValidMembers(s.top.ms[:0], data)
+	switch {
+	case !ok && jsonskim.Valid(data):
+		return skimUnsure, false // valid JSON, but no object: null, say
+	case !ok:
+		return skimFailed, false
+	case !exactKeys(s.top.ms, fields):
+		return skimUnsure, false
+	}
+	return skimRead, true
+}
+
+// result reads the result line data into *r, as json.Unmarshal decodes
+// it, and reports whether it decodes. The session id is returned, not set
+// in r (it aliases the line).
+func (s *copilotSkim) result(data []byte, r *copilotResult) (sessionID []byte, ok bool) {
+	switch sure, ok := s.validObject(data, copilotResultFields); {
+	case ok:
+	case sure == skimFailed:
+		return nil, false
+	default:
+		if json.Unmarshal(data, r) != nil {
+			return nil, false
+		}
+		return []byte(r.SessionID), true
+	}
+	if sessionID, ok = s.top.str("sessionId"); !ok {
+		return nil, false
+	}
+	if raw := s.top.raw("exitCode"); raw != nil && string(raw) != "null" {
+		code, ok := skimInt(raw)
+		if !ok {
+			return nil, false
+		}
+		r.ExitCode = &code
+	}
+	return sessionID, true
+}
+
+// skimInt decodes the raw JSON value of an int field, valid JSON, as
+// encoding/json does, and reports whether it decodes: a missing member
+// (nil) or null is 0 (the field as it was), an integer in range is
+// parsed, anything else (a fraction, an exponent, a string) fails.
+func skimInt(raw []byte) (int, bool) {
+	if raw == nil || string(raw) == "null" {
+		return 0, true
+	}
+	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		return 0, false
+	}
+	if len(raw) <= 9 && raw[0] != '-' { // the usual HTTP status: no allocation
+		n := 0
+		for _, c := range raw {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n, true
+	}
+	n, err := strconv.ParseInt(string(raw), 10, strconv.IntSize)
+	return int(n), err == nil
 }
 
 // copilotCallFailure classifies one failed model call of a
@@ -478,14 +705,15 @@ func (w *copilotWatcher) Diagnose(s pilot.Stream, line string) (pilot.Classifica
 		if typ != "session.error" && typ != "model.call_failure" {
 			return pilot.Classification{}, false
 		}
-		var ev copilotEvent
-		if len(t) > maxDiagnosticText || json.Unmarshal([]byte(t), &ev) != nil {
+		var s copilotSkim // Diagnose runs beside Line: not w.skim
+		if len(t) > maxDiagnosticText || !s.event([]byte(t)) {
 			return pilot.Classification{}, false
 		}
+		d := &s.ev
 		if typ == "session.error" {
-			return proved(copilotSessionError(ev.Data.ErrorType, ev.Data.Message, ev.Data.StatusCode))
+			return proved(copilotSessionError(string(d.errorType), string(d.message), d.statusCode))
 		}
-		return proved(copilotCallFailure(ev.Data.StatusCode, ev.Data.ErrorMessage, ev.Data.FailureKind))
+		return proved(copilotCallFailure(d.statusCode, string(d.errorMessage), string(d.failureKind)))
 	}
 	return pilot.Classification{}, false
 }

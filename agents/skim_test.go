@@ -17,6 +17,12 @@ func recordedLines(t testing.TB, runner string) [][]byte {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no recorded streams for %s: %v", runner, err)
 	}
+	return fileLines(t, files)
+}
+
+// fileLines returns the lines of files that are not blank, trimmed.
+func fileLines(t testing.TB, files []string) [][]byte {
+	t.Helper()
 	var lines [][]byte
 	for _, f := range files {
 		data, err := os.ReadFile(f)
