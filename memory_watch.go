@@ -52,8 +52,7 @@ func (w *memoryWatch) sampled(s supervise.Memory) size.Tree {
 	if tm.RSSBytes > w.peak.RSSBytes {
 		w.peak = tm
 	}
-	step := memoryStep(w.emitted)
-	if d := tm.RSSBytes - w.emitted; w.emitted < 0 || d >= step || -d >= step {
+	if w.emitted < 0 || memoryMoved(w.emitted, tm.RSSBytes) {
 		w.emitted = tm.RSSBytes
 		w.r.emit(Event{Type: event.Memory, Memory: &tm})
 	}

@@ -120,7 +120,7 @@ type supervisor struct {
 	// runs: at every heartbeat when it has a memory limit or everyBeat is
 	// set (a Fanout's memory budget follows the samples); else at each of
 	// the first sampleSteady heartbeats, and of the sampleSteady after a
-	// sample that moved by a memoryStep, and at every sampleSteady-th in
+	// sample that moved (memoryMoved), and at every sampleSteady-th in
 	// between. memLimit is the most the tree may hold (zero or negative:
 	// no limit), and memOver the sample that was over it.
 	sample    bool
@@ -236,17 +236,20 @@ func (m *supervisor) sampleDue() bool {
 	return m.everyBeat || m.memLimit > 0 || m.beats <= sampleSteady || m.beats%sampleSteady == 0
 }
 
-// memoryStep is how far a tree's resident memory moves from from before
-// it is worth telling (a memory event) and following closely: an eighth,
-// or 16 MiB, whichever is more.
-func memoryStep(from int64) int64 { return max(int64(16*size.MiB), from/8) }
+// memoryMoved reports whether a tree's resident memory moved from from to
+// to far enough to be worth telling (a memory event) and following
+// closely: by an eighth, or 16 MiB, whichever is more.
+func memoryMoved(from, to int64) bool {
+	step, d := max(int64(16*size.MiB), from/8), to-from
+	return d >= step || -d >= step
+}
 
 // memory handles a sample of the tree's memory: past the limit, the
 // worker is ended. Once it has exited, its leftovers are the process
 // supervisor's to end. A sample that moved by a step since the last has
 // the next sampleSteady heartbeats sample.
 func (m *supervisor) memory(tm size.Tree) []action {
-	if d := tm.RSSBytes - m.lastRSS; m.lastRSS >= 0 && (d >= memoryStep(m.lastRSS) || -d >= memoryStep(m.lastRSS)) {
+	if m.lastRSS >= 0 && memoryMoved(m.lastRSS, tm.RSSBytes) {
 		m.hot = sampleSteady
 	}
 	m.lastRSS = tm.RSSBytes
