@@ -69,8 +69,14 @@ func TestAWorkerPastItsMemoryLimitIsEnded(t *testing.T) {
 // worker's own high-water mark for one that exits first. A task's limit
 // of -1 lifts its provider's.
 func TestEveryVerdictHasItsPeakRSS(t *testing.T) {
+	// The worker allocates 64 MiB and the test waits for a memory event
+	// of 48: a sample taken halfway through the allocation (the first
+	// always makes an event) is then either 48 or more, or a step (16
+	// MiB) short of what the worker holds after it, which the next
+	// sample reports. With 48 allocated, a sample at 44 left the rest
+	// under the step: no event, and the worker waiting for a minute.
 	gate := filepath.Join(t.TempDir(), "gate")
-	long := fakeProvider(t, "long", "alloc=48MiB", "out=ready", "await="+gate, "out=done")
+	long := fakeProvider(t, "long", "alloc=64MiB", "out=ready", "await="+gate, "out=done")
 	long.MemoryLimit = 16 * size.MiB
 	short := fakeProvider(t, "short", "alloc=40MiB", "out=done")
 	d := testDispatcher(t, long, short)
