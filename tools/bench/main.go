@@ -1166,7 +1166,13 @@ func runP8(cfg *config) (row, error) {
 		func() error {
 			defer os.RemoveAll(runs)
 			cfg.log("P8: %d workers through pilot", w.N)
-			r, err := w.Pilot(runs)
+			var r measure.ManyResult
+			var err error
+			// The side is a profile label (-tagfocus side=pilot), which
+			// the goroutines it starts inherit.
+			pprof.Do(context.Background(), pprof.Labels("side", "pilot"), func(context.Context) {
+				r, err = w.Pilot(runs)
+			})
 			if err == nil && r.Wrong > 0 {
 				cfg.log("P8: pilot: %d wrong verdicts, the first %s", r.Wrong, r.FirstWrong)
 			}
@@ -1176,7 +1182,11 @@ func runP8(cfg *config) (row, error) {
 		func() error {
 			defer os.RemoveAll(logs)
 			cfg.log("P8: %d workers the peers' way", w.N)
-			r, err := w.Peers(logs)
+			var r measure.ManyResult
+			var err error
+			pprof.Do(context.Background(), pprof.Labels("side", "peers"), func(context.Context) {
+				r, err = w.Peers(logs)
+			})
 			if err == nil && r.Wrong > 0 {
 				cfg.log("P8: peers: %d wrong verdicts, the first %s", r.Wrong, r.FirstWrong)
 			}
