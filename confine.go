@@ -132,7 +132,7 @@ func (r *run) confine(env []string) (*landlock.Ruleset, sandbox.Report, error) {
 	rep.Allowed = expandHome(r.prov.SandboxAllow, home)
 	pol := landlock.Policy{ReadAll: true, WriteAll: mode == sandbox.Secrets, Guard: guard, Allow: allow, Write: write}
 	rs.FS = landlock.FSRights(abi)
-	rs.Paths = landlock.Plan(pol, rs.FS, nil)
+	rs.Paths = landlock.CachedPlan(pol, rs.FS)
 	if mode == sandbox.Strict {
 		rs.Net = landlock.NetConnectTCP
 		rep.Network = "tcp-port"

@@ -1,0 +1,180 @@
+package landlock
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A dirStamp identifies a directory and the last change to its entries:
+// its device and inode, and its status change time (ctime), which the
+// kernel moves whenever an entry is created, removed or renamed in it and
+// whenever its mode changes, and which no process can set.
+type dirStamp struct {
+	dev, ino uint64
+	ctime    int64 // nanoseconds since the epoch
+}
+
+// planMargin is how long before a plan began every directory it rests on
+// must have last changed for the plan to be kept: on a kernel whose file
+// timestamps move once a clock tick, a change made in the tick the
+// directory was listed in would leave its ctime as it was. Tests shorten it.
+var planMargin = time.Second
+
+// planCacheMax bounds the plans kept; the cache starts over past it.
+const planCacheMax = 32
+
+// A keptPlan is a plan and what it rests on: the directories it listed or
+// looked a path up in, and their stamps taken after the plan.
+type keptPlan struct {
+	rules  []PathRule
+	dirs   []string
+	stamps []dirStamp
+}
+
+var plans struct {
+	sync.Mutex
+	m    map[string]*keptPlan
+	hits int // for tests
+}
+
+// CachedPlan is Plan over the file system, reusing an earlier plan of the
+// same policy and rights while every directory that plan rests on is the
+// same directory, unchanged (its dirStamp): a stat of each of a dozen
+// directories instead of a walk that lists the ones on the way to every
+// guarded path and resolves each guarded path's links. The plan must be
+// the same as Plan's: no stale plan may grant what a fresh one would not.
+// A plan rests on the directories it listed and on every directory on the
+// way to each path of the policy (a guarded path created since is an
+// entry created in one of them; a link on the way retargeted is another
+// directory at that path, or an entry replaced in one of them). A policy
+// that names a path by a link, or a relative path, is planned every time,
+// as is any plan on a system without stamps.
+//
+// The rules returned are the caller's; their paths are shared and must
+// not be changed.
+func CachedPlan(p Policy, handled uint64) []PathRule {
+	key, ok := planKey(p, handled)
+	if !ok {
+		return Plan(p, handled, nil)
+	}
+	plans.Lock()
+	kept := plans.m[key]
+	plans.Unlock()
+	if kept != nil && kept.fresh() {
+		plans.Lock()
+		plans.hits++
+		plans.Unlock()
+		return slices.Clone(kept.rules)
+	}
+	begun := time.Now()
+	var listed []string
+	rules := Plan(p, handled, func(dir string) ([]fs.DirEntry, error) {
+		listed = append(listed, dir)
+		return os.ReadDir(dir)
+	})
+	kept = keep(rules, restsOn(p, listed), begun)
+	plans.Lock()
+	switch {
+	case kept == nil:
+		delete(plans.m, key)
+	case plans.m == nil || len(plans.m) >= planCacheMax:
+		plans.m = map[string]*keptPlan{key: kept}
+	default:
+		plans.m[key] = kept
+	}
+	plans.Unlock()
+	return slices.Clone(rules)
+}
+
+// planKey is the cache's key for p and handled; ok is false for a policy
+// with a relative path (its meaning depends on the working directory).
+func planKey(p Policy, handled uint64) (key string, ok bool) {
+	var b strings.Builder
+	b.WriteString(strconv.FormatUint(handled, 16))
+	b.WriteString(strconv.FormatBool(p.ReadAll))
+	b.WriteString(strconv.FormatBool(p.WriteAll))
+	for _, list := range [][]string{p.Guard, p.Allow, p.Write} {
+		b.WriteByte(1)
+		for _, path := range list {
+			if path != "" && !filepath.IsAbs(path) {
+				return "", false
+			}
+			b.WriteString(path)
+			b.WriteByte(0)
+		}
+	}
+	return b.String(), true
+}
+
+// restsOn lists the directories a plan of p that listed listed rests on:
+// those, and every existing directory on the way to each path of p. It
+// returns nil when a path of p exists and names a link or lies beneath
+// one: where a link leads to is not pinned by a directory's stamp.
+func restsOn(p Policy, listed []string) []string {
+	dirs := slices.Clone(listed)
+	for _, list := range [][]string{p.Guard, p.Allow, p.Write} {
+		for _, path := range list {
+			if path == "" {
+				continue
+			}
+			path = filepath.Clean(path)
+			if _, err := os.Lstat(path); err == nil {
+				if real, err := filepath.EvalSymlinks(path); err != nil || real != path {
+					return nil
+				}
+			}
+			for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+				dirs = append(dirs, dir)
+				if dir == filepath.Dir(dir) {
+					break
+				}
+			}
+		}
+	}
+	slices.Sort(dirs)
+	return slices.Compact(dirs)
+}
+
+// keep returns rules as a keptPlan resting on dirs, stamped now, or nil
+// when it cannot be kept: no dirs (a link on the way), a directory that
+// cannot be stamped, or one that changed less than planMargin before the
+// plan began. A directory on the way that does not exist is left out: its
+// parent's stamp moves when it is created.
+func keep(rules []PathRule, dirs []string, begun time.Time) *keptPlan {
+	if dirs == nil {
+		return nil
+	}
+	k := &keptPlan{rules: rules}
+	limit := begun.Add(-planMargin).UnixNano()
+	for _, d := range dirs {
+		s, err := stampOf(d)
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			return nil
+		}
+		if s.ctime >= limit {
+			return nil
+		}
+		k.dirs = append(k.dirs, d)
+		k.stamps = append(k.stamps, s)
+	}
+	return k
+}
+
+// fresh reports whether every directory k rests on is as k stamped it.
+func (k *keptPlan) fresh() bool {
+	for i, d := range k.dirs {
+		if s, err := stampOf(d); err != nil || s != k.stamps[i] {
+			return false
+		}
+	}
+	return true
+}
