@@ -36,19 +36,25 @@ type Lister func(dir string) ([]fs.DirEntry, error)
 // made absolute and clean, with symbolic links resolved; a guarded or
 // allowed path that does not exist is dropped.
 func Plan(p Policy, handled uint64, list Lister) []PathRule {
+	rules, _ := planOf(p, handled, list)
+	return rules
+}
+
+// planOf is Plan; linked reports that a path of p it resolved exists
+// through a symbolic link (or as a dangling one).
+func planOf(p Policy, handled uint64, list Lister) (rules []PathRule, linked bool) {
 	if list == nil {
 		list = os.ReadDir
 	}
-	guard := resolveAll(p.Guard)
-	allow := resolveAll(p.Allow)
-	var rules []PathRule
+	guard := resolveAll(p.Guard, &linked)
+	allow := resolveAll(p.Allow, &linked)
 	if p.ReadAll && p.WriteAll {
-		return plan(rules, marksOf(guard, allow, nil), true, (FSRead|FSWrite)&handled, list)
+		return plan(rules, marksOf(guard, allow, nil), true, (FSRead|FSWrite)&handled, list), linked
 	}
 	if p.ReadAll {
 		rules = plan(rules, marksOf(guard, allow, nil), true, FSRead&handled, list)
 	}
-	write := resolveAll(p.Write)
+	write := resolveAll(p.Write, &linked)
 	switch {
 	case p.WriteAll:
 		rules = plan(rules, marksOf(guard, allow, nil), true, FSWrite&handled, list)
@@ -56,7 +62,7 @@ func Plan(p Policy, handled uint64, list Lister) []PathRule {
 		// Allow lifts a guard, but grants writing only where Write does.
 		rules = plan(rules, marksOf(slices.DeleteFunc(slices.Clone(guard), func(g string) bool { return slices.Contains(allow, g) }), nil, write), false, FSWrite&handled, list)
 	}
-	return merge(rules)
+	return merge(rules), linked
 }
 
 // merge folds the rules on one path into one, in the order of their first.
@@ -176,8 +182,9 @@ func outermost(sorted []string, dir string) []string {
 // resolveAll returns paths absolute, clean, with symbolic links resolved,
 // without duplicates; a path that does not exist is dropped. A path whose
 // link target differs is kept under both names: the literal name for the
-// directories on its way, the target for what it reaches.
-func resolveAll(paths []string) []string {
+// directories on its way, the target for what it reaches. It sets *linked
+// when a path exists through a link, or is a dangling one.
+func resolveAll(paths []string, linked *bool) []string {
 	var out []string
 	add := func(p string) {
 		if !slices.Contains(out, p) {
@@ -197,8 +204,10 @@ func resolveAll(paths []string) []string {
 		}
 		real, err := filepath.EvalSymlinks(abs)
 		if err != nil {
+			*linked = true
 			continue
 		}
+		*linked = *linked || real != abs
 		add(real)
 		if real != abs {
 			add(abs)

@@ -74,11 +74,14 @@ func CachedPlan(p Policy, handled uint64) []PathRule {
 	}
 	begun := time.Now()
 	var listed []string
-	rules := Plan(p, handled, func(dir string) ([]fs.DirEntry, error) {
+	rules, linked := planOf(p, handled, func(dir string) ([]fs.DirEntry, error) {
 		listed = append(listed, dir)
 		return os.ReadDir(dir)
 	})
-	kept = keep(rules, restsOn(p, listed), begun)
+	kept = nil
+	if !linked {
+		kept = keep(rules, restsOn(p, listed), begun)
+	}
 	plans.Lock()
 	switch {
 	case kept == nil:
@@ -113,9 +116,7 @@ func planKey(p Policy, handled uint64) (key string, ok bool) {
 }
 
 // restsOn lists the directories a plan of p that listed listed rests on:
-// those, and every existing directory on the way to each path of p. It
-// returns nil when a path of p exists and names a link or lies beneath
-// one: where a link leads to is not pinned by a directory's stamp.
+// those, and every directory on the way to each path of p.
 func restsOn(p Policy, listed []string) []string {
 	dirs := slices.Clone(listed)
 	for _, list := range [][]string{p.Guard, p.Allow, p.Write} {
@@ -123,13 +124,7 @@ func restsOn(p Policy, listed []string) []string {
 			if path == "" {
 				continue
 			}
-			path = filepath.Clean(path)
-			if _, err := os.Lstat(path); err == nil {
-				if real, err := filepath.EvalSymlinks(path); err != nil || real != path {
-					return nil
-				}
-			}
-			for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+			for dir := filepath.Dir(filepath.Clean(path)); ; dir = filepath.Dir(dir) {
 				dirs = append(dirs, dir)
 				if dir == filepath.Dir(dir) {
 					break
@@ -142,14 +137,11 @@ func restsOn(p Policy, listed []string) []string {
 }
 
 // keep returns rules as a keptPlan resting on dirs, stamped now, or nil
-// when it cannot be kept: no dirs (a link on the way), a directory that
-// cannot be stamped, or one that changed less than planMargin before the
-// plan began. A directory on the way that does not exist is left out: its
-// parent's stamp moves when it is created.
+// when it cannot be kept: a directory that cannot be stamped, or one
+// that changed less than planMargin before the plan began. A directory
+// on the way that does not exist is left out: its parent's stamp moves
+// when it is created.
 func keep(rules []PathRule, dirs []string, begun time.Time) *keptPlan {
-	if dirs == nil {
-		return nil
-	}
 	k := &keptPlan{rules: rules}
 	limit := begun.Add(-planMargin).UnixNano()
 	for _, d := range dirs {
