@@ -15,6 +15,11 @@ import (
 // parent-death signal fires when the thread that forked it exits
 // (golang/go#27505). The runtime never starts a thread from a locked one
 // (it asks its template thread), so the domain spreads to no other thread.
+// A thread is not kept to fork the next worker with an equal ruleset:
+// workers forked from one thread share its domain, and Landlock lets a
+// process read the /proc files (the environment, a provider's key in it)
+// of another in its own domain (TestSandboxWorkerCannotReadAnother-
+// ProcessEnvironment fails so).
 func (f *fork) runConfined() {
 	started := make(chan struct{})
 	release := make(chan struct{})
