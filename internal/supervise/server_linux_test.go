@@ -144,3 +144,62 @@ func TestStartAllStartsABatch(t *testing.T) {
 		}
 	}
 }
+
+// A leader's pidfd joins the loop's epoll set when it starts, so that its
+// exit wakes the loop, and leaves it when it is reaped, before the pidfd is
+// closed: a copy of it (which a worker being forked holds for a moment)
+// would keep it in the set, ready for good.
+func TestLeadersJoinAndLeaveTheEpollSet(t *testing.T) {
+	fds, err := socketpair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(ep)
+	s := &server{conn: rawConn(fds[0]), jobs: map[uint64]*job{}, byPid: map[int]*job{}, ep: &epollSet{fd: ep}}
+	var three []int
+	for range 3 {
+		fd, err := syscall.Open(os.DevNull, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		three = append(three, fd)
+	}
+	s.handleAll([]request{{m: &msg{Op: opStart, ID: 1, Path: "/bin/sh", Argv: []string{"sh", "-c", "exit 0"}, Dir: "/"}, fds: three}})
+	j := s.jobs[1]
+	if j == nil || j.pidfd < 0 {
+		t.Skipf("no pidfd for the leader (job %+v)", j)
+	}
+	pidfd := j.pidfd
+	// A copy, as a worker being forked holds for a moment: the set keeps
+	// a descriptor whose copy is open.
+	held, err := syscall.Dup(pidfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(held)
+	events := make([]syscall.EpollEvent, 4)
+	n, err := syscall.EpollWait(ep, events, 10_000)
+	for err == syscall.EINTR { // SIGCHLD, at the leader's exit
+		n, err = syscall.EpollWait(ep, events, 10_000)
+	}
+	if err != nil || n != 1 || events[0].Fd != int32(pidfd) {
+		t.Fatalf("epoll_wait: %d events %v, %v; want the leader's pidfd %d ready", n, events[:max(n, 0)], err, pidfd)
+	}
+	s.reap()
+	if len(s.byPid) != 0 {
+		t.Fatal("the leader was not reaped")
+	}
+	n, err = syscall.EpollWait(ep, events, 0)
+	for err == syscall.EINTR {
+		n, err = syscall.EpollWait(ep, events, 0)
+	}
+	if n != 0 {
+		t.Errorf("after the reap, epoll_wait: %d events %v, %v; want none", n, events[:max(n, 0)], err)
+	}
+}

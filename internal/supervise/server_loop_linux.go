@@ -7,13 +7,17 @@ import (
 	"unsafe"
 )
 
-// On Linux the supervisor's one locked thread waits in ppoll(2) on the
+// On Linux the supervisor's one locked thread waits in epoll_wait(2) on the
 // control socket, each running leader's pidfd and a wake-up pipe written on
 // signals. A request or a leader's exit wakes that thread directly: no
 // goroutine reads the socket or relays SIGCHLD, whose hand-overs to a locked
 // thread cost tens of microseconds each on every dispatch. SIGCHLD still
 // wakes the loop through the pipe: adopted orphans have no pidfd, and a
-// kernel without pidfds has only it.
+// kernel without pidfds has only it. The set is epoll's, kept as leaders
+// start and are reaped, so that a wake-up costs what is ready, not what
+// runs: a ppoll(2) set rebuilt at every wake-up made each of them (a
+// memory sample, say) cost a look at every running leader's pidfd, the
+// square of the running workers per second.
 
 // loop serves the control socket fd until it ends or a terminating signal
 // arrives.
@@ -37,26 +41,40 @@ func (s *server) loop(fd int, sigs chan os.Signal) int {
 		}
 	}()
 
+	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return 99
+	}
+	s.ep = &epollSet{fd: ep}
+	if s.ep.add(fd, tagControl) != nil || s.ep.add(wake[0], tagWake) != nil {
+		return 99
+	}
 	var fr frames
 	buf := make([]byte, 64<<10)
 	oob := make([]byte, syscall.CmsgSpace(16*4))
 	drain := make([]byte, 128)
-	var set []pollFd
+	events := make([]syscall.EpollEvent, 128)
 	for {
-		set = append(set[:0], pollFd{fd: int32(fd), events: pollIn}, pollFd{fd: int32(wake[0]), events: pollIn})
-		for _, j := range s.jobs {
-			if !j.exited && j.pidfd >= 0 {
-				set = append(set, pollFd{fd: int32(j.pidfd), events: pollIn})
-			}
-		}
 		timeout := -1
 		if s.anyCleaning() {
 			timeout = int(cleanupTick.Milliseconds())
 		}
-		if err := ppoll(set, timeout); err != nil && err != syscall.EINTR {
+		n, err := syscall.EpollWait(ep, events, timeout)
+		if err != nil && err != syscall.EINTR {
 			return 99
 		}
-		if set[1].revents != 0 {
+		var control, woken, exited bool
+		for _, e := range events[:max(n, 0)] {
+			switch e.Fd {
+			case tagControl:
+				control = true
+			case tagWake:
+				woken = true
+			default:
+				exited = true // a leader's pidfd
+			}
+		}
+		if woken {
 			for {
 				if n, _ := syscall.Read(wake[0], drain); n <= 0 {
 					break
@@ -69,13 +87,10 @@ func (s *server) loop(fd int, sigs chan os.Signal) int {
 			}
 			s.reap()
 		}
-		for _, p := range set[2:] {
-			if p.revents != 0 {
-				s.reap()
-				break
-			}
+		if exited {
+			s.reap()
 		}
-		if set[0].revents != 0 {
+		if control {
 			reqs, open := receive(fd, &fr, buf, oob)
 			s.handleAll(reqs)
 			if !open {
@@ -88,6 +103,40 @@ func (s *server) loop(fd int, sigs chan os.Signal) int {
 		// The replies of this turn in one write: a worker that exits
 		// leaving nothing gets its exited and done together.
 		s.flush()
+	}
+}
+
+// The tags of the loop's own descriptors in its epoll set; a leader's
+// pidfd is tagged with itself (never negative).
+const (
+	tagControl = -1
+	tagWake    = -2
+)
+
+// An epollSet is the supervisor loop's epoll instance.
+type epollSet struct{ fd int }
+
+// add watches fd for input, tagged tag.
+func (e *epollSet) add(fd int, tag int32) error {
+	return syscall.EpollCtl(e.fd, syscall.EPOLL_CTL_ADD, fd, &syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: tag})
+}
+
+// watchLeader adds a new leader's pidfd to the loop's set: it becomes
+// readable when the leader exits. A server without a loop (tests) has no
+// set; one whose set refuses the pidfd (out of memory) still reaps the
+// leader on SIGCHLD.
+func (s *server) watchLeader(pidfd int) {
+	if s.ep != nil && pidfd >= 0 {
+		_ = s.ep.add(pidfd, int32(pidfd))
+	}
+}
+
+// unwatchLeader takes a reaped leader's pidfd out of the set before it is
+// closed: a copy held for a moment by a worker being forked would keep
+// it in the set otherwise.
+func (s *server) unwatchLeader(pidfd int) {
+	if s.ep != nil && pidfd >= 0 {
+		_ = syscall.EpollCtl(s.ep.fd, syscall.EPOLL_CTL_DEL, pidfd, nil)
 	}
 }
 

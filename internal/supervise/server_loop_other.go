@@ -88,3 +88,9 @@ func forkExec(path string, argv []string, attr *syscall.ProcAttr) (pid, pidfd in
 	pid, err = syscall.ForkExec(path, argv, attr)
 	return pid, -1, err
 }
+
+// epollSet is Linux's: the loop here waits on channels.
+type epollSet struct{}
+
+func (s *server) watchLeader(int)   {}
+func (s *server) unwatchLeader(int) {}

@@ -55,6 +55,7 @@ type server struct {
 	unsettled map[int]time.Time
 	out       []byte        // replies not yet written (flush)
 	forks     chan forkTask // to the forker threads (startForkers)
+	ep        *epollSet     // the loop's (Linux), nil before it runs
 }
 
 // ctlConn is the supervisor's side of the control socket, as flush writes
@@ -351,6 +352,7 @@ func (s *server) startAll(reqs []request) {
 		}
 		s.jobs[j.id] = j
 		s.byPid[f.pid] = j
+		s.watchLeader(f.pidfd)
 		s.send(&msg{Op: opStarted, ID: m.ID, Pid: f.pid})
 	}
 }
@@ -406,6 +408,7 @@ func (s *server) reap() {
 			j.release = nil
 		}
 		if j.pidfd >= 0 {
+			s.unwatchLeader(j.pidfd)
 			syscall.Close(j.pidfd)
 			j.pidfd = -1
 		}
