@@ -22,8 +22,9 @@ type dirStamp struct {
 
 // planMargin is how long before a plan began every directory it rests on
 // must have last changed for the plan to be kept: on a kernel whose file
-// timestamps move once a clock tick, a change made in the tick the
-// directory was listed in would leave its ctime as it was. Tests shorten it.
+// timestamps move once a clock tick, a change made in the tick a directory
+// was stamped in would leave its ctime as it was (the second plan does not
+// see such a change either). Tests shorten it.
 var planMargin = time.Second
 
 // planCacheMax bounds the plans kept; the cache starts over past it.
@@ -52,9 +53,15 @@ var plans struct {
 // A plan rests on the directories it listed and on every directory on the
 // way to each path of the policy (a guarded path created since is an
 // entry created in one of them; a link on the way retargeted is another
-// directory at that path, or an entry replaced in one of them). A policy
-// that names a path by a link, or a relative path, is planned every time,
-// as is any plan on a system without stamps.
+// directory at that path, or an entry replaced in one of them).
+//
+// A plan is kept only for a policy planned before (a policy naming the
+// run's own directory never comes again), after a second plan made once
+// its directories were stamped gives the same rules from the same
+// listings, with the stamps unchanged after it: so the rules kept are
+// those of the state the stamps show, whatever a clock did. A policy with
+// a relative path, or one of whose paths exists through a link, is planned
+// every time, as is any plan on a system without stamps.
 //
 // The rules returned are the caller's; their paths are shared and must
 // not be changed.
@@ -64,7 +71,7 @@ func CachedPlan(p Policy, handled uint64) []PathRule {
 		return Plan(p, handled, nil)
 	}
 	plans.Lock()
-	kept := plans.m[key]
+	kept, seen := plans.m[key]
 	plans.Unlock()
 	if kept != nil && kept.fresh() {
 		plans.Lock()
@@ -73,26 +80,47 @@ func CachedPlan(p Policy, handled uint64) []PathRule {
 		return slices.Clone(kept.rules)
 	}
 	begun := time.Now()
-	var listed []string
-	rules, linked := planOf(p, handled, func(dir string) ([]fs.DirEntry, error) {
+	rules, listed, linked := planListing(p, handled)
+	kept = nil
+	if seen && !linked {
+		if planHook != nil {
+			planHook()
+		}
+		kept = keep(rules, restsOn(p, listed), begun)
+	}
+	if kept != nil {
+		again, relisted, linked := planListing(p, handled)
+		if linked || !slices.Equal(relisted, listed) || !sameRules(again, rules) || !kept.fresh() {
+			kept = nil
+		}
+	}
+	plans.Lock()
+	if plans.m == nil || len(plans.m) >= planCacheMax {
+		plans.m = map[string]*keptPlan{}
+	}
+	plans.m[key] = kept // nil: seen, not kept
+	plans.Unlock()
+	return slices.Clone(rules)
+}
+
+// planHook, when set (tests), runs between a plan and its stamps.
+var planHook func()
+
+// planListing is planOf over the file system, with the directories it
+// listed, in order.
+func planListing(p Policy, handled uint64) (rules []PathRule, listed []string, linked bool) {
+	rules, linked = planOf(p, handled, func(dir string) ([]fs.DirEntry, error) {
 		listed = append(listed, dir)
 		return os.ReadDir(dir)
 	})
-	kept = nil
-	if !linked {
-		kept = keep(rules, restsOn(p, listed), begun)
-	}
-	plans.Lock()
-	switch {
-	case kept == nil:
-		delete(plans.m, key)
-	case plans.m == nil || len(plans.m) >= planCacheMax:
-		plans.m = map[string]*keptPlan{key: kept}
-	default:
-		plans.m[key] = kept
-	}
-	plans.Unlock()
-	return slices.Clone(rules)
+	return rules, listed, linked
+}
+
+// sameRules reports whether a and b are the same rules in the same order.
+func sameRules(a, b []PathRule) bool {
+	return slices.EqualFunc(a, b, func(x, y PathRule) bool {
+		return string(x.Path) == string(y.Path) && x.Access == y.Access && x.File == y.File
+	})
 }
 
 // planKey is the cache's key for p and handled; ok is false for a policy

@@ -181,6 +181,62 @@ func TestCachedPlanFollowsALinkChain(t *testing.T) {
 	check("the chain's middle link retargeted", "third2/secret")
 }
 
+// TestCachedPlanChecksItsStampsWithASecondPlan makes a guarded path
+// between a plan and its stamps, as a stepped clock would hide from the
+// margin: the stamps then show the change the plan missed, and only the
+// second plan, made after them, can tell.
+func TestCachedPlanChecksItsStampsWithASecondPlan(t *testing.T) {
+	withMargin(t, 0)
+	home := tree(t, "a/", ".config/y.txt")
+	gh := filepath.Join(home, ".config/gh")
+	p := Policy{ReadAll: true, WriteAll: true, Guard: []string{gh}}
+	handled := FSRights(5)
+	CachedPlan(p, handled) // seen
+	planHook = func() {
+		planHook = nil
+		if err := os.WriteFile(gh, []byte("token"), 0o600); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { planHook = nil })
+	CachedPlan(p, handled) // the change comes between its plan and its stamps
+	got := CachedPlan(p, handled)
+	if diff := cmp.Diff(rulesUnder(home, Plan(p, handled, nil)), rulesUnder(home, got)); diff != "" {
+		t.Fatalf("CachedPlan differs from Plan (-fresh +kept):\n%s", diff)
+	}
+	if covered(got, gh) {
+		t.Fatalf("the plan grants %s, made while the plan was made", gh)
+	}
+}
+
+// TestCachedPlanKeepsOnlyAPolicySeenBefore: a policy's first plan is not
+// kept (a policy naming the run's own directory never comes again, and
+// keeping costs a second plan), its second is.
+func TestCachedPlanKeepsOnlyAPolicySeenBefore(t *testing.T) {
+	withMargin(t, 0)
+	home := tree(t, "a/", ".ssh/")
+	p := Policy{ReadAll: true, Guard: []string{filepath.Join(home, ".ssh")}}
+	key, _ := planKey(p, FSRead)
+	keptOf := func() (*keptPlan, bool) {
+		plans.Lock()
+		defer plans.Unlock()
+		k, seen := plans.m[key]
+		return k, seen
+	}
+	CachedPlan(p, FSRead)
+	if k, seen := keptOf(); !seen || k != nil {
+		t.Fatalf("after a first plan: kept %v, seen %v; want seen, not kept", k != nil, seen)
+	}
+	for range 20 {
+		// Another process may change a directory on the way (/tmp)
+		// during the second plan; it cannot do so every time.
+		if CachedPlan(p, FSRead); func() bool { k, _ := keptOf(); return k != nil }() {
+			return
+		}
+	}
+	t.Fatal("a policy planned again was never kept")
+}
+
 // TestCachedPlanKeepsNoPlanOfAFreshChange checks the margin: a plan
 // resting on a directory changed just before it began is not kept, for its
 // listing may have missed a change made in the same tick.
