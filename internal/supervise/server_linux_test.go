@@ -87,14 +87,7 @@ func TestStartAllStartsABatch(t *testing.T) {
 		if id == 4 {
 			path = "/nonexistent/worker"
 		}
-		var three []int
-		for range 3 {
-			fd, err := syscall.Open(os.DevNull, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			three = append(three, fd)
-		}
+		three := devNulls(t)
 		reqs = append(reqs, request{m: &msg{Op: opStart, ID: id, Path: path, Argv: argv, Dir: "/"}, fds: three})
 	}
 	s.handleAll(reqs)
@@ -162,15 +155,7 @@ func TestLeadersJoinAndLeaveTheEpollSet(t *testing.T) {
 	}
 	defer syscall.Close(ep)
 	s := &server{conn: rawConn(fds[0]), jobs: map[uint64]*job{}, byPid: map[int]*job{}, ep: &epollSet{fd: ep}}
-	var three []int
-	for range 3 {
-		fd, err := syscall.Open(os.DevNull, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		three = append(three, fd)
-	}
-	s.handleAll([]request{{m: &msg{Op: opStart, ID: 1, Path: "/bin/sh", Argv: []string{"sh", "-c", "exit 0"}, Dir: "/"}, fds: three}})
+	s.handleAll([]request{{m: &msg{Op: opStart, ID: 1, Path: "/bin/sh", Argv: []string{"sh", "-c", "exit 0"}, Dir: "/"}, fds: devNulls(t)}})
 	j := s.jobs[1]
 	if j == nil || j.pidfd < 0 {
 		t.Skipf("no pidfd for the leader (job %+v)", j)
@@ -202,4 +187,19 @@ func TestLeadersJoinAndLeaveTheEpollSet(t *testing.T) {
 	if n != 0 {
 		t.Errorf("after the reap, epoll_wait: %d events %v, %v; want none", n, events[:max(n, 0)], err)
 	}
+}
+
+// devNulls opens /dev/null three times: a start request's stdin, stdout
+// and stderr, which the server closes.
+func devNulls(t *testing.T) []int {
+	t.Helper()
+	var three []int
+	for range 3 {
+		fd, err := syscall.Open(os.DevNull, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		three = append(three, fd)
+	}
+	return three
 }
