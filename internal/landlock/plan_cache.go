@@ -2,6 +2,7 @@ package landlock
 
 import (
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,7 +28,8 @@ type dirStamp struct {
 // see such a change either). Tests shorten it.
 var planMargin = time.Second
 
-// planCacheMax bounds the plans kept; the cache starts over past it.
+// planCacheMax bounds the policies remembered: past it those seen once
+// are forgotten, then every one.
 const planCacheMax = 32
 
 // A keptPlan is a plan and what it rests on: the directories it listed or
@@ -95,7 +97,15 @@ func CachedPlan(p Policy, handled uint64) []PathRule {
 		}
 	}
 	plans.Lock()
-	if plans.m == nil || len(plans.m) >= planCacheMax {
+	if _, ok := plans.m[key]; !ok && len(plans.m) >= planCacheMax {
+		// Policies seen once go first (each workspace dispatch's is
+		// one), then the rest.
+		maps.DeleteFunc(plans.m, func(_ string, k *keptPlan) bool { return k == nil })
+		if len(plans.m) >= planCacheMax {
+			clear(plans.m)
+		}
+	}
+	if plans.m == nil {
 		plans.m = map[string]*keptPlan{}
 	}
 	plans.m[key] = kept // nil: seen, not kept

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -235,6 +236,40 @@ func TestCachedPlanKeepsOnlyAPolicySeenBefore(t *testing.T) {
 		}
 	}
 	t.Fatal("a policy planned again was never kept")
+}
+
+// TestCachedPlanForgetsPoliciesSeenOnceFirst: policies planned once (a
+// workspace dispatch's, naming its run's directory) fill the cache, and a
+// kept plan outlives them.
+func TestCachedPlanForgetsPoliciesSeenOnceFirst(t *testing.T) {
+	withMargin(t, 0)
+	home := tree(t, "a/", ".ssh/")
+	p := Policy{ReadAll: true, Guard: []string{filepath.Join(home, ".ssh")}}
+	key, _ := planKey(p, FSRead)
+	kept := func() bool {
+		plans.Lock()
+		defer plans.Unlock()
+		return plans.m[key] != nil
+	}
+	for i := 0; !kept(); i++ {
+		if i == 20 {
+			t.Fatal("the policy's plan was never kept")
+		}
+		CachedPlan(p, FSRead)
+	}
+	for i := range 3 * planCacheMax {
+		once := Policy{ReadAll: true, Guard: []string{filepath.Join(home, ".ssh")}, Write: []string{filepath.Join(home, "run"+strconv.Itoa(i))}}
+		CachedPlan(once, FSRead)
+	}
+	if !kept() {
+		t.Error("policies seen once pushed a kept plan out")
+	}
+	plans.Lock()
+	n := len(plans.m)
+	plans.Unlock()
+	if n > planCacheMax {
+		t.Errorf("%d policies remembered, want at most %d", n, planCacheMax)
+	}
 }
 
 // TestCachedPlanKeepsNoPlanOfAFreshChange checks the margin: a plan
