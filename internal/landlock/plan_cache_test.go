@@ -50,6 +50,23 @@ func covered(rules []PathRule, path string) bool {
 	return false
 }
 
+// checkCached plans p with CachedPlan and fails unless its rules beneath
+// home are a fresh Plan's (only beneath home: other tests change /tmp
+// meanwhile) and it grants none of guarded that exists. step names the
+// moment in the messages.
+func checkCached(t *testing.T, step, home string, p Policy, handled uint64, guarded ...string) {
+	t.Helper()
+	got := CachedPlan(p, handled)
+	if diff := cmp.Diff(rulesUnder(home, Plan(p, handled, nil)), rulesUnder(home, got)); diff != "" {
+		t.Fatalf("%s: CachedPlan differs from Plan (-fresh +kept):\n%s", step, diff)
+	}
+	for _, g := range guarded {
+		if _, err := os.Lstat(g); err == nil && covered(got, g) {
+			t.Fatalf("%s: the plan grants guarded %s", step, g)
+		}
+	}
+}
+
 // TestCachedPlanIsPlanAsTheTreeChanges changes a home directory as a user
 // (or a worker) might between dispatches and checks, after each change,
 // that the kept plan is the fresh one and grants no guarded path: a
@@ -67,16 +84,7 @@ func TestCachedPlanIsPlanAsTheTreeChanges(t *testing.T) {
 	handled := FSRights(5)
 	check := func(step string) time.Time {
 		t.Helper()
-		got := CachedPlan(p, handled)
-		// Only beneath home: other tests change /tmp meanwhile.
-		if diff := cmp.Diff(rulesUnder(home, Plan(p, handled, nil)), rulesUnder(home, got)); diff != "" {
-			t.Fatalf("%s: CachedPlan differs from Plan (-fresh +kept):\n%s", step, diff)
-		}
-		for _, g := range p.Guard {
-			if _, err := os.Lstat(g); err == nil && covered(got, g) {
-				t.Fatalf("%s: the plan grants guarded %s", step, g)
-			}
-		}
+		checkCached(t, step, home, p, handled, p.Guard...)
 		return time.Now()
 	}
 	mark := check("first plan")
@@ -163,16 +171,10 @@ func TestCachedPlanFollowsALinkChain(t *testing.T) {
 	link("other/l2", ".key")
 	p := Policy{ReadAll: true, WriteAll: true, Guard: []string{filepath.Join(home, ".key")}}
 	handled := FSRights(5)
+	// secret is where the guarded link leads.
 	check := func(step, secret string) time.Time {
 		t.Helper()
-		got := CachedPlan(p, handled)
-		// Only beneath home: other tests change /tmp meanwhile.
-		if diff := cmp.Diff(rulesUnder(home, Plan(p, handled, nil)), rulesUnder(home, got)); diff != "" {
-			t.Fatalf("%s: CachedPlan differs from Plan (-fresh +kept):\n%s", step, diff)
-		}
-		if covered(got, filepath.Join(home, secret)) {
-			t.Fatalf("%s: the plan grants %s, where the guarded link leads", step, secret)
-		}
+		checkCached(t, step, home, p, handled, filepath.Join(home, secret))
 		return time.Now()
 	}
 	check("first plan", "third1/secret")
@@ -201,13 +203,7 @@ func TestCachedPlanChecksItsStampsWithASecondPlan(t *testing.T) {
 	}
 	t.Cleanup(func() { planHook = nil })
 	CachedPlan(p, handled) // the change comes between its plan and its stamps
-	got := CachedPlan(p, handled)
-	if diff := cmp.Diff(rulesUnder(home, Plan(p, handled, nil)), rulesUnder(home, got)); diff != "" {
-		t.Fatalf("CachedPlan differs from Plan (-fresh +kept):\n%s", diff)
-	}
-	if covered(got, gh) {
-		t.Fatalf("the plan grants %s, made while the plan was made", gh)
-	}
+	checkCached(t, "after a guarded path made while the plan was made", home, p, handled, gh)
 }
 
 // TestCachedPlanKeepsOnlyAPolicySeenBefore: a policy's first plan is not
