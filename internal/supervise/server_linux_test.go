@@ -74,13 +74,7 @@ func TestFramesAssembleSplitReads(t *testing.T) {
 // the requests' order, a start that cannot exec gets its error, and every
 // leader is reaped and reported with its own status.
 func TestStartAllStartsABatch(t *testing.T) {
-	fds, err := socketpair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fds[0])
-	defer syscall.Close(fds[1])
-	s := &server{conn: rawConn(fds[0]), jobs: map[uint64]*job{}, byPid: map[int]*job{}}
+	s, client := testServer(t)
 	var reqs []request
 	for id := uint64(1); id <= 6; id++ {
 		path, argv := "/bin/sh", []string{"sh", "-c", "exit " + strconv.Itoa(int(id))}
@@ -95,7 +89,7 @@ func TestStartAllStartsABatch(t *testing.T) {
 		t.Error("a batch of starts did not use the forker threads")
 	}
 
-	r := bufio.NewReader(os.NewFile(uintptr(fds[1]), "client-side"))
+	r := bufio.NewReader(os.NewFile(uintptr(client), "client-side"))
 	pids := map[int]uint64{}
 	for id := uint64(1); id <= 6; id++ {
 		m, err := readFrame(r)
@@ -143,18 +137,13 @@ func TestStartAllStartsABatch(t *testing.T) {
 // closed: a copy of it (which a worker being forked holds for a moment)
 // would keep it in the set, ready for good.
 func TestLeadersJoinAndLeaveTheEpollSet(t *testing.T) {
-	fds, err := socketpair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fds[0])
-	defer syscall.Close(fds[1])
 	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer syscall.Close(ep)
-	s := &server{conn: rawConn(fds[0]), jobs: map[uint64]*job{}, byPid: map[int]*job{}, ep: &epollSet{fd: ep}}
+	s, _ := testServer(t)
+	s.ep = &epollSet{fd: ep}
 	s.handleAll([]request{{m: &msg{Op: opStart, ID: 1, Path: "/bin/sh", Argv: []string{"sh", "-c", "exit 0"}, Dir: "/"}, fds: devNulls(t)}})
 	j := s.jobs[1]
 	if j == nil || j.pidfd < 0 {
@@ -187,6 +176,21 @@ func TestLeadersJoinAndLeaveTheEpollSet(t *testing.T) {
 	if n != 0 {
 		t.Errorf("after the reap, epoll_wait: %d events %v, %v; want none", n, events[:max(n, 0)], err)
 	}
+}
+
+// testServer is a server with no job, on one end of a socket pair; client
+// is the other end. Both are closed when the test ends.
+func testServer(t *testing.T) (s *server, client int) {
+	t.Helper()
+	fds, err := socketpair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+	})
+	return &server{conn: rawConn(fds[0]), jobs: map[uint64]*job{}, byPid: map[int]*job{}}, fds[1]
 }
 
 // devNulls opens /dev/null three times: a start request's stdin, stdout
