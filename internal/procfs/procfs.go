@@ -24,7 +24,7 @@ func statFields(pid int) (f [][]byte, ok bool) {
 	if pid <= 0 {
 		return nil, false
 	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	data, err := readFile("/proc/"+strconv.Itoa(pid)+"/stat", make([]byte, 0, 512))
 	if err != nil {
 		return nil, false
 	}
@@ -49,13 +49,16 @@ func Pgrp(pid int) (int, bool) {
 // Children lists pid's children, from /proc/PID/task/*/children.
 func Children(pid int) []int {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	tasks, err := os.ReadDir(dir)
+	tasks, err := readDirNames(dir)
 	if err != nil {
 		return nil
 	}
-	var out []int
+	var (
+		out []int
+		buf [256]byte
+	)
 	for _, t := range tasks {
-		data, err := os.ReadFile(dir + "/" + t.Name() + "/children")
+		data, err := readFile(dir+"/"+t+"/children", buf[:0])
 		if err != nil {
 			continue
 		}
@@ -71,7 +74,7 @@ func Children(pid int) []int {
 // ThreadChildren lists the children of process pid's thread tid, from
 // /proc/PID/task/TID/children; ok is false when that cannot be read.
 func ThreadChildren(pid, tid int) (out []int, ok bool) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/children")
+	data, err := readFile("/proc/"+strconv.Itoa(pid)+"/task/"+strconv.Itoa(tid)+"/children", nil)
 	if err != nil {
 		return nil, false
 	}
@@ -85,7 +88,7 @@ func ThreadChildren(pid, tid int) (out []int, ok bool) {
 
 // Environ returns pid's environment block (NUL-separated entries).
 func Environ(pid int) ([]byte, error) {
-	return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return readFile("/proc/"+strconv.Itoa(pid)+"/environ", nil)
 }
 
 // HasEntry reports whether the environment block environ holds entry
@@ -111,13 +114,13 @@ func HasEntry(environ, entry []byte) bool {
 // WithEnv lists the live processes whose environment holds entry. Only
 // processes whose environment this process may read are seen.
 func WithEnv(entry string) []int {
-	ents, err := os.ReadDir("/proc")
+	names, err := readDirNames("/proc")
 	if err != nil {
 		return nil
 	}
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
 		if err != nil {
 			continue
 		}
@@ -198,7 +201,8 @@ func RSS(pid int) (rss int64, comm string, ok bool) {
 	if pid <= 0 {
 		return 0, "", false
 	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	var buf [512]byte
+	data, err := readFile("/proc/"+strconv.Itoa(pid)+"/stat", buf[:0])
 	if err != nil {
 		return 0, "", false
 	}
