@@ -343,21 +343,37 @@ func (r *run) diagnostic() *Classification {
 	return &d
 }
 
-func (r *run) emit(e Event) {
-	e.RunID = r.id
-	if e.Time.IsZero() {
-		e.Time = time.Now().UTC()
+// emit writes the events es to events.log, in one write, and hands them
+// to the observers: the phases a worker passed between two looks cost one
+// write, not one each.
+func (r *run) emit(es ...Event) {
+	if len(es) == 0 {
+		return
 	}
+	now := time.Now().UTC()
 	r.emitMu.Lock()
 	defer r.emitMu.Unlock()
-	if data, err := e.appendJSON(r.eventBuf[:0]); err == nil {
-		r.events.Write(append(data, '\n'))
-		if cap(data) <= 4<<10 {
-			r.eventBuf = data[:0] // kept for the next event; a big one's is not
+	data := r.eventBuf[:0]
+	for i := range es {
+		e := &es[i]
+		e.RunID = r.id
+		if e.Time.IsZero() {
+			e.Time = now
+		}
+		if line, err := e.appendJSON(data); err == nil {
+			data = append(line, '\n')
 		}
 	}
+	if len(data) > 0 {
+		r.events.Write(data)
+	}
+	if cap(data) <= 4<<10 {
+		r.eventBuf = data[:0] // kept for the next events; a big one's is not
+	}
 	if r.delivery != nil {
-		r.delivery.push(e) // the observers get it from their own goroutine
+		for _, e := range es {
+			r.delivery.push(e) // the observers get them from their own goroutine
+		}
 	}
 }
 

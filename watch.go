@@ -110,13 +110,15 @@ func (w *sessionWatch) beat(now time.Time) stallAction {
 	}
 	// The phases the stream passed through since the last look, each
 	// told once, then the one it is in.
+	var phases []Event
 	for _, st := range append(passed, next) {
 		if !samePhase(st, w.state) {
 			shown := w.r.red.state(st)
-			w.r.emit(Event{Type: event.Phase, Session: &shown})
+			phases = append(phases, Event{Type: event.Phase, Session: &shown})
 		}
 		w.state = st
 	}
+	w.r.emit(phases...)
 	a := w.clock.Check(w.r.d.Stall, w.state.Phase, now)
 	if a != stallNone {
 		insp := newStallInspection(a, w.r.red.state(w.state), w.clock.Silence(now), w.r.streamTailBytes())
