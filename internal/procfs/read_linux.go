@@ -1,6 +1,9 @@
 package procfs
 
-import "syscall"
+import (
+	"slices"
+	"syscall"
+)
 
 // readFile reads the /proc file path whole, appending to buf, with plain
 // system calls: an open, the reads and a close. os.ReadFile costs about
@@ -16,7 +19,7 @@ func readFile(path string, buf []byte) ([]byte, error) {
 	defer syscall.Close(fd)
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			buf = slices.Grow(buf, max(512, len(buf))) // a read a syscall: few and big
 		}
 		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
 		switch {
