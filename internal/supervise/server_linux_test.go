@@ -89,7 +89,7 @@ func TestStartAllStartsABatch(t *testing.T) {
 		t.Error("a batch of starts did not use the forker threads")
 	}
 
-	r := bufio.NewReader(os.NewFile(uintptr(client), "client-side"))
+	r := bufio.NewReader(client)
 	pids := map[int]uint64{}
 	for id := uint64(1); id <= 6; id++ {
 		m, err := readFrame(r)
@@ -179,18 +179,20 @@ func TestLeadersJoinAndLeaveTheEpollSet(t *testing.T) {
 }
 
 // testServer is a server with no job, on one end of a socket pair; client
-// is the other end. Both are closed when the test ends.
-func testServer(t *testing.T) (s *server, client int) {
+// is the other end. Both are closed when the test ends, each once (a
+// descriptor closed twice may be another test's by then).
+func testServer(t *testing.T) (s *server, client *os.File) {
 	t.Helper()
 	fds, err := socketpair()
 	if err != nil {
 		t.Fatal(err)
 	}
+	client = os.NewFile(uintptr(fds[1]), "client-side")
 	t.Cleanup(func() {
 		syscall.Close(fds[0])
-		syscall.Close(fds[1])
+		client.Close()
 	})
-	return &server{conn: rawConn(fds[0]), jobs: map[uint64]*job{}, byPid: map[int]*job{}}, fds[1]
+	return &server{conn: rawConn(fds[0]), jobs: map[uint64]*job{}, byPid: map[int]*job{}}, client
 }
 
 // devNulls opens /dev/null three times: a start request's stdin, stdout
